@@ -1,0 +1,93 @@
+// Package codec turns record keys and values into bytes and back.
+//
+// A Codec is deliberately tiny so that users can bring their own (Avro,
+// Protobuf, ...) with two methods; the generic parameter removes the casts
+// an interface{} payload would need.
+package codec
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Codec encodes and decodes values of one type.
+type Codec[T any] interface {
+	// Encode returns the wire form of v.
+	Encode(v T) ([]byte, error)
+	// Decode parses the wire form b. It must not keep b: the runtime
+	// may reuse the buffer after Decode returns.
+	Decode(b []byte) (T, error)
+}
+
+// Func adapts two functions into a Codec, for one-off formats.
+type Func[T any] struct {
+	EncodeFunc func(T) ([]byte, error)
+	DecodeFunc func([]byte) (T, error)
+}
+
+// Encode calls EncodeFunc.
+func (f Func[T]) Encode(v T) ([]byte, error) { return f.EncodeFunc(v) }
+
+// Decode calls DecodeFunc.
+func (f Func[T]) Decode(b []byte) (T, error) { return f.DecodeFunc(b) }
+
+type bytesCodec struct{}
+
+// Bytes passes bytes through unchanged; the cheapest codec.
+func Bytes() Codec[[]byte] { return bytesCodec{} }
+
+func (bytesCodec) Encode(v []byte) ([]byte, error) { return v, nil }
+
+// Decode copies b, because the runtime may reuse fetch buffers.
+func (bytesCodec) Decode(b []byte) ([]byte, error) {
+	if b == nil {
+		return nil, nil
+	}
+	out := make([]byte, len(b))
+	copy(out, b)
+	return out, nil
+}
+
+type stringCodec struct{}
+
+// String encodes strings as their UTF-8 bytes.
+func String() Codec[string] { return stringCodec{} }
+
+func (stringCodec) Encode(v string) ([]byte, error) { return []byte(v), nil }
+func (stringCodec) Decode(b []byte) (string, error) { return string(b), nil }
+
+type jsonCodec[T any] struct{}
+
+// JSON encodes values with encoding/json.
+func JSON[T any]() Codec[T] { return jsonCodec[T]{} }
+
+func (jsonCodec[T]) Encode(v T) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("codec: json encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+func (jsonCodec[T]) Decode(b []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return v, fmt.Errorf("codec: json decode into %T: %w", v, err)
+	}
+	return v, nil
+}
+
+// Name returns a short description of c for topology descriptions.
+func Name[T any](c Codec[T]) string {
+	switch any(c).(type) {
+	case bytesCodec:
+		return "bytes"
+	case stringCodec:
+		return "string"
+	case jsonCodec[T]:
+		return "json"
+	case nil:
+		return "<nil>"
+	}
+	return fmt.Sprintf("%T", c)
+}

@@ -1,0 +1,66 @@
+package codec_test
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/eosflow/eosflow/codec"
+)
+
+type order struct {
+	ID    int    `json:"id"`
+	Items string `json:"items"`
+}
+
+func TestRoundTrips(t *testing.T) {
+	t.Run("bytes copies on decode", func(t *testing.T) {
+		buf := []byte("abc")
+		got, err := codec.Bytes().Decode(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf[0] = 'x'
+		if !bytes.Equal(got, []byte("abc")) {
+			t.Fatalf("decode aliases the input buffer: %q", got)
+		}
+	})
+	t.Run("string", func(t *testing.T) {
+		b, _ := codec.String().Encode("héllo")
+		s, err := codec.String().Decode(b)
+		if err != nil || s != "héllo" {
+			t.Fatalf("got %q, %v", s, err)
+		}
+	})
+	t.Run("json", func(t *testing.T) {
+		c := codec.JSON[order]()
+		b, err := c.Encode(order{ID: 7, Items: "tea"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := c.Decode(b)
+		if err != nil || o != (order{ID: 7, Items: "tea"}) {
+			t.Fatalf("got %+v, %v", o, err)
+		}
+	})
+	t.Run("json decode error names the type", func(t *testing.T) {
+		_, err := codec.JSON[order]().Decode([]byte("{not json"))
+		if err == nil || !bytes.Contains([]byte(err.Error()), []byte("codec_test.order")) {
+			t.Fatalf("want an error naming the target type, got %v", err)
+		}
+	})
+}
+
+func TestName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  string
+	}{
+		{"bytes", codec.Name(codec.Bytes())},
+		{"string", codec.Name(codec.String())},
+		{"json", codec.Name(codec.JSON[order]())},
+	} {
+		if tc.got != tc.name {
+			t.Errorf("Name = %q, want %q", tc.got, tc.name)
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package topology
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Describe prints the graph as text, one block per connected sub-topology,
+// in the spirit of Kafka Streams' Topology#describe.
+func (t *Topology) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Topology: %s\n", t.name)
+	sub := t.subTopologies()
+	for i, nodes := range sub {
+		fmt.Fprintf(&b, "  Sub-topology: %d\n", i)
+		for _, n := range nodes {
+			switch n.kind {
+			case KindSource:
+				fmt.Fprintf(&b, "    Source: %s (topic: %s, codec: %s)\n", n.name, n.topic, n.codec)
+			case KindSink:
+				topic := n.topic
+				if topic == "" {
+					topic = "<chosen per record>"
+				}
+				fmt.Fprintf(&b, "    Sink: %s (topic: %s, codec: %s)\n", n.name, topic, n.codec)
+			default:
+				fmt.Fprintf(&b, "    Processor: %s (%s)\n", n.name, n.op)
+			}
+			if len(n.children) > 0 {
+				fmt.Fprintf(&b, "      --> %s\n", joinNames(n.children))
+			}
+			if len(n.parents) > 0 {
+				fmt.Fprintf(&b, "      <-- %s\n", joinNames(n.parents))
+			}
+			if n.policy != nil {
+				fmt.Fprintf(&b, "      on error: %s\n", n.policy)
+			}
+		}
+	}
+	fmt.Fprintf(&b, "  Default on error: %s\n", t.defaultPolicy)
+	return b.String()
+}
+
+func joinNames(ns []*Node) string {
+	names := make([]string, len(ns))
+	for i, n := range ns {
+		names[i] = n.name
+	}
+	return strings.Join(names, ", ")
+}
+
+// subTopologies groups nodes into connected components, each in the order
+// the nodes were added.
+func (t *Topology) subTopologies() [][]*Node {
+	comp := map[*Node]int{}
+	var groups [][]*Node
+	for _, n := range t.nodes {
+		if _, ok := comp[n]; ok {
+			continue
+		}
+		id := len(groups)
+		groups = append(groups, nil)
+		stack := []*Node{n}
+		comp[n] = id
+		for len(stack) > 0 {
+			c := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, m := range append(append([]*Node(nil), c.parents...), c.children...) {
+				if _, ok := comp[m]; !ok {
+					comp[m] = id
+					stack = append(stack, m)
+				}
+			}
+		}
+	}
+	for _, n := range t.nodes {
+		groups[comp[n]] = append(groups[comp[n]], n)
+	}
+	return groups
+}

@@ -1,0 +1,255 @@
+// Package topology declares a pipeline as data: sources, operators and sinks
+// joined into a graph that can be validated and printed before anything runs.
+//
+// Operators are generic functions (Go has no generic methods), so values stay
+// typed from source to sink with no casts. Building never panics: mistakes
+// are collected and returned by Validate, each naming its node.
+package topology
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header is a record header; an alias so records pass to franz-go uncopied.
+type Header = kgo.RecordHeader
+
+// Record is a record in flight, its value decoded to T. Topic, Partition and
+// Offset name the input record it derives from.
+type Record[T any] struct {
+	Key       []byte
+	Value     T
+	Headers   []Header
+	Timestamp time.Time
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// KV is one output of FlatMap.
+type KV[T any] struct {
+	Key   []byte
+	Value T
+}
+
+// Output is what a sink hands to the runtime to produce.
+type Output struct {
+	Topic     string
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Exec is the runtime side of a node call, implemented by the processor. It
+// is an interface so topology stays free of runtime concerns (policies,
+// buffering, transactions).
+type Exec interface {
+	// Enter records that user code of n is about to run, so a panic can be
+	// attributed to it.
+	Enter(n *Node)
+	// Retry reports whether n should be called again after its attempt'th
+	// call (0-based) failed with err, having waited as the policy says.
+	Retry(n *Node, attempt int, err error) bool
+	// Emit buffers a sink's output until the whole input record succeeds.
+	Emit(n *Node, out Output) error
+}
+
+// Kind classifies nodes for validation and description.
+type Kind int
+
+// Node kinds.
+const (
+	KindSource Kind = iota
+	KindProcessor
+	KindSink
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindSource:
+		return "Source"
+	case KindSink:
+		return "Sink"
+	}
+	return "Processor"
+}
+
+// Node is one vertex of the graph. Its exported methods describe it; the
+// runtime reaches user code through Process on source nodes.
+type Node struct {
+	t        *Topology
+	name     string
+	kind     Kind
+	op       string
+	topic    string // source or static sink topic
+	codec    string
+	parents  []*Node
+	children []*Node
+	policy   *ErrorPolicy
+	source   func(Exec, *kgo.Record) error
+}
+
+// Name is the node's unique name.
+func (n *Node) Name() string { return n.name }
+
+// Kind says whether n is a source, processor or sink.
+func (n *Node) Kind() Kind { return n.kind }
+
+// Op names the operator that made n, e.g. "MapValues".
+func (n *Node) Op() string { return n.op }
+
+// Topic is the topic a source reads or a static sink writes, else "".
+func (n *Node) Topic() string { return n.topic }
+
+// Parents are the nodes feeding n.
+func (n *Node) Parents() []*Node { return n.parents }
+
+// Children are the nodes n feeds.
+func (n *Node) Children() []*Node { return n.children }
+
+// Policy is the error policy that applies to n: its own, else the
+// topology's default.
+func (n *Node) Policy() ErrorPolicy {
+	if n.policy != nil {
+		return *n.policy
+	}
+	return n.t.defaultPolicy
+}
+
+// Process runs an input record through the graph from source node n.
+func (n *Node) Process(x Exec, r *kgo.Record) error { return n.source(x, r) }
+
+// Topology is a named pipeline graph. Create one with New, add nodes with
+// Source and the operator functions, then Validate.
+type Topology struct {
+	name          string
+	nodes         []*Node
+	byName        map[string]*Node
+	byTopic       map[string]*Node
+	problems      []error
+	defaultPolicy ErrorPolicy
+	policies      map[string]ErrorPolicy
+}
+
+// Option configures a Topology.
+type Option interface{ apply(*Topology) }
+
+type optFunc func(*Topology)
+
+func (f optFunc) apply(t *Topology) { f(t) }
+
+// DefaultErrorPolicy sets the policy of every node that has none of its
+// own, overriding the default Fail().
+func DefaultErrorPolicy(p ErrorPolicy) Option {
+	return optFunc(func(t *Topology) { t.defaultPolicy = p })
+}
+
+// New starts an empty topology called name.
+func New(name string, opts ...Option) *Topology {
+	t := &Topology{
+		name:          name,
+		byName:        map[string]*Node{},
+		byTopic:       map[string]*Node{},
+		defaultPolicy: Fail(),
+		policies:      map[string]ErrorPolicy{},
+	}
+	for _, o := range opts {
+		o.apply(t)
+	}
+	return t
+}
+
+// Name is the topology's name.
+func (t *Topology) Name() string { return t.name }
+
+// Nodes lists the nodes in the order they were added.
+func (t *Topology) Nodes() []*Node { return t.nodes }
+
+// Node returns the node called name, or nil.
+func (t *Topology) Node(name string) *Node { return t.byName[name] }
+
+// OnError sets the error policy of the node called name. An unknown name is
+// reported by Validate.
+func (t *Topology) OnError(name string, p ErrorPolicy) *Topology {
+	t.policies[name] = p
+	if n := t.byName[name]; n != nil {
+		n.policy = &p
+	}
+	return t
+}
+
+// SourceFor returns the source node reading topic, or nil.
+func (t *Topology) SourceFor(topic string) *Node { return t.byTopic[topic] }
+
+// InputTopics lists the topics the sources read, sorted.
+func (t *Topology) InputTopics() []string {
+	out := make([]string, 0, len(t.byTopic))
+	for topic := range t.byTopic {
+		out = append(out, topic)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// OutputTopics lists the topics known before running: static sinks and
+// dead-letter topics, sorted. Topics chosen per record are not included.
+func (t *Topology) OutputTopics() []string {
+	set := map[string]bool{}
+	for _, n := range t.nodes {
+		if n.kind == KindSink && n.topic != "" {
+			set[n.topic] = true
+		}
+		for p := n.Policy(); ; p = *p.Then {
+			if p.Kind == PolicyDeadLetter {
+				set[p.Topic] = true
+			}
+			if p.Then == nil {
+				break
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for topic := range set {
+		out = append(out, topic)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (t *Topology) problem(node, format string, args ...any) {
+	t.problems = append(t.problems, &ValidationError{Node: node, Problem: fmt.Sprintf(format, args...)})
+}
+
+// add registers a node, recording naming mistakes for Validate.
+func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Node {
+	n := &Node{t: t, name: name, kind: kind, op: op}
+	switch {
+	case name == "":
+		t.problem("", "a %s node has an empty name; give every node a unique name", op)
+	case t.byName[name] != nil:
+		t.problem(name, "duplicate node name (used by a %s and a %s); names must be unique", t.byName[name].op, op)
+	default:
+		t.byName[name] = n
+	}
+	if p, ok := t.policies[name]; ok {
+		n.policy = &p
+	}
+	for _, p := range parents {
+		if p == nil {
+			t.problem(name, "input stream is unknown (a zero Stream); pass a stream returned by Source or an operator")
+			continue
+		}
+		if p.t != t {
+			t.problem(name, "input stream %q belongs to topology %q, not %q", p.name, p.t.name, t.name)
+			continue
+		}
+		n.parents = append(n.parents, p)
+		p.children = append(p.children, n)
+	}
+	t.nodes = append(t.nodes, n)
+	return n
+}

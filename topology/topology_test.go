@@ -1,0 +1,245 @@
+package topology_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fakeExec collects outputs and never retries, to test operators alone.
+type fakeExec struct {
+	out     []topology.Output
+	entered []string
+	retries int
+}
+
+func (f *fakeExec) Enter(n *topology.Node) { f.entered = append(f.entered, n.Name()) }
+func (f *fakeExec) Retry(n *topology.Node, attempt int, err error) bool {
+	p := n.Policy()
+	if p.Kind == topology.PolicyRetry && attempt+1 < p.Attempts {
+		f.retries++
+		return true
+	}
+	return false
+}
+func (f *fakeExec) Emit(n *topology.Node, o topology.Output) error {
+	f.out = append(f.out, o)
+	return nil
+}
+
+func run(t *testing.T, top *topology.Topology, topic string, key, value string) (*fakeExec, error) {
+	t.Helper()
+	if err := top.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	src := top.SourceFor(topic)
+	if src == nil {
+		t.Fatalf("no source for %q", topic)
+	}
+	x := &fakeExec{}
+	err := src.Process(x, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Timestamp: time.Unix(1, 0), Partition: 2, Offset: 7})
+	return x, err
+}
+
+func outputs(x *fakeExec) []string {
+	var s []string
+	for _, o := range x.out {
+		s = append(s, fmt.Sprintf("%s:%s=%s", o.Topic, o.Key, o.Value))
+	}
+	return s
+}
+
+func TestOperators(t *testing.T) {
+	top := topology.New("ops")
+	in := topology.Source(top, "in", "words", codec.String())
+	upper := topology.MapValues(in, "upper", func(v string) (string, error) { return strings.ToUpper(v), nil })
+	long := topology.Filter(upper, "long", func(_ []byte, v string) bool { return len(v) > 2 })
+	split := topology.FlatMap(long, "letters", func(k []byte, v string) ([]topology.KV[string], error) {
+		var out []topology.KV[string]
+		for _, r := range v[:2] {
+			out = append(out, topology.KV[string]{Key: k, Value: string(r)})
+		}
+		return out, nil
+	})
+	rekey := topology.Map(split, "rekey", func(k []byte, v string) ([]byte, int, error) { return []byte(v), len(k), nil })
+	var peeked int
+	peek := topology.Peek(rekey, "peek", func([]byte, int) { peeked++ })
+	branches := topology.Branch(peek, "route",
+		func(k []byte, _ int) bool { return string(k) == "H" },
+		func([]byte, int) bool { return true })
+	merged := topology.Merge("merge", branches[0], branches[1])
+	withMeta := topology.Process(merged, "meta", func(r topology.Record[int], emit func(topology.Record[string])) error {
+		emit(topology.Record[string]{Key: r.Key, Value: fmt.Sprintf("%d@%s/%d/%d", r.Value, r.Topic, r.Partition, r.Offset)})
+		return nil
+	})
+	topology.To(withMeta, "out", "letters-out", codec.String())
+	topology.ToTopicFunc(branches[0], "by-key", func(r topology.Record[int]) string { return "key-" + string(r.Key) }, codec.JSON[int]())
+
+	x, err := run(t, top, "words", "k1", "hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(outputs(x), " ")
+	want := "letters-out:H=2@words/2/7 key-H:H=2 letters-out:E=2@words/2/7"
+	if got != want {
+		t.Fatalf("outputs\n got %s\nwant %s", got, want)
+	}
+	if peeked != 2 {
+		t.Fatalf("peek saw %d records, want 2", peeked)
+	}
+	x, err = run(t, top, "words", "k1", "hi")
+	if err != nil || len(x.out) != 0 {
+		t.Fatalf("filter should drop short words: %v %v", outputs(x), err)
+	}
+}
+
+func TestNodeErrorsAndRetry(t *testing.T) {
+	calls := 0
+	top := topology.New("retry")
+	in := topology.Source(top, "in", "t", codec.JSON[int]())
+	flaky := topology.MapValues(in, "flaky", func(v int) (int, error) {
+		calls++
+		if calls < 3 {
+			return 0, errors.New("transient")
+		}
+		return v * 2, nil
+	})
+	topology.To(flaky, "out", "o", codec.JSON[int]())
+	top.OnError("flaky", topology.Retry(3, time.Millisecond, topology.Fail()))
+
+	x, err := run(t, top, "t", "k", "21")
+	if err != nil {
+		t.Fatalf("third call should succeed: %v", err)
+	}
+	if calls != 3 || x.retries != 2 || string(x.out[0].Value) != "42" {
+		t.Fatalf("calls=%d retries=%d out=%v", calls, x.retries, outputs(x))
+	}
+
+	_, err = run(t, top, "t", "k", "not json")
+	var ne *topology.NodeError
+	if !errors.As(err, &ne) || ne.Node != "in" {
+		t.Fatalf("decode failure should be a NodeError at the source, got %v", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	okSink := func(s topology.Stream[string]) { topology.To(s, "sink", "out", codec.String()) }
+	cases := []struct {
+		name  string
+		build func() *topology.Topology
+		node  string
+		want  string
+	}{
+		{"no source", func() *topology.Topology { return topology.New("empty") }, "", "has no source"},
+		{"no sink", func() *topology.Topology {
+			top := topology.New("x")
+			topology.Source(top, "in", "t", codec.String())
+			return top
+		}, "", "has no sink"},
+		{"dangling operator", func() *topology.Topology {
+			top := topology.New("x")
+			in := topology.Source(top, "in", "t", codec.String())
+			okSink(in)
+			topology.Filter(in, "lost", func([]byte, string) bool { return true })
+			return top
+		}, "lost", "goes nowhere"},
+		{"duplicate name", func() *topology.Topology {
+			top := topology.New("x")
+			in := topology.Source(top, "in", "t", codec.String())
+			okSink(topology.MapValues(in, "in", func(s string) (string, error) { return s, nil }))
+			return top
+		}, "in", "duplicate node name"},
+		{"missing codec", func() *topology.Topology {
+			top := topology.New("x")
+			in := topology.Source[string](top, "in", "t", nil)
+			okSink(in)
+			return top
+		}, "in", "no codec"},
+		{"missing sink codec", func() *topology.Topology {
+			top := topology.New("x")
+			in := topology.Source(top, "in", "t", codec.String())
+			topology.To[string](in, "sink", "out", nil)
+			return top
+		}, "sink", "no codec"},
+		{"unknown node in OnError", func() *topology.Topology {
+			top := topology.New("x")
+			okSink(topology.Source(top, "in", "t", codec.String()))
+			top.OnError("nope", topology.Skip())
+			return top
+		}, "nope", "unknown node"},
+		{"dead letter without topic", func() *topology.Topology {
+			top := topology.New("x")
+			okSink(topology.Source(top, "in", "t", codec.String()))
+			top.OnError("in", topology.DeadLetter(""))
+			return top
+		}, "in", "no topic"},
+		{"topic read twice", func() *topology.Topology {
+			top := topology.New("x")
+			a := topology.Source(top, "a", "t", codec.String())
+			b := topology.Source(top, "b", "t", codec.String())
+			okSink(topology.Merge("m", a, b))
+			return top
+		}, "b", "already read by source"},
+		{"stream of another topology", func() *topology.Topology {
+			other := topology.New("other")
+			foreign := topology.Source(other, "in", "t", codec.String())
+			top := topology.New("x")
+			mine := topology.Source(top, "mine", "u", codec.String())
+			okSink(topology.Merge("m", mine, foreign))
+			return top
+		}, "m", "belongs to topology"},
+		{"nil function", func() *topology.Topology {
+			top := topology.New("x")
+			okSink(topology.MapValues[string, string](topology.Source(top, "in", "t", codec.String()), "f", nil))
+			return top
+		}, "f", "nil function"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.build().Validate()
+			if err == nil {
+				t.Fatal("Validate accepted an invalid topology")
+			}
+			if !errors.Is(err, topology.ErrInvalid) {
+				t.Fatalf("error does not match ErrInvalid: %v", err)
+			}
+			var found bool
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var ve *topology.ValidationError
+				if errors.As(e, &ve) && ve.Node == tc.node && strings.Contains(ve.Problem, tc.want) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("want a problem at node %q containing %q, got:\n%v", tc.node, tc.want, err)
+			}
+		})
+	}
+}
+
+func ExampleTopology_Describe() {
+	top := topology.New("orders", topology.DefaultErrorPolicy(topology.DeadLetter("orders-dlq")))
+	in := topology.Source(top, "orders", "orders", codec.JSON[map[string]any]())
+	big := topology.Filter(in, "big", func(_ []byte, o map[string]any) bool { return o["total"].(float64) > 100 })
+	topology.To(big, "big-orders", "orders-big", codec.JSON[map[string]any]())
+	top.OnError("big", topology.Skip())
+	fmt.Print(top.Describe())
+	// Output:
+	// Topology: orders
+	//   Sub-topology: 0
+	//     Source: orders (topic: orders, codec: json)
+	//       --> big
+	//     Processor: big (Filter)
+	//       --> big-orders
+	//       <-- orders
+	//       on error: skip
+	//     Sink: big-orders (topic: orders-big, codec: json)
+	//       <-- big
+	//   Default on error: dead-letter(orders-dlq)
+}
