@@ -1,0 +1,27 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNoSource means a record arrived from a topic no source reads; the
+// runtime subscribes only to source topics, so this points at a bug.
+var ErrNoSource = errors.New("processor: no source reads this topic")
+
+// RecordError is a record whose processing failed under the Fail policy. It
+// names the input record so an operator can find it; the runtime aborts the
+// open transaction and stops.
+type RecordError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Err       error // usually a *topology.NodeError
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("processing %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
+}
+
+// Unwrap exposes the node's error.
+func (e *RecordError) Unwrap() error { return e.Err }

@@ -1,0 +1,224 @@
+// Package processor runs one input record through a topology and applies the
+// error policies: what reaches Kafka is either every output of a record, or
+// none of them plus (for dead-lettering) the original record.
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Dead-letter headers, added after the original record's own headers.
+const (
+	HeaderNode            = "eosflow.error.node"
+	HeaderError           = "eosflow.error.message"
+	HeaderStack           = "eosflow.error.stack"
+	HeaderSourceTopic     = "eosflow.source.topic"
+	HeaderSourcePartition = "eosflow.source.partition"
+	HeaderSourceOffset    = "eosflow.source.offset"
+	HeaderSourceTimestamp = "eosflow.source.timestamp"
+)
+
+// Outcome is what became of one input record.
+type Outcome int
+
+// Outcomes of Process.
+const (
+	Processed    Outcome = iota // every output was handed on
+	DeadLettered                // the original went to the dead-letter topic
+	Skipped                     // dropped under the Skip policy
+	Failed                      // the Fail policy applies: abort and stop
+)
+
+// Stats counts outcomes since the processor was made; safe to read from
+// any goroutine.
+type Stats struct {
+	Processed    uint64
+	DeadLettered uint64
+	Skipped      uint64
+	Retries      uint64
+	Failed       uint64
+}
+
+// Processor runs records through one topology. It is not safe for
+// concurrent use: the runtime keeps one per consuming goroutine.
+type Processor struct {
+	t       *topology.Topology
+	log     *zap.Logger
+	sleep   func(context.Context, time.Duration) error
+	ctx     context.Context
+	cur     *topology.Node
+	pending []*kgo.Record
+
+	processed, deadLettered, skipped, retries, failed atomic.Uint64
+}
+
+// Option configures a Processor.
+type Option interface{ apply(*Processor) }
+
+type optFunc func(*Processor)
+
+func (f optFunc) apply(p *Processor) { f(p) }
+
+// Logger sets where skips, dead letters and retries are logged, overriding
+// the default no-op logger.
+func Logger(l *zap.Logger) Option { return optFunc(func(p *Processor) { p.log = l }) }
+
+// WithSleep replaces the retry wait, so tests need not wait for real.
+func WithSleep(fn func(context.Context, time.Duration) error) Option {
+	return optFunc(func(p *Processor) { p.sleep = fn })
+}
+
+// New validates t and returns a processor for it.
+func New(t *topology.Topology, opts ...Option) (*Processor, error) {
+	if t == nil {
+		return nil, errors.New("processor: nil topology; build one with topology.New")
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Processor{t: t, log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background()}
+	for _, o := range opts {
+		o.apply(p)
+	}
+	return p, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats returns the counters so far.
+func (p *Processor) Stats() Stats {
+	return Stats{
+		Processed:    p.processed.Load(),
+		DeadLettered: p.deadLettered.Load(),
+		Skipped:      p.skipped.Load(),
+		Retries:      p.retries.Load(),
+		Failed:       p.failed.Load(),
+	}
+}
+
+// Process runs r through the graph. Only when the whole record succeeds
+// are its outputs passed to out; under DeadLetter, out gets the original
+// record for the dead-letter topic instead. A non-nil error (Outcome
+// Failed) means the Fail policy applies, or ctx ended during a retry: the
+// caller must abort the transaction.
+func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Record)) (Outcome, error) {
+	src := p.t.SourceFor(r.Topic)
+	if src == nil {
+		p.failed.Add(1)
+		return Failed, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
+	}
+	p.ctx = ctx
+	p.pending = p.pending[:0]
+	err := p.run(src, r)
+	if err == nil {
+		for _, o := range p.pending {
+			out(o)
+		}
+		p.processed.Add(1)
+		return Processed, nil
+	}
+	var ne *topology.NodeError
+	if !errors.As(err, &ne) || ctx.Err() != nil {
+		p.failed.Add(1)
+		return Failed, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+	}
+	policy := topology.Fail()
+	if n := p.t.Node(ne.Node); n != nil {
+		policy = n.Policy().Final()
+	}
+	fields := []zap.Field{
+		zap.String("node", ne.Node), zap.Error(ne.Err),
+		zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset),
+	}
+	switch policy.Kind {
+	case topology.PolicySkip:
+		p.skipped.Add(1)
+		p.log.Warn("record skipped", fields...)
+		return Skipped, nil
+	case topology.PolicyDeadLetter:
+		p.deadLettered.Add(1)
+		p.log.Warn("record dead-lettered", append(fields, zap.String("dlq", policy.Topic))...)
+		out(deadLetter(policy.Topic, r, ne))
+		return DeadLettered, nil
+	}
+	p.failed.Add(1)
+	return Failed, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ne}
+}
+
+// run turns a panic in user code into a NodeError carrying the stack.
+func (p *Processor) run(src *topology.Node, r *kgo.Record) (err error) {
+	p.cur = src
+	defer func() {
+		if v := recover(); v != nil {
+			err = &topology.NodeError{Node: p.cur.Name(), Err: fmt.Errorf("panic: %v", v), Stack: debug.Stack()}
+		}
+	}()
+	return src.Process(p, r)
+}
+
+func deadLetter(topic string, r *kgo.Record, ne *topology.NodeError) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
+	h = append(h, r.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: HeaderNode, Value: []byte(ne.Node)},
+		kgo.RecordHeader{Key: HeaderError, Value: []byte(ne.Err.Error())},
+		kgo.RecordHeader{Key: HeaderSourceTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+		kgo.RecordHeader{Key: HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
+	)
+	if ne.Stack != nil {
+		h = append(h, kgo.RecordHeader{Key: HeaderStack, Value: ne.Stack})
+	}
+	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: h, Timestamp: r.Timestamp}
+}
+
+// Enter implements topology.Exec.
+func (p *Processor) Enter(n *topology.Node) { p.cur = n }
+
+// Retry implements topology.Exec: it waits out the node's backoff and says
+// whether to call again.
+func (p *Processor) Retry(n *topology.Node, attempt int, err error) bool {
+	policy := n.Policy()
+	if policy.Kind != topology.PolicyRetry || attempt+1 >= policy.Attempts {
+		return false
+	}
+	d := policy.Delay(attempt)
+	p.log.Debug("retrying node", zap.String("node", n.Name()), zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))
+	if p.sleep(p.ctx, d) != nil {
+		return false
+	}
+	p.retries.Add(1)
+	return true
+}
+
+// Emit implements topology.Exec, holding outputs until the record is done.
+func (p *Processor) Emit(n *topology.Node, o topology.Output) error {
+	if o.Topic == "" {
+		return &topology.NodeError{Node: n.Name(), Err: errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")}
+	}
+	p.pending = append(p.pending, &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
+	return nil
+}
