@@ -1,0 +1,473 @@
+#!/usr/bin/env bash
+# kafka.sh — run a real Apache Kafka (KRaft) on loopback without Docker.
+#
+#   kafka.sh start   [--cluster N] [--node I]   fetch (once), format (once), start, wait until ready
+#   kafka.sh stop    [--node I]                 SIGTERM, wait, SIGKILL after EOS_KAFKA_STOP_TIMEOUT
+#   kafka.sh kill    [--node I]                 SIGKILL (hard crash; data dirs are kept)
+#   kafka.sh restart [--hard] [--node I]        stop (or kill with --hard), then start on the same data
+#   kafka.sh status  [--node I]                 exit 0 when every addressed node runs
+#   kafka.sh bootstrap                          print the bootstrap address list
+#   kafka.sh clean                              stop and delete the data of the current layout
+#   kafka.sh fetch                              only download the broker into the cache
+#
+# The broker jars come from Maven Central (see pom.xml next to this script) and are
+# cached in integration/kafka/.dist/ (EOS_KAFKA_CACHE). Node data, configs, logs and
+# pid files live in integration/kafka/.run/<layout>/node-<I>/ (EOS_KAFKA_RUN_DIR),
+# where <layout> is single-<port> or cluster<N>-<port>. See README.md.
+set -euo pipefail
+
+SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+POM="$SCRIPT_DIR/pom.xml"
+CACHE_DIR=${EOS_KAFKA_CACHE:-$SCRIPT_DIR/.dist}
+RUN_ROOT=${EOS_KAFKA_RUN_DIR:-$SCRIPT_DIR/.run}
+HOST=127.0.0.1
+START_TIMEOUT=${EOS_KAFKA_START_TIMEOUT:-90}
+STOP_TIMEOUT=${EOS_KAFKA_STOP_TIMEOUT:-30}
+JAVA=${JAVA:-java}
+if [[ -n ${JAVA_HOME:-} && -x $JAVA_HOME/bin/java ]]; then JAVA=$JAVA_HOME/bin/java; fi
+
+log() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+usage() {
+	sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	exit 2
+}
+
+pom_version() {
+	sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$POM" | head -n1
+}
+VERSION=${EOS_KAFKA_VERSION:-$(pom_version)}
+[[ -n $VERSION ]] || die "cannot read <kafka.version> from $POM"
+DIST="$CACHE_DIR/kafka-$VERSION"
+LIBS="$DIST/libs"
+
+# ---------------------------------------------------------------- arguments
+
+CMD=${1:-}
+[[ -n $CMD ]] || usage
+shift
+NODES_ARG=""
+NODE=""
+HARD=0
+while (($#)); do
+	case $1 in
+	--cluster) NODES_ARG=${2:?--cluster needs a node count}; shift 2 ;;
+	--cluster=*) NODES_ARG=${1#*=}; shift ;;
+	--node) NODE=${2:?--node needs a node id}; shift 2 ;;
+	--node=*) NODE=${1#*=}; shift ;;
+	--hard) HARD=1; shift ;;
+	-h | --help) usage ;;
+	*) die "unknown argument: $1 (try --help)" ;;
+	esac
+done
+[[ -z $NODES_ARG && -n ${EOS_KAFKA_NODES:-} ]] && NODES_ARG=$EOS_KAFKA_NODES
+
+# The layout (node count + base port) comes from, in order: --cluster / EOS_KAFKA_NODES
+# and EOS_KAFKA_PORT; the layout last started and not cleanly stopped (.run/current);
+# a single node on 9092.
+CURRENT_FILE="$RUN_ROOT/current"
+NODES=1
+BASE_PORT=9092
+if [[ -n $NODES_ARG || -n ${EOS_KAFKA_PORT:-} ]]; then
+	NODES=${NODES_ARG:-1}
+	BASE_PORT=${EOS_KAFKA_PORT:-9092}
+elif [[ -f $CURRENT_FILE ]]; then
+	read -r NODES BASE_PORT <"$CURRENT_FILE" || true
+fi
+[[ $NODES =~ ^[1-9]$ ]] || die "node count must be 1..9, got '$NODES'"
+[[ $BASE_PORT =~ ^[0-9]+$ ]] && ((BASE_PORT > 0 && BASE_PORT + NODES <= 65536)) || die "bad port '$BASE_PORT'"
+if [[ -n $NODE ]]; then
+	[[ $NODE =~ ^[0-9]+$ ]] && ((NODE >= 1 && NODE <= NODES)) || die "--node must be 1..$NODES for this $NODES-node layout"
+fi
+
+if ((NODES == 1)); then LAYOUT="single-$BASE_PORT"; else LAYOUT="cluster$NODES-$BASE_PORT"; fi
+LAYOUT_DIR="$RUN_ROOT/$LAYOUT"
+
+# Controller listener of node I: broker port + 10000 (or - 10000 near the top of the range).
+broker_port() { echo $((BASE_PORT + $1 - 1)); }
+controller_port() {
+	local p=$(($(broker_port "$1") + 10000))
+	((p > 65535)) && p=$(($(broker_port "$1") - 10000))
+	echo "$p"
+}
+node_dir() { echo "$LAYOUT_DIR/node-$1"; }
+bootstrap() {
+	local i out=""
+	for ((i = 1; i <= NODES; i++)); do out+="${out:+,}$HOST:$(broker_port "$i")"; done
+	echo "$out"
+}
+selected_nodes() {
+	if [[ -n $NODE ]]; then echo "$NODE"; else seq 1 "$NODES"; fi
+}
+
+# ---------------------------------------------------------------- fetch
+
+fetch() {
+	[[ -f $DIST/.complete ]] && return 0
+	mkdir -p "$CACHE_DIR"
+	command -v mvn >/dev/null || die "mvn not found (apt-get install maven)"
+	(
+		flock 9
+		[[ -f $DIST/.complete ]] && exit 0
+		local t0=$SECONDS tmp="$DIST.tmp.$$"
+		log "fetching org.apache.kafka:kafka_2.13:$VERSION and its runtime dependencies from Maven Central"
+		rm -rf "$tmp"
+		mkdir -p "$tmp"
+		mvn -q -B -f "$POM" dependency:copy-dependencies \
+			-Dkafka.version="$VERSION" -DoutputDirectory="$tmp/libs" >"$tmp/mvn.log" 2>&1 ||
+			{ cat "$tmp/mvn.log" >&2; rm -rf "$tmp"; die "maven could not fetch Kafka $VERSION"; }
+		[[ -f $tmp/libs/kafka_2.13-$VERSION.jar ]] || { rm -rf "$tmp"; die "kafka_2.13-$VERSION.jar missing after fetch"; }
+		rm -rf "$DIST"
+		mv "$tmp" "$DIST"
+		echo "$VERSION" >"$DIST/.complete"
+		log "fetched $(find "$DIST/libs" -name '*.jar' | wc -l) jars ($(du -sh "$DIST/libs" | cut -f1)) in $((SECONDS - t0))s into $DIST"
+	) 9>"$CACHE_DIR/.fetch.lock"
+}
+
+# ---------------------------------------------------------------- config
+
+write_log4j() {
+	cat >"$LAYOUT_DIR/log4j2.properties" <<'EOF'
+# Broker logging: one rolling file per node (kafka.log in the node directory).
+name = eosflow-kafka
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = ${sys:kafka.logs.dir}/kafka.log
+appender.file.filePattern = ${sys:kafka.logs.dir}/kafka.log.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+logger.state.name = state.change.logger
+logger.state.level = WARN
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = WARN
+EOF
+	cat >"$LAYOUT_DIR/log4j2-tools.properties" <<'EOF'
+# Command line tools: warnings only, on stderr.
+name = eosflow-kafka-tools
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+EOF
+}
+
+write_config() { # node id
+	local i=$1 dir bp cp voters="" j
+	dir=$(node_dir "$i")
+	bp=$(broker_port "$i")
+	cp=$(controller_port "$i")
+	mkdir -p "$dir/data"
+	{
+		echo "# Generated by kafka.sh on every start; edit EOS_KAFKA_EXTRA_CONFIG instead."
+		echo "process.roles=broker,controller"
+		echo "node.id=$i"
+		echo "listeners=PLAINTEXT://$HOST:$bp,CONTROLLER://$HOST:$cp"
+		echo "advertised.listeners=PLAINTEXT://$HOST:$bp"
+		echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+		echo "inter.broker.listener.name=PLAINTEXT"
+		echo "controller.listener.names=CONTROLLER"
+		if ((NODES == 1)); then
+			# Single-node dynamic quorum, formatted with --standalone.
+			echo "controller.quorum.bootstrap.servers=$HOST:$cp"
+		else
+			# Static quorum: every node is a voter.
+			for ((j = 1; j <= NODES; j++)); do voters+="${voters:+,}$j@$HOST:$(controller_port "$j")"; done
+			echo "controller.quorum.voters=$voters"
+		fi
+		echo "log.dirs=$dir/data"
+		local rf=$((NODES < 3 ? NODES : 3)) isr=1
+		((rf >= 3)) && isr=2
+		echo "default.replication.factor=$rf"
+		echo "min.insync.replicas=$isr"
+		echo "offsets.topic.replication.factor=$rf"
+		echo "transaction.state.log.replication.factor=$rf"
+		echo "transaction.state.log.min.isr=$isr"
+		echo "share.coordinator.state.topic.replication.factor=$rf"
+		echo "share.coordinator.state.topic.min.isr=$isr"
+		# Fewer internal partitions than the default 50: faster first use on small machines.
+		echo "offsets.topic.num.partitions=10"
+		echo "transaction.state.log.num.partitions=10"
+		echo "group.initial.rebalance.delay.ms=0"
+		echo "num.partitions=1"
+		echo "auto.create.topics.enable=true"
+		echo "unclean.leader.election.enable=false"
+		# Extra key=value settings, one per line or separated by spaces.
+		if [[ -n ${EOS_KAFKA_EXTRA_CONFIG:-} ]]; then
+			tr ' ' '\n' <<<"$EOS_KAFKA_EXTRA_CONFIG" | sed '/^$/d'
+		fi
+	} >"$dir/server.properties"
+}
+
+cluster_id() {
+	local f="$LAYOUT_DIR/cluster.id"
+	if [[ ! -s $f ]]; then
+		# A Kafka cluster id is a base64url-encoded (unpadded) 16-byte UUID.
+		head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$f"
+	fi
+	cat "$f"
+}
+
+java_tool() { # class args...
+	"$JAVA" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+		-Dlog4j2.configurationFile="$LAYOUT_DIR/log4j2-tools.properties" \
+		-cp "$LIBS/*" "$@"
+}
+
+format_node() { # node id
+	local i=$1 dir
+	dir=$(node_dir "$i")
+	[[ -f $dir/data/meta.properties ]] && return 0
+	local args=(format -t "$(cluster_id)" -c "$dir/server.properties")
+	((NODES == 1)) && args+=(--standalone)
+	log "formatting node $i storage in $dir/data"
+	java_tool kafka.tools.StorageTool "${args[@]}" >"$dir/format.out" 2>&1 ||
+		{ cat "$dir/format.out" >&2; die "formatting node $i failed"; }
+}
+
+# ---------------------------------------------------------------- processes
+
+node_pid() { # node id -> pid of a live broker, or nothing
+	local f pid
+	f="$(node_dir "$1")/kafka.pid"
+	[[ -f $f ]] || return 0
+	read -r pid <"$f" || return 0
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && grep -qa 'kafka.Kafka' "/proc/$pid/cmdline" 2>/dev/null; then
+		echo "$pid"
+	fi
+}
+
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+heap_opts() {
+	if [[ -n ${EOS_KAFKA_HEAP:-} ]]; then
+		echo "$EOS_KAFKA_HEAP"
+	elif ((NODES == 1)); then
+		echo "-Xms256m -Xmx768m"
+	else
+		echo "-Xms256m -Xmx512m"
+	fi
+}
+
+launch_node() { # node id
+	local i=$1 dir pid
+	dir=$(node_dir "$i")
+	pid=$(node_pid "$i")
+	if [[ -n $pid ]]; then
+		log "node $i already running (pid $pid)"
+		return 0
+	fi
+	local bp cp
+	bp=$(broker_port "$i")
+	cp=$(controller_port "$i")
+	for p in "$bp" "$cp"; do
+		port_open "$p" && die "port $p is already in use (another Kafka layout running? try: $0 status / stop, or set EOS_KAFKA_PORT)"
+	done
+	write_config "$i"
+	format_node "$i"
+	if [[ -f $dir/kafka.log ]]; then wc -l <"$dir/kafka.log" >"$dir/.logmark"; else echo 0 >"$dir/.logmark"; fi
+	# shellcheck disable=SC2046
+	setsid nohup "$JAVA" $(heap_opts) -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+		-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
+		-Dkafka.logs.dir="$dir" \
+		-Dlog4j2.configurationFile="$LAYOUT_DIR/log4j2.properties" \
+		${EOS_KAFKA_JVM_OPTS:-} \
+		-cp "$LIBS/*" kafka.Kafka "$dir/server.properties" \
+		</dev/null >"$dir/kafka.out" 2>&1 &
+	echo $! >"$dir/kafka.pid"
+	LAUNCHED+=" $i "
+	log "started node $i (pid $!) on $HOST:$bp, controller $HOST:$cp, log $dir/kafka.log"
+}
+
+fail_start() { # message
+	local i dir
+	log "error: $1"
+	for i in $(selected_nodes); do
+		dir=$(node_dir "$i")
+		log "---- node $i: tail of $dir/kafka.log"
+		tail -n 40 "$dir/kafka.log" 2>/dev/null >&2 || true
+		if [[ -s $dir/kafka.out ]]; then
+			log "---- node $i: $dir/kafka.out"
+			tail -n 20 "$dir/kafka.out" >&2
+		fi
+	done
+	exit 1
+}
+
+LAUNCHED=""
+
+# Nodes started by this run log "Kafka Server started" when they are up; waiting for
+# that line first avoids running admin JVMs next to a broker that is still starting.
+server_started() { # node id
+	local dir mark
+	dir=$(node_dir "$1")
+	[[ $LAUNCHED == *" $1 "* ]] || return 0
+	[[ -f $dir/kafka.log ]] || return 1
+	mark=$(cat "$dir/.logmark" 2>/dev/null || echo 0)
+	# A log that rolled over since the launch is shorter than the mark: read it all.
+	(($(wc -l <"$dir/kafka.log") >= mark)) || mark=0
+	tail -n "+$((mark + 1))" "$dir/kafka.log" | grep -q 'Kafka Server started'
+}
+
+# Wait until a metadata request through each addressed node lists every addressed node
+# as a live broker (BrokerApiVersionsCommand sends Metadata, then ApiVersions to each).
+wait_ready() {
+	local deadline=$((SECONDS + START_TIMEOUT)) i pending out want
+	for i in $(selected_nodes); do
+		while ! port_open "$(broker_port "$i")"; do
+			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			((SECONDS < deadline)) || fail_start "node $i did not open port $(broker_port "$i") within ${START_TIMEOUT}s"
+			sleep 0.3
+		done
+		while ! server_started "$i"; do
+			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			((SECONDS < deadline)) || fail_start "node $i did not finish startup within ${START_TIMEOUT}s"
+			sleep 0.3
+		done
+	done
+	while :; do
+		pending=""
+		for i in $(selected_nodes); do
+			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			out=$(java_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
+				--bootstrap-server "$HOST:$(broker_port "$i")" 2>/dev/null | grep -F '(id: ' || true)
+			for want in $(selected_nodes); do
+				grep -qF "(id: $want " <<<"$out" || pending+=" $want"
+			done
+			[[ -z $pending ]] || break
+		done
+		[[ -z $pending ]] && return 0
+		((SECONDS < deadline)) || fail_start "broker(s)$pending not serving metadata within ${START_TIMEOUT}s"
+		sleep 1
+	done
+}
+
+running_version() {
+	local v
+	v=$(grep -ho 'Kafka version: [^ ]*' "$(node_dir "$(selected_nodes | head -n1)")/kafka.log" 2>/dev/null | tail -n1 | cut -d' ' -f3)
+	echo "${v:-$VERSION}"
+}
+
+wait_gone() { # pid timeout-seconds -> 0 when the process exited
+	local pid=$1 deadline=$((SECONDS + $2))
+	while kill -0 "$pid" 2>/dev/null; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.2
+	done
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_start() {
+	local t0=$SECONDS i
+	fetch
+	mkdir -p "$LAYOUT_DIR"
+	exec 8>"$LAYOUT_DIR/.lock"
+	flock 8
+	write_log4j
+	echo "$NODES $BASE_PORT" >"$CURRENT_FILE"
+	# Format all nodes first (in parallel): a static quorum needs every voter's storage.
+	local pids=()
+	cluster_id >/dev/null
+	for i in $(selected_nodes); do
+		if [[ -z $(node_pid "$i") ]]; then
+			write_config "$i"
+			format_node "$i" &
+			pids+=($!)
+		fi
+	done
+	for p in "${pids[@]}"; do wait "$p" || exit 1; done
+	for i in $(selected_nodes); do launch_node "$i"; done
+	wait_ready
+	log "ready in $((SECONDS - t0))s: Apache Kafka $(running_version), $NODES-node layout $LAYOUT${NODE:+ (node $NODE)}"
+	echo "EOS_KAFKA_BROKERS=$(bootstrap)"
+	echo "EOS_KAFKA_VERSION=$(running_version)"
+}
+
+stop_nodes() { # signal(TERM|KILL)
+	local sig=$1 i pid pids=() ids=()
+	for i in $(selected_nodes); do
+		pid=$(node_pid "$i")
+		if [[ -n $pid ]]; then
+			kill "-$sig" "$pid" 2>/dev/null || true
+			pids+=("$pid")
+			ids+=("$i")
+		fi
+	done
+	((${#pids[@]})) || { log "no running node in layout $LAYOUT${NODE:+ (node $NODE)}"; return 0; }
+	local k timeout=$STOP_TIMEOUT
+	[[ $sig == KILL ]] && timeout=10
+	for k in "${!pids[@]}"; do
+		if ! wait_gone "${pids[$k]}" "$timeout"; then
+			log "node ${ids[$k]} (pid ${pids[$k]}) still running after ${timeout}s; sending SIGKILL"
+			kill -KILL "${pids[$k]}" 2>/dev/null || true
+			wait_gone "${pids[$k]}" 10 || die "could not kill pid ${pids[$k]}"
+		fi
+		rm -f "$(node_dir "${ids[$k]}")/kafka.pid"
+		log "node ${ids[$k]} stopped (SIG$sig)"
+	done
+}
+
+cmd_stop() {
+	stop_nodes TERM
+	# A clean stop of the whole layout forgets it: the next plain start is a single node.
+	if [[ -z $NODE ]]; then rm -f "$CURRENT_FILE"; fi
+}
+
+cmd_kill() { stop_nodes KILL; }
+
+cmd_restart() {
+	if ((HARD)); then stop_nodes KILL; else stop_nodes TERM; fi
+	cmd_start
+}
+
+cmd_status() {
+	local i pid rc=0
+	if [[ ! -d $LAYOUT_DIR ]]; then
+		echo "layout $LAYOUT: not created"
+		return 1
+	fi
+	for i in $(selected_nodes); do
+		pid=$(node_pid "$i")
+		if [[ -n $pid ]]; then
+			echo "node $i: running (pid $pid) $HOST:$(broker_port "$i")"
+		else
+			echo "node $i: stopped"
+			rc=1
+		fi
+	done
+	echo "layout $LAYOUT, Kafka $VERSION, bootstrap $(bootstrap)"
+	return $rc
+}
+
+cmd_clean() {
+	NODE="" stop_nodes TERM
+	rm -rf "$LAYOUT_DIR"
+	rm -f "$CURRENT_FILE"
+	log "removed $LAYOUT_DIR"
+}
+
+case $CMD in
+start) cmd_start ;;
+stop) cmd_stop ;;
+kill) cmd_kill ;;
+restart) cmd_restart ;;
+status) cmd_status ;;
+bootstrap) bootstrap ;;
+clean) cmd_clean ;;
+fetch) fetch; echo "$LIBS" ;;
+*) usage ;;
+esac
