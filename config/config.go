@@ -1,0 +1,193 @@
+package config
+
+import (
+	"os"
+	"time"
+)
+
+// Guarantee is the delivery guarantee a pipeline runs with; it decides whether
+// the runtime uses transactions, an idempotent producer, or plain commits.
+type Guarantee string
+
+// The delivery guarantees, strongest first.
+const (
+	// ExactlyOnce commits input offsets and output records in one Kafka
+	// transaction: every input record affects the output exactly once.
+	ExactlyOnce Guarantee = "exactly-once"
+	// Idempotent uses an idempotent producer and commits offsets after the
+	// output is acknowledged; redelivered input must be deduplicated by the
+	// sink.
+	Idempotent Guarantee = "idempotent"
+	// AtLeastOnce commits offsets after the output is acknowledged; a crash
+	// can duplicate output.
+	AtLeastOnce Guarantee = "at-least-once"
+	// AtMostOnce commits offsets before processing; a crash can lose output.
+	AtMostOnce Guarantee = "at-most-once"
+)
+
+// Valid reports whether g is one of the four guarantees, so a typo is caught
+// before any client is built.
+func (g Guarantee) Valid() bool {
+	for _, v := range Guarantees() {
+		if g == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Guarantees lists every guarantee, strongest first, for help text and error
+// messages.
+func Guarantees() []Guarantee {
+	return []Guarantee{ExactlyOnce, Idempotent, AtLeastOnce, AtMostOnce}
+}
+
+// Defaults applied by Default; documented here so users and other packages can
+// refer to them by name.
+const (
+	// DefaultGuarantee is the guarantee used unless configured otherwise.
+	DefaultGuarantee = ExactlyOnce
+	// DefaultCommitInterval is how often a transaction is committed, as in
+	// Kafka Streams with exactly-once.
+	DefaultCommitInterval = 100 * time.Millisecond
+	// DefaultMaxBatchRecords caps the records in one transaction.
+	DefaultMaxBatchRecords = 10000
+	// DefaultTransactionTimeout is the broker-side transaction timeout, as in
+	// Kafka Streams with exactly-once v2.
+	DefaultTransactionTimeout = 10 * time.Second
+	// DefaultSessionTimeout is the consumer group session timeout.
+	DefaultSessionTimeout = 45 * time.Second
+	// DefaultRebalanceTimeout is how long a rebalance may take.
+	DefaultRebalanceTimeout = 60 * time.Second
+	// DefaultConnectTimeout is how long start-up waits for a broker.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultMaxRebuilds is how many consecutive client rebuilds Run tries.
+	DefaultMaxRebuilds = 5
+	// DefaultLogLevel is the log level.
+	DefaultLogLevel = "info"
+	// MaxTransactionTimeout is the broker default transaction.max.timeout.ms
+	// (15 minutes); a larger transaction_timeout is refused by such a broker
+	// when the producer initialises.
+	MaxTransactionTimeout = 15 * time.Minute
+)
+
+// Config is everything an eosflow application needs to reach Kafka and run
+// its pipeline. Build it with Default or Load, adjust it, then call Validate.
+// Each field can be set in YAML (the tag) or with the EOS_* variable named in
+// its comment; see the package documentation for the precedence.
+type Config struct {
+	// Brokers are the seed brokers as host:port. EOS_BROKERS (comma
+	// separated). Required.
+	Brokers []string `yaml:"brokers"`
+	// AppID names the application: it is the consumer group id and the
+	// transactional.id prefix. EOS_APP_ID. Required; letters, digits, '.',
+	// '_' and '-'.
+	AppID string `yaml:"app_id"`
+	// InstanceID names this instance and must stay the same across its
+	// restarts, so that a restarted instance fences its previous incarnation.
+	// EOS_INSTANCE_ID. Default: the host name.
+	InstanceID string `yaml:"instance_id"`
+	// Guarantee is the delivery guarantee. EOS_GUARANTEE. Default:
+	// exactly-once.
+	Guarantee Guarantee `yaml:"guarantee"`
+	// CommitInterval is how often the current batch is committed.
+	// EOS_COMMIT_INTERVAL. Default: 100ms (as Kafka Streams).
+	CommitInterval time.Duration `yaml:"commit_interval"`
+	// MaxBatchRecords is the most records one transaction holds; a batch
+	// commits early when it reaches it. EOS_MAX_BATCH_RECORDS. Default: 10000.
+	MaxBatchRecords int `yaml:"max_batch_records"`
+	// TransactionTimeout is how long the broker lets a transaction stay open
+	// before aborting it. EOS_TRANSACTION_TIMEOUT. Default: 10s (as Kafka
+	// Streams EOS v2). With exactly-once it must exceed CommitInterval and
+	// be at most 15m.
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	// SessionTimeout is the consumer group session timeout.
+	// EOS_SESSION_TIMEOUT. Default: 45s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// RebalanceTimeout is how long members may take to rejoin during a
+	// rebalance. EOS_REBALANCE_TIMEOUT. Default: 60s.
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// ConnectTimeout is how long start-up may wait for an unreachable broker
+	// before failing. EOS_CONNECT_TIMEOUT. Default: 10s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// MaxRebuilds is how many consecutive client rebuilds after End errors
+	// Run attempts before giving up. EOS_MAX_REBUILDS. Default: 5.
+	MaxRebuilds int `yaml:"max_rebuilds"`
+	// LogLevel is one of debug, info, warn, error. EOS_LOG_LEVEL. Default:
+	// info.
+	LogLevel string `yaml:"log_level"`
+	// TLS configures encrypted connections to the brokers.
+	TLS TLS `yaml:"tls"`
+	// SASL configures broker authentication.
+	SASL SASL `yaml:"sasl"`
+}
+
+// TLS configures encrypted connections to the brokers.
+type TLS struct {
+	// Enabled turns TLS on. EOS_TLS_ENABLED.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of CAs to trust instead of the system pool.
+	// EOS_TLS_CA_FILE.
+	CAFile string `yaml:"ca_file"`
+	// CertFile is the PEM client certificate for mutual TLS; needs KeyFile.
+	// EOS_TLS_CERT_FILE.
+	CertFile string `yaml:"cert_file"`
+	// KeyFile is the PEM private key for CertFile. EOS_TLS_KEY_FILE.
+	KeyFile string `yaml:"key_file"`
+	// InsecureSkipVerify disables server certificate verification; for
+	// tests only. EOS_TLS_INSECURE_SKIP_VERIFY.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASL configures broker authentication. The password is never printed:
+// String, GoString, MarshalYAML, MarshalJSON and the zap marshaler redact it.
+type SASL struct {
+	// Mechanism is "" (no SASL), PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	// EOS_SASL_MECHANISM.
+	Mechanism string `yaml:"mechanism"`
+	// Username to authenticate as. EOS_SASL_USERNAME.
+	Username string `yaml:"username"`
+	// Password for Username. EOS_SASL_PASSWORD.
+	Password string `yaml:"password" secret:"true"`
+}
+
+// SASL mechanism names accepted in SASL.Mechanism.
+const (
+	// SASLPlain sends the password in the clear; use it with TLS.
+	SASLPlain = "PLAIN"
+	// SASLScramSHA256 is SCRAM with SHA-256.
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	// SASLScramSHA512 is SCRAM with SHA-512.
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+var (
+	saslMechanisms = []string{SASLPlain, SASLScramSHA256, SASLScramSHA512}
+	logLevels      = []string{"debug", "info", "warn", "error"}
+)
+
+// Default returns a Config with every default filled in. Brokers and AppID
+// are left empty because no default is right for them; InstanceID is the
+// host name, or empty if it cannot be determined.
+func Default() Config {
+	host, _ := os.Hostname()
+	return Config{
+		InstanceID:         host,
+		Guarantee:          DefaultGuarantee,
+		CommitInterval:     DefaultCommitInterval,
+		MaxBatchRecords:    DefaultMaxBatchRecords,
+		TransactionTimeout: DefaultTransactionTimeout,
+		SessionTimeout:     DefaultSessionTimeout,
+		RebalanceTimeout:   DefaultRebalanceTimeout,
+		ConnectTimeout:     DefaultConnectTimeout,
+		MaxRebuilds:        DefaultMaxRebuilds,
+		LogLevel:           DefaultLogLevel,
+	}
+}
+
+// TransactionalID is the transactional.id of this instance: AppID + "-" +
+// InstanceID. It is stable across restarts so that the broker fences a
+// zombie predecessor.
+func (c Config) TransactionalID() string {
+	return c.AppID + "-" + c.InstanceID
+}

@@ -1,0 +1,45 @@
+// Package config holds the one Config of an eosflow application: where the
+// brokers are, what the application and this instance are called, which
+// delivery guarantee to run with, and the timing, TLS and SASL settings.
+//
+// # Precedence
+//
+// A setting takes the last value found in this order:
+//
+//  1. Default(), whose values are the Default* constants;
+//  2. the YAML file given to Load, if any;
+//  3. EOS_* environment variables (FromEnv), which win over the file.
+//
+// So a file can hold the shared settings and the environment the
+// per-deployment ones (EOS_INSTANCE_ID, EOS_SASL_PASSWORD). An environment
+// variable that is set but empty counts as unset.
+//
+// Every YAML key maps to a variable: EOS_ followed by the upper-cased path with
+// dots as underscores, e.g. tls.ca_file is EOS_TLS_CA_FILE:
+//
+//	brokers              EOS_BROKERS (comma separated)   required
+//	app_id               EOS_APP_ID                      required
+//	instance_id          EOS_INSTANCE_ID                 host name
+//	guarantee            EOS_GUARANTEE                   exactly-once
+//	commit_interval      EOS_COMMIT_INTERVAL             100ms
+//	max_batch_records    EOS_MAX_BATCH_RECORDS           10000
+//	transaction_timeout  EOS_TRANSACTION_TIMEOUT         10s
+//	session_timeout      EOS_SESSION_TIMEOUT             45s
+//	rebalance_timeout    EOS_REBALANCE_TIMEOUT           60s
+//	connect_timeout      EOS_CONNECT_TIMEOUT             10s
+//	max_rebuilds         EOS_MAX_REBUILDS                5
+//	log_level            EOS_LOG_LEVEL                   info
+//	tls.enabled          EOS_TLS_ENABLED                 false
+//	tls.ca_file          EOS_TLS_CA_FILE
+//	tls.cert_file        EOS_TLS_CERT_FILE
+//	tls.key_file         EOS_TLS_KEY_FILE
+//	tls.insecure_skip_verify  EOS_TLS_INSECURE_SKIP_VERIFY  false
+//	sasl.mechanism       EOS_SASL_MECHANISM              none
+//	sasl.username        EOS_SASL_USERNAME
+//	sasl.password        EOS_SASL_PASSWORD
+//
+// Loading never validates, so a program can adjust the result first; call
+// Config.Validate before use. Every problem is a *FieldError naming the
+// setting and the fix, and matches ErrInvalid. The SASL password is redacted
+// wherever a Config is printed, logged or marshalled.
+package config
