@@ -1,0 +1,221 @@
+// Package eos is the runtime: it consumes a topology's input topics, runs
+// each record through the processor and produces the outputs under the
+// configured delivery guarantee.
+//
+// Under exactly-once, every batch's outputs and input offsets commit in one
+// Kafka transaction (franz-go's GroupTransactSession, KIP-447), or none of
+// them do. The weaker guarantees trade that for throughput; see Guarantee
+// in package config for what each can lose or repeat.
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Stats counts what a Runner did. Records count once their batch committed
+// (or, without transactions, once acknowledged and their offsets committed).
+type Stats struct {
+	RecordsIn    uint64 // input records whose batch committed
+	RecordsOut   uint64 // output records (dead letters included) that committed
+	Committed    uint64 // batches committed
+	Aborted      uint64 // batches aborted: errors, rebalances, produce failures
+	Rebuilds     uint64 // clients closed and made anew after an error
+	DeadLettered uint64 // processing outcomes, aborted batches included
+	Skipped      uint64
+	Retries      uint64
+}
+
+// BatchInfo describes a batch about to be committed.
+type BatchInfo struct {
+	Records int // input records in the batch
+	Outputs int // records produced for it
+}
+
+// Runner runs one topology under one configuration. Make it with New, run
+// it with Run, stop it by cancelling Run's context or with Close.
+type Runner struct {
+	cfg       config.Config
+	top       *topology.Topology
+	proc      *processor.Processor
+	log       *zap.Logger
+	extra     []kgo.Opt
+	beforeEnd func(context.Context, BatchInfo) error
+
+	running  atomic.Bool
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	done     chan struct{}
+	closed   bool
+	closeErr error
+
+	recordsIn, recordsOut, committed, aborted, rebuilds atomic.Uint64
+}
+
+// Option configures a Runner.
+type Option interface{ apply(*Runner) }
+
+type optFunc func(*Runner)
+
+func (f optFunc) apply(r *Runner) { f(r) }
+
+// Logger sets the structured logger, overriding a no-op logger.
+func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }) }
+
+// ClientOpts adds franz-go options after the ones the runtime sets, for
+// what config does not cover (e.g. a custom dialer or hooks).
+func ClientOpts(opts ...kgo.Opt) Option {
+	return optFunc(func(r *Runner) { r.extra = append(r.extra, opts...) })
+}
+
+// BeforeCommit calls fn before each batch ends. An error aborts the batch
+// and stops Run with that error, as a failing record under the Fail policy
+// would; fault-injection tests and the demo use it, and it can veto batches.
+func BeforeCommit(fn func(context.Context, BatchInfo) error) Option {
+	return optFunc(func(r *Runner) { r.beforeEnd = fn })
+}
+
+// New checks cfg and t and returns a Runner; it does not connect yet.
+func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, top: t, log: zap.NewNop()}
+	for _, o := range opts {
+		o.apply(r)
+	}
+	r.log = r.log.With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))
+	proc, err := processor.New(t, processor.Logger(r.log))
+	if err != nil {
+		return nil, err
+	}
+	r.proc = proc
+	return r, nil
+}
+
+// Stats returns the counters so far; safe to call while running.
+func (r *Runner) Stats() Stats {
+	ps := r.proc.Stats()
+	return Stats{
+		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
+		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(),
+		DeadLettered: ps.DeadLettered, Skipped: ps.Skipped, Retries: ps.Retries,
+	}
+}
+
+// Run processes until ctx ends (then it finishes the open batch, leaves the
+// group and returns nil), Close is called, or an error stops it: a record
+// failing under the Fail policy, a fenced producer (*FencedError), missing
+// topics, unreachable brokers, or more consecutive client failures than
+// MaxRebuilds. Run may be called once.
+func (r *Runner) Run(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return ErrClosed
+	}
+	if !r.running.CompareAndSwap(false, true) {
+		r.mu.Unlock()
+		return errors.New("eos: Run called twice; make a new Runner per run")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	r.mu.Unlock()
+	defer close(r.done)
+	defer cancel()
+
+	if err := r.preflight(ctx); err != nil {
+		return err
+	}
+	r.log.Info("starting", zap.String("transactional_id", r.cfg.TransactionalID()),
+		zap.Strings("inputs", r.top.InputTopics()), zap.Strings("outputs", r.top.OutputTopics()))
+	return r.superviseSessions(ctx)
+}
+
+// Close stops Run as a cancelled context would, and waits for it to
+// return, at most the transaction timeout plus five seconds. It is safe to
+// call more than once and before Run.
+func (r *Runner) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return r.closeErr
+	}
+	r.closed = true
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(r.cfg.TransactionTimeout + 5*time.Second):
+		r.closeErr = errors.New("eos: Close timed out waiting for Run to return")
+	}
+	return r.closeErr
+}
+
+// superviseSessions makes a client, runs batches on it until it fails, and
+// makes a new one, at most MaxRebuilds times in a row without a commit.
+func (r *Runner) superviseSessions(ctx context.Context) error {
+	failures := 0
+	for {
+		s, err := r.newSession()
+		if err != nil {
+			return err
+		}
+		progressed, err := r.consume(ctx, s)
+		s.close()
+		switch {
+		case err == nil:
+			r.log.Info("stopped")
+			return nil
+		case isFenced(err):
+			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
+			r.log.Error("fenced; stopping", zap.Error(ferr))
+			return ferr
+		case isFatal(err):
+			return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
+		case !isRebuildable(err):
+			return err
+		}
+		if progressed {
+			failures = 0
+		}
+		failures++
+		if failures > r.cfg.MaxRebuilds {
+			return fmt.Errorf("eos: giving up after %d client rebuilds without progress (max_rebuilds): %w", r.cfg.MaxRebuilds, err)
+		}
+		r.rebuilds.Add(1)
+		wait := time.Duration(100<<min(failures, 6)) * time.Millisecond
+		r.log.Warn("rebuilding client", zap.Error(err), zap.Int("attempt", failures), zap.Duration("backoff", wait))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// rebuildError marks a client failure that a new client may get past.
+type rebuildError struct{ err error }
+
+func (e *rebuildError) Error() string { return e.err.Error() }
+func (e *rebuildError) Unwrap() error { return e.err }
+
+func isRebuildable(err error) bool {
+	var rb *rebuildError
+	return errors.As(err, &rb)
+}

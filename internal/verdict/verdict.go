@@ -1,0 +1,156 @@
+// Package verdict seeds numbered records, drains a topic read_committed and
+// judges the result: what is missing, duplicated or out of order. The demo,
+// the verifier and the tests share it so they all judge the same way.
+package verdict
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Key returns the key of record id when seeding over keys distinct keys.
+func Key(id, keys int) []byte { return []byte("k" + strconv.Itoa(id%keys)) }
+
+// Value is the payload of record id: its number first, so any transform
+// that keeps the leading "id=N" field lets the output be judged.
+func Value(id int, pad int) []byte {
+	b := make([]byte, 0, 16+pad)
+	b = append(b, "id="...)
+	b = strconv.AppendInt(b, int64(id), 10)
+	b = append(b, ';')
+	for len(b) < pad {
+		b = append(b, 'x')
+	}
+	return b
+}
+
+// ID parses the number from a value made by Value (case-insensitively, so
+// upper-casing transforms keep it readable).
+func ID(v []byte) (int, bool) {
+	if len(v) < 4 || !strings.EqualFold(string(v[:3]), "id=") {
+		return 0, false
+	}
+	end := 3
+	for end < len(v) && v[end] >= '0' && v[end] <= '9' {
+		end++
+	}
+	id, err := strconv.Atoi(string(v[3:end]))
+	return id, err == nil
+}
+
+// Seed produces records 0..n-1 to topic, keyed over keys keys, each value
+// padded to pad bytes, and waits until all are acknowledged.
+func Seed(ctx context.Context, cl *kgo.Client, topic string, n, keys, pad int) error {
+	errc := make(chan error, 1)
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: Key(i, keys), Value: Value(i, pad)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				select {
+				case errc <- err:
+				default:
+				}
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("seeding %s: %w", topic, err)
+	default:
+		return nil
+	}
+}
+
+// Drain reads topic from the start with read_committed until it holds at
+// least want records and nothing new came for idle, or ctx ends. It returns
+// what it read; the caller judges it. Extra options (TLS, SASL) come first.
+func Drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) ([]*kgo.Record, error) {
+	opts := append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var out []*kgo.Record
+	last := time.Now()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, idle/4+10*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		n := len(out)
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		if len(out) > n {
+			last = time.Now()
+		}
+		if len(out) >= want && time.Since(last) >= idle {
+			break
+		}
+	}
+	return out, nil
+}
+
+// Verdict is the judgement of an output against the seeded input.
+type Verdict struct {
+	RecordsIn  int `json:"records_in"`
+	RecordsOut int `json:"records_out"`
+	Missing    int `json:"missing"`
+	Duplicates int `json:"duplicates"`
+	OutOfOrder int `json:"out_of_order"` // per key, within one output partition
+	Unknown    int `json:"unknown"`      // output records with no readable id
+}
+
+// OK reports whether the output is exactly the input, once each, with
+// every key's records in their input order.
+func (v Verdict) OK() bool {
+	return v.Missing == 0 && v.Duplicates == 0 && v.Unknown == 0 && v.OutOfOrder == 0 && v.RecordsOut == v.RecordsIn
+}
+
+func (v Verdict) String() string {
+	return fmt.Sprintf("in=%d out=%d missing=%d duplicates=%d out_of_order=%d unknown=%d",
+		v.RecordsIn, v.RecordsOut, v.Missing, v.Duplicates, v.OutOfOrder, v.Unknown)
+}
+
+// Judge compares output records against ids 0..n-1. Records of one key must
+// appear in increasing id order within their output partition, as they were
+// seeded within their input partition.
+func Judge(n int, out []*kgo.Record) Verdict {
+	v := Verdict{RecordsIn: n, RecordsOut: len(out)}
+	seen := make([]uint8, n)
+	lastByKey := map[string]int{}
+	for _, r := range out {
+		id, ok := ID(r.Value)
+		if !ok || id < 0 || id >= n {
+			v.Unknown++
+			continue
+		}
+		if seen[id] > 0 {
+			v.Duplicates++
+		} else {
+			k := r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + string(r.Key)
+			if last, ok := lastByKey[k]; ok && id < last {
+				v.OutOfOrder++
+			}
+			lastByKey[k] = id
+		}
+		if seen[id] < 255 {
+			seen[id]++
+		}
+	}
+	for _, c := range seen {
+		if c == 0 {
+			v.Missing++
+		}
+	}
+	return v
+}
