@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// newDevCmd groups local development helpers.
+func newDevCmd(g *globals) *cobra.Command {
+	return newGroupingCmd("dev", "Local development helpers", newDevBrokerCmd(g))
+}
+
+// newDevBrokerCmd runs kfake, franz-go's in-process Kafka, as a standalone
+// broker: transactions, read_committed and groups work, with no JVM.
+func newDevBrokerCmd(g *globals) *cobra.Command {
+	var (
+		listen     string
+		dataDir    string
+		partitions int
+		count      int
+		configs    map[string]string
+	)
+	c := &cobra.Command{
+		Use:   "broker",
+		Short: "Run an in-process Kafka-compatible broker for local development",
+		Long: `Run kfake, an in-process Kafka-compatible cluster, until SIGINT or SIGTERM.
+It supports transactions (KIP-447, KIP-890), read_committed, consumer
+groups and auto topic creation. With --data-dir its data survives restarts.
+It is for development and tests only: no replication, no real durability
+guarantees.
+
+Prints one broker address per line; point pipelines at them with
+EOS_BROKERS. Brokers beyond the first listen on the following ports.`,
+		Example: "  eosctl dev broker --data-dir ~/.eosflow/kfake\n  eosctl dev broker --listen 127.0.0.1:0 --brokers-count 3",
+		Args:    usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			host, portStr, err := net.SplitHostPort(listen)
+			if err != nil {
+				return usageErrorf("--listen %q: want host:port, e.g. 127.0.0.1:9092", listen)
+			}
+			port, err := strconv.Atoi(portStr)
+			if err != nil || port < 0 || port+count-1 > 65535 {
+				return usageErrorf("--listen %q: port must be 0 (random) or a port with room for %d brokers", listen, count)
+			}
+			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+				return usageErrorf("--listen %q: give a concrete host; the broker advertises the address it listens on, and clients cannot dial %q", listen, host)
+			}
+			if count < 1 || partitions < 1 {
+				return usageErrorf("--brokers-count and --partitions must be at least 1")
+			}
+			opts := []kfake.Opt{
+				kfake.NumBrokers(count),
+				kfake.AllowAutoTopicCreation(),
+				kfake.DefaultNumPartitions(partitions),
+				// kfake listens on 127.0.0.1; this swaps in --listen's host.
+				kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+					_, p, _ := net.SplitHostPort(addr)
+					return net.Listen(network, net.JoinHostPort(host, p))
+				}),
+			}
+			if port > 0 {
+				ports := make([]int, count)
+				for i := range ports {
+					ports[i] = port + i
+				}
+				opts = append(opts, kfake.Ports(ports...))
+			}
+			if dataDir != "" {
+				opts = append(opts, kfake.DataDir(dataDir))
+			}
+			if len(configs) > 0 {
+				opts = append(opts, kfake.BrokerConfigs(configs))
+			}
+			cluster, err := kfake.NewCluster(opts...)
+			if err != nil {
+				return fmt.Errorf("cannot start the broker on %s: %w — pick a free port with --listen (or port 0)", listen, err)
+			}
+			defer cluster.Close()
+
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			addrs := cluster.ListenAddrs()
+			for _, a := range addrs {
+				fmt.Fprintln(cmd.OutOrStdout(), a)
+			}
+			errw := cmd.ErrOrStderr()
+			fmt.Fprintf(errw, "broker running; export EOS_BROKERS=%s; stop with Ctrl-C\n", strings.Join(addrs, ","))
+			if dataDir == "" {
+				fmt.Fprintln(errw, "data is in memory only: pass --data-dir to keep it across restarts")
+			}
+			<-ctx.Done()
+			fmt.Fprintln(errw, "shutting down")
+			cluster.Close() // saves the data dir before we report done
+			if dataDir != "" {
+				fmt.Fprintf(errw, "data kept in %s\n", dataDir)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&listen, "listen", defaultBroker, "host:port of the first broker (port 0 picks free ports)")
+	f.StringVar(&dataDir, "data-dir", "", "directory to persist topics, offsets and transactions across restarts")
+	f.IntVar(&partitions, "partitions", 1, "partitions of auto-created topics")
+	f.IntVar(&count, "brokers-count", 1, "number of brokers")
+	f.StringToStringVar(&configs, "broker-config", nil, "broker config key=value (repeatable), e.g. transaction.max.timeout.ms=60000")
+	_ = c.MarkFlagDirname("data-dir")
+	return c
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// partitionLagJSON is one partition of `group lag`.
+type partitionLagJSON struct {
+	Topic            string `json:"topic"`
+	Partition        int32  `json:"partition"`
+	Committed        int64  `json:"committed"`
+	HighWatermark    int64  `json:"high_watermark"`
+	LastStableOffset int64  `json:"last_stable_offset"`
+	LagHWM           int64  `json:"lag_hwm"`
+	LagLSO           int64  `json:"lag_lso"`
+	OpenTransaction  bool   `json:"open_transaction"`
+}
+
+// groupLagJSON is the -o json shape of `group lag`.
+type groupLagJSON struct {
+	Group      string             `json:"group"`
+	TotalHWM   int64              `json:"total_lag_hwm"`
+	TotalLSO   int64              `json:"total_lag_lso"`
+	Partitions []partitionLagJSON `json:"partitions"`
+}
+
+// newGroupLagCmd shows lag against both the high watermark and the last
+// stable offset.
+func newGroupLagCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "lag GROUP",
+		Short: "Show a group's lag to the high watermark and to the last stable offset",
+		Long: `Show, per partition the group committed, the committed offset, the high
+watermark (HWM), the last stable offset (LSO, what read_committed consumers
+can reach), and the lag to each.
+
+HWM lag counts transaction markers and records of open transactions, so an
+exactly-once pipeline that is caught up still shows some; LSO lag is what
+it can actually consume. An LSO behind the HWM means a transaction is open
+on that partition; if it stays there, look for a hanging transaction with
+'eosctl txn hanging --topic T'.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			group := args[0]
+			ctx, adm, done, err := g.connect(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			committed, err := adm.FetchOffsets(ctx, group)
+			if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+				return kafkaErr("fetch offsets of group "+group, err)
+			}
+			if len(committed) == 0 {
+				return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
+			}
+			topics := committed.Partitions().Topics()
+			hwm, err := adm.ListEndOffsets(ctx, topics...)
+			if err != nil {
+				return kafkaErr("list end offsets", err)
+			}
+			lso, err := adm.ListCommittedOffsets(ctx, topics...)
+			if err != nil {
+				return kafkaErr("list last stable offsets", err)
+			}
+			res := groupLagJSON{Group: group, Partitions: lagRows(committed, hwm, lso)}
+			t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
+			for _, r := range res.Partitions {
+				res.TotalHWM += max(r.LagHWM, 0)
+				res.TotalLSO += max(r.LagLSO, 0)
+				note := ""
+				if r.OpenTransaction {
+					note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
+				}
+				t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
+					offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
+			}
+			return g.render(cmd.OutOrStdout(), res, t)
+		},
+	}
+}
+
+// lagRows joins committed offsets with the HWM and LSO of every partition
+// of the committed topics; a partition without a commit has committed -1 and
+// its lag is the whole log (-1 when the offsets are unknown).
+func lagRows(committed kadm.OffsetResponses, hwm, lso kadm.ListedOffsets) []partitionLagJSON {
+	var rows []partitionLagJSON
+	hwm.Each(func(h kadm.ListedOffset) {
+		if _, ok := committed[h.Topic]; !ok {
+			return
+		}
+		r := partitionLagJSON{Topic: h.Topic, Partition: h.Partition, Committed: -1, HighWatermark: -1, LastStableOffset: -1, LagHWM: -1, LagLSO: -1}
+		if h.Err == nil {
+			r.HighWatermark = h.Offset
+		}
+		if l, ok := lso.Lookup(h.Topic, h.Partition); ok && l.Err == nil {
+			r.LastStableOffset = l.Offset
+		}
+		if c, ok := committed.Lookup(h.Topic, h.Partition); ok && c.Err == nil {
+			r.Committed = c.At
+		}
+		from := max(r.Committed, 0)
+		if r.HighWatermark >= 0 {
+			r.LagHWM = max(r.HighWatermark-from, 0)
+		}
+		if r.LastStableOffset >= 0 {
+			r.LagLSO = max(r.LastStableOffset-from, 0)
+			r.OpenTransaction = r.HighWatermark > r.LastStableOffset
+		}
+		rows = append(rows, r)
+	})
+	sort.Slice(rows, func(i, j int) bool {
+		return rows[i].Topic < rows[j].Topic || rows[i].Topic == rows[j].Topic && rows[i].Partition < rows[j].Partition
+	})
+	return rows
+}
+
+// offsetCell prints an offset or lag, or "-" when unknown.
+func offsetCell(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}
