@@ -15,6 +15,10 @@ const (
 	outputJSON  = "json"
 )
 
+// durationFlagHelp ends the help of every duration flag, since Go's
+// duration syntax is not obvious to operators.
+const durationFlagHelp = " (Go duration, e.g. 30s, 15m, 2h)"
+
 // table is the human rendering of a command's result: a header and rows of
 // cells, aligned in columns when printed. Commands build it next to the JSON
 // value so both formats show the same data.

@@ -147,8 +147,10 @@ func newRootCmd() *cobra.Command {
 	g.bindFlags(root)
 
 	root.AddCommand(
+		newDemoCmd(g),
 		newTxnCmd(g),
 		newGroupCmd(g),
+		newDoctorCmd(g),
 		newDedupCmd(g),
 		newDevCmd(g),
 		newCompletionCmd(),
@@ -245,17 +247,6 @@ func setIf(dst *string, v string) {
 	}
 }
 
-// durationFlagHelp is appended to duration flag descriptions.
-const durationFlagHelp = " (Go duration, e.g. 30s, 15m, 2h)"
-
-// parsePositiveDuration is used for duration arguments that must be > 0.
-func parsePositiveDuration(name string, d time.Duration) error {
-	if d <= 0 {
-		return usageErrorf("--%s must be positive, got %s", name, d)
-	}
-	return nil
-}
-
 // globals holds the persistent flags every command shares.
 type globals struct {
 	brokers    []string
@@ -311,11 +302,11 @@ func (g *globals) validate() error {
 	return nil
 }
 
-// admin connects to the cluster cfg names. It first dials every seed, so an
-// unreachable or mistyped --brokers fails fast with a message that says so
-// instead of a client retrying until the timeout; then it pings with the
+// client connects to the cluster cfg names. It first dials every seed, so
+// an unreachable or mistyped --brokers fails fast with a message that says
+// so instead of a client retrying until the timeout; then it pings with the
 // Kafka protocol, which catches TLS and SASL mistakes.
-func (g *globals) admin(ctx context.Context, cfg config.Config) (*kadm.Client, error) {
+func (g *globals) client(ctx context.Context, cfg config.Config) (*kgo.Client, error) {
 	opts, err := cfg.KgoOpts()
 	if err != nil {
 		return nil, fmt.Errorf("invalid client settings: %w", err)
@@ -338,9 +329,14 @@ func (g *globals) admin(ctx context.Context, cfg config.Config) (*kadm.Client, e
 		return nil, fmt.Errorf("broker(s) %s accept connections but do not answer Kafka requests: %w — check --tls and --sasl-* (or the --config tls/sasl settings)",
 			strings.Join(cfg.Brokers, ", "), err)
 	}
+	return cl, nil
+}
+
+// newAdmin wraps a connected client; admin requests time out with --timeout.
+func (g *globals) newAdmin(cl *kgo.Client) *kadm.Client {
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(g.timeout.Milliseconds()))
-	return adm, nil
+	return adm
 }
 
 // connect is what most commands start with: the pipeline config, a context
@@ -352,12 +348,12 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *kadm.Client, fu
 		return nil, nil, nil, err
 	}
 	ctx, cancel := g.commandContext(cmd)
-	adm, err := g.admin(ctx, cfg)
+	cl, err := g.client(ctx, cfg)
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
-	return ctx, adm, func() { adm.Close(); cancel() }, nil
+	return ctx, g.newAdmin(cl), func() { cl.Close(); cancel() }, nil
 }
 
 // reachable dials all seeds at once and succeeds if any answers; the error

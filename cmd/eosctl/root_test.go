@@ -118,7 +118,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 
 func TestHelpExitsZero(t *testing.T) {
 	out, _, code := runCLI(t, nil)
-	if code != exitOK || !strings.Contains(out, "txn") || !strings.Contains(out, "dedup") {
+	if code != exitOK || !strings.Contains(out, "txn") || !strings.Contains(out, "doctor") {
 		t.Errorf("exit %d, output %s", code, out)
 	}
 	out, _, code = runCLI(t, nil, "txn", "--help")

@@ -117,7 +117,7 @@ func kafkaErr(op string, err error) error {
 		switch ke {
 		case kerr.ClusterAuthorizationFailed, kerr.TopicAuthorizationFailed,
 			kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed:
-			return fmt.Errorf("%s: %w — the principal needs Describe (Read for topics) ACLs; run as an admin or grant them", op, err)
+			return fmt.Errorf("%s: %w — these credentials lack the ACL for it; run as an admin principal or grant it", op, err)
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

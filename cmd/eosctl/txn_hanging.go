@@ -246,3 +246,11 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// parsePositiveDuration rejects a non-positive duration flag as a usage error.
+func parsePositiveDuration(name string, d time.Duration) error {
+	if d <= 0 {
+		return usageErrorf("--%s must be positive, got %s", name, d)
+	}
+	return nil
+}
