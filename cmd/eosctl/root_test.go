@@ -3,7 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
 	"io"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -150,4 +162,83 @@ func TestExitCode(t *testing.T) {
 			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
+}
+
+func TestBrokersFromConfigFile(t *testing.T) {
+	_, addr := newCluster(t)
+	cfg := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("brokers: [%q]\n", addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, nil, "--config", cfg, "txn", "list"); code != exitOK {
+		t.Errorf("brokers from --config: exit %d: %s", code, errOut)
+	}
+	// An explicit --brokers wins over the file.
+	if _, errOut, code := runCLI(t, nil, "--config", cfg, "--brokers", "127.0.0.1:1", "txn", "list"); code != exitFailure || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Errorf("--brokers over --config: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, nil, "--config", filepath.Join(t.TempDir(), "missing.yaml"), "txn", "list"); code != exitFailure || !strings.Contains(errOut, "missing.yaml") {
+		t.Errorf("missing --config: exit %d: %s", code, errOut)
+	}
+}
+
+func TestTLSFlags(t *testing.T) {
+	caPEM, srv := selfSignedTLS(t)
+	_, addr := newCluster(t, kfake.TLS(srv))
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, caPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runCLI(t, nil, "--brokers", addr, "--tls-ca", ca, "txn", "list"); code != exitOK {
+		t.Errorf("--tls-ca: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, nil, "--brokers", addr, "--tls-insecure", "txn", "list"); code != exitOK {
+		t.Errorf("--tls-insecure: exit %d: %s", code, errOut)
+	}
+	// Plaintext against a TLS listener names the likely fix.
+	if _, errOut, code := runCLI(t, nil, "--brokers", addr, "--timeout", "2s", "txn", "list"); code != exitFailure || !strings.Contains(errOut, "check --tls") {
+		t.Errorf("no --tls: exit %d: %s", code, errOut)
+	}
+}
+
+func TestSASLFlagsAndEnvPassword(t *testing.T) {
+	_, addr := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-512", "admin", "s3cret"))
+	t.Setenv("EOS_SASL_PASSWORD", "s3cret")
+	if _, errOut, code := runCLI(t, nil, "--brokers", addr, "--sasl-mechanism", "scram-sha-512", "--sasl-user", "admin", "txn", "list"); code != exitOK {
+		t.Errorf("password from EOS_SASL_PASSWORD: exit %d: %s", code, errOut)
+	}
+	_, errOut, code := runCLI(t, nil, "--brokers", addr, "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-user", "admin", "--sasl-password", "wrong", "txn", "list")
+	if code != exitFailure || !strings.Contains(errOut, "--sasl") {
+		t.Errorf("wrong password: exit %d: %s", code, errOut)
+	}
+	if strings.Contains(errOut, "wrong") {
+		t.Errorf("the password leaked into the error: %s", errOut)
+	}
+}
+
+// selfSignedTLS makes a certificate for 127.0.0.1 and returns it as a CA
+// PEM and as the server's TLS config.
+func selfSignedTLS(t *testing.T) ([]byte, *tls.Config) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "eosctl test"},
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 }
