@@ -9,7 +9,7 @@ import (
 )
 
 // describedJSON converts a coordinator's description; the age is measured
-// from the transaction's start, and is -1 when no transaction is open.
+// from the open transaction's start, and is -1 when none is open.
 func describedJSON(d kadm.DescribedTransaction, now time.Time) txnJSON {
 	j := txnJSON{
 		TransactionalID: d.TxnID,
@@ -23,7 +23,11 @@ func describedJSON(d kadm.DescribedTransaction, now time.Time) txnJSON {
 	}
 	if start := millis(d.StartTimestamp); !start.IsZero() {
 		j.StartTime = &start
-		j.AgeMillis = now.Sub(start).Milliseconds()
+		// Kafka keeps the start of the last transaction after it
+		// completes; only an open one has an age worth reporting.
+		if coordinatorKnows(d.State) {
+			j.AgeMillis = now.Sub(start).Milliseconds()
+		}
 	}
 	return j
 }

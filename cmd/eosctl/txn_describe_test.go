@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -37,5 +39,20 @@ func TestTxnDescribeUnknownID(t *testing.T) {
 	_, errOut, code := runCLI(t, nil, "--brokers", addr, "txn", "describe", "nobody")
 	if code != exitFailure || !strings.Contains(errOut, `"nobody"`) || !strings.Contains(errOut, "not found") {
 		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+func TestDescribedJSONAgeOnlyWhenOpen(t *testing.T) {
+	now := time.UnixMilli(100_000)
+	for _, tc := range []struct {
+		state string
+		age   int64
+	}{
+		{"Ongoing", 40_000}, {"PrepareCommit", 40_000}, {"CompleteCommit", -1}, {"Empty", -1},
+	} {
+		j := describedJSON(kadm.DescribedTransaction{State: tc.state, StartTimestamp: 60_000}, now)
+		if j.AgeMillis != tc.age || j.StartTime == nil {
+			t.Errorf("%s: age %d, start %v; want age %d and a start time", tc.state, j.AgeMillis, j.StartTime, tc.age)
+		}
 	}
 }
