@@ -311,9 +311,11 @@ func (g *globals) client(ctx context.Context, cfg config.Config) (*kgo.Client, e
 	if err != nil {
 		return nil, fmt.Errorf("invalid client settings: %w", err)
 	}
-	dialTimeout := cfg.ConnectTimeout
-	if dialTimeout <= 0 || dialTimeout > g.timeout {
-		dialTimeout = g.timeout
+	// Half of --timeout at most for the TCP dial, so a black-holed address
+	// still leaves time to say so within --timeout.
+	dialTimeout := g.timeout / 2
+	if cfg.ConnectTimeout > 0 && cfg.ConnectTimeout < dialTimeout {
+		dialTimeout = cfg.ConnectTimeout
 	}
 	if err := reachable(ctx, cfg.Brokers, dialTimeout); err != nil {
 		return nil, err

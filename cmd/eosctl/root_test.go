@@ -242,3 +242,30 @@ func selfSignedTLS(t *testing.T) ([]byte, *tls.Config) {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		&tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
 }
+
+func TestSilentBrokerTimesOut(t *testing.T) {
+	// Accepts connections but never answers, like a wrong port or a
+	// TLS listener without --tls.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	start := time.Now()
+	_, errOut, code := runCLI(t, nil, "--brokers", ln.Addr().String(), "--timeout", "1s", "group", "lag", "g")
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %s with --timeout 1s", took)
+	}
+	if code != exitFailure || !strings.Contains(errOut, "do not answer Kafka requests") {
+		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+}

@@ -94,7 +94,7 @@ Exits 1 when it finds any.`,
 	f := c.Flags()
 	f.StringVar(&topic, "topic", "", "only this topic (default every topic)")
 	f.Int32Var(&partition, "partition", -1, "only this partition of --topic")
-	f.Int32Var(&broker, "broker", -1, "only partitions with a replica on this broker id")
+	f.Int32Var(&broker, "broker", -1, "only partitions with a replica on this broker id (their leaders are asked)")
 	f.DurationVar(&maxTimeout, "max-timeout", defaultMaxTxnTimeout,
 		"transactions open longer than this are candidates (default the brokers' transaction.max.timeout.ms, else 15m)"+durationFlagHelp)
 	c.MarkFlagsMutuallyExclusive("topic", "broker")
