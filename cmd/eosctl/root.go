@@ -147,7 +147,6 @@ func newRootCmd() *cobra.Command {
 	g.bindFlags(root)
 
 	root.AddCommand(
-		newDemoCmd(g),
 		newTxnCmd(g),
 		newGroupCmd(g),
 		newDoctorCmd(g),
