@@ -147,6 +147,7 @@ func newRootCmd() *cobra.Command {
 	g.bindFlags(root)
 
 	root.AddCommand(
+		newDemoCmd(g),
 		newTxnCmd(g),
 		newGroupCmd(g),
 		newDoctorCmd(g),
