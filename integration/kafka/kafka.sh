@@ -286,7 +286,7 @@ launch_node() { # node id
 		-Dlog4j2.configurationFile="$LAYOUT_DIR/log4j2.properties" \
 		${EOS_KAFKA_JVM_OPTS:-} \
 		-cp "$LIBS/*" kafka.Kafka "$dir/server.properties" \
-		</dev/null >"$dir/kafka.out" 2>&1 &
+		</dev/null >"$dir/kafka.out" 2>&1 8>&- &
 	echo $! >"$dir/kafka.pid"
 	LAUNCHED+=" $i "
 	log "started node $i (pid $!) on $HOST:$bp, controller $HOST:$cp, log $dir/kafka.log"
@@ -376,7 +376,7 @@ cmd_start() {
 	fetch
 	mkdir -p "$LAYOUT_DIR"
 	exec 8>"$LAYOUT_DIR/.lock"
-	flock 8
+	flock -w $((START_TIMEOUT * 2)) 8 || die "another kafka.sh start holds $LAYOUT_DIR/.lock"
 	write_log4j
 	echo "$NODES $BASE_PORT" >"$CURRENT_FILE"
 	# Format all nodes first (in parallel): a static quorum needs every voter's storage.
