@@ -98,6 +98,9 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 				reason = endErr
 			}
 			log.Warn("batch aborted", zap.Error(reason), zap.Int("records", in), zap.Int32("generation", gen))
+			if oc := (*offsetCommitError)(nil); errors.As(endErr, &oc) {
+				r.redone.Add(uint64(in))
+			}
 			if endErr != nil && (isFenced(endErr) || failed == nil || isRebuildable(failed)) {
 				return progressed, endErr
 			}

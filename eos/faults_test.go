@@ -5,23 +5,13 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-var faultKeys = map[string]kmsg.Key{
-	"EndTxn":          kmsg.EndTxn,
-	"Produce":         kmsg.Produce,
-	"TxnOffsetCommit": kmsg.TxnOffsetCommit,
-}
-
-// kfakeFault fails the first request of that API once.
-func kfakeFault(api string) kfake.Fault {
-	return kfake.Fault{Keys: []kmsg.Key{faultKeys[api]}, Err: kerr.UnknownServerError}
-}
 
 // Every fault below breaks one step of a transaction; the output must still
 // hold each input exactly once, and the runner must have noticed.
@@ -42,14 +32,14 @@ func TestTransactionFaults(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")
 			const n = 3000
-			seed(t, env, "in", n)
+			conformance.Seed(t, env, "in", n)
 			h := env.Fake.Fault(tc.fault)
 			cfg := env.Config("app", "a", config.ExactlyOnce)
 			cfg.MaxBatchRecords = 500
-			x := start(t, cfg, upper("in", "out", nil))
-			until(t, 60*time.Second, "all records", func() bool { return x.r.Stats().RecordsIn >= n })
-			v := exactlyOnce(t, env, "out", n)
-			s := x.r.Stats()
+			x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+			conformance.Until(t, 60*time.Second, "all records", func() bool { return x.R.Stats().RecordsIn >= n })
+			v := conformance.ExactlyOnce(t, env, "out", n)
+			s := x.R.Stats()
 			if h.Hits() == 0 {
 				t.Fatalf("fault never hit; the test proves nothing")
 			}
@@ -74,11 +64,11 @@ func TestIdempotenceAgainstRetriedProduce(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")
 			const n = 3000
-			seed(t, env, "in", n)
+			conformance.Seed(t, env, "in", n)
 			h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.RequestTimedOut, Count: 5})
-			x := start(t, env.Config("app", "a", tc.g), upper("in", "out", nil))
-			until(t, 60*time.Second, "all records", func() bool { return x.r.Stats().RecordsIn >= n })
-			v := verdict.Judge(n, drain(t, env, "out", n))
+			x := conformance.Start(t, env.Config("app", "a", tc.g), conformance.Upper("in", "out", nil))
+			conformance.Until(t, 60*time.Second, "all records", func() bool { return x.R.Stats().RecordsIn >= n })
+			v := verdict.Judge(n, conformance.Drain(t, env, "out", n))
 			if h.Hits() == 0 {
 				t.Fatal("fault never hit")
 			}
@@ -86,25 +76,6 @@ func TestIdempotenceAgainstRetriedProduce(t *testing.T) {
 				t.Fatalf("%s: %v (want duplicates: %v)", tc.g, v, tc.wantDups)
 			}
 			t.Logf("%s: %v", tc.g, v)
-		})
-	}
-}
-
-// Every guarantee delivers everything when nothing fails.
-func TestGuaranteesHappyPath(t *testing.T) {
-	for _, g := range config.Guarantees() {
-		t.Run(string(g), func(t *testing.T) {
-			env := kafkatest.Fake(t)
-			env.CreateTopics(t, 3, "in", "out")
-			const n = 2000
-			seed(t, env, "in", n)
-			x := start(t, env.Config("app", "a", g), upper("in", "out", nil))
-			until(t, 60*time.Second, "all records", func() bool { return x.r.Stats().RecordsIn >= n })
-			exactlyOnce(t, env, "out", n)
-			x.stop()
-			if err := x.wait(t, 20*time.Second); err != nil {
-				t.Fatal(err)
-			}
 		})
 	}
 }

@@ -34,6 +34,10 @@ type Stats struct {
 	DeadLettered uint64 // processing outcomes, aborted batches included
 	Skipped      uint64
 	Retries      uint64
+	// Redone counts input records whose outputs were acknowledged but
+	// whose offset commit failed (idempotent and at-least-once only):
+	// they run again, so their outputs may appear twice.
+	Redone uint64
 }
 
 // BatchInfo describes a batch about to be committed.
@@ -59,7 +63,7 @@ type Runner struct {
 	closed   bool
 	closeErr error
 
-	recordsIn, recordsOut, committed, aborted, rebuilds atomic.Uint64
+	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 }
 
 // Option configures a Runner.
@@ -108,7 +112,7 @@ func (r *Runner) Stats() Stats {
 	ps := r.proc.Stats()
 	return Stats{
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
-		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(),
+		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
 		DeadLettered: ps.DeadLettered, Skipped: ps.Skipped, Retries: ps.Retries,
 	}
 }

@@ -77,7 +77,9 @@ func (r *Runner) newSession() (session, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &txnSession{sess: sess, endTimeout: endTimeout}, nil
+		ts := &txnSession{sess: sess, endTimeout: endTimeout}
+		ts.promise = ts.errs.record
+		return ts, nil
 	case config.Idempotent:
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.BlockRebalanceOnPoll())
 	case config.AtLeastOnce:
@@ -89,13 +91,16 @@ func (r *Runner) newSession() (session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &plainSession{cl: cl, atMostOnce: r.cfg.Guarantee == config.AtMostOnce, endTimeout: endTimeout}, nil
+	ps := &plainSession{cl: cl, atMostOnce: r.cfg.Guarantee == config.AtMostOnce, endTimeout: endTimeout}
+	ps.promise = ps.errs.record
+	return ps, nil
 }
 
 // txnSession: every batch is one transaction carrying its input offsets.
 type txnSession struct {
 	sess       *kgo.GroupTransactSession
 	errs       produceErrs
+	promise    func(*kgo.Record, error) // errs.record, bound once: a method value per Produce would allocate per record
 	endTimeout time.Duration
 }
 
@@ -107,7 +112,7 @@ func (s *txnSession) begin() error { return s.sess.Begin() }
 // produce uses a background context: a cancelled Run finishes the open
 // batch rather than abandoning records half way.
 func (s *txnSession) produce(r *kgo.Record) {
-	s.sess.Produce(context.Background(), r, s.errs.record)
+	s.sess.Produce(context.Background(), r, s.promise)
 }
 
 func (s *txnSession) end(commit bool) (bool, error) {
@@ -146,6 +151,7 @@ func (s *txnSession) close()              { s.sess.Close() }
 type plainSession struct {
 	cl         *kgo.Client
 	errs       produceErrs
+	promise    func(*kgo.Record, error) // errs.record, bound once
 	atMostOnce bool
 	endTimeout time.Duration
 }
@@ -171,7 +177,7 @@ func (s *plainSession) produce(r *kgo.Record) {
 		s.cl.Produce(context.Background(), r, nil) // fire and forget
 		return
 	}
-	s.cl.Produce(context.Background(), r, s.errs.record)
+	s.cl.Produce(context.Background(), r, s.promise)
 }
 
 func (s *plainSession) end(commit bool) (bool, error) {
@@ -192,10 +198,20 @@ func (s *plainSession) end(commit bool) (bool, error) {
 		return commit, nil
 	}
 	if err := s.cl.CommitUncommittedOffsets(ctx); err != nil {
-		return false, &rebuildError{err}
+		return false, &rebuildError{&offsetCommitError{err}}
 	}
 	return true, nil
 }
+
+// offsetCommitError: the outputs were acknowledged but the offsets did not
+// commit, so the batch will run again: the one window in which the
+// idempotent guarantee can duplicate.
+type offsetCommitError struct{ err error }
+
+func (e *offsetCommitError) Error() string {
+	return "offset commit after acknowledged outputs: " + e.err.Error()
+}
+func (e *offsetCommitError) Unwrap() error { return e.err }
 
 func (s *plainSession) idle()               { s.cl.AllowRebalance() }
 func (s *plainSession) client() *kgo.Client { return s.cl }

@@ -1,4 +1,8 @@
-package eos_test
+// Package conformance is the suite of exactly-once scenarios that every
+// broker must pass: the embedded one in eos's tests, real Apache Kafka in
+// integration/. Scenarios take the broker as an argument so the same
+// assertions run against both.
+package conformance
 
 import (
 	"bytes"
@@ -16,9 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// upper builds in → upper-case → out, failing (under the node's policy)
+// Upper builds in → upper-case → out, failing (under the node's policy)
 // on records for which fail returns true.
-func upper(in, out string, fail func(id int) bool) *topology.Topology {
+func Upper(in, out string, fail func(id int) bool) *topology.Topology {
 	top := topology.New("upper")
 	src := topology.Source(top, "in", in, codec.Bytes())
 	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
@@ -31,27 +35,29 @@ func upper(in, out string, fail func(id int) bool) *topology.Topology {
 	return top
 }
 
-type run struct {
-	r    *eos.Runner
-	stop context.CancelFunc
+// Run is a Runner started in the background.
+type Run struct {
+	R    *eos.Runner
+	Stop context.CancelFunc
 	errc chan error
 }
 
-func start(t *testing.T, cfg config.Config, top *topology.Topology, opts ...eos.Option) *run {
+// Start runs a new Runner until t ends or Stop is called.
+func Start(t *testing.T, cfg config.Config, top *topology.Topology, opts ...eos.Option) *Run {
 	t.Helper()
 	r, err := eos.New(cfg, top, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	x := &run{r: r, stop: cancel, errc: make(chan error, 1)}
+	x := &Run{R: r, Stop: cancel, errc: make(chan error, 1)}
 	go func() { x.errc <- r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); r.Close() })
 	return x
 }
 
-// wait returns Run's error, failing t if Run does not return in time.
-func (x *run) wait(t *testing.T, d time.Duration) error {
+// Wait returns Run's error, failing t if Run does not return in time.
+func (x *Run) Wait(t *testing.T, d time.Duration) error {
 	t.Helper()
 	select {
 	case err := <-x.errc:
@@ -62,8 +68,8 @@ func (x *run) wait(t *testing.T, d time.Duration) error {
 	}
 }
 
-// until polls cond until it holds, failing t after d.
-func until(t *testing.T, d time.Duration, what string, cond func() bool) {
+// Until polls cond until it holds, failing t after d.
+func Until(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
@@ -74,7 +80,8 @@ func until(t *testing.T, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-func seed(t *testing.T, env *kafkatest.Env, topic string, n int) {
+// Seed writes records 0..n-1 to topic.
+func Seed(t *testing.T, env *kafkatest.Env, topic string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -83,7 +90,8 @@ func seed(t *testing.T, env *kafkatest.Env, topic string, n int) {
 	}
 }
 
-func drain(t *testing.T, env *kafkatest.Env, topic string, want int) []*kgo.Record {
+// Drain reads topic read_committed until want records and a quiet spell.
+func Drain(t *testing.T, env *kafkatest.Env, topic string, want int) []*kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -94,10 +102,10 @@ func drain(t *testing.T, env *kafkatest.Env, topic string, want int) []*kgo.Reco
 	return recs
 }
 
-// exactlyOnce drains out and fails t unless it holds ids 0..n-1 once each.
-func exactlyOnce(t *testing.T, env *kafkatest.Env, out string, n int) verdict.Verdict {
+// ExactlyOnce drains out and fails t unless it holds ids 0..n-1 once each.
+func ExactlyOnce(t *testing.T, env *kafkatest.Env, out string, n int) verdict.Verdict {
 	t.Helper()
-	v := verdict.Judge(n, drain(t, env, out, n))
+	v := verdict.Judge(n, Drain(t, env, out, n))
 	if !v.OK() {
 		t.Fatalf("exactly-once violated: %v", v)
 	}

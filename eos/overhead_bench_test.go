@@ -1,0 +1,211 @@
+package eos_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/bench"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The overhead workload: the same for the framework and the raw loop.
+const (
+	overheadRecords    = 100_000
+	overheadRecordSize = 100
+	overheadPartitions = 6
+	overheadKeys       = 1000
+)
+
+const (
+	sideFramework = "framework"
+	sideRaw       = "raw-franz-go"
+)
+
+// BenchmarkOverhead moves the same records through the same kfake broker
+// twice: with eos.Runner under exactly-once (an upper-casing MapValues,
+// codec.Bytes) and with a hand-written GroupTransactSession loop doing the
+// same transform with the same batching (bench.RunRaw). records/s counts the
+// records between the first and the last transaction end of a run, so
+// client start-up and the group join are left out; allocs/record includes
+// the in-process broker's allocations, the same on both sides.
+//
+//	go test -run '^$' -bench Overhead -benchtime 3x ./eos/
+func BenchmarkOverhead(b *testing.B) {
+	for _, side := range []string{sideFramework, sideRaw} {
+		b.Run(side, func(b *testing.B) {
+			o := newOverhead(b)
+			b.ReportAllocs()
+			var rates []float64
+			var allocs, bytes uint64
+			for i := 0; i < b.N; i++ {
+				m := o.run(b, side)
+				rates = append(rates, m.rate)
+				allocs += m.allocs
+				bytes += m.bytes
+			}
+			b.ReportMetric(median(rates), "records/s")
+			b.ReportMetric(float64(allocs)/float64(b.N*overheadRecords), "allocs/record")
+			b.ReportMetric(float64(bytes)/float64(b.N*overheadRecords), "B/record")
+		})
+	}
+}
+
+// BenchmarkOverheadRatio measures both sides in one run, alternating which
+// goes first, and reports the ratio of their median throughputs: on a noisy
+// machine this is steadier than comparing two separate benchmark lines.
+//
+//	go test -run '^$' -bench OverheadRatio -benchtime 1x ./eos/
+func BenchmarkOverheadRatio(b *testing.B) {
+	const rounds = 5
+	o := newOverhead(b)
+	var fw, raw, pairs []float64
+	for n := 0; n < b.N; n++ {
+		for i := range rounds {
+			order := []string{sideFramework, sideRaw}
+			if i%2 == 1 {
+				order = []string{sideRaw, sideFramework}
+			}
+			got := map[string]float64{}
+			for _, side := range order {
+				got[side] = o.run(b, side).rate
+			}
+			fw = append(fw, got[sideFramework])
+			raw = append(raw, got[sideRaw])
+			pairs = append(pairs, got[sideFramework]/got[sideRaw])
+			b.Logf("round %d: framework %.0f records/s, raw %.0f records/s, ratio %.3f",
+				i, got[sideFramework], got[sideRaw], got[sideFramework]/got[sideRaw])
+		}
+	}
+	b.ReportMetric(median(fw), "framework-records/s")
+	b.ReportMetric(median(raw), "raw-records/s")
+	b.ReportMetric(median(fw)/median(raw), "ratio")
+	b.ReportMetric(median(pairs), "ratio-of-pairs")
+}
+
+// overhead is one broker shared by the runs of a benchmark; every run gets
+// fresh topics and a fresh group.
+type overhead struct {
+	env  *kafkatest.Env
+	cl   *kgo.Client
+	runs int
+}
+
+func newOverhead(b *testing.B) *overhead {
+	env := kafkatest.Fake(b)
+	return &overhead{env: env, cl: env.Client(b, kgo.ProducerLinger(0))}
+}
+
+type measurement struct {
+	rate          float64
+	allocs, bytes uint64
+}
+
+// run seeds a fresh input, runs one side until every record committed and
+// returns its throughput. The benchmark timer runs only while the pipeline
+// does.
+func (o *overhead) run(b *testing.B, side string) measurement {
+	b.StopTimer()
+	o.runs++
+	id := fmt.Sprintf("overhead-%s-%d", side, o.runs)
+	in, out := id+"-in", id+"-out"
+	o.env.CreateTopics(b, overheadPartitions, in, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := verdict.Seed(ctx, o.cl, in, overheadRecords, overheadKeys, overheadRecordSize); err != nil {
+		b.Fatal(err)
+	}
+	cfg := o.env.Config(id, "bench", config.ExactlyOnce)
+
+	// Both sides report each batch just before End; the window runs from
+	// the first such call to the one that completes the input.
+	var (
+		mu        sync.Mutex
+		total     int
+		first     time.Time
+		firstRecs int
+		last      time.Time
+		done      = make(chan struct{})
+	)
+	beforeEnd := func(records int) {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if total == 0 {
+			first, firstRecs = now, records
+		}
+		total += records
+		if total >= overheadRecords && last.IsZero() {
+			last = now
+			close(done)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 1)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.StartTimer()
+	switch side {
+	case sideFramework:
+		r, err := bench.NewRunner(cfg, in, out, eos.BeforeCommit(func(_ context.Context, bi eos.BatchInfo) error {
+			beforeEnd(bi.Records)
+			return nil
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { errc <- r.Run(runCtx) }()
+	case sideRaw:
+		go func() { errc <- bench.RunRaw(runCtx, cfg, in, out, beforeEnd) }()
+	}
+	select {
+	case <-done:
+	case err := <-errc:
+		b.Fatalf("%s stopped early: %v", side, err)
+	case <-ctx.Done():
+		b.Fatalf("%s: timed out with %d of %d records", side, total, overheadRecords)
+	}
+	stop()
+	if err := <-errc; err != nil {
+		b.Fatalf("%s: %v", side, err)
+	}
+	b.StopTimer()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	mu.Lock()
+	defer mu.Unlock()
+	if total != overheadRecords {
+		b.Fatalf("%s: %d records in committed batches, want %d (an aborted batch?)", side, total, overheadRecords)
+	}
+	window := last.Sub(first)
+	if window <= 0 {
+		b.Fatalf("%s: everything fit in one batch; raise overheadRecords", side)
+	}
+	return measurement{
+		rate:   float64(overheadRecords-firstRecs) / window.Seconds(),
+		allocs: after.Mallocs - before.Mallocs,
+		bytes:  after.TotalAlloc - before.TotalAlloc,
+	}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
