@@ -20,8 +20,10 @@ var ErrMissingTopics = errors.New("eos: topics do not exist")
 // ErrClosed is returned by Run on a closed Runner.
 var ErrClosed = errors.New("eos: runner closed")
 
-// FencedError means a newer producer with the same transactional.id exists:
-// this instance is a zombie and stopped without committing. Restarting it
+// FencedError means a newer producer epoch exists for our transactional.id
+// (another instance started with the same id, or the coordinator aborted our
+// transaction after it timed out): this instance is a zombie and stopped
+// without committing. Restarting it
 // under the same instance id fences the other one in turn, so first make
 // sure only one process runs per instance id.
 type FencedError struct {
@@ -30,7 +32,7 @@ type FencedError struct {
 }
 
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("eos: transactional.id %q was fenced by a newer instance (%v); this instance stopped — check that no two processes share instance_id", e.TransactionalID, e.Err)
+	return fmt.Sprintf("eos: transactional.id %q was fenced (%v): a newer instance took over or this one stalled past transaction_timeout; it stopped without committing — restart it, and check that no two processes share instance_id", e.TransactionalID, e.Err)
 }
 
 // Unwrap exposes the broker's error.
