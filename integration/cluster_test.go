@@ -1,0 +1,74 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// clusterEnv is the 3-broker cluster in EOS_KAFKA_CLUSTER_BROKERS with the
+// command that kills or starts one of its nodes, or a skip.
+func clusterEnv(t *testing.T) (*kafkatest.Env, func(action string, node int32)) {
+	brokers, cmd := os.Getenv("EOS_KAFKA_CLUSTER_BROKERS"), os.Getenv("EOS_KAFKA_CLUSTER_NODE_CMD")
+	if brokers == "" || cmd == "" {
+		t.Skip("EOS_KAFKA_CLUSTER_BROKERS and EOS_KAFKA_CLUSTER_NODE_CMD are not set; start a cluster with " +
+			"`EOS_KAFKA_PORT=29092 integration/kafka/kafka.sh start --cluster 3` and set the command to " +
+			"`EOS_KAFKA_PORT=29092 integration/kafka/kafka.sh {action} --cluster 3 --node {node}`")
+	}
+	env := &kafkatest.Env{Brokers: strings.Split(brokers, ",")}
+	v := brokerVersion(env)
+	if v == "" {
+		t.Fatalf("no Kafka answers at %s (EOS_KAFKA_CLUSTER_BROKERS)", brokers)
+	}
+	t.Logf("running against Apache Kafka %s at %s", v, brokers)
+	return env, func(action string, node int32) {
+		line := strings.NewReplacer("{action}", action, "{node}", strconv.Itoa(int(node))).Replace(cmd)
+		shell(t, line)
+	}
+}
+
+// The leader of an output partition dies mid-run (kill -9); with
+// replication factor 3 and min.insync.replicas 2 a follower takes over and
+// the output is still exact.
+func TestOutputLeaderFailover(t *testing.T) {
+	env, node := clusterEnv(t)
+	in, out := env.Name("in"), env.Name("out")
+	env.CreateTopics(t, 6, in, out)
+	adm := kadm.NewClient(env.Client(t))
+	ctx := context.Background()
+	md, err := adm.Metadata(ctx, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := md.Topics[out].Partitions[0]
+	if len(p0.Replicas) != 3 {
+		t.Fatalf("%s has %d replicas; the cluster must default to replication factor 3", out, len(p0.Replicas))
+	}
+	const n = 60000
+	conformance.Seed(t, env, in, n)
+	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 500
+	cfg.MaxRebuilds = 30
+	x := conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
+	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= n/4 })
+
+	leader := p0.Leader
+	node("kill", leader)
+	t.Cleanup(func() { node("start", leader) })
+	t.Logf("killed node %d, leader of %s-0", leader, out)
+	conformance.Until(t, 300*time.Second, "all records", func() bool { return x.R.Stats().RecordsIn >= n })
+	v := conformance.ExactlyOnce(t, env, out, n)
+	md, err = adm.Metadata(ctx, out)
+	if err == nil {
+		t.Logf("%s-0 leader now %d", out, md.Topics[out].Partitions[0].Leader)
+	}
+	t.Logf("verdict %v, stats %+v", v, x.R.Stats())
+}
