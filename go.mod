@@ -17,5 +17,6 @@ require (
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
+	github.com/twmb/franz-go/plugin/kzap v1.1.2 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
 )
 
 // session is one client generation. Transactional and plain sessions share
@@ -63,6 +64,9 @@ func (r *Runner) newSession() (session, error) {
 		kgo.RebalanceTimeout(r.cfg.RebalanceTimeout),
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*r.cfg.MaxBatchRecords+1000),
+		// The client's own warnings and errors (connection loss, retries)
+		// go to the same structured log.
+		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.Level(kgo.LogLevelWarn))),
 	)
 	// The end of a batch may wait for a produce flush and the commit round
 	// trips; bound it so a wedged broker becomes a rebuild, not a hang.
