@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Upper is the benchmark's transform, the same in every case (Kafka Streams
+// included): ASCII upper-case of the value into a new slice, every byte
+// outside 'a'..'z' copied unchanged. A nil value stays nil.
+func Upper(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	out := make([]byte, len(v))
+	for i, c := range v {
+		if c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// Topology is the framework side of the benchmark: input → MapValues(Upper)
+// → output, bytes in and out.
+func Topology(name, input, output string) *topology.Topology {
+	top := topology.New(name)
+	in := topology.Source(top, "in", input, codec.Bytes())
+	up := topology.MapValues(in, "upper", func(v []byte) ([]byte, error) { return Upper(v), nil })
+	topology.To(up, "out", output, codec.Bytes())
+	return top
+}
+
+// NewRunner builds the framework pipeline for cfg (whose Guarantee,
+// CommitInterval and MaxBatchRecords the caller has set).
+func NewRunner(cfg config.Config, input, output string, opts ...eos.Option) (*eos.Runner, error) {
+	return eos.New(cfg, Topology(cfg.AppID, input, output), opts...)
+}
+
+// RawOptions are the client options of the hand-written loop: exactly those
+// eos.Runner uses under exactly-once, so that only the code differs.
+func RawOptions(cfg config.Config, input string) ([]kgo.Opt, error) {
+	base, err := cfg.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append(base,
+		kgo.ConsumerGroup(cfg.AppID),
+		kgo.ConsumeTopics(input),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		kgo.DisableAutoCommit(),
+		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
+		kgo.TransactionalID(cfg.TransactionalID()),
+		kgo.TransactionTimeout(cfg.TransactionTimeout),
+	), nil
+}
+
+// RunRaw is the baseline the framework is measured against: a hand-written
+// franz-go GroupTransactSession loop doing the same transform with the same
+// batching as eos.Runner under exactly-once (poll up to MaxBatchRecords,
+// Begin, keep polling and producing until CommitInterval has passed or the
+// batch is full, then End with TryCommit). beforeEnd, if not nil, is called
+// with the batch's record count just before End, where eos.BeforeCommit
+// hooks into the framework. It returns nil when ctx ends.
+func RunRaw(ctx context.Context, cfg config.Config, input, output string, beforeEnd func(records int)) error {
+	opts, err := RawOptions(cfg, input)
+	if err != nil {
+		return err
+	}
+	sess, err := kgo.NewGroupTransactSession(opts...)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
+		}
+	}
+	max := cfg.MaxBatchRecords
+	var n int
+	produce := func(r *kgo.Record) {
+		n++
+		sess.Produce(context.Background(), &kgo.Record{
+			Topic: output, Key: r.Key, Value: Upper(r.Value), Headers: r.Headers, Timestamp: r.Timestamp,
+		}, promise)
+	}
+	for {
+		fs := sess.PollRecords(ctx, max)
+		if fs.IsClientClosed() || ctx.Err() != nil && fs.NumRecords() == 0 {
+			return nil
+		}
+		if err := fatalFetchError(fs); err != nil {
+			return err
+		}
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			return err
+		}
+		n = 0
+		deadline := time.Now().Add(cfg.CommitInterval)
+		fs.EachRecord(produce)
+		for n < max && ctx.Err() == nil && time.Until(deadline) > 0 {
+			pctx, cancel := context.WithDeadline(ctx, deadline)
+			more := sess.PollRecords(pctx, max-n)
+			cancel()
+			if more.IsClientClosed() {
+				break
+			}
+			if err := fatalFetchError(more); err != nil {
+				return err
+			}
+			more.EachRecord(produce)
+		}
+		if beforeEnd != nil {
+			beforeEnd(n)
+		}
+		mu.Lock()
+		perr := firstErr
+		firstErr = nil
+		mu.Unlock()
+		ectx, cancel := context.WithTimeout(context.Background(), cfg.TransactionTimeout+10*time.Second)
+		_, err := sess.End(ectx, kgo.TransactionEndTry(perr == nil))
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Errorf("raw loop: end transaction: %w", err)
+		case perr != nil:
+			return fmt.Errorf("raw loop: produce: %w", perr)
+		}
+		// committed false without an error: aborted by a rebalance, and
+		// the session rewound; the records come again.
+	}
+}
+
+// fatalFetchError returns the first fetch error other than the context
+// ending a bounded poll; the client retries the rest itself, so only
+// non-retriable ones surface here.
+func fatalFetchError(fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
+			continue
+		}
+		return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+	}
+	return nil
+}
