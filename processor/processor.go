@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,8 +57,11 @@ type Processor struct {
 	log     *zap.Logger
 	sleep   func(context.Context, time.Duration) error
 	ctx     context.Context
-	cur     *topology.Node
+	cur     uintptr // address of the node whose user code runs; see Enter
 	pending []*kgo.Record
+
+	lastTopic string         // topic of the previous record
+	lastSrc   *topology.Node // its source node; nil before the first record
 
 	processed, deadLettered, skipped, retries, failed atomic.Uint64
 }
@@ -124,7 +128,13 @@ func (p *Processor) Stats() Stats {
 // Failed) means the Fail policy applies, or ctx ended during a retry: the
 // caller must abort the transaction.
 func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Record)) (Outcome, error) {
-	src := p.t.SourceFor(r.Topic)
+	// Records come in runs of one topic, so remember the last source
+	// rather than hashing the topic of every record.
+	src := p.lastSrc
+	if src == nil || r.Topic != p.lastTopic {
+		src = p.t.SourceFor(r.Topic)
+		p.lastTopic, p.lastSrc = r.Topic, src
+	}
 	if src == nil {
 		p.failed.Add(1)
 		return Failed, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
@@ -169,10 +179,10 @@ func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Re
 
 // run turns a panic in user code into a NodeError carrying the stack.
 func (p *Processor) run(src *topology.Node, r *kgo.Record) (err error) {
-	p.cur = src
+	p.Enter(src)
 	defer func() {
 		if v := recover(); v != nil {
-			err = &topology.NodeError{Node: p.cur.Name(), Err: fmt.Errorf("panic: %v", v), Stack: debug.Stack()}
+			err = &topology.NodeError{Node: p.currentName(), Err: fmt.Errorf("panic: %v", v), Stack: debug.Stack()}
 		}
 	}()
 	return src.Process(p, r)
@@ -195,8 +205,23 @@ func deadLetter(topic string, r *kgo.Record, ne *topology.NodeError) *kgo.Record
 	return &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: h, Timestamp: r.Timestamp}
 }
 
-// Enter implements topology.Exec.
-func (p *Processor) Enter(n *topology.Node) { p.cur = n }
+// Enter implements topology.Exec. It runs several times per record, so it
+// keeps n's address as an integer rather than a pointer: storing a pointer
+// into the heap costs a GC write barrier while the collector marks, which
+// at these allocation rates is much of the time. currentName maps the address
+// back; nodes are heap objects the topology keeps alive, and Go's heap does
+// not move, so the address identifies the node.
+func (p *Processor) Enter(n *topology.Node) { p.cur = uintptr(unsafe.Pointer(n)) }
+
+// currentName names the node Enter last named, for attributing a panic.
+func (p *Processor) currentName() string {
+	for _, n := range p.t.Nodes() {
+		if uintptr(unsafe.Pointer(n)) == p.cur {
+			return n.Name()
+		}
+	}
+	return "unknown"
+}
 
 // Retry implements topology.Exec: it waits out the node's backoff and says
 // whether to call again.
