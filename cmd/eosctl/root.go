@@ -153,6 +153,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(g),
 		newDedupCmd(g),
 		newDevCmd(g),
+		newVerifyCmd(g),
 		newCompletionCmd(),
 	)
 	return root

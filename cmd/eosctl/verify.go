@@ -1,0 +1,251 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/chaos"
+)
+
+// newVerifyCmd runs the sample pipeline as worker processes under injected
+// faults and judges the output read_committed; it exits 1 on any lost,
+// repeated or reordered record.
+func newVerifyCmd(g *globals) *cobra.Command {
+	var (
+		o         chaos.Options
+		guarantee string
+		verbose   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Prove exactly-once under killed workers, aborted transactions, rebalances and broker restarts",
+		Long: `verify seeds --records numbered, keyed records, runs --workers worker processes of a sample
+pipeline (it upper-cases each value) in one consumer group, and meanwhile:
+  - SIGKILLs workers in the middle of transactions (--kills) and restarts them
+    under the same instance id, so each fences its zombie,
+  - SIGTERMs and restarts workers (--terms),
+  - makes batches fail with a processing error that aborts them (--abort-rate);
+    the failed worker stops and is restarted, as a supervisor would,
+  - adds and removes workers (--rebalances),
+  - hard-restarts the broker (--broker-restarts).
+A read_committed consumer reads the output during the run and again after
+it. The verdict counts missing, duplicated and out-of-order records; any of
+them exits 1.
+
+Without --brokers it starts an embedded broker ('eosctl dev broker') as a
+child process and restarts it with SIGKILL on the same port and data. With
+--brokers it runs against that cluster and restarts it with
+--broker-restart-cmd. Workers pace themselves (--rate) so that faults land
+mid-batch; by default the pace leaves about two seconds of work between
+faults.
+
+Negative controls: the same chaos under --guarantee at-least-once must report
+duplicates, and under at-most-once missing records — a verifier that cannot
+fail proves nothing.`,
+		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
+  eosctl verify --guarantee at-least-once          # must fail with duplicates
+  eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
+      --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Guarantee = config.Guarantee(guarantee)
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
+			}
+			o.Exe = exe
+			if g.brokersSet || os.Getenv("EOS_BROKERS") != "" {
+				cfg, err := g.pipelineConfig()
+				if err != nil {
+					return err
+				}
+				o.Brokers, o.Base = cfg.Brokers, cfg
+				o.WorkerArgs, o.WorkerEnv = g.workerFlags(cfg)
+			} else {
+				o.Base = config.Default()
+				if o.BrokerRestartCmd != "" {
+					return usageErrorf("--broker-restart-cmd needs --brokers; the embedded broker is restarted by verify itself")
+				}
+			}
+			if err := o.Validate(); err != nil {
+				return usageError{err}
+			}
+			errw := cmd.ErrOrStderr()
+			bar := newProgressBar(errw)
+			if bar != nil {
+				o.Progress = bar.update
+			}
+			if verbose {
+				o.Events = func(line string) {
+					bar.clear()
+					fmt.Fprintln(errw, "verify:", line)
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := chaos.Run(ctx, o)
+			bar.clear()
+			if err != nil {
+				if res.LogDir != "" {
+					fmt.Fprintf(errw, "worker and broker logs: %s\n", res.LogDir)
+				}
+				return err
+			}
+			if err := g.render(cmd.OutOrStdout(), res, verifyTable(res)); err != nil {
+				return err
+			}
+			if !res.Pass {
+				if g.output != outputJSON {
+					fmt.Fprintf(cmd.OutOrStdout(), "VERDICT: FAIL — %s\n", strings.Join(res.Problems, "; "))
+				}
+				if res.LogDir != "" {
+					fmt.Fprintf(errw, "worker and broker logs kept in %s\n", res.LogDir)
+				}
+				return errFindings
+			}
+			if g.output != outputJSON {
+				fmt.Fprintf(cmd.OutOrStdout(), "VERDICT: PASS — every record exactly once, in order per key, through %d faults\n",
+					res.FaultsPlanned)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Records, "records", 100_000, "records to seed")
+	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the input and output topics")
+	f.IntVar(&o.Keys, "keys", 1000, "distinct keys the records are spread over")
+	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
+	f.IntVar(&o.Kills, "kills", 5, "SIGKILLs of a worker mid-transaction, each followed by a restart")
+	f.IntVar(&o.Terms, "terms", 2, "SIGTERMs of a worker, each followed by a restart")
+	f.IntVar(&o.BrokerRestarts, "broker-restarts", 1, "hard broker restarts (SIGKILL and start on the same data)")
+	f.IntVar(&o.Rebalances, "rebalances", 2, "workers added and removed, in turn")
+	f.Float64Var(&o.AbortRate, "abort-rate", 0.05, "probability per batch of a processing error that aborts it and stops the worker")
+	f.StringVar(&o.BrokerRestartCmd, "broker-restart-cmd", "", "shell command that hard-restarts the --brokers cluster and returns once it serves again")
+	f.IntVar(&o.Rate, "rate", 0, "records per second per worker; 0 leaves about 2s of work between faults")
+	f.DurationVar(&o.CommitDelay, "commit-delay", 20*time.Millisecond, "pause before each batch commits, its outputs produced"+durationFlagHelp)
+	f.IntVar(&o.BatchRecords, "batch-records", 500, "most records in one batch (transaction)")
+	f.DurationVar(&o.SessionTimeout, "session-timeout", 6*time.Second, "workers' group session timeout: how long a killed worker holds its partitions"+durationFlagHelp)
+	f.DurationVar(&o.Duration, "duration", 15*time.Minute, "limit for the whole run; a run still going then fails"+durationFlagHelp)
+	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
+	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
+	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
+	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print each injected fault and event to stderr")
+	_ = cmd.RegisterFlagCompletionFunc("guarantee", cobra.FixedCompletions(
+		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
+		cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagDirname("log-dir")
+	cmd.AddCommand(newVerifyWorkerCmd(g))
+	return cmd
+}
+
+// verifyTable is the human rendering of a verify result.
+func verifyTable(r chaos.Result) *table {
+	t := newTable("field", "value")
+	t.add("broker", r.Broker)
+	t.add("guarantee", r.Guarantee)
+	t.add("topics", r.Input+" → "+r.Output)
+	t.add("records in", r.RecordsIn)
+	t.add("records out", r.RecordsOut)
+	t.add("missing", r.Missing)
+	t.add("duplicates", r.Duplicates)
+	t.add("out of order", r.OutOfOrder)
+	t.add("live read_committed reads", fmt.Sprintf("%d (%d duplicates)", r.LiveRead, r.LiveDuplicates))
+	t.add("workers", fmt.Sprintf("%d (+%d added, -%d removed, %d starts)", r.Workers, r.WorkersAdded, r.WorkersRemoved, r.WorkerStarts))
+	t.add("worker kills", r.WorkerKills)
+	t.add("worker terms", r.WorkerTerms)
+	t.add("broker restarts", r.BrokerRestarts)
+	t.add("injected aborts", r.InjectedAborts)
+	t.add("worker crashes", r.WorkerCrashes)
+	t.add("aborted transactions", fmt.Sprintf("%d (reported by workers that exited on their own)", r.AbortedTransactions))
+	if r.AbortedRecords >= 0 {
+		t.add("aborted records", fmt.Sprintf("%d (in the log, hidden from read_committed)", r.AbortedRecords))
+	}
+	t.add("faults", fmt.Sprintf("%d planned, %d not injected", r.FaultsPlanned, r.FaultsNotInjected))
+	t.add("rate", fmt.Sprintf("%d records/s per worker", r.Rate))
+	t.add("seed", r.Seed)
+	t.add("seconds", fmt.Sprintf("%.1f", r.Seconds))
+	return t
+}
+
+// workerFlags passes the connection flags on to the workers; the SASL
+// password goes through the environment, which ps does not show.
+func (g *globals) workerFlags(cfg config.Config) (args, env []string) {
+	if g.configFile != "" {
+		args = append(args, "--config", g.configFile)
+	}
+	if cfg.TLS.Enabled {
+		args = append(args, "--tls")
+	}
+	for _, kv := range [][2]string{
+		{"--tls-ca", cfg.TLS.CAFile}, {"--tls-cert", cfg.TLS.CertFile}, {"--tls-key", cfg.TLS.KeyFile},
+		{"--sasl-mechanism", cfg.SASL.Mechanism}, {"--sasl-user", cfg.SASL.Username},
+	} {
+		if kv[1] != "" {
+			args = append(args, kv[0], kv[1])
+		}
+	}
+	if cfg.TLS.InsecureSkipVerify {
+		args = append(args, "--tls-insecure")
+	}
+	if cfg.SASL.Password != "" {
+		env = append(env, "EOS_SASL_PASSWORD="+cfg.SASL.Password)
+	}
+	return args, env
+}
+
+// progressBar draws one line on a terminal; it is nil elsewhere, and its
+// methods do nothing on nil.
+type progressBar struct {
+	w    io.Writer
+	last time.Time
+	drew bool
+}
+
+// newProgressBar returns a bar drawing on w when w is a terminal, or nil.
+func newProgressBar(w io.Writer) *progressBar {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+		return nil
+	}
+	return &progressBar{w: w}
+}
+
+// update redraws the bar at most four times a second.
+func (b *progressBar) update(p chaos.Progress) {
+	if b == nil || time.Since(b.last) < 250*time.Millisecond {
+		return
+	}
+	b.last = time.Now()
+	const width = 30
+	frac := 0.0
+	if p.Records > 0 {
+		frac = min(float64(p.Consumed)/float64(p.Records), 1)
+	}
+	n := int(frac * width)
+	fmt.Fprintf(b.w, "\r\033[K[%s%s] %3.0f%% %d/%d consumed, %d read, faults %d/%d, kills %d, broker restarts %d, %s",
+		strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac, p.Consumed, p.Records, p.LiveRead,
+		p.Faults, p.FaultsPlanned, p.Kills, p.BrokerRestarts, p.Elapsed.Round(time.Second))
+	b.drew = true
+}
+
+// clear erases the bar so other output starts on a clean line.
+func (b *progressBar) clear() {
+	if b == nil || !b.drew {
+		return
+	}
+	fmt.Fprint(b.w, "\r\033[K")
+	b.drew = false
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/verdict"
+)
+
+// The runs of verify itself (binary, worker processes, embedded and real
+// brokers) are tested in internal/chaos; these cover the command line.
+
+func TestVerifyUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown guarantee", []string{"verify", "--guarantee", "twice"}, "exactly-once"},
+		{"abort rate", []string{"verify", "--abort-rate", "2"}, "--abort-rate"},
+		{"negative kills", []string{"verify", "--kills", "-1"}, "--kills"},
+		{"restart command without brokers", []string{"verify", "--broker-restart-cmd", "true"}, "needs --brokers"},
+		{"broker restarts without command", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "1"}, "--broker-restart-cmd"},
+		{"argument", []string{"verify", "now"}, "unknown command"},
+		{"worker without topics", []string{"verify", "worker", "--app", "a", "--instance", "w"}, "required flag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), tc.args, nil, &out, &errb)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, errb.String())
+			}
+			if !strings.Contains(errb.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", errb.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestVerifyWorkerIsHidden(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"verify", "--help"}, nil, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "--broker-restart-cmd") || strings.Contains(out.String(), "Available Commands") {
+		t.Fatalf("help should list verify's flags and hide the worker:\n%s", out.String())
+	}
+}
+
+func TestVerifyTable(t *testing.T) {
+	r := chaos.Result{
+		Verdict:     verdict.Verdict{RecordsIn: 10, RecordsOut: 11, Duplicates: 1},
+		WorkerKills: 3, BrokerRestarts: 1, AbortedTransactions: 4, AbortedRecords: -1,
+	}
+	var b bytes.Buffer
+	if err := verifyTable(r).write(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"records out", "duplicates", "worker kills", "broker restarts", "aborted transactions"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "aborted records") {
+		t.Errorf("aborted records shown though not measured:\n%s", b.String())
+	}
+}
+
+func TestProgressBarOnlyOnTerminals(t *testing.T) {
+	var b bytes.Buffer
+	bar := newProgressBar(&b)
+	if bar != nil {
+		t.Fatal("a progress bar on a buffer")
+	}
+	bar.update(chaos.Progress{Records: 10, Consumed: 5}) // nil-safe
+	bar.clear()
+	if b.Len() != 0 {
+		t.Fatalf("wrote %q", b.String())
+	}
+}

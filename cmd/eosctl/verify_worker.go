@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/chaos"
+)
+
+// newVerifyWorkerCmd is the worker process `eosctl verify` starts: one
+// eos.Runner with the sample pipeline. It stops gracefully on SIGTERM,
+// prints its counters as one JSON line on stdout, and exits
+// chaos.ExitInjected after an injected processing error.
+func newVerifyWorkerCmd(g *globals) *cobra.Command {
+	var (
+		o              chaos.WorkerOptions
+		app, instance  string
+		guarantee      string
+		sessionTimeout time.Duration
+		batchRecords   int
+	)
+	cmd := &cobra.Command{
+		Use:    "worker",
+		Short:  "Run one worker of eosctl verify (started by verify itself)",
+		Hidden: true,
+		Args:   usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.pipelineConfig()
+			if err != nil {
+				return err
+			}
+			cfg.AppID, cfg.InstanceID = app, instance
+			cfg.Guarantee = config.Guarantee(guarantee)
+			cfg.SessionTimeout = sessionTimeout
+			cfg.RebalanceTimeout = max(10*time.Second, 2*sessionTimeout)
+			cfg.MaxBatchRecords = batchRecords
+			o.Config = cfg
+			zc := zap.NewProductionConfig()
+			zc.OutputPaths = []string{"stderr"}
+			if l, err := zc.Build(); err == nil {
+				o.Logger = l.With(zap.Int("pid", os.Getpid()))
+				defer func() { _ = l.Sync() }()
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := chaos.RunWorker(ctx, o)
+			_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			if errors.Is(err, chaos.ErrInjected) {
+				return &exitError{code: chaos.ExitInjected, err: err}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&app, "app", "", "application id: the consumer group and transactional.id prefix")
+	f.StringVar(&instance, "instance", "", "instance id, stable across restarts so a restart fences its zombie")
+	f.StringVar(&o.In, "in", "", "input topic")
+	f.StringVar(&o.Out, "out", "", "output topic")
+	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee")
+	f.IntVar(&o.Rate, "rate", 0, "records per second at most; 0 unlimited")
+	f.DurationVar(&o.CommitDelay, "commit-delay", 0, "pause before each batch commits"+durationFlagHelp)
+	f.Float64Var(&o.AbortRate, "abort-rate", 0, "probability per batch of an injected processing error")
+	f.DurationVar(&sessionTimeout, "session-timeout", 6*time.Second, "group session timeout"+durationFlagHelp)
+	f.IntVar(&batchRecords, "batch-records", 500, "most records in one batch")
+	for _, name := range []string{"app", "instance", "in", "out"} {
+		_ = cmd.MarkFlagRequired(name)
+	}
+	return cmd
+}

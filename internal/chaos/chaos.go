@@ -1,0 +1,567 @@
+// Package chaos runs a sample pipeline as separate worker processes in one
+// consumer group, injects faults while they work — SIGKILLs in the middle
+// of transactions, SIGTERMs, processing errors that abort transactions,
+// workers added and removed, hard broker restarts — and judges the output
+// read_committed, during the run and after it. It is the engine behind
+// `eosctl verify`, modelled on Apache Kafka's transactions_test.py.
+//
+// A verifier that cannot fail proves nothing: under at-least-once the same
+// chaos must show duplicates, and under at-most-once missing records.
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Options shape one verification run. Zero values take the defaults
+// named on each field.
+type Options struct {
+	// Exe is the eosctl binary: workers run as `Exe verify worker`, the
+	// embedded broker as `Exe dev broker`. Required.
+	Exe string
+	// WorkerArgs are extra flags for every worker (TLS, SASL, --config).
+	WorkerArgs []string
+	// WorkerEnv is extra environment for every worker (e.g. a password).
+	WorkerEnv []string
+	// Brokers is the cluster to run against; empty starts an embedded
+	// broker as a child process, with a data directory so it can be
+	// killed and restarted.
+	Brokers []string
+	// BrokerRestartCmd hard-restarts the cluster in Brokers through sh
+	// and returns once it serves again. Needed for BrokerRestarts with
+	// Brokers.
+	BrokerRestartCmd string
+	// BrokerRestartDir is where BrokerRestartCmd runs; default the
+	// current directory.
+	BrokerRestartDir string
+	// Base holds TLS, SASL and timeouts for the verifier's own clients;
+	// its Brokers are ignored.
+	Base config.Config
+	// Guarantee the workers run with; default exactly-once.
+	Guarantee config.Guarantee
+	// Records to seed; default 100,000.
+	Records int
+	// Partitions of the input and output topics; default 6.
+	Partitions int32
+	// Keys the records are spread over; default 1,000.
+	Keys int
+	// Workers in the group at the start; default 3.
+	Workers int
+	// Kills is how many times a worker is SIGKILLed mid-batch and
+	// restarted under the same instance id.
+	Kills int
+	// Terms is how many times a worker is SIGTERMed and restarted.
+	Terms int
+	// BrokerRestarts is how many hard broker restarts happen.
+	BrokerRestarts int
+	// Rebalances is how many times a worker is added or removed, in turn.
+	Rebalances int
+	// AbortRate is the probability that a batch fails with an injected
+	// processing error; the worker then stops and is restarted.
+	AbortRate float64
+	// Rate is each worker's pace in records per second; 0 picks one that
+	// leaves about two seconds of processing between faults.
+	Rate int
+	// CommitDelay is how long a worker pauses before each batch ends, its
+	// outputs produced; default 20ms.
+	CommitDelay time.Duration
+	// BatchRecords caps the records in one batch; default 500.
+	BatchRecords int
+	// SessionTimeout is the workers' group session timeout; default 6s.
+	SessionTimeout time.Duration
+	// Duration bounds the whole run; default 15m.
+	Duration time.Duration
+	// Seed makes the fault plan repeatable; 0 picks one at random.
+	Seed uint64
+	// KeepTopics keeps the topics and the group on the cluster afterwards.
+	KeepTopics bool
+	// LogDir receives the workers' and the broker's logs; empty uses a
+	// temporary directory, removed when the run passes.
+	LogDir string
+	// Progress is called about ten times a second while workers run.
+	Progress func(Progress)
+	// Events receives one line per fault and notable event.
+	Events func(string)
+}
+
+// Progress is a snapshot of a running verification.
+type Progress struct {
+	Records        int           // seeded
+	Consumed       int           // input offsets the group committed
+	LiveRead       int           // output records the live reader saw
+	Kills          int           // worker SIGKILLs so far
+	BrokerRestarts int           // broker restarts so far
+	Faults         int           // faults injected so far
+	FaultsPlanned  int           // faults planned in all
+	Elapsed        time.Duration // since the workers started
+}
+
+// Result is the verdict of a run and what was injected to get it.
+type Result struct {
+	verdict.Verdict
+	// Pass is true when the output is the input exactly once, in order
+	// per key, the live reader saw no duplicate, and every planned fault
+	// was injected in time.
+	Pass      bool     `json:"pass"`
+	Problems  []string `json:"problems,omitempty"` // why Pass is false
+	Guarantee string   `json:"guarantee"`
+	Broker    string   `json:"broker"`
+	Input     string   `json:"input_topic"`
+	Output    string   `json:"output_topic"`
+	Workers   int      `json:"workers"`
+
+	WorkerKills    int `json:"worker_kills"`
+	WorkerTerms    int `json:"worker_terms"`
+	WorkersAdded   int `json:"workers_added"`
+	WorkersRemoved int `json:"workers_removed"`
+	BrokerRestarts int `json:"broker_restarts"`
+	InjectedAborts int `json:"injected_aborts"` // workers stopped by an injected processing error
+	WorkerCrashes  int `json:"worker_crashes"`  // workers stopped by another error (e.g. the broker was down)
+	WorkerStarts   int `json:"worker_starts"`   // worker processes started, restarts included
+
+	// AbortedTransactions adds up the aborted batches that workers
+	// reported when they exited on their own (SIGTERM, injected errors,
+	// crashes). A SIGKILLed worker reports nothing: its open transaction
+	// is aborted by the broker when its successor starts, and counts in
+	// AbortedRecords instead.
+	AbortedTransactions uint64 `json:"aborted_transactions"`
+	// AbortedRecords is how many output records are in the log but hidden
+	// from read_committed: written by aborted transactions (exactly-once
+	// only; -1 when not measured).
+	AbortedRecords int `json:"aborted_records"`
+
+	LiveRead       int `json:"live_read"`       // records the concurrent read_committed reader saw
+	LiveDuplicates int `json:"live_duplicates"` // ... of which it had seen before
+
+	FaultsPlanned     int     `json:"faults_planned"`
+	FaultsNotInjected int     `json:"faults_not_injected"`
+	TimedOut          bool    `json:"timed_out"`
+	Rate              int     `json:"rate"` // per worker, records per second; 0 unlimited
+	Seed              uint64  `json:"seed"`
+	Seconds           float64 `json:"seconds"` // seeding to verdict
+	LogDir            string  `json:"log_dir,omitempty"`
+}
+
+// Validate checks the options; errors name the flag of `eosctl verify`.
+func (o Options) Validate() error {
+	switch {
+	case o.Exe == "":
+		return fmt.Errorf("chaos: no eosctl binary to run workers with")
+	case o.Records < 0, o.Partitions < 0, o.Keys < 0, o.Workers < 0, o.Rate < 0:
+		return fmt.Errorf("--records, --partitions, --keys, --workers and --rate must not be negative")
+	case o.Kills < 0, o.Terms < 0, o.BrokerRestarts < 0, o.Rebalances < 0:
+		return fmt.Errorf("--kills, --terms, --broker-restarts and --rebalances must not be negative")
+	case o.AbortRate < 0 || o.AbortRate > 1:
+		return fmt.Errorf("--abort-rate %v is a probability per batch; give a value from 0 to 1", o.AbortRate)
+	case o.Guarantee != "" && !o.Guarantee.Valid():
+		return fmt.Errorf("--guarantee must be one of %v, got %q", config.Guarantees(), o.Guarantee)
+	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "":
+		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
+	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0:
+		return fmt.Errorf("--commit-delay, --session-timeout and --duration must not be negative")
+	}
+	return nil
+}
+
+func (o *Options) defaults() {
+	if o.Guarantee == "" {
+		o.Guarantee = config.ExactlyOnce
+	}
+	if o.Records == 0 {
+		o.Records = 100_000
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 6
+	}
+	if o.Keys == 0 {
+		o.Keys = 1000
+	}
+	if o.Workers == 0 {
+		o.Workers = 3
+	}
+	if o.CommitDelay == 0 {
+		o.CommitDelay = 20 * time.Millisecond
+	}
+	if o.BatchRecords == 0 {
+		o.BatchRecords = 500
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 6 * time.Second
+	}
+	if o.Duration == 0 {
+		o.Duration = 15 * time.Minute
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	if o.Events == nil {
+		o.Events = func(string) {}
+	}
+}
+
+// Run seeds the input, runs the workers under the planned faults until the
+// group has consumed every record (or Duration passes), stops them, and
+// judges the output. An error means the run could not be carried out; a
+// run that found lost or repeated records returns a Result with Pass false.
+func Run(ctx context.Context, o Options) (res Result, err error) {
+	if err := o.Validate(); err != nil {
+		return res, err
+	}
+	o.defaults()
+	began := time.Now()
+	res.Guarantee, res.Workers, res.Seed, res.AbortedRecords = string(o.Guarantee), o.Workers, o.Seed, -1
+	rng := rand.New(rand.NewPCG(o.Seed, o.Seed>>1^0x9e3779b97f4a7c15))
+
+	logDir, tempLogs := o.LogDir, o.LogDir == ""
+	if tempLogs {
+		if logDir, err = os.MkdirTemp("", "eosverify-"); err != nil {
+			return res, fmt.Errorf("chaos: making a log directory: %w", err)
+		}
+	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return res, fmt.Errorf("chaos: --log-dir: %w", err)
+	}
+	res.LogDir = logDir
+	defer func() {
+		if tempLogs && err == nil && res.Pass {
+			os.RemoveAll(logDir)
+			res.LogDir = ""
+		}
+	}()
+	brokerLog, err := os.OpenFile(filepath.Join(logDir, "broker.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return res, fmt.Errorf("chaos: opening the broker log: %w", err)
+	}
+	defer brokerLog.Close()
+
+	var br broker
+	if len(o.Brokers) == 0 {
+		e, err := startEmbedded(ctx, o.Exe, filepath.Join(logDir, "broker-data"), o.Partitions, brokerLog)
+		if err != nil {
+			return res, err
+		}
+		br = e
+	} else {
+		br = &external{brokers: o.Brokers, restartCmd: o.BrokerRestartCmd, dir: o.BrokerRestartDir, log: brokerLog}
+	}
+	defer br.close()
+	res.Broker = br.describe()
+
+	suffix := fmt.Sprintf("%08x", rand.Uint32())
+	app := "eosverify-" + suffix
+	res.Input, res.Output = app+"-in", app+"-out"
+	cfg := o.Base
+	cfg.Brokers = br.addrs()
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = config.DefaultConnectTimeout
+	}
+	base, err := cfg.KgoOpts()
+	if err != nil {
+		return res, err
+	}
+	cl, err := kgo.NewClient(base...)
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := createTopics(ctx, adm, o.Partitions, res.Input, res.Output); err != nil {
+		return res, err
+	}
+	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, _ = adm.DeleteGroups(dctx, app)
+			_, _ = adm.DeleteTopics(dctx, res.Input, res.Output)
+		}()
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	err = verdict.Seed(sctx, cl, res.Input, o.Records, o.Keys, 32)
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("chaos: seeding %d records: %w", o.Records, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, res.Input)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return res, fmt.Errorf("chaos: reading the input's end offsets: %w", err)
+	}
+
+	live, err := startLiveReader(base, res.Output, o.Records)
+	if err != nil {
+		return res, err
+	}
+	defer live.stop()
+
+	plan := planFaults(rng, o.Kills, o.Terms, o.BrokerRestarts, o.Rebalances)
+	res.FaultsPlanned = len(plan)
+	res.Rate = o.Rate
+	if res.Rate == 0 {
+		res.Rate = autoRate(o.Records, o.Workers, len(plan))
+	}
+	fl := &fleet{
+		exe: o.Exe, env: o.WorkerEnv, logDir: logDir,
+		procs: map[string]*proc{}, pending: map[string]time.Time{},
+		argsFor: func(id string) []string {
+			return append([]string{"verify", "worker",
+				"--brokers", strings.Join(br.addrs(), ","),
+				"--app", app, "--instance", id, "--in", res.Input, "--out", res.Output,
+				"--guarantee", string(o.Guarantee),
+				"--rate", strconv.Itoa(res.Rate),
+				"--commit-delay", o.CommitDelay.String(),
+				"--abort-rate", strconv.FormatFloat(o.AbortRate, 'g', -1, 64),
+				"--batch-records", strconv.Itoa(o.BatchRecords),
+				"--session-timeout", o.SessionTimeout.String(),
+			}, o.WorkerArgs...)
+		},
+	}
+	defer func() {
+		fl.stopAll(30 * time.Second)
+		res.AbortedTransactions += fl.reap(&res)
+	}()
+
+	pctx, stopProgress := context.WithCancel(ctx)
+	defer stopProgress()
+	var consumed atomic.Int64
+	go pollConsumed(pctx, adm, app, res.Input, ends, &consumed)
+
+	start := time.Now()
+	event := func(format string, a ...any) {
+		pct := 100 * float64(consumed.Load()) / float64(o.Records)
+		o.Events(fmt.Sprintf("%7.1fs %3.0f%%  ", time.Since(start).Seconds(), pct) + fmt.Sprintf(format, a...))
+	}
+	event("seeded %d records over %d partitions into %s; %d workers, %s, %d faults planned, rate %d records/s per worker",
+		o.Records, o.Partitions, res.Input, o.Workers, o.Guarantee, len(plan), res.Rate)
+	for range o.Workers {
+		if _, err := fl.add(); err != nil {
+			return res, err
+		}
+		res.WorkerStarts++
+	}
+
+	var (
+		next          int
+		lastFault     time.Time
+		consumedFault int64 = -1
+		eligibleAt    time.Time
+		brokerBusy    bool
+		brokerDone    = make(chan error, 1)
+		deadline      = began.Add(o.Duration)
+		tick          = time.NewTicker(100 * time.Millisecond)
+	)
+	defer tick.Stop()
+	// fire injects f now, or reports false when no worker fits yet.
+	fire := func(f fault) bool {
+		switch f.kind {
+		case faultKill, faultTerm:
+			ids := fl.running(time.Second)
+			if len(ids) == 0 {
+				return false
+			}
+			slices.Sort(ids)
+			id := ids[rng.IntN(len(ids))]
+			pid := fl.procs[id].cmd.Process.Pid
+			if f.kind == faultKill {
+				fl.signal(id, syscall.SIGKILL, intentKill)
+				res.WorkerKills++
+				event("SIGKILL %s (pid %d) mid-batch", id, pid)
+			} else {
+				fl.signal(id, syscall.SIGTERM, intentTerm)
+				res.WorkerTerms++
+				event("SIGTERM %s (pid %d)", id, pid)
+			}
+		case faultAddWorker:
+			id, err := fl.add()
+			if err != nil {
+				event("adding a worker failed: %v", err)
+				return false
+			}
+			res.WorkersAdded++
+			res.WorkerStarts++
+			event("added %s: rebalance", id)
+		case faultRemoveWorker:
+			ids := fl.running(0)
+			if len(ids) < 2 {
+				return false
+			}
+			slices.SortFunc(ids, func(a, b string) int { return workerNum(b) - workerNum(a) })
+			fl.signal(ids[0], syscall.SIGTERM, intentRemove)
+			res.WorkersRemoved++
+			event("removing %s for good: rebalance", ids[0])
+		case faultBrokerRestart:
+			brokerBusy = true
+			event("hard-restarting the broker")
+			go func() { brokerDone <- br.restart(ctx) }()
+		}
+		return true
+	}
+
+	for {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case err := <-brokerDone:
+			brokerBusy = false
+			if err != nil {
+				return res, err
+			}
+			res.BrokerRestarts++
+			event("broker is back")
+		case <-tick.C:
+		}
+		now := time.Now()
+		res.AbortedTransactions += fl.reapExited(&res, event)
+		for id, at := range fl.pending {
+			if now.After(at) {
+				if err := fl.start(id); err != nil {
+					return res, err
+				}
+				res.WorkerStarts++
+			}
+		}
+		c := consumed.Load()
+		if o.Progress != nil {
+			o.Progress(Progress{
+				Records: o.Records, Consumed: int(c), LiveRead: int(live.read.Load()),
+				Kills: res.WorkerKills, BrokerRestarts: res.BrokerRestarts,
+				Faults: next, FaultsPlanned: len(plan), Elapsed: time.Since(start),
+			})
+		}
+		if c >= int64(o.Records) && !brokerBusy {
+			event("the group committed every input offset")
+			break
+		}
+		if now.After(deadline) {
+			res.TimedOut = true
+			event("--duration %s is over; stopping", o.Duration)
+			break
+		}
+		if next < len(plan) && !brokerBusy && len(fl.pending) == 0 &&
+			float64(c) >= plan[next].at*float64(o.Records) && c > consumedFault && now.Sub(lastFault) >= 500*time.Millisecond {
+			if eligibleAt.IsZero() {
+				// A random moment, so kills land anywhere in a batch.
+				eligibleAt = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
+			}
+			if now.After(eligibleAt) && fire(plan[next]) {
+				next++
+				lastFault, consumedFault, eligibleAt = now, c, time.Time{}
+			}
+		}
+	}
+	res.FaultsNotInjected = len(plan) - next
+	fl.stopAll(30 * time.Second)
+	res.AbortedTransactions += fl.reap(&res)
+	stopProgress()
+
+	live.finish(2*time.Second, 2*time.Minute)
+	res.LiveRead, res.LiveDuplicates = int(live.read.Load()), int(live.dups.Load())
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	out, err := verdict.Drain(dctx, base, res.Output, res.LiveRead, time.Second)
+	if err != nil {
+		return res, fmt.Errorf("chaos: reading the output: %w", err)
+	}
+	if dctx.Err() != nil {
+		return res, fmt.Errorf("chaos: reading the output did not finish: %w", dctx.Err())
+	}
+	res.Verdict = verdict.Judge(o.Records, out)
+	if o.Guarantee == config.ExactlyOnce {
+		n, err := countUncommitted(dctx, base, res.Output, len(out), time.Second)
+		if err == nil {
+			res.AbortedRecords = n - len(out)
+		}
+	}
+	res.Seconds = time.Since(began).Seconds()
+	res.Problems = problems(res, int(live.unknown.Load()))
+	res.Pass = len(res.Problems) == 0
+	event("verdict: %s", res.Verdict)
+	return res, nil
+}
+
+// problems lists, in words, every reason the run fails.
+func problems(r Result, liveUnknown int) []string {
+	var p []string
+	add := func(cond bool, format string, a ...any) {
+		if cond {
+			p = append(p, fmt.Sprintf(format, a...))
+		}
+	}
+	add(r.Missing > 0, "%d input records never reached the output", r.Missing)
+	add(r.Duplicates > 0, "%d output records are duplicates", r.Duplicates)
+	add(r.OutOfOrder > 0, "%d output records came before an earlier record of their key", r.OutOfOrder)
+	add(r.Unknown > 0, "%d output records carry no seeded id", r.Unknown)
+	add(r.LiveDuplicates > 0, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
+	add(liveUnknown > 0, "the live read_committed reader saw %d records with no seeded id", liveUnknown)
+	add(r.TimedOut, "the group did not consume the input within --duration; raise it or lower --records")
+	add(r.FaultsNotInjected > 0, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
+		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
+	return p
+}
+
+// workerNum is the number in a worker id, for ordering.
+func workerNum(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "worker-"))
+	return n
+}
+
+// createTopics makes the input and output topics with the cluster's
+// default replication factor.
+func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	resp, err := adm.CreateTopics(cctx, partitions, -1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("chaos: creating topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	return nil
+}
+
+// pollConsumed keeps consumed at the number of input records whose offsets
+// the group committed, until ctx ends. It never goes down, so a broker
+// that is briefly unavailable does not look like lost progress.
+func pollConsumed(ctx context.Context, adm *kadm.Client, group, topic string, ends kadm.ListedOffsets, consumed *atomic.Int64) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		offs, err := adm.FetchOffsets(fctx, group)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var sum int64
+		ends.Each(func(e kadm.ListedOffset) {
+			if o, ok := offs.Lookup(topic, e.Partition); ok && o.Err == nil && o.At > 0 {
+				sum += min(o.At, e.Offset)
+			}
+		})
+		if sum > consumed.Load() {
+			consumed.Store(sum)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package chaos
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// liveReader reads the output read_committed while the workers run, as
+// Kafka's own transaction tests do. It must never see a record twice: a
+// duplicate here is either a duplicate in the log or an aborted record
+// that read_committed let through.
+type liveReader struct {
+	read, dups, unknown atomic.Int64
+	last                atomic.Int64 // unix nanoseconds of the last record
+	cancel              context.CancelFunc
+	done                chan struct{}
+}
+
+// startLiveReader starts reading topic from its start; n is how many ids
+// were seeded.
+func startLiveReader(base []kgo.Opt, topic string, n int) (*liveReader, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	)...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &liveReader{cancel: cancel, done: make(chan struct{})}
+	r.last.Store(time.Now().UnixNano())
+	go func() {
+		defer close(r.done)
+		defer cl.Close()
+		seen := make([]bool, n)
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			got := false
+			fs.EachRecord(func(rec *kgo.Record) {
+				got = true
+				r.read.Add(1)
+				id, ok := verdict.ID(rec.Value)
+				switch {
+				case !ok || id < 0 || id >= n:
+					r.unknown.Add(1)
+				case seen[id]:
+					r.dups.Add(1)
+				default:
+					seen[id] = true
+				}
+			})
+			if got {
+				r.last.Store(time.Now().UnixNano())
+			}
+		}
+	}()
+	return r, nil
+}
+
+// finish waits until nothing new arrived for idle (at most limit), then
+// stops the reader.
+func (r *liveReader) finish(idle, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	start := time.Now()
+	for time.Now().Before(deadline) {
+		last := time.Unix(0, r.last.Load())
+		if last.Before(start) {
+			last = start
+		}
+		if time.Since(last) >= idle {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.stop()
+}
+
+// stop ends the reader and waits for it.
+func (r *liveReader) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// countUncommitted counts the records of topic read_uncommitted: the
+// committed ones plus those of aborted transactions. It reads until it
+// has at least want and nothing new came for idle, or ctx ends.
+func countUncommitted(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) (int, error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+	)...)
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	n := 0
+	last := time.Now()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, idle/4+10*time.Millisecond)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if k := fs.NumRecords(); k > 0 {
+			n += k
+			last = time.Now()
+		}
+		if n >= want && time.Since(last) >= idle {
+			break
+		}
+	}
+	return n, ctx.Err()
+}

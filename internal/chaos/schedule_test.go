@@ -1,0 +1,114 @@
+package chaos
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestPlanFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name                            string
+		kills, terms, brokers, rebalace int
+	}{
+		{"none", 0, 0, 0, 0},
+		{"kills only", 3, 0, 0, 0},
+		{"everything", 10, 2, 2, 3},
+		{"large", 30, 5, 5, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			plan := planFaults(rng, tc.kills, tc.terms, tc.brokers, tc.rebalace)
+			count := map[faultKind]int{}
+			prev, workers := 0.0, 0
+			for i, f := range plan {
+				count[f.kind]++
+				if f.at <= prev || f.at > 0.9 {
+					t.Errorf("fault %d (%s) at %.3f: want increasing points in (0, 0.9], previous %.3f", i, f.kind, f.at, prev)
+				}
+				prev = f.at
+				switch f.kind {
+				case faultAddWorker:
+					workers++
+				case faultRemoveWorker:
+					workers--
+				}
+				if workers < 0 || workers > 1 {
+					t.Errorf("fault %d: adds and removals must alternate, starting with an add; extra workers %d", i, workers)
+				}
+			}
+			want := map[faultKind]int{faultKill: tc.kills, faultTerm: tc.terms, faultBrokerRestart: tc.brokers}
+			for k, n := range want {
+				if count[k] != n {
+					t.Errorf("%s: %d planned, want %d", k, count[k], n)
+				}
+			}
+			if got := count[faultAddWorker] + count[faultRemoveWorker]; got != tc.rebalace {
+				t.Errorf("rebalances: %d planned, want %d", got, tc.rebalace)
+			}
+		})
+	}
+}
+
+func TestPlanFaultsRepeatsWithTheSeed(t *testing.T) {
+	a := planFaults(rand.New(rand.NewPCG(7, 7)), 5, 2, 1, 2)
+	b := planFaults(rand.New(rand.NewPCG(7, 7)), 5, 2, 1, 2)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("fault %d differs with the same seed: %v vs %v", i, a[i], b[i])
+		}
+	}
+}
+
+func TestAutoRate(t *testing.T) {
+	if r := autoRate(100_000, 3, 0); r != 0 {
+		t.Errorf("no faults: rate %d, want 0 (unlimited)", r)
+	}
+	// 12 faults over 100,000 records and 3 workers: 90,000/(13*3*2).
+	if r := autoRate(100_000, 3, 12); r != 1153 {
+		t.Errorf("rate %d, want 1153", r)
+	}
+	if r := autoRate(100, 3, 30); r != 50 {
+		t.Errorf("tiny input: rate %d, want the floor of 50", r)
+	}
+}
+
+func TestPacer(t *testing.T) {
+	p := newPacer(2000)
+	start := time.Now()
+	for range 200 {
+		p.wait()
+	}
+	// 200 records at 2,000/s is 100ms, less the 50ms of credit.
+	if d := time.Since(start); d < 40*time.Millisecond || d > time.Second {
+		t.Fatalf("200 records at 2000/s took %s", d)
+	}
+	unlimited := newPacer(0)
+	start = time.Now()
+	for range 100_000 {
+		unlimited.wait()
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Fatalf("an unlimited pacer waited %s", d)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Options{Exe: "eosctl"}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("zero options with a binary: %v", err)
+	}
+	for name, o := range map[string]Options{
+		"no binary":         {},
+		"negative records":  {Exe: "x", Records: -1},
+		"negative kills":    {Exe: "x", Kills: -1},
+		"abort rate > 1":    {Exe: "x", AbortRate: 1.5},
+		"unknown guarantee": {Exe: "x", Guarantee: "twice"},
+		"restart w/o cmd":   {Exe: "x", Brokers: []string{"b:9092"}, BrokerRestarts: 1},
+		"negative duration": {Exe: "x", Duration: -time.Second},
+	} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

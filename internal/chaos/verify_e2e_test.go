@@ -1,0 +1,225 @@
+package chaos_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+)
+
+// These tests run `eosctl verify` as a user would: the binary, its worker
+// processes and (by default) its embedded broker as child processes.
+
+// EnvRestartCmd names the command that hard-restarts the cluster in
+// EOS_KAFKA_BROKERS, e.g. "integration/kafka/kafka.sh restart --hard"
+// (run from the module root).
+const EnvRestartCmd = "EOS_KAFKA_RESTART_CMD"
+
+var (
+	binDir   string
+	buildErr error
+	build    sync.Once
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// eosctl builds the binary once per test run.
+func eosctl(t *testing.T) string {
+	t.Helper()
+	build.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "eosctl-verify-test-"); buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "eosctl"), "github.com/eosflow/eosflow/cmd/eosctl")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "eosctl")
+}
+
+// moduleRoot is where relative restart commands such as
+// integration/kafka/kafka.sh resolve.
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// verify runs `eosctl verify args... -o json` and returns its result and
+// exit code.
+func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
+	t.Helper()
+	args = append([]string{"verify", "-o", "json", "--log-dir", t.TempDir()}, args...)
+	cmd := exec.Command(eosctl(t), args...)
+	cmd.Dir = moduleRoot(t)
+	cmd.Env = append(os.Environ(), "EOS_BROKERS=") // the embedded broker unless --brokers
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	code := 0
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("eosctl %s: %v", strings.Join(args, " "), err)
+	}
+	var res chaos.Result
+	var raw map[string]any
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("eosctl %s: exit %d, output is not a result (%v)\nstdout: %s\nstderr: %s",
+			strings.Join(args, " "), code, err, stdout.String(), stderr.String())
+	}
+	_ = json.Unmarshal(stdout.Bytes(), &raw)
+	t.Logf("%s in %s: exit %d, %s, kills %d, broker restarts %d, injected aborts %d, crashes %d, aborted txns %d, aborted records %d, live %d (dups %d)",
+		res.Guarantee, time.Since(start).Round(time.Second), code, res.Verdict, res.WorkerKills, res.BrokerRestarts,
+		res.InjectedAborts, res.WorkerCrashes, res.AbortedTransactions, res.AbortedRecords, res.LiveRead, res.LiveDuplicates)
+	if code != 0 {
+		t.Logf("problems: %v; stderr: %s", res.Problems, stderr.String())
+	}
+	return res, raw, code
+}
+
+// chaosArgs is the fault load of the embedded-broker tests.
+var chaosArgs = []string{"--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
+	"--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "3m"}
+
+func TestVerifyExactlyOncePassesUnderChaos(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, chaosArgs...)
+	if code != 0 || !res.Pass {
+		t.Fatalf("exit %d, problems %v", code, res.Problems)
+	}
+	checkExactlyOnce(t, res, 20000, 3, 1)
+	for _, k := range []string{"records_in", "records_out", "missing", "duplicates", "out_of_order",
+		"worker_kills", "broker_restarts", "aborted_transactions"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("-o json lacks %q", k)
+		}
+	}
+}
+
+func TestVerifyAtLeastOnceControlFindsDuplicates(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(chaosArgs, "--guarantee", "at-least-once")...)
+	checkAtLeastOnce(t, res, code)
+}
+
+func TestVerifyAtMostOnceControlFindsMissing(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(chaosArgs, "--guarantee", "at-most-once")...)
+	checkAtMostOnce(t, res, code)
+}
+
+// TestVerifyRealBroker is the CI run against a real Apache Kafka: at least
+// 100,000 records through 10 worker kills and 2 hard broker restarts,
+// exactly once, then both negative controls. Start a broker with
+// `integration/kafka/kafka.sh start`, then run with
+// EOS_KAFKA_BROKERS=127.0.0.1:9092
+// EOS_KAFKA_RESTART_CMD="integration/kafka/kafka.sh restart --hard"
+// and -timeout 20m.
+func TestVerifyRealBroker(t *testing.T) {
+	brokers := kafkatest.RealBrokers()
+	restart := strings.TrimSpace(os.Getenv(EnvRestartCmd))
+	if brokers == nil || restart == "" {
+		t.Skipf("set %s and %s (e.g. %q) to run verify against a real cluster",
+			kafkatest.EnvBrokers, EnvRestartCmd, "integration/kafka/kafka.sh restart --hard")
+	}
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < 16*time.Minute {
+		t.Fatalf("the real-broker verify needs up to 15 minutes; run go test with -timeout 20m")
+	}
+	real := []string{"--brokers", strings.Join(brokers, ","), "--broker-restart-cmd", restart}
+	start := time.Now()
+
+	t.Run("exactly-once", func(t *testing.T) {
+		res, _, code := verify(t, append(real, "--records", "100000", "--workers", "3", "--kills", "10",
+			"--broker-restarts", "2", "--terms", "2", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "9m")...)
+		if code != 0 || !res.Pass {
+			t.Fatalf("exit %d, problems %v", code, res.Problems)
+		}
+		checkExactlyOnce(t, res, 100000, 10, 2)
+	})
+	controls := append(real, "--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
+		"--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")
+	t.Run("at-least-once control", func(t *testing.T) {
+		res, _, code := verify(t, append(controls, "--guarantee", "at-least-once")...)
+		checkAtLeastOnce(t, res, code)
+	})
+	t.Run("at-most-once control", func(t *testing.T) {
+		res, _, code := verify(t, append(controls, "--guarantee", "at-most-once")...)
+		checkAtMostOnce(t, res, code)
+	})
+	t.Logf("real-broker verify took %s in all", time.Since(start).Round(time.Second))
+}
+
+func checkExactlyOnce(t *testing.T, res chaos.Result, records, kills, brokerRestarts int) {
+	t.Helper()
+	if res.RecordsIn != records || res.RecordsOut != records || res.Missing != 0 || res.Duplicates != 0 ||
+		res.OutOfOrder != 0 || res.LiveDuplicates != 0 {
+		t.Errorf("verdict %s, live duplicates %d", res.Verdict, res.LiveDuplicates)
+	}
+	if res.WorkerKills != kills || res.BrokerRestarts != brokerRestarts || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, broker restarts %d, faults not injected %d: want %d, %d and 0",
+			res.WorkerKills, res.BrokerRestarts, res.FaultsNotInjected, kills, brokerRestarts)
+	}
+	// Kills mid-batch leave aborted transactions in the log: proof that
+	// the faults hit open transactions, which read_committed hid.
+	if res.AbortedRecords <= 0 {
+		t.Errorf("no aborted records in the output log: the kills missed every open transaction")
+	}
+}
+
+func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {
+	t.Helper()
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
+	}
+	if res.Duplicates == 0 || res.LiveDuplicates == 0 {
+		t.Errorf("duplicates %d, live duplicates %d: the same chaos under at-least-once must repeat records",
+			res.Duplicates, res.LiveDuplicates)
+	}
+	if res.Missing != 0 {
+		t.Errorf("at-least-once lost %d records", res.Missing)
+	}
+}
+
+func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
+	t.Helper()
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-most-once control must fail", code, res.Pass)
+	}
+	if res.Missing == 0 {
+		t.Errorf("no missing records: the same chaos under at-most-once must lose some")
+	}
+}

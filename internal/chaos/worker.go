@@ -1,0 +1,133 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/topology"
+	"go.uber.org/zap"
+)
+
+// ErrInjected is the processing error a worker injects to abort a batch;
+// the worker then stops, as a pipeline whose record failed under the Fail
+// policy does, and its supervisor restarts it.
+var ErrInjected = errors.New("chaos: injected processing error")
+
+// WorkerOptions shape one worker process: an eos.Runner running the
+// upper-casing sample pipeline from In to Out.
+type WorkerOptions struct {
+	Config      config.Config // brokers, app id, instance id, guarantee, TLS, SASL
+	In, Out     string        // input and output topics
+	Rate        int           // records per second this worker processes at most; 0: unlimited
+	CommitDelay time.Duration // pause before each batch ends, with its records produced
+	AbortRate   float64       // probability that a batch fails with ErrInjected
+	Logger      *zap.Logger   // nil: no logs
+}
+
+// WorkerReport is what a worker prints as one JSON line on exit, so the
+// supervisor can add up what workers that exited on their own did. A
+// SIGKILLed worker prints nothing.
+type WorkerReport struct {
+	Instance   string `json:"instance"`
+	RecordsIn  uint64 `json:"records_in"`
+	RecordsOut uint64 `json:"records_out"`
+	Committed  uint64 `json:"committed"`
+	Aborted    uint64 `json:"aborted"`
+	Rebuilds   uint64 `json:"rebuilds"`
+	Error      string `json:"error,omitempty"`
+}
+
+// RunWorker runs the sample pipeline until ctx ends (nil: the open batch
+// finished and the worker left the group) or the runner stops with an
+// error (ErrInjected for an injected failure). The report holds the
+// runner's counters either way.
+func RunWorker(ctx context.Context, o WorkerOptions) (WorkerReport, error) {
+	rep := WorkerReport{Instance: o.Config.InstanceID}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.AbortRate < 0 || o.AbortRate > 1 {
+		return rep, fmt.Errorf("chaos: abort rate %v is not a probability; give a value from 0 to 1", o.AbortRate)
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), rand.Uint64()))
+	p := newPacer(o.Rate)
+	r, err := eos.New(o.Config, Pipeline(o.In, o.Out, p.wait), eos.Logger(o.Logger),
+		eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
+			time.Sleep(o.CommitDelay)
+			if o.AbortRate > 0 && rng.Float64() < o.AbortRate {
+				return ErrInjected
+			}
+			return nil
+		}))
+	if err != nil {
+		return rep, err
+	}
+	err = r.Run(ctx)
+	st := r.Stats()
+	rep.RecordsIn, rep.RecordsOut = st.RecordsIn, st.RecordsOut
+	rep.Committed, rep.Aborted, rep.Rebuilds = st.Committed, st.Aborted, st.Rebuilds
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	return rep, err
+}
+
+// Pipeline is the sample topology the workers run: it upper-cases every
+// value from in to out, keeping the key. before runs ahead of each record
+// (the workers pace themselves there); nil skips it.
+func Pipeline(in, out string, before func()) *topology.Topology {
+	top := topology.New("verify")
+	src := topology.Source(top, "input", in, codec.Bytes())
+	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
+		if before != nil {
+			before()
+		}
+		return bytes.ToUpper(v), nil
+	})
+	topology.To(up, "output", out, codec.Bytes())
+	return top
+}
+
+// pacer spreads records evenly in time, so that a worker spends its time
+// inside batches and a kill lands between a batch's first output and its
+// commit.
+type pacer struct {
+	mu   sync.Mutex
+	per  time.Duration
+	next time.Time
+}
+
+func newPacer(rate int) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.per = time.Second / time.Duration(rate)
+	}
+	return p
+}
+
+// wait blocks until the next record is due. Idle time earns at most 50ms
+// of credit, so a worker never bursts far above its rate.
+func (p *pacer) wait() {
+	if p.per <= 0 {
+		return
+	}
+	p.mu.Lock()
+	now := time.Now()
+	if p.next.Before(now.Add(-50 * time.Millisecond)) {
+		p.next = now.Add(-50 * time.Millisecond)
+	}
+	p.next = p.next.Add(p.per)
+	d := p.next.Sub(now)
+	p.mu.Unlock()
+	if d > time.Millisecond {
+		time.Sleep(d)
+	}
+}

@@ -1,0 +1,77 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestRunWorkerUpperCases(t *testing.T) {
+	env := kafkatest.Fake(t)
+	in, out := env.Name("in"), env.Name("out")
+	env.CreateTopics(t, 3, in, out)
+	const n = 2000
+	if err := verdict.Seed(context.Background(), env.Client(t), in, n, 50, 16); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	var rep WorkerReport
+	go func() {
+		var err error
+		rep, err = RunWorker(ctx, WorkerOptions{Config: env.Config(env.Name("app"), "worker-0", config.ExactlyOnce), In: in, Out: out})
+		done <- err
+	}()
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	recs, err := verdict.Drain(dctx, []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}, out, n, 500*time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("worker stopped with %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict.Judge(n, recs); !v.OK() {
+		t.Fatalf("verdict %s", v)
+	}
+	if string(recs[0].Value[:3]) != "ID=" {
+		t.Fatalf("value %q was not upper-cased", recs[0].Value)
+	}
+	if rep.RecordsIn != n || rep.Committed == 0 || rep.Instance != "worker-0" {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+func TestRunWorkerInjectsAborts(t *testing.T) {
+	env := kafkatest.Fake(t)
+	in, out := env.Name("in"), env.Name("out")
+	env.CreateTopics(t, 1, in, out)
+	if err := verdict.Seed(context.Background(), env.Client(t), in, 100, 10, 16); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := RunWorker(ctx, WorkerOptions{
+		Config: env.Config(env.Name("app"), "worker-0", config.ExactlyOnce), In: in, Out: out, AbortRate: 1,
+	})
+	if !errors.Is(err, ErrInjected) {
+		t.Fatalf("error %v, want ErrInjected", err)
+	}
+	if rep.Aborted != 1 || rep.Committed != 0 || rep.Error == "" {
+		t.Fatalf("report %+v, want one aborted batch and the error", rep)
+	}
+}
+
+func TestRunWorkerRejectsBadAbortRate(t *testing.T) {
+	_, err := RunWorker(context.Background(), WorkerOptions{AbortRate: 2})
+	if err == nil {
+		t.Fatal("abort rate 2 accepted")
+	}
+}
