@@ -1,0 +1,339 @@
+package io.eosflow.bench;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.time.Duration;
+import java.util.List;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
+import org.apache.kafka.streams.TopologyConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Produced;
+
+/**
+ * Kafka Streams side of the eosflow benchmark.
+ *
+ * <p>Topology: source IN (byte[] key, byte[] value) → mapValues(ASCII uppercase) → sink OUT,
+ * keys unchanged, no state stores. The transform is the one the Go pipeline runs: every value
+ * byte in 'a'..'z' becomes its uppercase letter (minus 32), every other byte is copied
+ * unchanged, into a new array.
+ *
+ * <p>stdout carries only protocol lines: {@code READY} once the application first reaches
+ * RUNNING, and {@code PROCESSED N} when {@code --expect N} records went through the transform.
+ * Everything else goes to stderr.
+ *
+ * <p>Exit codes: 0 after {@code PROCESSED N} and a clean close; 1 when Kafka Streams fails or
+ * does not close in time; 2 for bad flags, an unreachable broker or a missing topic.
+ * SIGTERM closes the application (commits the open transaction) via a shutdown hook.
+ */
+public final class StreamsBench {
+
+    /** Producer linger.ms used by the benchmark, overriding Kafka Streams' default of 100. */
+    static final int LINGER_MS = 5;
+    /** How long the broker may take to answer before the app gives up. */
+    static final Duration CONNECT_TIMEOUT = Duration.ofSeconds(30);
+    /** Bound on KafkaStreams.close(). */
+    static final Duration CLOSE_TIMEOUT = Duration.ofSeconds(30);
+
+    private StreamsBench() {}
+
+    /** Command line options. */
+    static final class Options {
+        String bootstrap = "127.0.0.1:9092";
+        String input;
+        String output;
+        String appId;
+        String guarantee = StreamsConfig.EXACTLY_ONCE_V2;
+        long commitIntervalMs = 100;
+        int threads = 1;
+        long expect = 0; // 0: run until SIGTERM
+
+        static Options parse(String[] args) {
+            Options o = new Options();
+            for (int i = 0; i < args.length; i++) {
+                String flag = args[i];
+                if (flag.equals("-h") || flag.equals("--help")) {
+                    throw new UsageException(null);
+                }
+                String value;
+                int eq = flag.indexOf('=');
+                if (flag.startsWith("--") && eq > 0) {
+                    value = flag.substring(eq + 1);
+                    flag = flag.substring(0, eq);
+                } else {
+                    if (i + 1 >= args.length) {
+                        throw new UsageException("flag " + flag + " needs a value");
+                    }
+                    value = args[++i];
+                }
+                switch (flag) {
+                    case "--bootstrap" -> o.bootstrap = value;
+                    case "--input" -> o.input = value;
+                    case "--output" -> o.output = value;
+                    case "--app-id" -> o.appId = value;
+                    case "--guarantee" -> o.guarantee = value;
+                    case "--commit-interval-ms" -> o.commitIntervalMs = parseLong(flag, value, 0);
+                    case "--threads" -> o.threads = (int) parseLong(flag, value, 1);
+                    case "--expect" -> o.expect = parseLong(flag, value, 1);
+                    default -> throw new UsageException("unknown flag " + flag);
+                }
+            }
+            if (o.input == null || o.output == null || o.appId == null) {
+                throw new UsageException("--input, --output and --app-id are required");
+            }
+            if (!o.guarantee.equals(StreamsConfig.EXACTLY_ONCE_V2)
+                    && !o.guarantee.equals(StreamsConfig.AT_LEAST_ONCE)) {
+                throw new UsageException("--guarantee must be exactly_once_v2 or at_least_once, got "
+                        + o.guarantee);
+            }
+            return o;
+        }
+
+        private static long parseLong(String flag, String value, long min) {
+            long v;
+            try {
+                v = Long.parseLong(value);
+            } catch (NumberFormatException e) {
+                throw new UsageException(flag + " wants a number, got " + value);
+            }
+            if (v < min) {
+                throw new UsageException(flag + " must be at least " + min + ", got " + value);
+            }
+            return v;
+        }
+    }
+
+    static final class UsageException extends RuntimeException {
+        UsageException(String message) {
+            super(message);
+        }
+    }
+
+    static final String USAGE = String.join("\n",
+            "usage: java -jar streams-bench.jar --input IN --output OUT --app-id ID [flags]",
+            "  --bootstrap HOST:PORT        broker to connect to (default 127.0.0.1:9092)",
+            "  --input TOPIC                source topic (must exist)",
+            "  --output TOPIC               sink topic (must exist)",
+            "  --app-id ID                  application.id (consumer group, transactional ids)",
+            "  --guarantee G                exactly_once_v2 (default) or at_least_once",
+            "  --commit-interval-ms MS      commit.interval.ms (default 100)",
+            "  --threads N                  num.stream.threads (default 1)",
+            "  --expect N                   print PROCESSED N and exit 0 after N records",
+            "stdout: READY once RUNNING; PROCESSED N when --expect is reached.");
+
+    /** ASCII-uppercases value into a new array: 'a'..'z' minus 32, other bytes unchanged. */
+    static byte[] upper(byte[] value) {
+        if (value == null) {
+            return null; // tombstones pass through
+        }
+        byte[] out = new byte[value.length];
+        for (int i = 0; i < value.length; i++) {
+            byte b = value[i];
+            out[i] = (b >= 'a' && b <= 'z') ? (byte) (b - 32) : b;
+        }
+        return out;
+    }
+
+    static Topology topology(Options o, Properties config, AtomicLong processed, long expect,
+            CountDownLatch reached) {
+        StreamsBuilder builder = new StreamsBuilder(new TopologyConfig(new StreamsConfig(config)));
+        builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                .mapValues(v -> {
+                    // Counts transform calls. Under exactly_once_v2 a record re-processed after an
+                    // aborted transaction counts again; the harness checks the output itself.
+                    if (processed.incrementAndGet() == expect) {
+                        reached.countDown();
+                    }
+                    return upper(v);
+                })
+                .to(o.output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+        return builder.build();
+    }
+
+    static Properties config(Options o) {
+        Properties p = new Properties();
+        p.put(StreamsConfig.APPLICATION_ID_CONFIG, o.appId);
+        p.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, o.bootstrap);
+        p.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, o.guarantee);
+        p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, o.commitIntervalMs);
+        p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, o.threads);
+        p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
+        p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), LINGER_MS);
+        // No global state here; opting in to the 5.0 behaviour only silences a startup warning.
+        // The partition assignor re-reads the config from the main consumer's settings, so the
+        // flag goes there too.
+        p.put(StreamsConfig.PROCESSING_EXCEPTION_HANDLER_GLOBAL_ENABLED_CONFIG, true);
+        p.put(StreamsConfig.mainConsumerPrefix(
+                StreamsConfig.PROCESSING_EXCEPTION_HANDLER_GLOBAL_ENABLED_CONFIG), true);
+        return p;
+    }
+
+    /** Waits up to CONNECT_TIMEOUT for the broker and checks that both topics exist. */
+    static void preflight(Options o) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, o.bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, (int) CONNECT_TIMEOUT.toMillis());
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, (int) CONNECT_TIMEOUT.toMillis());
+        try (Admin admin = Admin.create(p)) {
+            long deadline = System.nanoTime() + CONNECT_TIMEOUT.toNanos();
+            try {
+                admin.describeCluster().clusterId().get(CONNECT_TIMEOUT.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (TimeoutException | ExecutionException e) {
+                throw new Fatal(2, "broker " + o.bootstrap + " unreachable within "
+                        + CONNECT_TIMEOUT.toSeconds() + " s (" + rootMessage(e)
+                        + "); start it or fix --bootstrap");
+            }
+            long left = Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+            Set<String> names;
+            try {
+                names = admin.listTopics().names().get(left, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException | ExecutionException e) {
+                throw new Fatal(2, "listing topics on " + o.bootstrap + " failed: " + rootMessage(e));
+            }
+            for (String t : List.of(o.input, o.output)) {
+                if (!names.contains(t)) {
+                    throw new Fatal(2, "topic " + t + " does not exist on " + o.bootstrap
+                            + "; create it first");
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new Fatal(1, "interrupted while connecting");
+        }
+    }
+
+    static final class Fatal extends RuntimeException {
+        final int code;
+
+        Fatal(int code, String message) {
+            super(message);
+            this.code = code;
+        }
+    }
+
+    /** The Kafka client version on the class path, from the clients jar's version file. */
+    static String kafkaVersion() {
+        try (InputStream in = KafkaStreams.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in != null) {
+                Properties p = new Properties();
+                p.load(in);
+                return p.getProperty("version", "unknown");
+            }
+        } catch (IOException e) {
+            // fall through
+        }
+        return "unknown";
+    }
+
+    static String rootMessage(Throwable t) {
+        Throwable c = t;
+        while (c.getCause() != null && c.getCause() != c) {
+            c = c.getCause();
+        }
+        String m = c.getMessage();
+        return c.getClass().getSimpleName() + (m == null ? "" : ": " + m);
+    }
+
+    public static void main(String[] args) throws InterruptedException {
+        Options o;
+        try {
+            o = Options.parse(args);
+        } catch (UsageException e) {
+            if (e.getMessage() == null) {
+                System.out.println(USAGE);
+                System.exit(0);
+            }
+            System.err.println("streams-bench: " + e.getMessage());
+            System.err.println(USAGE);
+            System.exit(2);
+            return;
+        }
+
+        try {
+            preflight(o);
+        } catch (Fatal f) {
+            System.err.println("streams-bench: " + f.getMessage());
+            System.exit(f.code);
+        }
+
+        System.err.printf("streams-bench: kafka-streams %s, %s, commit.interval.ms=%d, "
+                        + "num.stream.threads=%d, linger.ms=%d, %s -> %s, application.id=%s%n",
+                kafkaVersion(), o.guarantee, o.commitIntervalMs, o.threads, LINGER_MS,
+                o.input, o.output, o.appId);
+
+        AtomicLong processed = new AtomicLong();
+        CountDownLatch reached = new CountDownLatch(1); // --expect reached
+        CountDownLatch failed = new CountDownLatch(1);  // Kafka Streams went to ERROR
+        AtomicReference<Throwable> failure = new AtomicReference<>();
+        AtomicBoolean ready = new AtomicBoolean();
+
+        Properties config = config(o);
+        KafkaStreams streams = new KafkaStreams(
+                topology(o, config, processed, o.expect > 0 ? o.expect : -1, reached), config);
+        streams.setStateListener((next, prev) -> {
+            if (next == KafkaStreams.State.RUNNING && ready.compareAndSet(false, true)) {
+                System.out.println("READY");
+                System.out.flush();
+            } else if (next == KafkaStreams.State.ERROR) {
+                failed.countDown();
+            }
+        });
+        streams.setUncaughtExceptionHandler(e -> {
+            failure.compareAndSet(null, e);
+            return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
+        });
+
+        Thread hook = new Thread(() -> {
+            // SIGTERM / SIGINT / System.exit: commit what is open and leave the group.
+            streams.close(CLOSE_TIMEOUT);
+        }, "streams-bench-shutdown");
+        Runtime.getRuntime().addShutdownHook(hook);
+
+        streams.start();
+
+        // Wait for --expect to be reached or for Kafka Streams to fail. Without --expect the
+        // app runs until a signal; the shutdown hook then closes it.
+        while (true) {
+            if (reached.await(100, TimeUnit.MILLISECONDS)) {
+                System.out.println("PROCESSED " + o.expect);
+                System.out.flush();
+                boolean closed = streams.close(CLOSE_TIMEOUT);
+                if (!closed) {
+                    System.err.println("streams-bench: close did not finish within "
+                            + CLOSE_TIMEOUT.toSeconds() + " s");
+                }
+                System.exit(closed ? 0 : 1);
+            }
+            if (failed.getCount() == 0) {
+                Throwable t = failure.get();
+                System.err.println("streams-bench: kafka streams failed"
+                        + (t == null ? "" : ": " + rootMessage(t)));
+                if (t != null) {
+                    t.printStackTrace();
+                }
+                streams.close(CLOSE_TIMEOUT);
+                System.exit(1);
+            }
+        }
+    }
+}
