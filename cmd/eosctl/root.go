@@ -154,6 +154,7 @@ func newRootCmd() *cobra.Command {
 		newDedupCmd(g),
 		newDevCmd(g),
 		newVerifyCmd(g),
+		newBenchCmd(g),
 		newCompletionCmd(),
 	)
 	return root

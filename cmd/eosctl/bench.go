@@ -1,0 +1,268 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eosflow/eosflow/internal/bench"
+	"github.com/eosflow/eosflow/internal/dedupsize"
+)
+
+// newBenchCmd runs one consume-transform-produce workload through every
+// delivery guarantee, a hand-written franz-go loop and Kafka Streams, and
+// reports throughput, latency, CPU and memory side by side.
+func newBenchCmd(g *globals) *cobra.Command {
+	var (
+		o         bench.Options
+		chart     string
+		inProcess bool
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Compare the delivery guarantees, raw franz-go and Kafka Streams on one workload",
+		Long: `bench moves one workload — keyed records whose values are ASCII upper-cased,
+keys unchanged — from an input topic to an output topic with each case, on the
+same broker, one after the other:
+
+  at-most-once, at-least-once, idempotent, exactly-once   this framework
+  raw-franz-go    a hand-written kgo.GroupTransactSession loop, same transform and batching
+  kafka-streams   the Java app in bench/streams (exactly_once_v2), when java is on PATH
+                  and its jar exists or mvn can build it; otherwise skipped
+
+Every run of a case gets fresh topics. Throughput phase: --records records are
+seeded first, then the pipeline starts; records/s is measured by a read_committed
+consumer of the output, leaving out the first --warmup share (start-up, group
+join, JIT). Latency phase: with the pipeline caught up, --rate records/s are
+produced for --latency-duration, each carrying its send time; p50/p99/p99.9 are
+from that send to the read_committed consumer receiving the output.
+
+CPU seconds (over the measured throughput window) and peak RSS are those of the
+process under test: each Go case runs in a child process (eosctl bench worker),
+Kafka Streams in its JVM. With --in-process the Go cases run inside this
+process instead, and CPU and memory then include the load generator, the output
+reader and the embedded broker.
+
+Runs are interleaved (each case once, then again) and reported as the median
+with the min–max spread. Without --brokers it uses an embedded broker.`,
+		Example: `  eosctl bench --records 20000 --repeat 1
+  eosctl bench --brokers 127.0.0.1:9092 --records 500000 --repeat 3 --chart bench.svg
+  eosctl bench --brokers 127.0.0.1:9092 --sweep                  # exactly-once at 10ms, 50ms, 100ms, 500ms
+  eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 -o json   # CI, under 3 minutes`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if chart != "" && !strings.EqualFold(filepath.Ext(chart), ".svg") {
+				return usageErrorf("--chart %q: only SVG is written; name the file *.svg", chart)
+			}
+			if o.Warmup < 0 || o.Warmup >= 1 {
+				return usageErrorf("--warmup must be in [0, 1), got %g", o.Warmup)
+			}
+			if o.Warmup == 0 {
+				o.Warmup = -1 // bench.Options: none
+			}
+			for _, c := range o.Cases {
+				if !validCase(c) {
+					return usageErrorf("--cases: unknown case %q; use %s", c, strings.Join(bench.Cases(), ", "))
+				}
+			}
+			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
+				o.Cases = []string{bench.AtMostOnce}
+			}
+			if g.brokersSet || os.Getenv("EOS_BROKERS") != "" {
+				cfg, err := g.pipelineConfig()
+				if err != nil {
+					return err
+				}
+				o.Brokers, o.Base = cfg.Brokers, &cfg
+			}
+			if !inProcess {
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("cannot find the eosctl binary to start workers from (%w); use --in-process", err)
+				}
+				o.Worker = []string{exe, "bench", "worker"}
+			}
+			o.Progress = cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := bench.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			if chart != "" {
+				if err := writeChart(chart, rep); err != nil {
+					return err
+				}
+			}
+			if err := g.render(cmd.OutOrStdout(), rep.Results, benchTable(rep)); err != nil {
+				return err
+			}
+			if g.output == outputTable {
+				benchNotes(cmd.OutOrStdout(), rep, chart)
+			}
+			for _, r := range rep.Results {
+				if r.Error != "" {
+					return errFindings
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.Records, "records", 100_000, "records in the throughput phase of each run")
+	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
+	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the input and output topics")
+	f.IntVar(&o.Keys, "keys", 1000, "distinct record keys")
+	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
+	f.IntVar(&o.BatchRecords, "batch-records", 10_000, "most records in one batch of the Go cases")
+	f.IntVar(&o.Repeat, "repeat", 3, "runs per case; the median is reported with the min–max spread")
+	f.Float64Var(&o.Warmup, "warmup", 0.2, "share of each phase's first records left out of its measurement")
+	f.IntVar(&o.Rate, "rate", 5000, "records per second produced in the latency phase")
+	f.DurationVar(&o.LatencyDuration, "latency-duration", 5*time.Second, "length of the latency phase; negative skips it"+durationFlagHelp)
+	f.DurationSliceVar(&o.Sweep, "sweep", nil, "also run exactly-once at each of these commit intervals; --sweep alone means "+
+		"10ms,50ms,100ms,500ms (give values with =). Without --cases only at-most-once runs besides")
+	f.Lookup("sweep").NoOptDefVal = "10ms,50ms,100ms,500ms"
+	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated")
+	f.StringVar(&chart, "chart", "", "write an SVG chart of throughput and p99 per case to this file")
+	f.BoolVar(&inProcess, "in-process", false, "run the Go cases inside this process instead of child processes")
+	f.StringVar(&o.StreamsJar, "streams-jar", "", "the Kafka Streams app; default bench/streams/target/streams-bench.jar, built with mvn if missing")
+	f.DurationVar(&o.RunTimeout, "run-timeout", 10*time.Minute, "give up on a run when a phase takes longer"+durationFlagHelp)
+	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(bench.Cases(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.MarkFlagFilename("chart", "svg")
+	cmd.AddCommand(newBenchWorkerCmd())
+	return cmd
+}
+
+func validCase(c string) bool {
+	for _, k := range bench.Cases() {
+		if c == k {
+			return true
+		}
+	}
+	return false
+}
+
+// newBenchWorkerCmd is the child process bench starts for each Go case:
+// the pipeline alone, so that its CPU and memory are measured alone.
+func newBenchWorkerCmd() *cobra.Command {
+	var spec string
+	cmd := &cobra.Command{
+		Use:    "worker --spec JSON",
+		Short:  "Run one case of eosctl bench (started by bench itself)",
+		Hidden: true,
+		Args:   usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var s bench.WorkerSpec
+			if err := json.Unmarshal([]byte(spec), &s); err != nil {
+				return usageErrorf("--spec: %v", err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return bench.Work(ctx, s, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&spec, "spec", "", "the case as JSON (bench.WorkerSpec)")
+	_ = cmd.MarkFlagRequired("spec")
+	return cmd
+}
+
+// benchTable is the human rendering: one row per case.
+func benchTable(rep *bench.Report) *table {
+	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", "×AT-MOST-ONCE")
+	for _, r := range rep.Results {
+		if r.Runs == 0 {
+			why := "failed"
+			if r.Skipped != "" {
+				why = "skipped"
+			}
+			t.add(r.Name, why, "", "", "", "", "", "", "", "", "", "")
+			continue
+		}
+		ratio := "-"
+		if r.RatioToAtMostOnce != nil {
+			ratio = fmt.Sprintf("%.2f", *r.RatioToAtMostOnce)
+		}
+		lat := func(v float64) string {
+			if r.LatencySamples == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f", v)
+		}
+		p99spread := "-"
+		if r.LatencySamples > 0 {
+			p99spread = fmt.Sprintf("(%.1f–%.1f)", r.P99MSMin, r.P99MSMax)
+		}
+		t.add(r.Name,
+			fmt.Sprintf("%.0f", r.RecordsPerSec), fmt.Sprintf("(%.0f–%.0f)", r.RecordsPerSecMin, r.RecordsPerSecMax),
+			fmt.Sprintf("%.1f", r.MBPerSec),
+			lat(r.P50MS), lat(r.P99MS), p99spread, lat(r.P999MS),
+			fmt.Sprintf("%.2f", r.CPUSeconds), fmt.Sprintf("%.2f", r.CPUMicrosPerRecord),
+			dedupsize.HumanBytes(float64(r.PeakRSSBytes)), ratio)
+	}
+	return t
+}
+
+// benchNotes explains the table: the workload, what was measured, the
+// goals, and why a case did not run.
+func benchNotes(w io.Writer, rep *bench.Report, chart string) {
+	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s\n",
+		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker)
+	if rep.LatencyRecs > 0 {
+		fmt.Fprintf(w, "latency: %d records paced at %d/s, from the input's send to a read_committed reader receiving the output\n", rep.LatencyRecs, rep.LatencyRate)
+	}
+	measured := map[string]bool{}
+	for _, r := range rep.Results {
+		if r.Measured != "" && !measured[r.Measured] {
+			measured[r.Measured] = true
+			fmt.Fprintf(w, "CPU (measured window) and peak RSS: %s\n", r.Measured)
+		}
+	}
+	for _, r := range rep.Results {
+		for _, t := range r.Targets {
+			verdict := "met"
+			if !t.Met {
+				verdict = "MISSED"
+			}
+			cmp := fmt.Sprintf("≥ %.2f×", t.Want)
+			if t.Against == bench.KafkaStreams {
+				cmp = "ahead at equal or lower p99"
+			}
+			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s\n",
+				r.Name, t.Against, t.Ratio, cmp, t.P99MS, t.OtherP99, verdict)
+		}
+		if r.Duplicates > 0 || r.Missing > 0 {
+			fmt.Fprintf(w, "%s: %d duplicates, %d missing in the output\n", r.Name, r.Duplicates, r.Missing)
+		}
+	}
+	for _, r := range rep.Results {
+		switch {
+		case r.Skipped != "":
+			fmt.Fprintf(w, "%s skipped: %s\n", r.Name, r.Skipped)
+		case r.Error != "":
+			fmt.Fprintf(w, "%s failed: %s\n", r.Name, r.Error)
+		}
+	}
+	if chart != "" {
+		fmt.Fprintf(w, "chart: %s\n", chart)
+	}
+}
+
+func writeChart(path string, rep *bench.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--chart: %w", err)
+	}
+	if err := bench.WriteSVG(f, rep); err != nil {
+		f.Close()
+		return fmt.Errorf("--chart: %w", err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/eosflow/eosflow/internal/bench"
+)
+
+// A tiny bench on the embedded broker: every Go case once, in this
+// process (the test binary cannot be re-run as eosctl bench worker).
+func TestBenchJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five pipelines")
+	}
+	chart := filepath.Join(t.TempDir(), "bench.svg")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process",
+		"--records", "3000", "--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1",
+		"--rate", "2000", "--latency-duration", "500ms", "--partitions", "3",
+		"--cases", "at-most-once,at-least-once,idempotent,exactly-once,raw-franz-go,kafka-streams",
+		"--streams-jar", filepath.Join(t.TempDir(), "absent.jar"),
+		"--chart", chart, "-o", "json"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	var results []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
+	}
+	if len(results) != 6 {
+		t.Fatalf("%d results, want 6: %s", len(results), out.String())
+	}
+	byName := map[string]map[string]any{}
+	for _, r := range results {
+		for _, f := range []string{"name", "records_per_sec", "p50_ms", "p99_ms", "p999_ms", "cpu_seconds", "peak_rss_bytes", "ratio_to_at_most_once"} {
+			if _, ok := r[f]; !ok {
+				t.Errorf("%v: field %q missing", r["name"], f)
+			}
+		}
+		byName[r["name"].(string)] = r
+	}
+	if s := byName[bench.KafkaStreams]; s["skipped"] == nil || s["runs"].(float64) != 0 {
+		t.Errorf("kafka-streams without its jar should be skipped with a reason: %v", s)
+	}
+	for _, name := range []string{bench.AtMostOnce, bench.AtLeastOnce, bench.Idempotent, bench.ExactlyOnce, bench.RawFranzGo} {
+		r := byName[name]
+		if r["error"] != nil {
+			t.Fatalf("%s failed: %v", name, r["error"])
+		}
+		if r["runs"].(float64) != 1 || r["records_per_sec"].(float64) <= 0 || r["p99_ms"].(float64) <= 0 ||
+			r["peak_rss_bytes"].(float64) <= 0 || r["latency_samples"].(float64) == 0 {
+			t.Errorf("%s: implausible measurement: %v", name, r)
+		}
+		if r["duplicates"].(float64) != 0 || r["missing"].(float64) != 0 {
+			t.Errorf("%s: duplicates or missing records with no failures: %v", name, r)
+		}
+		ratio, ok := r["ratio_to_at_most_once"].(float64)
+		want := r["records_per_sec"].(float64) / byName[bench.AtMostOnce]["records_per_sec"].(float64)
+		if !ok || ratio <= 0 || abs(ratio-want) > 1e-9*want {
+			t.Errorf("%s: ratio_to_at_most_once %v, want %v", name, r["ratio_to_at_most_once"], want)
+		}
+	}
+	if r := byName[bench.AtMostOnce]["ratio_to_at_most_once"].(float64); r != 1 {
+		t.Errorf("at-most-once against itself: %v", r)
+	}
+	targets, _ := byName[bench.ExactlyOnce]["targets"].([]any)
+	if len(targets) != 2 { // at-least-once and raw-franz-go; kafka-streams was skipped
+		t.Errorf("exactly-once targets: %v", byName[bench.ExactlyOnce]["targets"])
+	}
+	svg, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("raw-franz-go")) || !bytes.Contains(svg, []byte("skipped")) {
+		t.Errorf("chart does not show the cases:\n%s", svg)
+	}
+}
+
+func TestBenchTableAndSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three pipelines")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process",
+		"--records", "2000", "--batch-records", "250", "--repeat", "1", "--latency-duration", "-1s",
+		"--sweep=10ms,30ms"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	for _, want := range []string{"CASE", "at-most-once", "exactly-once@10ms", "exactly-once@30ms", "workload: 2000 records"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "raw-franz-go") {
+		t.Errorf("--sweep without --cases should run only at-most-once besides the sweep:\n%s", out.String())
+	}
+}
+
+func TestBenchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--cases", "twice"},
+		{"bench", "--chart", "x.png"},
+		{"bench", "--warmup", "1.5"},
+		{"bench", "worker", "--spec", "{"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, nil, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, errb.String())
+		}
+	}
+}
+
+// The worker command runs a case until its context ends.
+func TestBenchWorkerStops(t *testing.T) {
+	_, addr := newCluster(t, kfake.SeedTopics(1, "w-in", "w-out"))
+	spec, _ := json.Marshal(bench.WorkerSpec{
+		Case: bench.ExactlyOnce, Brokers: []string{addr}, Input: "w-in", Output: "w-out", AppID: "w",
+		CommitInterval: 50 * time.Millisecond, BatchRecords: 100,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out, errb bytes.Buffer
+	go func() { done <- run(ctx, []string{"bench", "worker", "--spec", string(spec)}, nil, &out, &errb) }()
+	time.Sleep(time.Second)
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK || !strings.Contains(out.String(), bench.ReadyLine) {
+			t.Fatalf("exit %d, stdout %q, stderr %s", code, out.String(), errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop after its context ended")
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

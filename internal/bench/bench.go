@@ -1,0 +1,591 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Case names, in the order a bench reports them. The first four run the
+// framework under each delivery guarantee.
+const (
+	AtMostOnce   = string(config.AtMostOnce)
+	AtLeastOnce  = string(config.AtLeastOnce)
+	Idempotent   = string(config.Idempotent)
+	ExactlyOnce  = string(config.ExactlyOnce)
+	RawFranzGo   = "raw-franz-go"  // the hand-written GroupTransactSession loop (RunRaw)
+	KafkaStreams = "kafka-streams" // the Java app in bench/streams, exactly_once_v2
+)
+
+// Cases lists every case in report order.
+func Cases() []string {
+	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, RawFranzGo, KafkaStreams}
+}
+
+// Engines: what moves the records in a case.
+const (
+	EngineFramework = "eosflow"
+	EngineFranzGo   = "franz-go"
+	EngineStreams   = "kafka-streams"
+)
+
+// DefaultSweep is the commit intervals a sweep tries when none are given.
+var DefaultSweep = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond}
+
+// Options shape one bench. Zero values take the defaults named.
+type Options struct {
+	Brokers        []string       // empty: an embedded kfake broker in this process
+	Base           *config.Config // TLS and SASL for a real cluster; nil: none
+	Records        int            // records in the throughput phase; default 100,000
+	RecordSize     int            // value bytes; default 100
+	Partitions     int32          // of the input and output topics; default 6
+	Keys           int            // distinct keys; default 1,000
+	CommitInterval time.Duration  // default config.DefaultCommitInterval (100ms)
+	BatchRecords   int            // most records per batch; default config.DefaultMaxBatchRecords
+	Repeat         int            // runs per case; default 3
+	// Warmup is the share of each phase left out of its measurement: the
+	// first records of the throughput phase (start-up, group join, JIT)
+	// and of the latency phase. Default 0.2.
+	Warmup float64
+	// Rate is the records per second the latency phase produces, paced,
+	// while the pipeline is caught up; default 5,000. LatencyDuration is
+	// how long it lasts; default 5s, negative to skip the phase.
+	Rate            int
+	LatencyDuration time.Duration
+	// Sweep adds an exactly-once case for each commit interval.
+	Sweep []time.Duration
+	// Cases to run, by name; default all of Cases().
+	Cases []string
+	// Worker is the command line (program and leading arguments) that runs
+	// a WorkerSpec given as --spec JSON, e.g. eosctl bench worker. Each Go
+	// case then runs in a child process, measured alone; nil runs them in
+	// this process, whose CPU and memory then include the load generator,
+	// the output reader and an embedded broker.
+	Worker []string
+	// StreamsJar is the Kafka Streams app; default: found (or built with
+	// mvn) in bench/streams of the repository around the working directory.
+	StreamsJar string
+	Java       string        // default "java" on PATH
+	RunTimeout time.Duration // per phase of one run; default 10m
+	Progress   io.Writer     // one line per run; nil: quiet
+}
+
+func (o *Options) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Records, 100_000)
+	def(&o.RecordSize, 100)
+	def(&o.Keys, 1000)
+	def(&o.BatchRecords, config.DefaultMaxBatchRecords)
+	def(&o.Repeat, 3)
+	def(&o.Rate, 5000)
+	if o.Partitions <= 0 {
+		o.Partitions = 6
+	}
+	if o.CommitInterval <= 0 {
+		o.CommitInterval = config.DefaultCommitInterval
+	}
+	switch {
+	case o.Warmup == 0 || o.Warmup >= 1:
+		o.Warmup = 0.2
+	case o.Warmup < 0:
+		o.Warmup = 0
+	}
+	if o.LatencyDuration == 0 {
+		o.LatencyDuration = 5 * time.Second
+	}
+	if o.RunTimeout <= 0 {
+		o.RunTimeout = 10 * time.Minute
+	}
+	if len(o.Cases) == 0 {
+		o.Cases = Cases()
+	}
+}
+
+// Validate checks the case names and numbers after defaults.
+func (o *Options) validate() error {
+	for _, c := range o.Cases {
+		ok := false
+		for _, k := range Cases() {
+			ok = ok || c == k
+		}
+		if !ok {
+			return fmt.Errorf("bench: unknown case %q; use %s", c, strings.Join(Cases(), ", "))
+		}
+	}
+	if o.RecordSize < 40 {
+		return fmt.Errorf("bench: record size %d is too small; values carry an id and a send time, use at least 40 bytes", o.RecordSize)
+	}
+	for _, d := range o.Sweep {
+		if d <= 0 {
+			return fmt.Errorf("bench: sweep interval %s must be positive", d)
+		}
+	}
+	return nil
+}
+
+// Workload is what every case of a bench moved.
+type Workload struct {
+	Broker       string  `json:"broker"`
+	Records      int     `json:"records"`
+	RecordSize   int     `json:"record_size"`
+	Partitions   int32   `json:"partitions"`
+	Keys         int     `json:"keys"`
+	BatchRecords int     `json:"batch_records"`
+	Warmup       float64 `json:"warmup"`
+	LatencyRate  int     `json:"latency_rate"`
+	LatencyRecs  int     `json:"latency_records"`
+}
+
+// Result is one case: medians over its runs, with the spread (min and
+// max) of throughput and p99.
+type Result struct {
+	Name             string  `json:"name"`
+	Engine           string  `json:"engine"`
+	Guarantee        string  `json:"guarantee"`
+	CommitIntervalMS float64 `json:"commit_interval_ms"`
+	Runs             int     `json:"runs"`
+	// Throughput over the throughput phase after warm-up: input records
+	// per second, from the output records a read_committed consumer saw.
+	RecordsPerSec    float64 `json:"records_per_sec"`
+	RecordsPerSecMin float64 `json:"records_per_sec_min"`
+	RecordsPerSecMax float64 `json:"records_per_sec_max"`
+	MBPerSec         float64 `json:"mb_per_sec"` // of record values
+	// End-to-end latency in the paced latency phase: from the input's
+	// produce call (its send time is in the value) to a read_committed
+	// consumer of the output receiving it.
+	P50MS          float64 `json:"p50_ms"`
+	P99MS          float64 `json:"p99_ms"`
+	P999MS         float64 `json:"p999_ms"`
+	P99MSMin       float64 `json:"p99_ms_min"`
+	P99MSMax       float64 `json:"p99_ms_max"`
+	LatencySamples int     `json:"latency_samples"`
+	// CPU time of the process under test during the throughput window,
+	// and its peak resident set over its life; see Measured.
+	CPUSeconds         float64 `json:"cpu_seconds"`
+	CPUMicrosPerRecord float64 `json:"cpu_us_per_record"`
+	PeakRSSBytes       int64   `json:"peak_rss_bytes"`
+	Measured           string  `json:"measured"`
+	// RatioToAtMostOnce is this case's records/s over at-most-once's; nil
+	// without an at-most-once result. Ratios holds the same against every
+	// other case that ran.
+	RatioToAtMostOnce *float64           `json:"ratio_to_at_most_once"`
+	Ratios            map[string]float64 `json:"ratios,omitempty"`
+	Targets           []Target           `json:"targets,omitempty"`
+	Missing           int                `json:"missing"`
+	Duplicates        int                `json:"duplicates"`
+	Skipped           string             `json:"skipped,omitempty"`
+	Error             string             `json:"error,omitempty"`
+	Workload
+}
+
+// Target is one of the project's throughput goals for exactly-once,
+// judged on this bench's medians.
+type Target struct {
+	Against  string  `json:"against"`
+	Ratio    float64 `json:"ratio"`     // exactly-once records/s over the other's
+	Want     float64 `json:"want"`      // the ratio the goal asks for
+	P99MS    float64 `json:"p99_ms"`    // exactly-once's p99
+	OtherP99 float64 `json:"other_p99"` // the other case's p99
+	Met      bool    `json:"met"`
+}
+
+// Report is a whole bench: one Result per case, in run order.
+type Report struct {
+	Workload
+	Results []Result
+}
+
+// caseSpec is one case to run.
+type caseSpec struct {
+	name      string
+	kind      string // one of Cases()
+	engine    string
+	guarantee string
+	commit    time.Duration
+	streams   *streamsApp
+	skipped   string
+}
+
+func (o *Options) plan() []caseSpec {
+	var cs []caseSpec
+	for _, k := range o.Cases {
+		c := caseSpec{name: k, kind: k, commit: o.CommitInterval, engine: EngineFramework, guarantee: k}
+		switch k {
+		case RawFranzGo:
+			c.engine, c.guarantee = EngineFranzGo, ExactlyOnce
+		case KafkaStreams:
+			c.engine, c.guarantee = EngineStreams, "exactly_once_v2"
+		}
+		cs = append(cs, c)
+	}
+	for _, d := range o.Sweep {
+		cs = append(cs, caseSpec{name: ExactlyOnce + "@" + d.String(), kind: ExactlyOnce, engine: EngineFramework, guarantee: ExactlyOnce, commit: d})
+	}
+	return cs
+}
+
+// Run seeds, runs and measures every case Repeat times, interleaving the
+// cases so that drift on a shared machine spreads over all of them. A case
+// that fails keeps its error in its Result; Run itself fails only when the
+// broker cannot be reached or ctx ends.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.defaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	h := &harness{o: &o}
+	cfg := config.Default()
+	if o.Base != nil {
+		cfg = *o.Base
+	}
+	if len(o.Brokers) == 0 {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return nil, fmt.Errorf("bench: starting the embedded broker: %w", err)
+		}
+		defer c.Close()
+		o.Brokers = c.ListenAddrs()
+		h.broker = "embedded kfake " + o.Brokers[0]
+	} else {
+		h.broker = strings.Join(o.Brokers, ",")
+	}
+	cfg.Brokers = o.Brokers
+	h.cfg = cfg
+	base, err := cfg.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	h.base = base
+	cl, err := kgo.NewClient(append(base, kgo.ProducerLinger(5*time.Millisecond))...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	h.cl, h.adm = cl, kadm.NewClient(cl)
+	pctx, cancel := context.WithTimeout(ctx, max(cfg.ConnectTimeout, 5*time.Second))
+	err = cl.Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("bench: no answer from %s: %w; check --brokers and that Kafka is running", h.broker, err)
+	}
+
+	cases := o.plan()
+	for i := range cases {
+		if cases[i].kind != KafkaStreams {
+			continue
+		}
+		app, err := findStreams(ctx, &o)
+		if err != nil {
+			if !errors.Is(err, errSkipped) {
+				return nil, err
+			}
+			cases[i].skipped = strings.TrimPrefix(err.Error(), errSkipped.Error()+": ")
+			progressf(o.Progress, "%s skipped: %s", cases[i].name, cases[i].skipped)
+			continue
+		}
+		cases[i].streams = app
+	}
+
+	runs := make([][]runResult, len(cases))
+	errs := make([]error, len(cases))
+	for rep := range o.Repeat {
+		for i, c := range cases {
+			if c.skipped != "" {
+				continue
+			}
+			r, err := h.runOnce(ctx, c, rep)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				errs[i] = err
+				progressf(o.Progress, "run %d/%d %s: failed: %v", rep+1, o.Repeat, c.name, err)
+				continue
+			}
+			runs[i] = append(runs[i], r)
+			progressf(o.Progress, "run %d/%d %s: %.0f records/s, p50 %s p99 %s, cpu %.2fs",
+				rep+1, o.Repeat, c.name, r.rate, fmtDur(r.p50), fmtDur(r.p99), r.cpu.Seconds())
+		}
+	}
+	return h.report(cases, runs, errs), nil
+}
+
+// harness is one bench's shared state.
+type harness struct {
+	o      *Options
+	cfg    config.Config
+	base   []kgo.Opt
+	broker string
+	cl     *kgo.Client
+	adm    *kadm.Client
+}
+
+// runResult is one run of one case.
+type runResult struct {
+	rate           float64
+	cpu            time.Duration
+	cpuPerRecord   time.Duration
+	peakRSS        int64
+	p50, p99, p999 time.Duration
+	samples        int
+	missing, dups  int
+	measured       string
+}
+
+func (h *harness) latencyRecords() int {
+	if h.o.LatencyDuration < 0 {
+		return 0
+	}
+	return max(int(float64(h.o.Rate)*h.o.LatencyDuration.Seconds()), 1)
+}
+
+func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, error) {
+	o := h.o
+	slug := strings.NewReplacer("@", "-", ".", "_").Replace(c.name)
+	id := fmt.Sprintf("eosbench-%s-%d-%06x", slug, rep+1, rand.Uint32()&0xffffff)
+	in, out := id+"-in", id+"-out"
+	if err := h.createTopics(ctx, in, out); err != nil {
+		return runResult{}, err
+	}
+	defer h.deleteTopics(in, out)
+	if err := h.seed(ctx, in, o.Records); err != nil {
+		return runResult{}, fmt.Errorf("seeding %s: %w", in, err)
+	}
+
+	// The process under test is known only once started; the observer
+	// samples its CPU when the warm-up ends and when the phase is done.
+	var (
+		pid        atomic.Int64
+		cpuMu      sync.Mutex
+		cpu0, cpu1 time.Duration
+	)
+	sample := func(dst *time.Duration) func() {
+		return func() {
+			t, _, _ := procStats(int(pid.Load()))
+			cpuMu.Lock()
+			*dst = t
+			cpuMu.Unlock()
+		}
+	}
+	lat := h.latencyRecords()
+	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, sample(&cpu0), sample(&cpu1))
+	if err != nil {
+		return runResult{}, err
+	}
+	octx, stopObs := context.WithCancel(ctx)
+	go obs.run(octx)
+	defer func() { stopObs(); obs.close() }()
+
+	p, measured, err := h.start(ctx, c, id, in, out)
+	if err != nil {
+		return runResult{}, err
+	}
+	pid.Store(int64(p.pid()))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = p.stop()
+		}
+	}()
+	started := time.Now()
+	readyWait := 2 * time.Minute
+	select {
+	case <-p.ready():
+	case <-p.exited():
+		return runResult{}, p.stop()
+	case <-time.After(readyWait):
+		return runResult{}, fmt.Errorf("%s did not start within %s", c.name, readyWait)
+	case <-ctx.Done():
+		return runResult{}, ctx.Err()
+	}
+	readyCPU, _, _ := procStats(p.pid())
+	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name, o.Records); err != nil {
+		return runResult{}, err
+	}
+	if lat > 0 {
+		errc := make(chan error, 1)
+		go func() { errc <- h.pace(ctx, in, o.Records, lat) }()
+		if err := h.await(ctx, p, obs.doneCh, obs, c.name, o.Records+lat); err != nil {
+			return runResult{}, err
+		}
+		if err := <-errc; err != nil {
+			return runResult{}, fmt.Errorf("latency phase: %w", err)
+		}
+	}
+	_, rss, _ := procStats(p.pid())
+	stopped = true
+	if err := p.stop(); err != nil {
+		return runResult{}, err
+	}
+
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	cpuMu.Lock()
+	defer cpuMu.Unlock()
+	r := runResult{peakRSS: rss, dups: obs.dups, missing: obs.total - obs.distinct, measured: measured}
+	window := obs.phase1At.Sub(obs.warmAt)
+	counted := o.Records - obs.warmCount
+	if counted <= 0 || window <= 0 {
+		// Everything became visible at once (a tiny bench): measure from
+		// the start instead, group join included.
+		window, counted, cpu0 = obs.phase1At.Sub(started), o.Records, readyCPU
+	}
+	r.rate = float64(counted) / window.Seconds()
+	r.cpu = max(cpu1-cpu0, 0)
+	r.cpuPerRecord = r.cpu / time.Duration(counted)
+	r.samples = len(obs.lat)
+	r.p50, r.p99, r.p999 = latencyPercentiles(obs.lat)
+	return r, nil
+}
+
+// await waits until done is closed, failing if the pipeline exits, ctx
+// ends or RunTimeout passes.
+func (h *harness) await(ctx context.Context, p pipeline, done <-chan struct{}, obs *observer, name string, want int) error {
+	t := time.NewTimer(h.o.RunTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return nil
+	case <-p.exited():
+		return p.stop()
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		got, _ := obs.progress()
+		return fmt.Errorf("%s: a read_committed consumer saw %d of %d records within %s", name, got, want, h.o.RunTimeout)
+	}
+}
+
+// start launches case c's pipeline on topics in and out.
+func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out string) (pipeline, string, error) {
+	if c.engine == EngineStreams {
+		ch, err := startChild(c.name, c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit), nil)
+		return ch, "child process (JVM)", err
+	}
+	spec := WorkerSpec{
+		Case: c.kind, Brokers: h.o.Brokers, TLS: h.cfg.TLS,
+		SASLMechanism: h.cfg.SASL.Mechanism, SASLUser: h.cfg.SASL.Username,
+		Input: in, Output: out, AppID: appID,
+		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
+	}
+	if len(h.o.Worker) == 0 {
+		resetPeakRSS()
+		return startInProcess(ctx, spec), "whole process: pipeline, load generator, output reader" + h.brokerNote(), nil
+	}
+	js, err := specJSON(spec)
+	if err != nil {
+		return nil, "", err
+	}
+	argv := append(append([]string(nil), h.o.Worker...), "--spec", js)
+	var env []string
+	if h.cfg.SASL.Password != "" {
+		env = append(env, EnvSASLPassword+"="+h.cfg.SASL.Password)
+	}
+	ch, err := startChild(c.name, argv, env)
+	return ch, "child process", err
+}
+
+func (h *harness) brokerNote() string {
+	if strings.HasPrefix(h.broker, "embedded") {
+		return ", embedded broker"
+	}
+	return ""
+}
+
+func (h *harness) createTopics(ctx context.Context, topics ...string) error {
+	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	resp, err := h.adm.CreateTopics(cctx, h.o.Partitions, -1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("creating topics %v: %w", topics, err)
+	}
+	return nil
+}
+
+func (h *harness) deleteTopics(topics ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = h.adm.DeleteTopics(ctx, topics...)
+}
+
+func key(id, keys int) []byte { return []byte("k" + strconv.Itoa(id%keys)) }
+
+// seed produces records 0..n-1 as fast as the broker takes them.
+func (h *harness) seed(ctx context.Context, topic string, n int) error {
+	var first atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			first.CompareAndSwap(nil, &err)
+		}
+	}
+	for id := range n {
+		h.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize)}, promise)
+	}
+	if err := h.cl.Flush(ctx); err != nil {
+		return err
+	}
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// pace produces n latency-phase records, ids from first on, at Rate per
+// second, each carrying its send time, with its own client so that no
+// batching delay of the seeding client is counted.
+func (h *harness) pace(ctx context.Context, topic string, first, n int) error {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), h.base...), kgo.ProducerLinger(0))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var failed atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			failed.CompareAndSwap(nil, &err)
+		}
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	sent := 0
+	for sent < n {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		due := min(n, int(time.Since(start).Seconds()*float64(h.o.Rate))+1)
+		for ; sent < due; sent++ {
+			id := first + sent
+			now := time.Now()
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, now, h.o.RecordSize), Timestamp: now}, promise)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}

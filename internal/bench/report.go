@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The project's goals for exactly-once throughput, as ratios of records/s.
+const (
+	// TargetVsAtLeastOnce: exactly-once keeps at least this share of
+	// at-least-once's throughput.
+	TargetVsAtLeastOnce = 0.90
+	// TargetVsRaw: the framework keeps at least this share of the
+	// hand-written franz-go loop's throughput, at an equal p99.
+	TargetVsRaw = 0.95
+	// TargetVsStreams: exactly-once is ahead of Kafka Streams
+	// exactly_once_v2, at an equal or lower p99.
+	TargetVsStreams = 1.0
+)
+
+func specJSON(s WorkerSpec) (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// report aggregates the runs of every case.
+func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Report {
+	o := h.o
+	w := Workload{
+		Broker: h.broker, Records: o.Records, RecordSize: o.RecordSize, Partitions: o.Partitions,
+		Keys: o.Keys, BatchRecords: o.BatchRecords, Warmup: o.Warmup,
+		LatencyRate: o.Rate, LatencyRecs: h.latencyRecords(),
+	}
+	rep := &Report{Workload: w}
+	for i, c := range cases {
+		res := Result{
+			Name: c.name, Engine: c.engine, Guarantee: c.guarantee,
+			CommitIntervalMS: ms(c.commit), Runs: len(runs[i]), Skipped: c.skipped, Workload: w,
+		}
+		if errs[i] != nil {
+			res.Error = errs[i].Error()
+		}
+		if c.engine == EngineStreams {
+			res.BatchRecords = 0 // Kafka Streams batches by its own max.poll.records
+		}
+		var rate, p50, p99, p999, cpu, cpuRec, rss []float64
+		for _, r := range runs[i] {
+			rate = append(rate, r.rate)
+			p50 = append(p50, ms(r.p50))
+			p99 = append(p99, ms(r.p99))
+			p999 = append(p999, ms(r.p999))
+			cpu = append(cpu, r.cpu.Seconds())
+			cpuRec = append(cpuRec, float64(r.cpuPerRecord)/float64(time.Microsecond))
+			rss = append(rss, float64(r.peakRSS))
+			res.LatencySamples += r.samples
+			res.Missing += r.missing
+			res.Duplicates += r.dups
+			res.Measured = r.measured
+		}
+		res.RecordsPerSec, res.RecordsPerSecMin, res.RecordsPerSecMax = spread(rate)
+		res.MBPerSec = res.RecordsPerSec * float64(o.RecordSize) / 1e6
+		res.P50MS, _, _ = spread(p50)
+		res.P99MS, res.P99MSMin, res.P99MSMax = spread(p99)
+		res.P999MS, _, _ = spread(p999)
+		res.CPUSeconds, _, _ = spread(cpu)
+		res.CPUMicrosPerRecord, _, _ = spread(cpuRec)
+		peak, _, _ := spread(rss)
+		res.PeakRSSBytes = int64(peak)
+		rep.Results = append(rep.Results, res)
+	}
+	byName := map[string]*Result{}
+	for i := range rep.Results {
+		if r := &rep.Results[i]; r.Runs > 0 {
+			byName[r.Name] = r
+		}
+	}
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		if r.Runs == 0 {
+			continue
+		}
+		for name, other := range byName {
+			if name == r.Name {
+				continue
+			}
+			if r.Ratios == nil {
+				r.Ratios = map[string]float64{}
+			}
+			r.Ratios[name] = r.RecordsPerSec / other.RecordsPerSec
+		}
+		if amo := byName[AtMostOnce]; amo != nil {
+			v := r.RecordsPerSec / amo.RecordsPerSec
+			r.RatioToAtMostOnce = &v
+		}
+	}
+	if eo := byName[ExactlyOnce]; eo != nil {
+		for _, t := range []struct {
+			against string
+			want    float64
+		}{{AtLeastOnce, TargetVsAtLeastOnce}, {RawFranzGo, TargetVsRaw}, {KafkaStreams, TargetVsStreams}} {
+			other := byName[t.against]
+			if other == nil {
+				continue
+			}
+			ratio := eo.RecordsPerSec / other.RecordsPerSec
+			met := ratio >= t.want
+			if t.against == KafkaStreams {
+				met = ratio > t.want && eo.P99MS <= other.P99MS
+			}
+			eo.Targets = append(eo.Targets, Target{
+				Against: t.against, Ratio: ratio, Want: t.want,
+				P99MS: eo.P99MS, OtherP99: other.P99MS, Met: met,
+			})
+		}
+	}
+	return rep
+}
