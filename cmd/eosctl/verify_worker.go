@@ -18,7 +18,8 @@ import (
 // newVerifyWorkerCmd is the worker process `eosctl verify` starts: one
 // eos.Runner with the sample pipeline. It stops gracefully on SIGTERM,
 // prints its counters as one JSON line on stdout, and exits
-// chaos.ExitInjected after an injected processing error.
+// chaos.ExitInjected after an injected processing error, 2 on settings no
+// restart can fix.
 func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	var (
 		o              chaos.WorkerOptions
@@ -53,8 +54,11 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			defer stop()
 			rep, err := chaos.RunWorker(ctx, o)
 			_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
-			if errors.Is(err, chaos.ErrInjected) {
+			switch {
+			case errors.Is(err, chaos.ErrInjected):
 				return &exitError{code: chaos.ExitInjected, err: err}
+			case errors.Is(err, config.ErrInvalid):
+				return usageError{err} // a restart cannot fix it: verify stops
 			}
 			return err
 		},

@@ -162,8 +162,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.Exe == "":
 		return fmt.Errorf("chaos: no eosctl binary to run workers with")
-	case o.Records < 0, o.Partitions < 0, o.Keys < 0, o.Workers < 0, o.Rate < 0:
-		return fmt.Errorf("--records, --partitions, --keys, --workers and --rate must not be negative")
+	case o.Records < 0, o.Partitions < 0, o.Keys < 0, o.Workers < 0, o.Rate < 0, o.BatchRecords < 0:
+		return fmt.Errorf("--records, --partitions, --keys, --workers, --rate and --batch-records must not be negative")
 	case o.Kills < 0, o.Terms < 0, o.BrokerRestarts < 0, o.Rebalances < 0:
 		return fmt.Errorf("--kills, --terms, --broker-restarts and --rebalances must not be negative")
 	case o.AbortRate < 0 || o.AbortRate > 1:
@@ -381,7 +381,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if f.kind == faultKill {
 				fl.signal(id, syscall.SIGKILL, intentKill)
 				res.WorkerKills++
-				event("SIGKILL %s (pid %d) mid-batch", id, pid)
+				event("SIGKILL %s (pid %d) while it works", id, pid)
 			} else {
 				fl.signal(id, syscall.SIGTERM, intentTerm)
 				res.WorkerTerms++
@@ -428,6 +428,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		now := time.Now()
 		res.AbortedTransactions += fl.reapExited(&res, event)
+		if fl.fatal != nil {
+			return res, fl.fatal
+		}
 		for id, at := range fl.pending {
 			if now.After(at) {
 				if err := fl.start(id); err != nil {

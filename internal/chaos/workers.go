@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -71,7 +72,8 @@ type fleet struct {
 	argsFor func(id string) []string
 	procs   map[string]*proc // the current process of each worker id
 	pending map[string]time.Time
-	next    int // the number of the next worker id to hand out
+	next    int   // the number of the next worker id to hand out
+	fatal   error // set when a worker can never run, e.g. its flags were refused
 }
 
 // start launches worker id, appending its stderr to its log file.
@@ -190,6 +192,11 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any)) uint64 {
 		case intentRemove:
 			delete(f.procs, id)
 		case intentNone:
+			if p.code == exitUsage {
+				f.fatal = fmt.Errorf("chaos: worker %s refused its command line (exit %d): %s",
+					id, p.code, logTail(filepath.Join(f.logDir, id+".log"), 5))
+				continue
+			}
 			if p.code == ExitInjected {
 				res.InjectedAborts++
 				event("%s stopped on an injected processing error; restarting it", id)
@@ -221,4 +228,18 @@ func (f *fleet) reap(res *Result) uint64 {
 		}
 	}
 	return aborted
+}
+
+// exitUsage is eosctl's exit code for a command line it refuses.
+const exitUsage = 2
+
+// logTail returns the last n lines of a log file, joined by " | ".
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines = lines[max(0, len(lines)-n):]
+	return strings.Join(lines, " | ")
 }
