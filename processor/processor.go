@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -57,7 +56,7 @@ type Processor struct {
 	log     *zap.Logger
 	sleep   func(context.Context, time.Duration) error
 	ctx     context.Context
-	cur     uintptr // address of the node whose user code runs; see Enter
+	cur     int // index of the node whose user code runs; see Enter
 	pending []*kgo.Record
 
 	lastTopic string         // topic of the previous record
@@ -206,19 +205,15 @@ func deadLetter(topic string, r *kgo.Record, ne *topology.NodeError) *kgo.Record
 }
 
 // Enter implements topology.Exec. It runs several times per record, so it
-// keeps n's address as an integer rather than a pointer: storing a pointer
-// into the heap costs a GC write barrier while the collector marks, which
-// at these allocation rates is much of the time. currentName maps the address
-// back; nodes are heap objects the topology keeps alive, and Go's heap does
-// not move, so the address identifies the node.
-func (p *Processor) Enter(n *topology.Node) { p.cur = uintptr(unsafe.Pointer(n)) }
+// keeps n's index rather than a pointer: storing a pointer into the heap
+// costs a GC write barrier while the collector marks, which at these
+// allocation rates is much of the time.
+func (p *Processor) Enter(n *topology.Node) { p.cur = n.Index() }
 
 // currentName names the node Enter last named, for attributing a panic.
 func (p *Processor) currentName() string {
-	for _, n := range p.t.Nodes() {
-		if uintptr(unsafe.Pointer(n)) == p.cur {
-			return n.Name()
-		}
+	if nodes := p.t.Nodes(); p.cur >= 0 && p.cur < len(nodes) {
+		return nodes[p.cur].Name()
 	}
 	return "unknown"
 }

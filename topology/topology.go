@@ -82,6 +82,7 @@ func (k Kind) String() string {
 // runtime reaches user code through Process on source nodes.
 type Node struct {
 	t        *Topology
+	index    int
 	name     string
 	kind     Kind
 	op       string
@@ -92,6 +93,9 @@ type Node struct {
 	policy   *ErrorPolicy
 	source   func(Exec, *kgo.Record) error
 }
+
+// Index is n's position in Topology.Nodes, a cheap identity for the hot path.
+func (n *Node) Index() int { return n.index }
 
 // Name is the node's unique name.
 func (n *Node) Name() string { return n.name }
@@ -226,7 +230,7 @@ func (t *Topology) problem(node, format string, args ...any) {
 
 // add registers a node, recording naming mistakes for Validate.
 func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Node {
-	n := &Node{t: t, name: name, kind: kind, op: op}
+	n := &Node{t: t, index: len(t.nodes), name: name, kind: kind, op: op}
 	switch {
 	case name == "":
 		t.problem("", "a %s node has an empty name; give every node a unique name", op)
