@@ -18,11 +18,12 @@ var (
 	version     string
 )
 
-// realEnv is the cluster in EOS_KAFKA_BROKERS, or a skip. An address that
-// does not answer fails the test within seconds, naming the address.
+// realEnv is the cluster in EOS_KAFKA_BROKERS, else a Kafka container, else
+// a skip. An address that does not answer fails the test within seconds,
+// naming the address.
 func realEnv(t testing.TB) *kafkatest.Env {
 	t.Helper()
-	env := kafkatest.Real(t)
+	env := kafkatest.Broker(t)
 	versionOnce.Do(func() { version = brokerVersion(env) })
 	if version == "" {
 		t.Fatalf("no Kafka answers at %s (EOS_KAFKA_BROKERS); start one with integration/kafka/kafka.sh start", strings.Join(env.Brokers, ","))

@@ -14,6 +14,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("EOS_IT_WORKER") != "" {
 		os.Exit(worker())
 	}
-	os.Exit(m.Run())
+	os.Exit(kafkatest.Main(m))
 }
 
 func worker() int {
