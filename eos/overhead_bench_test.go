@@ -15,6 +15,7 @@ import (
 	"github.com/eosflow/eosflow/internal/bench"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -31,8 +32,8 @@ const (
 	sideRaw       = "raw-franz-go"
 )
 
-// BenchmarkOverhead moves the same records through the same kfake broker
-// twice: with eos.Runner under exactly-once (an upper-casing MapValues,
+// BenchmarkOverhead moves the same records through the same broker twice
+// (kfake, or the cluster in EOS_KAFKA_BROKERS): with eos.Runner under exactly-once (an upper-casing MapValues,
 // codec.Bytes) and with a hand-written GroupTransactSession loop doing the
 // same transform with the same batching (bench.RunRaw). records/s counts the
 // records between the first and the last transaction end of a run, so
@@ -108,14 +109,21 @@ type overhead struct {
 	runs int
 }
 
+// newOverhead uses the cluster in EOS_KAFKA_BROKERS when set (then the
+// process CPU is the clients' alone), else an in-process kfake.
 func newOverhead(b *testing.B) *overhead {
-	env := kafkatest.Fake(b)
-	return &overhead{env: env, cl: env.Client(b, kgo.ProducerLinger(0))}
+	var e *kafkatest.Env
+	if kafkatest.RealBrokers() != nil {
+		e = kafkatest.Real(b)
+	} else {
+		e = kafkatest.Fake(b)
+	}
+	return &overhead{env: e, cl: e.Client(b, kgo.ProducerLinger(5*time.Millisecond))}
 }
 
 type measurement struct {
 	rate          float64 // records/s in the window
-	cpu           float64 // process CPU ns per record in the window, broker included
+	cpu           float64 // process CPU ns per record in the window (kfake's included)
 	allocs, bytes uint64
 }
 
@@ -136,9 +144,14 @@ func processCPU() time.Duration {
 func (o *overhead) run(b *testing.B, side string) measurement {
 	b.StopTimer()
 	o.runs++
-	id := fmt.Sprintf("overhead-%s-%d", side, o.runs)
+	id := o.env.Name(fmt.Sprintf("overhead-%s-%d", side, o.runs))
 	in, out := id+"-in", id+"-out"
 	o.env.CreateTopics(b, overheadPartitions, in, out)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = kadm.NewClient(o.cl).DeleteTopics(ctx, in, out)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := verdict.Seed(ctx, o.cl, in, overheadRecords, overheadKeys, overheadRecordSize); err != nil {

@@ -235,8 +235,8 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 			if t.Against == bench.KafkaStreams {
 				cmp = "ahead at equal or lower p99"
 			}
-			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s\n",
-				r.Name, t.Against, t.Ratio, cmp, t.P99MS, t.OtherP99, verdict)
+			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s; by CPU per record %.2f×\n",
+				r.Name, t.Against, t.Ratio, cmp, t.P99MS, t.OtherP99, verdict, t.CPURatio)
 		}
 		if r.Duplicates > 0 || r.Missing > 0 {
 			fmt.Fprintf(w, "%s: %d duplicates, %d missing in the output\n", r.Name, r.Duplicates, r.Missing)

@@ -109,9 +109,13 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			if t.against == KafkaStreams {
 				met = ratio > t.want && eo.P99MS <= other.P99MS
 			}
+			var cpuRatio float64
+			if eo.CPUMicrosPerRecord > 0 {
+				cpuRatio = other.CPUMicrosPerRecord / eo.CPUMicrosPerRecord
+			}
 			eo.Targets = append(eo.Targets, Target{
 				Against: t.against, Ratio: ratio, Want: t.want,
-				P99MS: eo.P99MS, OtherP99: other.P99MS, Met: met,
+				P99MS: eo.P99MS, OtherP99: other.P99MS, Met: met, CPURatio: cpuRatio,
 			})
 		}
 	}
