@@ -127,7 +127,7 @@ fail proves nothing.`,
 	f.IntVar(&o.Terms, "terms", 2, "SIGTERMs of a worker, each followed by a restart")
 	f.IntVar(&o.BrokerRestarts, "broker-restarts", 1, "hard broker restarts (SIGKILL and start on the same data)")
 	f.IntVar(&o.Rebalances, "rebalances", 2, "workers added and removed, in turn")
-	f.Float64Var(&o.AbortRate, "abort-rate", 0.05, "probability per batch of a processing error that aborts it and stops the worker")
+	f.Float64Var(&o.AbortRate, "abort-rate", 0.02, "probability per batch of a processing error that aborts it and stops the worker")
 	f.StringVar(&o.BrokerRestartCmd, "broker-restart-cmd", "", "shell command that hard-restarts the --brokers cluster and returns once it serves again")
 	f.IntVar(&o.Rate, "rate", 0, "records per second per worker; 0 leaves about 2s of work between faults")
 	f.DurationVar(&o.CommitDelay, "commit-delay", 20*time.Millisecond, "pause before each batch commits, its outputs produced"+durationFlagHelp)
