@@ -31,6 +31,7 @@ type FencedError struct {
 	Err             error
 }
 
+// Error names the transactional.id and says what to do.
 func (e *FencedError) Error() string {
 	return fmt.Sprintf("eos: transactional.id %q was fenced (%v): a newer instance took over or this one stalled past transaction_timeout; it stopped without committing — restart it, and check that no two processes share instance_id", e.TransactionalID, e.Err)
 }
@@ -45,6 +46,7 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 // does not have. Nothing was consumed.
 type MissingTopicsError struct{ Topics []string }
 
+// Error lists the missing topics and how to create them.
 func (e *MissingTopicsError) Error() string {
 	return fmt.Sprintf("eos: topics %s do not exist; create them first (e.g. kafka-topics.sh --create --topic %s)", strings.Join(e.Topics, ", "), e.Topics[0])
 }

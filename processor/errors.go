@@ -19,6 +19,7 @@ type RecordError struct {
 	Err       error // usually a *topology.NodeError
 }
 
+// Error names the record by topic, partition and offset.
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("processing %s/%d@%d: %v", e.Topic, e.Partition, e.Offset, e.Err)
 }

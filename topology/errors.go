@@ -15,6 +15,7 @@ type ValidationError struct {
 	Problem string
 }
 
+// Error names the node and the problem.
 func (e *ValidationError) Error() string {
 	if e.Node == "" {
 		return "topology: " + e.Problem
@@ -33,6 +34,7 @@ type NodeError struct {
 	Stack []byte // set when the error was a panic
 }
 
+// Error names the node and whether it panicked.
 func (e *NodeError) Error() string {
 	if e.Stack != nil {
 		return fmt.Sprintf("node %q panicked: %v", e.Node, e.Err)

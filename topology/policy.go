@@ -23,6 +23,7 @@ const (
 	PolicySkip
 )
 
+// String is the policy's name as Describe prints it.
 func (k PolicyKind) String() string {
 	switch k {
 	case PolicyFail:
@@ -94,6 +95,7 @@ func (p ErrorPolicy) Delay(attempt int) time.Duration {
 	return d
 }
 
+// String describes the policy as Describe prints it.
 func (p ErrorPolicy) String() string {
 	switch p.Kind {
 	case PolicyRetry:

@@ -68,6 +68,7 @@ const (
 	KindSink
 )
 
+// String is the kind as Describe prints it.
 func (k Kind) String() string {
 	switch k {
 	case KindSource:

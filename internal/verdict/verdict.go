@@ -116,6 +116,7 @@ func (v Verdict) OK() bool {
 	return v.Missing == 0 && v.Duplicates == 0 && v.Unknown == 0 && v.OutOfOrder == 0 && v.RecordsOut == v.RecordsIn
 }
 
+// String is the verdict on one line, for logs.
 func (v Verdict) String() string {
 	return fmt.Sprintf("in=%d out=%d missing=%d duplicates=%d out_of_order=%d unknown=%d",
 		v.RecordsIn, v.RecordsOut, v.Missing, v.Duplicates, v.OutOfOrder, v.Unknown)
