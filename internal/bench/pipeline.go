@@ -11,6 +11,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -157,15 +158,15 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 	}
 }
 
-// fatalFetchError returns the first fetch error other than the context
-// ending a bounded poll; the client retries the rest itself, so only
-// non-retriable ones surface here.
+// fatalFetchError returns the first fetch error no retry can fix: an
+// authorization failure. The client retries everything else itself
+// (broker restarts included), so the loop carries on, as eos.Runner does.
 func fatalFetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
-			continue
+		if errors.Is(fe.Err, kerr.TopicAuthorizationFailed) || errors.Is(fe.Err, kerr.GroupAuthorizationFailed) ||
+			errors.Is(fe.Err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(fe.Err, kerr.ClusterAuthorizationFailed) {
+			return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
-		return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 	}
 	return nil
 }
