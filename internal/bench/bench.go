@@ -117,7 +117,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Validate checks the case names and numbers after defaults.
+// validate checks the case names and numbers after defaults.
 func (o *Options) validate() error {
 	for _, c := range o.Cases {
 		ok := false
