@@ -219,4 +219,12 @@ func (e *offsetCommitError) Unwrap() error { return e.err }
 
 func (s *plainSession) idle()               { s.cl.AllowRebalance() }
 func (s *plainSession) client() *kgo.Client { return s.cl }
-func (s *plainSession) close()              { s.cl.CloseAllowingRebalance() }
+
+// close flushes first: even fire-and-forget records of a finished batch
+// should not be dropped by a clean shutdown.
+func (s *plainSession) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.endTimeout)
+	defer cancel()
+	_ = s.cl.Flush(ctx)
+	s.cl.CloseAllowingRebalance()
+}
