@@ -8,6 +8,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
 )
 
 // session is one client generation. Transactional and plain sessions share
@@ -66,7 +67,7 @@ func (r *Runner) newSession() (session, error) {
 		kgo.MaxBufferedRecords(2*r.cfg.MaxBatchRecords+1000),
 		// The client's own warnings and errors (connection loss, retries)
 		// go to the same structured log.
-		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.Level(kgo.LogLevelWarn))),
+		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))),
 	)
 	// The end of a batch may wait for a produce flush and the commit round
 	// trips; bound it so a wedged broker becomes a rebuild, not a hang.
@@ -98,6 +99,19 @@ func (r *Runner) newSession() (session, error) {
 	ps := &plainSession{cl: cl, atMostOnce: r.cfg.Guarantee == config.AtMostOnce, endTimeout: endTimeout}
 	ps.promise = ps.errs.record
 	return ps, nil
+}
+
+// clientLogLevel caps the client's logging at warnings, and follows the
+// runner's logger below that: with logging off, the client builds no log
+// lines at all.
+func (r *Runner) clientLogLevel() kgo.LogLevel {
+	switch core := r.log.Core(); {
+	case core.Enabled(zap.WarnLevel):
+		return kgo.LogLevelWarn
+	case core.Enabled(zap.ErrorLevel):
+		return kgo.LogLevelError
+	}
+	return kgo.LogLevelNone
 }
 
 // txnSession: every batch is one transaction carrying its input offsets.
