@@ -27,7 +27,7 @@ func TestDefault(t *testing.T) {
 		{"instance_id", c.InstanceID, host},
 		{"guarantee", c.Guarantee, ExactlyOnce},
 		{"commit_interval", c.CommitInterval, 100 * time.Millisecond},
-		{"max_batch_records", c.MaxBatchRecords, 10000},
+		{"max_batch_records", c.MaxBatchRecords, 50000},
 		{"transaction_timeout", c.TransactionTimeout, 10 * time.Second},
 		{"session_timeout", c.SessionTimeout, 45 * time.Second},
 		{"rebalance_timeout", c.RebalanceTimeout, 60 * time.Second},
@@ -137,7 +137,7 @@ func withSecretAndBadSASL() Config {
 func TestStringShape(t *testing.T) {
 	c := valid()
 	got := c.String()
-	want := "brokers=127.0.0.1:9092 app_id=orders instance_id=worker-0 guarantee=exactly-once commit_interval=100ms max_batch_records=10000 transaction_timeout=10s session_timeout=45s rebalance_timeout=1m0s connect_timeout=10s max_rebuilds=5 log_level=info"
+	want := "brokers=127.0.0.1:9092 app_id=orders instance_id=worker-0 guarantee=exactly-once commit_interval=100ms max_batch_records=50000 transaction_timeout=10s session_timeout=45s rebalance_timeout=1m0s connect_timeout=10s max_rebuilds=5 log_level=info"
 	if got != want {
 		t.Fatalf("String() =\n%s\nwant\n%s", got, want)
 	}
@@ -156,8 +156,8 @@ func TestZapFieldsTyped(t *testing.T) {
 	if got := enc.Fields["commit_interval"]; got != 100*time.Millisecond {
 		t.Errorf("commit_interval = %#v, want a duration", got)
 	}
-	if got := enc.Fields["max_batch_records"]; got != 10000 {
-		t.Errorf("max_batch_records = %#v, want 10000", got)
+	if got := enc.Fields["max_batch_records"]; got != 50000 {
+		t.Errorf("max_batch_records = %#v, want 50000", got)
 	}
 	if got := enc.Fields["sasl.password"]; got != redacted {
 		t.Errorf("sasl.password = %#v, want %s", got, redacted)

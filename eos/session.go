@@ -26,6 +26,9 @@ type session interface {
 	close()
 }
 
+// maxBufferedBytes bounds the produce buffer whatever the record size.
+const maxBufferedBytes = 256 << 20
+
 // produceErrs keeps the first produce failure of a batch.
 type produceErrs struct {
 	mu  sync.Mutex
@@ -65,6 +68,9 @@ func (r *Runner) newSession() (session, error) {
 		kgo.RebalanceTimeout(r.cfg.RebalanceTimeout),
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*r.cfg.MaxBatchRecords+1000),
+		// Large records must not turn the record cap into gigabytes of
+		// buffer: Produce waits for acknowledgements past this.
+		kgo.MaxBufferedBytes(maxBufferedBytes),
 		// The client's own warnings and errors (connection loss, retries)
 		// go to the same structured log.
 		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))),

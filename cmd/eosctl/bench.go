@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/bench"
 	"github.com/eosflow/eosflow/internal/dedupsize"
 )
@@ -122,7 +123,7 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the input and output topics")
 	f.IntVar(&o.Keys, "keys", 1000, "distinct record keys")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
-	f.IntVar(&o.BatchRecords, "batch-records", 10_000, "most records in one batch of the Go cases")
+	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, "most records in one batch of the Go cases")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per case; the median is reported with the min–max spread")
 	f.Float64Var(&o.Warmup, "warmup", 0.2, "share of each phase's first records left out of its measurement")
 	f.IntVar(&o.Rate, "rate", 5000, "records per second produced in the latency phase")

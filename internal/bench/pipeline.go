@@ -64,6 +64,7 @@ func RawOptions(cfg config.Config, input string) ([]kgo.Opt, error) {
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
+		kgo.MaxBufferedBytes(256<<20),
 		kgo.TransactionalID(cfg.TransactionalID()),
 		kgo.TransactionTimeout(cfg.TransactionTimeout),
 	), nil
