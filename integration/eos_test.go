@@ -9,6 +9,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
 )
 
@@ -21,19 +22,7 @@ func TestConformance(t *testing.T) {
 // A kill -9 of the broker mid-run, then a restart on the same log dirs:
 // the runner rides it out and the output is exact.
 func TestBrokerHardRestart(t *testing.T) {
-	env := realEnv(t)
-	restart := restartCmd(t)
-	in, out := env.Name("in"), env.Name("out")
-	env.CreateTopics(t, 6, in, out)
-	const n = 60000
-	conformance.Seed(t, env, in, n)
-	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
-	cfg.MaxBatchRecords = 500
-	cfg.MaxRebuilds = 30
-	x := conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
-	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= n/4 })
-	shell(t, restart)
-	conformance.Until(t, 300*time.Second, "all records after the restart", func() bool { return x.R.Stats().RecordsIn >= n })
+	env, out, n, x := runAcrossBrokerRestart(t, config.ExactlyOnce)
 	v := conformance.ExactlyOnce(t, env, out, n)
 	t.Logf("verdict %v, stats %+v", v, x.R.Stats())
 }
@@ -42,25 +31,33 @@ func TestBrokerHardRestart(t *testing.T) {
 // restart must not duplicate. The only duplicates allowed are of batches
 // the runner reports as redone (outputs acknowledged, offset commit lost).
 func TestIdempotentAcrossBrokerRestart(t *testing.T) {
-	env := realEnv(t)
-	restart := restartCmd(t)
-	in, out := env.Name("in"), env.Name("out")
-	env.CreateTopics(t, 6, in, out)
-	const n = 60000
-	conformance.Seed(t, env, in, n)
-	cfg := env.Config(env.Name("app"), "a", config.Idempotent)
-	cfg.MaxBatchRecords = 500
-	cfg.MaxRebuilds = 30
-	x := conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
-	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= n/4 })
-	shell(t, restart)
-	conformance.Until(t, 300*time.Second, "all records", func() bool { return x.R.Stats().RecordsIn >= n })
+	env, out, n, x := runAcrossBrokerRestart(t, config.Idempotent)
 	v := verdict.Judge(n, conformance.Drain(t, env, out, n))
 	s := x.R.Stats()
 	t.Logf("verdict %v, stats %+v", v, s)
 	if v.Missing != 0 || uint64(v.Duplicates) > s.Redone {
 		t.Fatalf("idempotent mode lost or duplicated beyond redone batches: %v, redone %d", v, s.Redone)
 	}
+}
+
+// runAcrossBrokerRestart runs a pipeline under g, hard-restarts the broker
+// a quarter of the way in, and waits until every input record committed.
+func runAcrossBrokerRestart(t *testing.T, g config.Guarantee) (env *kafkatest.Env, out string, n int, x *conformance.Run) {
+	env = realEnv(t)
+	restart := restartCmd(t)
+	in := env.Name("in")
+	out = env.Name("out")
+	env.CreateTopics(t, 6, in, out)
+	n = 60000
+	conformance.Seed(t, env, in, n)
+	cfg := env.Config(env.Name("app"), "a", g)
+	cfg.MaxBatchRecords = 500
+	cfg.MaxRebuilds = 30
+	x = conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
+	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= uint64(n/4) })
+	shell(t, restart)
+	conformance.Until(t, 300*time.Second, "all records after the restart", func() bool { return x.R.Stats().RecordsIn >= uint64(n) })
+	return env, out, n, x
 }
 
 // An unreachable broker fails Run within seconds, naming the address.

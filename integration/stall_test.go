@@ -15,6 +15,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -117,7 +118,7 @@ func TestStalledInstanceTransactionTimesOut(t *testing.T) {
 	if err := child.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	conformance.Until(t, 180*time.Second, "the group to consume everything", func() bool { return caughtUp(adm, app, in) })
+	conformance.Until(t, 180*time.Second, "the group to consume everything", func() bool { return verdict.CaughtUp(context.Background(), adm, app, in) })
 	v := conformance.ExactlyOnce(t, env, out, n)
 	t.Logf("verdict %v; rescuer %+v", v, rescuer.R.Stats())
 }
@@ -144,24 +145,4 @@ func outputs(adm *kadm.Client, topic string) int64 {
 	var total int64
 	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
 	return total
-}
-
-// caughtUp reports whether group committed the end of every partition.
-func caughtUp(adm *kadm.Client, group, topic string) bool {
-	ctx := context.Background()
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return false
-	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false
-	}
-	ok := true
-	ends.Each(func(e kadm.ListedOffset) {
-		if o, found := offs.Lookup(topic, e.Partition); !found || o.At < e.Offset {
-			ok = false
-		}
-	})
-	return ok
 }

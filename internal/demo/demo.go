@@ -178,7 +178,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			target = restartAt(o.Restarts - restartsLeft)
 		}
 		runErr := supervise(ctx, done, func() bool {
-			if caughtUp(ctx, adm, cfg.AppID, in) {
+			if verdict.CaughtUp(ctx, adm, cfg.AppID, in) {
 				finished = true
 				return true
 			}
@@ -248,26 +248,6 @@ func supervise(ctx context.Context, done <-chan error, enough func() bool) error
 			}
 		}
 	}
-}
-
-// caughtUp reports whether group has committed the end of every partition
-// of topic: all input is consumed, whatever became of it.
-func caughtUp(ctx context.Context, adm *kadm.Client, group, topic string) bool {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		return false
-	}
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false
-	}
-	ok := true
-	ends.Each(func(e kadm.ListedOffset) {
-		if o, found := offs.Lookup(topic, e.Partition); !found || o.At < e.Offset {
-			ok = false
-		}
-	})
-	return ok
 }
 
 // seed writes the input; every PoisonEvry'th record carries a byte the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -158,4 +159,24 @@ func Judge(n int, out []*kgo.Record) Verdict {
 		}
 	}
 	return v
+}
+
+// CaughtUp reports whether group has committed the end of every partition
+// of topic: all input is consumed, whatever became of it.
+func CaughtUp(ctx context.Context, adm *kadm.Client, group, topic string) bool {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return false
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return false
+	}
+	ok := true
+	ends.Each(func(e kadm.ListedOffset) {
+		if o, found := offs.Lookup(topic, e.Partition); !found || o.At < e.Offset {
+			ok = false
+		}
+	})
+	return ok
 }
