@@ -56,7 +56,7 @@ func runAcrossBrokerRestart(t *testing.T, g config.Guarantee) (env *kafkatest.En
 	x = conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
 	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= uint64(n/4) })
 	shell(t, restart)
-	conformance.Until(t, 300*time.Second, "all records after the restart", func() bool { return x.R.Stats().RecordsIn >= uint64(n) })
+	x.WaitCommitted(t, uint64(n), 300*time.Second)
 	return env, out, n, x
 }
 

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -65,6 +66,27 @@ func (x *Run) Wait(t *testing.T, d time.Duration) error {
 	case <-time.After(d):
 		t.Fatalf("Run did not return within %s", d)
 		return nil
+	}
+}
+
+// WaitCommitted waits until x committed at least n input records. It fails
+// t at once if Run stopped, with its error, and after d with the runner's
+// stats and a dump of every goroutine, so a hang can be diagnosed.
+func (x *Run) WaitCommitted(t *testing.T, n uint64, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for x.R.Stats().RecordsIn < n {
+		select {
+		case err := <-x.errc:
+			x.errc <- err
+			t.Fatalf("Run stopped with %d of %d records committed: %v", x.R.Stats().RecordsIn, n, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("timed out after %s with %d of %d records committed; stats %+v; goroutines:\n%s", d, x.R.Stats().RecordsIn, n, x.R.Stats(), buf)
+		}
 	}
 }
 
