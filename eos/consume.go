@@ -21,12 +21,12 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 	max := r.cfg.MaxBatchRecords
 	log := r.log.With(zap.String("transactional_id", r.cfg.TransactionalID()))
 	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.Idempotent {
-		// Loading the producer id now also fences a zombie of this
-		// instance before any work is done. It is bounded: producing
-		// loads it again if the broker was not ready.
-		pctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-		id, epoch, err := s.client().ProducerID(pctx)
-		cancel()
+		// Loading the producer id first fences a zombie of this instance
+		// and aborts a transaction a previous session left open, whose
+		// pending offsets would otherwise block this session's offset
+		// fetch (RequireStable) until that transaction timed out. So it
+		// is not cut short: it ends when it succeeds or Run stops.
+		id, epoch, err := s.client().ProducerID(ctx)
 		if err == nil {
 			log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
 		} else if isFenced(err) {

@@ -210,13 +210,21 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.BrokerFaults = faults.Hits()
 	}
 
-	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	outRecs, err := verdict.Drain(dctx, base, out, o.Records-poison, time.Second)
+	// Under at-most-once lost records never come: do not wait long for them.
+	wait := 2 * time.Minute
+	if o.Guarantee == config.AtMostOnce {
+		wait = 15 * time.Second
+	}
+	drain := func(topic string, want int) ([]*kgo.Record, error) {
+		dctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return verdict.Drain(dctx, base, topic, want, time.Second)
+	}
+	outRecs, err := drain(out, o.Records-poison)
 	if err != nil {
 		return res, err
 	}
-	dlqRecs, err := verdict.Drain(dctx, base, dlq, poison, time.Second)
+	dlqRecs, err := drain(dlq, poison)
 	if err != nil {
 		return res, err
 	}
