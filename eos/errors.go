@@ -54,9 +54,14 @@ func (e *MissingTopicsError) Error() string {
 // Is makes errors.Is(err, ErrMissingTopics) hold.
 func (e *MissingTopicsError) Is(target error) bool { return target == ErrMissingTopics }
 
-// isFenced reports whether err says another producer owns our id.
+// isFenced reports whether err says another producer owns our id. With
+// transactions v2 (KIP-890) a zombie's EndTxn can also be answered
+// INVALID_TXN_STATE once a newer instance has bumped the epoch and aborted
+// its transaction; rebuilding then would fence the newer instance in turn,
+// so that too stops the zombie.
 func isFenced(err error) bool {
-	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) ||
+		errors.Is(err, kerr.InvalidTxnState)
 }
 
 // isFatal reports errors that no rebuild can fix: a rebuild would hit them

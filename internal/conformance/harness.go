@@ -64,7 +64,9 @@ func (x *Run) Wait(t *testing.T, d time.Duration) error {
 	case err := <-x.errc:
 		return err
 	case <-time.After(d):
-		t.Fatalf("Run did not return within %s", d)
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("Run did not return within %s; stats %+v; goroutines:\n%s", d, x.R.Stats(), buf)
 		return nil
 	}
 }
