@@ -64,8 +64,10 @@ const (
 	DefaultRebalanceTimeout = 60 * time.Second
 	// DefaultConnectTimeout is how long start-up waits for a broker.
 	DefaultConnectTimeout = 10 * time.Second
-	// DefaultMaxRebuilds is how many consecutive client rebuilds Run tries.
-	DefaultMaxRebuilds = 5
+	// DefaultRecoveryTimeout is how long Run keeps rebuilding a failing
+	// client before it gives up, as Kafka Streams' task.timeout.ms: long
+	// enough to ride out a broker restart or a leader election.
+	DefaultRecoveryTimeout = 5 * time.Minute
 	// DefaultLogLevel is the log level.
 	DefaultLogLevel = "info"
 	// MaxTransactionTimeout is the broker default transaction.max.timeout.ms
@@ -113,9 +115,18 @@ type Config struct {
 	// ConnectTimeout is how long start-up may wait for an unreachable broker
 	// before failing. EOS_CONNECT_TIMEOUT. Default: 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`
-	// MaxRebuilds is how many consecutive client rebuilds after End errors
-	// Run attempts before giving up. EOS_MAX_REBUILDS. Default: 5.
-	MaxRebuilds int `yaml:"max_rebuilds"`
+	// RecoveryTimeout is how long Run keeps rebuilding its client, with
+	// capped exponential backoff, while no batch commits (brokers down, a
+	// coordinator moving) before it returns the last error.
+	// EOS_RECOVERY_TIMEOUT. Default: 5m.
+	RecoveryTimeout time.Duration `yaml:"recovery_timeout"`
+	// LeaveGroupOnClose makes a clean shutdown leave the consumer group so
+	// its partitions move to other instances at once; set it when scaling
+	// down. Otherwise the instance stays a static member (its instance_id
+	// is the group.instance.id) and a restart within session_timeout gets
+	// its partitions back without a rebalance. EOS_LEAVE_GROUP_ON_CLOSE.
+	// Default: false.
+	LeaveGroupOnClose bool `yaml:"leave_group_on_close"`
 	// LogLevel is one of debug, info, warn, error. EOS_LOG_LEVEL. Default:
 	// info.
 	LogLevel string `yaml:"log_level"`
@@ -183,7 +194,7 @@ func Default() Config {
 		SessionTimeout:     DefaultSessionTimeout,
 		RebalanceTimeout:   DefaultRebalanceTimeout,
 		ConnectTimeout:     DefaultConnectTimeout,
-		MaxRebuilds:        DefaultMaxRebuilds,
+		RecoveryTimeout:    DefaultRecoveryTimeout,
 		LogLevel:           DefaultLogLevel,
 	}
 }

@@ -27,7 +27,8 @@
 //	session_timeout      EOS_SESSION_TIMEOUT             45s
 //	rebalance_timeout    EOS_REBALANCE_TIMEOUT           60s
 //	connect_timeout      EOS_CONNECT_TIMEOUT             10s
-//	max_rebuilds         EOS_MAX_REBUILDS                5
+//	recovery_timeout     EOS_RECOVERY_TIMEOUT            5m
+//	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false
 //	log_level            EOS_LOG_LEVEL                   info
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE

@@ -22,7 +22,7 @@ transaction_timeout: 30s
 session_timeout: 20s
 rebalance_timeout: 40s
 connect_timeout: 5s
-max_rebuilds: 2
+recovery_timeout: 2m
 log_level: debug
 tls:
   enabled: true
@@ -53,7 +53,7 @@ func TestLoadYAML(t *testing.T) {
 		SessionTimeout:     20 * time.Second,
 		RebalanceTimeout:   40 * time.Second,
 		ConnectTimeout:     5 * time.Second,
-		MaxRebuilds:        2,
+		RecoveryTimeout:    2 * time.Minute,
 		LogLevel:           "debug",
 		TLS:                TLS{Enabled: true, CAFile: "/etc/ca.pem", CertFile: "/etc/client.pem", KeyFile: "/etc/client.key", InsecureSkipVerify: true},
 		SASL:               SASL{Mechanism: SASLScramSHA256, Username: "svc", Password: "pw"},
@@ -116,7 +116,7 @@ func TestEnvOverridesYAML(t *testing.T) {
 		"EOS_SESSION_TIMEOUT":          "11s",
 		"EOS_REBALANCE_TIMEOUT":        "12s",
 		"EOS_CONNECT_TIMEOUT":          "13s",
-		"EOS_MAX_REBUILDS":             "0",
+		"EOS_RECOVERY_TIMEOUT":         "30s",
 		"EOS_LOG_LEVEL":                "warn",
 		"EOS_TLS_ENABLED":              "false",
 		"EOS_TLS_CA_FILE":              "/ca2",
@@ -145,7 +145,7 @@ func TestEnvOverridesYAML(t *testing.T) {
 		SessionTimeout:     11 * time.Second,
 		RebalanceTimeout:   12 * time.Second,
 		ConnectTimeout:     13 * time.Second,
-		MaxRebuilds:        0,
+		RecoveryTimeout:    30 * time.Second,
 		LogLevel:           "warn",
 		TLS:                TLS{CAFile: "/ca2", CertFile: "/cert2", KeyFile: "/key2"},
 		SASL:               SASL{Mechanism: SASLPlain, Username: "u2", Password: "p2"},
@@ -176,7 +176,7 @@ func TestMalformedEnv(t *testing.T) {
 		{"EOS_REBALANCE_TIMEOUT", "1h-"},
 		{"EOS_CONNECT_TIMEOUT", "x"},
 		{"EOS_MAX_BATCH_RECORDS", "1e4"},
-		{"EOS_MAX_REBUILDS", "five"},
+		{"EOS_RECOVERY_TIMEOUT", "five"},
 		{"EOS_TLS_ENABLED", "yes"},
 		{"EOS_TLS_INSECURE_SKIP_VERIFY", "maybe"},
 	}
@@ -202,9 +202,9 @@ func TestMalformedEnv(t *testing.T) {
 func TestFromEnvReportsEveryBadVariable(t *testing.T) {
 	clearEnv(t)
 	t.Setenv("EOS_COMMIT_INTERVAL", "soon")
-	t.Setenv("EOS_MAX_REBUILDS", "many")
+	t.Setenv("EOS_RECOVERY_TIMEOUT", "many")
 	_, err := FromEnv(Default())
-	for _, name := range []string{"EOS_COMMIT_INTERVAL", "EOS_MAX_REBUILDS"} {
+	for _, name := range []string{"EOS_COMMIT_INTERVAL", "EOS_RECOVERY_TIMEOUT"} {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("error %v does not name %s", err, name)
 		}

@@ -77,9 +77,7 @@ func (c Config) Validate() error {
 	positive("session_timeout", c.SessionTimeout, "45s")
 	positive("rebalance_timeout", c.RebalanceTimeout, "60s")
 	positive("connect_timeout", c.ConnectTimeout, "10s")
-	if c.MaxRebuilds < 0 {
-		add("max_rebuilds", strconv.Itoa(c.MaxRebuilds), "must not be negative; use 0 to stop at the first client failure")
-	}
+	positive("recovery_timeout", c.RecoveryTimeout, "5m")
 	if !slices.Contains(logLevels, c.LogLevel) {
 		add("log_level", c.LogLevel, "unknown log level; use one of "+strings.Join(logLevels, ", "))
 	}

@@ -36,7 +36,7 @@ func TestValidate(t *testing.T) {
 		{"zero session_timeout", func(c *Config) { c.SessionTimeout = 0 }, "session_timeout", "greater than 0"},
 		{"zero rebalance_timeout", func(c *Config) { c.RebalanceTimeout = 0 }, "rebalance_timeout", "greater than 0"},
 		{"zero connect_timeout", func(c *Config) { c.ConnectTimeout = 0 }, "connect_timeout", "greater than 0"},
-		{"negative max_rebuilds", func(c *Config) { c.MaxRebuilds = -1 }, "max_rebuilds", "negative"},
+		{"zero recovery_timeout", func(c *Config) { c.RecoveryTimeout = 0 }, "recovery_timeout", "greater than 0"},
 		{"unknown log_level", func(c *Config) { c.LogLevel = "verbose" }, "log_level", "debug, info, warn, error"},
 		{"unknown sasl mechanism", func(c *Config) { c.SASL = SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"} }, "sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},
 		{"sasl without username", func(c *Config) { c.SASL = SASL{Mechanism: SASLPlain, Password: "p"} }, "sasl.username", "EOS_SASL_USERNAME"},
@@ -85,7 +85,6 @@ func TestValidateAccepts(t *testing.T) {
 			c.Guarantee = AtLeastOnce
 			c.CommitInterval = time.Minute
 		}},
-		{"max_rebuilds zero", func(c *Config) { c.MaxRebuilds = 0 }},
 		{"each log level", func(c *Config) { c.LogLevel = "error" }},
 		{"mutual tls", func(c *Config) { c.TLS = TLS{Enabled: true, CAFile: "ca", CertFile: "c", KeyFile: "k"} }},
 		{"scram", func(c *Config) { c.SASL = SASL{Mechanism: SASLScramSHA256, Username: "u", Password: "p"} }},

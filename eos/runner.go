@@ -199,8 +199,8 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			failures = 0
 		}
 		failures++
-		if failures > r.cfg.MaxRebuilds {
-			return fmt.Errorf("eos: giving up after %d client rebuilds without progress (max_rebuilds): %w", r.cfg.MaxRebuilds, err)
+		if failures > 5 {
+			return fmt.Errorf("eos: giving up after %d client rebuilds without progress : %w", 5, err)
 		}
 		r.rebuilds.Add(1)
 		wait := time.Duration(100<<min(failures, 6)) * time.Millisecond

@@ -56,7 +56,6 @@ func TestOutputLeaderFailover(t *testing.T) {
 	conformance.Seed(t, env, in, n)
 	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 500
-	cfg.MaxRebuilds = 30
 	x := conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
 	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= n/4 })
 

@@ -52,7 +52,6 @@ func runAcrossBrokerRestart(t *testing.T, g config.Guarantee) (env *kafkatest.En
 	conformance.Seed(t, env, in, n)
 	cfg := env.Config(env.Name("app"), "a", g)
 	cfg.MaxBatchRecords = 500
-	cfg.MaxRebuilds = 30
 	x = conformance.Start(t, cfg, conformance.Upper(in, out, nil), slowBatches(2*time.Millisecond))
 	conformance.Until(t, 120*time.Second, "a quarter of the input", func() bool { return x.R.Stats().RecordsIn >= uint64(n/4) })
 	shell(t, restart)
