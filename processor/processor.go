@@ -124,8 +124,10 @@ func (p *Processor) Stats() Stats {
 // Process runs r through the graph. Only when the whole record succeeds
 // are its outputs passed to out; under DeadLetter, out gets the original
 // record for the dead-letter topic instead. A non-nil error (Outcome
-// Failed) means the Fail policy applies, or ctx ended during a retry: the
-// caller must abort the transaction.
+// Failed) means the Fail policy applies: the caller must abort the
+// transaction. A cancelled ctx (a shutdown) changes no policy, so the open
+// batch can still commit; it only cuts retry waits short, and then the
+// policy after the retries applies at once.
 func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Record)) (Outcome, error) {
 	// Records come in runs of one topic, so remember the last source
 	// rather than hashing the topic of every record.
@@ -149,7 +151,7 @@ func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Re
 		return Processed, nil
 	}
 	var ne *topology.NodeError
-	if !errors.As(err, &ne) || ctx.Err() != nil {
+	if !errors.As(err, &ne) {
 		p.failed.Add(1)
 		return Failed, &RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
 	}
@@ -219,19 +221,24 @@ func (p *Processor) currentName() string {
 }
 
 // Retry implements topology.Exec: it waits out the node's backoff and says
-// whether to call again.
+// whether to call again. Once the context is cancelled it stops retrying,
+// so a shutdown is not held up by backoff and the policy after the retries
+// decides the record's fate.
 func (p *Processor) Retry(n *topology.Node, attempt int, err error) bool {
 	policy := n.Policy()
 	if policy.Kind != topology.PolicyRetry || attempt+1 >= policy.Attempts {
 		return false
 	}
-	d := policy.Delay(attempt)
-	p.log.Debug("retrying node", zap.String("node", n.Name()), zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))
-	if p.sleep(p.ctx, d) != nil {
-		return false
+	if p.ctx.Err() == nil {
+		d := policy.Delay(attempt)
+		p.log.Debug("retrying node", zap.String("node", n.Name()), zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))
+		if p.sleep(p.ctx, d) == nil {
+			p.retries.Add(1)
+			return true
+		}
 	}
-	p.retries.Add(1)
-	return true
+	p.log.Debug("retries cut short by cancellation", zap.String("node", n.Name()), zap.Int("attempt", attempt+1), zap.Error(err))
+	return false
 }
 
 // Emit implements topology.Exec, holding outputs until the record is done.

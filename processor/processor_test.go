@@ -139,6 +139,64 @@ func TestStatsAndInvalidTopology(t *testing.T) {
 	}
 }
 
+// A cancelled context (a shutdown in progress) must not change what the
+// policies do: the open batch still commits, so a record under Skip or
+// DeadLetter must not turn into a failure that aborts it. A retry's wait is
+// cut short, and the policy after the retries applies at once.
+func TestPoliciesUnderCancelledContext(t *testing.T) {
+	cases := []struct {
+		name    string
+		policy  topology.ErrorPolicy
+		outcome processor.Outcome
+		topics  string
+		calls   int
+	}{
+		{"skip", topology.Skip(), processor.Skipped, "", 1},
+		{"dead letter", topology.DeadLetter("dlq"), processor.DeadLettered, "dlq", 1},
+		{"retry then skip", topology.Retry(5, time.Hour, topology.Skip()), processor.Skipped, "", 1},
+		{"retry then dead letter", topology.Retry(5, time.Hour, topology.DeadLetter("dlq")), processor.DeadLettered, "dlq", 1},
+		{"retry without backoff then skip", topology.Retry(3, 0, topology.Skip()), processor.Skipped, "", 1},
+		{"fail", topology.Fail(), processor.Failed, "", 1},
+		{"retry then fail", topology.Retry(5, time.Hour, topology.Fail()), processor.Failed, "", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			p, err := processor.New(build(tc.policy, &calls))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var out []*kgo.Record
+			start := time.Now()
+			got, err := p.Process(ctx, &kgo.Record{Topic: "in", Offset: 7, Value: []byte("bad")}, func(r *kgo.Record) { out = append(out, r) })
+			if d := time.Since(start); d > 5*time.Second {
+				t.Fatalf("took %s: a cancelled retry must not wait out its backoff", d)
+			}
+			if got != tc.outcome || (err != nil) != (tc.outcome == processor.Failed) {
+				t.Fatalf("outcome %v err %v; want %v", got, err, tc.outcome)
+			}
+			var topics []string
+			for _, r := range out {
+				topics = append(topics, r.Topic)
+			}
+			if strings.Join(topics, ",") != tc.topics {
+				t.Fatalf("outputs to %v, want %q", topics, tc.topics)
+			}
+			if calls != tc.calls {
+				t.Fatalf("node called %d times, want %d", calls, tc.calls)
+			}
+			var ne *topology.NodeError
+			if err != nil && (!errors.As(err, &ne) || ne.Node != "check") {
+				t.Fatalf("a failure should name the node: %v", err)
+			}
+		})
+	}
+}
+
+// A retry whose wait is interrupted by cancellation moves on to its Then
+// policy without waiting out the backoff.
 func TestRetryStopsWhenContextEnds(t *testing.T) {
 	calls := 0
 	p, _ := processor.New(build(topology.Retry(100, time.Hour, topology.Skip()), &calls))
@@ -146,8 +204,11 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	start := time.Now()
 	got, err := p.Process(ctx, &kgo.Record{Topic: "in", Value: []byte("bad")}, func(*kgo.Record) {})
-	if got != processor.Failed || err == nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("cancelled retry should fail promptly, got %v %v", got, err)
+	if got != processor.Skipped || err != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancelled retry should skip promptly, got %v %v after %s", got, err, time.Since(start))
+	}
+	if s := p.Stats(); s.Skipped != 1 || s.Retries != 0 {
+		t.Fatalf("stats %+v, want one skip and no completed retry", s)
 	}
 }
 
