@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrInvalid matches every error Validate returns, so callers can tell a
@@ -44,3 +45,33 @@ func (e *NodeError) Error() string {
 
 // Unwrap exposes the user's error to errors.Is and errors.As.
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// ErrRetryTooLong matches every error CheckRetryTime reports for a node:
+// its retries can wait so long that the transaction holding the record
+// times out, which the broker treats like a fenced producer.
+var ErrRetryTooLong = errors.New("topology: retries can outlast the transaction")
+
+// RetryTimeError is a node whose error policy can wait Total in retry
+// backoff for one record, at least Limit (the transaction timeout). It
+// matches ErrRetryTooLong and ErrInvalid.
+type RetryTimeError struct {
+	Node     string
+	Policy   ErrorPolicy   // the node's policy, its own or the default
+	Attempts int           // calls in total, over every Retry in the Then chain
+	Total    time.Duration // the sum of all waits between those calls
+	Limit    time.Duration
+}
+
+// Error names the node, its policy, the total wait and the limit, and how
+// to bring the total below the limit.
+func (e *RetryTimeError) Error() string {
+	return fmt.Sprintf("topology: node %q: %s can wait %s in backoff over %d attempts, not below the transaction timeout %s; "+
+		"use fewer attempts or a shorter backoff, or raise transaction_timeout above %s",
+		e.Node, e.Policy, e.Total, e.Attempts, e.Limit, e.Total)
+}
+
+// Is makes errors.Is hold for ErrRetryTooLong and for ErrInvalid, since
+// the cure is a change to the pipeline's declaration or its config.
+func (e *RetryTimeError) Is(target error) bool {
+	return target == ErrRetryTooLong || target == ErrInvalid
+}

@@ -67,7 +67,8 @@ func DeadLetter(topic string) ErrorPolicy {
 // Retry calls the failing node up to attempts times in all, waiting backoff
 // before the second call and doubling the wait each time up to 30 times
 // backoff, then applies then. Retries run inside the open transaction, so
-// keep attempts × backoff well below the transaction timeout.
+// keep the total wait well below the transaction timeout; CheckRetryTime
+// reports the nodes where it is not.
 func Retry(attempts int, backoff time.Duration, then ErrorPolicy) ErrorPolicy {
 	return ErrorPolicy{Kind: PolicyRetry, Attempts: attempts, Backoff: backoff, MaxBackoff: 30 * backoff, Then: &then}
 }

@@ -1,0 +1,89 @@
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// CheckRetryTime reports every node whose error policy, its own or the
+// default, can wait limit or longer in retry backoff for one record. Pass
+// the transaction timeout: retries run inside the open transaction, and a
+// transaction that outlives its timeout is aborted by the broker, which
+// stops the pipeline as if it were fenced. The worst case is the sum of
+// the waits before every retry, each as Delay computes it (capped by
+// MaxBackoff), over every Retry in the Then chain. Nodes whose code is
+// never retried (Filter, Peek, Branch, Merge) are not reported. The error
+// joins one *RetryTimeError per node; nil means every node fits.
+func (t *Topology) CheckRetryTime(limit time.Duration) error {
+	if limit <= 0 {
+		return fmt.Errorf("topology: retry time limit %s is not positive; pass the transaction timeout", limit)
+	}
+	var errs []error
+	for _, n := range t.nodes {
+		if !retried(n.op) {
+			continue
+		}
+		p := n.Policy()
+		total, attempts := retryTime(p)
+		if attempts > 0 && total >= limit {
+			errs = append(errs, &RetryTimeError{Node: n.name, Policy: p, Attempts: attempts, Total: total, Limit: limit})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// retried reports whether the user code of an op runs under call, so that
+// a Retry policy applies to it. Ops not listed here count as retried, so a
+// new operator is checked until someone says otherwise.
+func retried(op string) bool {
+	switch op {
+	case "Filter", "Peek", "Branch", "Merge":
+		return false
+	}
+	return true
+}
+
+// retryTime is the longest p can wait between calls of a failing node,
+// following Then, and the number of calls that makes; 0 calls when p does
+// not retry. Sums saturate rather than overflow.
+func retryTime(p ErrorPolicy) (total time.Duration, attempts int) {
+	for step := &p; step != nil && step.Kind == PolicyRetry; step = step.Then {
+		if a := max(step.Attempts, 0); attempts > math.MaxInt-a {
+			attempts = math.MaxInt
+		} else {
+			attempts += a
+		}
+		prev := time.Duration(-1)
+		for i := 0; i < step.Attempts-1; i++ {
+			d := max(step.Delay(i), 0) // the processor does not wait for a negative delay
+			if d == prev {
+				// Delay has stopped growing (capped, or never doubling):
+				// every remaining wait is d.
+				total = addSat(total, mulSat(d, step.Attempts-1-i))
+				break
+			}
+			total = addSat(total, d)
+			prev = d
+		}
+	}
+	return total, attempts
+}
+
+func addSat(a, b time.Duration) time.Duration {
+	if s := a + b; s >= a {
+		return s
+	}
+	return math.MaxInt64
+}
+
+func mulSat(d time.Duration, n int) time.Duration {
+	if d == 0 || n == 0 {
+		return 0
+	}
+	if time.Duration(n) > math.MaxInt64/d {
+		return math.MaxInt64
+	}
+	return d * time.Duration(n)
+}
