@@ -58,6 +58,12 @@ type Processor struct {
 	ctx     context.Context
 	cur     int // index of the node whose user code runs; see Enter
 	pending []*kgo.Record
+	// pendingNode[i] is the index of the sink that emitted pending[i];
+	// outIdx is the one being passed to out (-1: outName, for a dead
+	// letter from a node the topology does not know). See OutputNode.
+	pendingNode []int
+	outIdx      int
+	outName     string
 
 	lastTopic string         // topic of the previous record
 	lastSrc   *topology.Node // its source node; nil before the first record
@@ -89,7 +95,7 @@ func New(t *topology.Topology, opts ...Option) (*Processor, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Processor{t: t, log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background()}
+	p := &Processor{t: t, log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background(), outIdx: -1}
 	for _, o := range opts {
 		o.apply(p)
 	}
@@ -142,9 +148,11 @@ func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Re
 	}
 	p.ctx = ctx
 	p.pending = p.pending[:0]
+	p.pendingNode = p.pendingNode[:0]
 	err := p.run(src, r)
 	if err == nil {
-		for _, o := range p.pending {
+		for i, o := range p.pending {
+			p.outIdx = p.pendingNode[i]
 			out(o)
 		}
 		p.processed.Add(1)
@@ -157,8 +165,49 @@ func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Re
 	}
 	policy := topology.Fail()
 	if n := p.t.Node(ne.Node); n != nil {
-		policy = n.Policy().Final()
+		policy = n.Policy()
 	}
+	return p.settle(r, ne, policy.Final(), out)
+}
+
+// Reject applies the Final() policy of the sink node called sink to input
+// record r, one of whose outputs from that sink the broker rejected with
+// err (e.g. MESSAGE_TOO_LARGE or INVALID_RECORD): the runtime calls it
+// instead of Process when it runs r again, so that one bad output goes
+// where the sink's policy says instead of failing every batch that holds
+// it. It counts, logs, dead-letters (out gets r with error headers naming
+// sink and err) and fails (a *RecordError naming r, wrapping a NodeError
+// naming sink and err) exactly as Process does. Retries are skipped: the
+// broker would reject the same output again. An unknown sink name gets the
+// topology's default policy.
+func (p *Processor) Reject(ctx context.Context, r *kgo.Record, sink string, err error, out func(*kgo.Record)) (Outcome, error) {
+	if err == nil {
+		err = errors.New("the broker rejected an output without giving a reason")
+	}
+	ne, ok := err.(*topology.NodeError)
+	if !ok || ne.Node != sink {
+		ne = &topology.NodeError{Node: sink, Err: err}
+	}
+	policy := p.t.DefaultPolicy()
+	if n := p.t.Node(sink); n != nil {
+		policy = n.Policy()
+	}
+	return p.settle(r, ne, policy.Final(), out)
+}
+
+// OutputNode names the node that produced the record being passed to out,
+// for a runtime that must trace a broker's rejection of that record back to
+// its sink (see Reject). It is valid only during Process's and Reject's
+// calls of out; for a dead letter it names the node that failed.
+func (p *Processor) OutputNode() string {
+	if nodes := p.t.Nodes(); p.outIdx >= 0 && p.outIdx < len(nodes) {
+		return nodes[p.outIdx].Name()
+	}
+	return p.outName
+}
+
+// settle applies policy, a Final() one, to r after ne.
+func (p *Processor) settle(r *kgo.Record, ne *topology.NodeError, policy topology.ErrorPolicy, out func(*kgo.Record)) (Outcome, error) {
 	fields := []zap.Field{
 		zap.String("node", ne.Node), zap.Error(ne.Err),
 		zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset),
@@ -171,6 +220,10 @@ func (p *Processor) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Re
 	case topology.PolicyDeadLetter:
 		p.deadLettered.Add(1)
 		p.log.Warn("record dead-lettered", append(fields, zap.String("dlq", policy.Topic))...)
+		p.outIdx, p.outName = -1, ne.Node
+		if n := p.t.Node(ne.Node); n != nil {
+			p.outIdx = n.Index()
+		}
 		out(deadLetter(policy.Topic, r, ne))
 		return DeadLettered, nil
 	}
@@ -247,5 +300,6 @@ func (p *Processor) Emit(n *topology.Node, o topology.Output) error {
 		return &topology.NodeError{Node: n.Name(), Err: errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")}
 	}
 	p.pending = append(p.pending, &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
+	p.pendingNode = append(p.pendingNode, n.Index())
 	return nil
 }

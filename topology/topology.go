@@ -177,6 +177,10 @@ func (t *Topology) Nodes() []*Node { return t.nodes }
 // Node returns the node called name, or nil.
 func (t *Topology) Node(name string) *Node { return t.byName[name] }
 
+// DefaultPolicy is the policy of every node without its own, so that the
+// runtime can apply it to a failure it cannot pin on a known node.
+func (t *Topology) DefaultPolicy() ErrorPolicy { return t.defaultPolicy }
+
 // OnError sets the error policy of the node called name. An unknown name is
 // reported by Validate.
 func (t *Topology) OnError(name string, p ErrorPolicy) *Topology {
