@@ -26,3 +26,13 @@ func (e *RecordError) Error() string {
 
 // Unwrap exposes the node's error.
 func (e *RecordError) Unwrap() error { return e.Err }
+
+// ErrRecordTooLarge means an output is larger than its topic accepts, as
+// OutputLimits reports. The broker would reject it and the whole batch
+// would abort, so the sink's error policy handles the record instead.
+var ErrRecordTooLarge = errors.New("processor: output record too large for its topic")
+
+// ErrNoKeyForCompactedTopic means an output has no key but its topic is
+// compacted, which the broker rejects; like ErrRecordTooLarge, it goes to
+// the sink's error policy instead of aborting the batch.
+var ErrNoKeyForCompactedTopic = errors.New("processor: output record has no key but its topic is compacted")

@@ -65,6 +65,11 @@ type Processor struct {
 	outIdx      int
 	outName     string
 
+	limits     func(topic string) (maxBytes int, compacted bool)
+	limitTopic string                // topic of the last output checked
+	limit      topicLimit            // its limits
+	limitCache map[string]topicLimit // every topic asked so far
+
 	lastTopic string         // topic of the previous record
 	lastSrc   *topology.Node // its source node; nil before the first record
 
@@ -85,6 +90,34 @@ func Logger(l *zap.Logger) Option { return optFunc(func(p *Processor) { p.log = 
 // WithSleep replaces the retry wait, so tests need not wait for real.
 func WithSleep(fn func(context.Context, time.Duration) error) Option {
 	return optFunc(func(p *Processor) { p.sleep = fn })
+}
+
+// RecordOverhead is what OutputLimits adds to an output's key, value and
+// header bytes to estimate its encoded size: a record batch header (61
+// bytes) plus the record's own framing (length, attributes, timestamp and
+// offset deltas, key and value lengths) when it is alone in its batch,
+// which is how a broker sees a record too large to share a batch.
+// Compression is ignored, so the estimate errs on the large side.
+const RecordOverhead = 70
+
+// OutputLimits makes Emit check every output against its topic before
+// accepting it, overriding the default of no check: fn says how many bytes
+// the topic accepts (its max.message.bytes, or the producer's limit if
+// smaller; 0 or less: no size check) and whether it is compacted. An output
+// larger than maxBytes (key, value and headers plus RecordOverhead), or
+// without a key for a compacted topic, is a NodeError of its sink wrapping
+// ErrRecordTooLarge or ErrNoKeyForCompactedTopic, handled by the sink's
+// Final() policy without retries; otherwise the broker would reject it and
+// abort the whole batch. fn is asked once per topic for the processor's
+// life.
+func OutputLimits(fn func(topic string) (maxBytes int, compacted bool)) Option {
+	return optFunc(func(p *Processor) { p.limits = fn })
+}
+
+// topicLimit is one answer of the OutputLimits function.
+type topicLimit struct {
+	maxBytes  int
+	compacted bool
 }
 
 // New validates t and returns a processor for it.
@@ -295,11 +328,48 @@ func (p *Processor) Retry(n *topology.Node, attempt int, err error) bool {
 }
 
 // Emit implements topology.Exec, holding outputs until the record is done.
+// With OutputLimits it first checks o against its topic's limits.
 func (p *Processor) Emit(n *topology.Node, o topology.Output) error {
 	if o.Topic == "" {
 		return &topology.NodeError{Node: n.Name(), Err: errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")}
 	}
+	if p.limits != nil {
+		if err := p.checkLimits(&o); err != nil {
+			return &topology.NodeError{Node: n.Name(), Err: err}
+		}
+	}
 	p.pending = append(p.pending, &kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
 	p.pendingNode = append(p.pendingNode, n.Index())
+	return nil
+}
+
+// checkLimits returns why the broker would reject o, or nil.
+func (p *Processor) checkLimits(o *topology.Output) error {
+	if o.Topic != p.limitTopic {
+		l, ok := p.limitCache[o.Topic]
+		if !ok {
+			maxBytes, compacted := p.limits(o.Topic)
+			l = topicLimit{maxBytes: maxBytes, compacted: compacted}
+			if p.limitCache == nil {
+				p.limitCache = map[string]topicLimit{}
+			}
+			p.limitCache[o.Topic] = l
+		}
+		p.limitTopic, p.limit = o.Topic, l
+	}
+	if p.limit.compacted && o.Key == nil {
+		return fmt.Errorf("%w: topic %q has cleanup.policy=compact and the broker rejects records without a key there; "+
+			"set a key before the sink, or write to a topic that is not compacted", ErrNoKeyForCompactedTopic, o.Topic)
+	}
+	if p.limit.maxBytes > 0 {
+		size := RecordOverhead + len(o.Key) + len(o.Value)
+		for _, h := range o.Headers {
+			size += len(h.Key) + len(h.Value)
+		}
+		if size > p.limit.maxBytes {
+			return fmt.Errorf("%w: about %d bytes for topic %q, over its limit of %d; raise max.message.bytes on the topic "+
+				"(and the producer's limit, kgo.ProducerBatchMaxBytes), or make the record smaller", ErrRecordTooLarge, size, o.Topic, p.limit.maxBytes)
+		}
+	}
 	return nil
 }
