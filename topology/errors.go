@@ -47,8 +47,9 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // ErrRetryTooLong matches every error CheckRetryTime reports for a node:
-// its retries can wait so long that the transaction holding the record
-// times out, which the broker treats like a fenced producer.
+// its retries can wait so long that the broker aborts the transaction
+// holding the record, after which the producer gets the errors of a
+// fenced zombie and the pipeline stops.
 var ErrRetryTooLong = errors.New("topology: retries can outlast the transaction")
 
 // RetryTimeError is a node whose error policy can wait Total in retry
@@ -59,7 +60,7 @@ type RetryTimeError struct {
 	Policy   ErrorPolicy   // the node's policy, its own or the default
 	Attempts int           // calls in total, over every Retry in the Then chain
 	Total    time.Duration // the sum of all waits between those calls
-	Limit    time.Duration
+	Limit    time.Duration // the limit checked against: the transaction timeout
 }
 
 // Error names the node, its policy, the total wait and the limit, and how
