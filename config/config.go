@@ -74,6 +74,14 @@ const (
 	// (15 minutes); a larger transaction_timeout is refused by such a broker
 	// when the producer initialises.
 	MaxTransactionTimeout = 15 * time.Minute
+	// MinSessionTimeout is the broker default group.min.session.timeout.ms
+	// (6 seconds); such a broker refuses a shorter session_timeout with
+	// INVALID_SESSION_TIMEOUT every time the consumer tries to join.
+	MinSessionTimeout = 6 * time.Second
+	// MaxSessionTimeout is the broker default group.max.session.timeout.ms
+	// (30 minutes); such a broker refuses a longer session_timeout the same
+	// way.
+	MaxSessionTimeout = 30 * time.Minute
 )
 
 // Config is everything an eosflow application needs to reach Kafka and run
@@ -84,13 +92,18 @@ type Config struct {
 	// Brokers are the seed brokers as host:port. EOS_BROKERS (comma
 	// separated). Required.
 	Brokers []string `yaml:"brokers"`
-	// AppID names the application: it is the consumer group id and the
-	// transactional.id prefix. EOS_APP_ID. Required; letters, digits, '.',
-	// '_' and '-'.
+	// AppID names the application: it is the consumer group id, the client
+	// id and the transactional.id prefix. EOS_APP_ID. Required; letters,
+	// digits, '.', '_' and '-', at most 256 characters (franz-go's client id
+	// limit).
 	AppID string `yaml:"app_id"`
 	// InstanceID names this instance and must stay the same across its
-	// restarts, so that a restarted instance fences its previous incarnation.
-	// EOS_INSTANCE_ID. Default: the host name.
+	// restarts, so that a restarted instance fences its previous incarnation
+	// and takes its place in the group: it is the transactional.id suffix
+	// and the consumer's group.instance.id (static membership). It follows
+	// Kafka's rule for group.instance.id: letters, digits, '.', '_' and '-',
+	// at most 249 characters, not "." or "..". EOS_INSTANCE_ID. Default: the
+	// host name.
 	InstanceID string `yaml:"instance_id"`
 	// Guarantee is the delivery guarantee. EOS_GUARANTEE. Default:
 	// exactly-once.
@@ -99,7 +112,8 @@ type Config struct {
 	// EOS_COMMIT_INTERVAL. Default: 100ms (as Kafka Streams).
 	CommitInterval time.Duration `yaml:"commit_interval"`
 	// MaxBatchRecords is the most records one transaction holds; a batch
-	// commits early when it reaches it. EOS_MAX_BATCH_RECORDS. Default: 50000.
+	// commits early when it reaches it. EOS_MAX_BATCH_RECORDS. Default: 50000;
+	// at most 2147483647.
 	MaxBatchRecords int `yaml:"max_batch_records"`
 	// TransactionTimeout is how long the broker lets a transaction stay open
 	// before aborting it. EOS_TRANSACTION_TIMEOUT. Default: 10s (as Kafka
@@ -107,10 +121,13 @@ type Config struct {
 	// be at most 15m.
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
 	// SessionTimeout is the consumer group session timeout.
-	// EOS_SESSION_TIMEOUT. Default: 45s.
+	// EOS_SESSION_TIMEOUT. Default: 45s. It must lie within the broker's
+	// group.min.session.timeout.ms and group.max.session.timeout.ms; Validate
+	// checks Kafka's defaults for them, 6s and 30m.
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// RebalanceTimeout is how long members may take to rejoin during a
-	// rebalance. EOS_REBALANCE_TIMEOUT. Default: 60s.
+	// rebalance. EOS_REBALANCE_TIMEOUT. Default: 60s; at least 100ms
+	// (franz-go's minimum).
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// ConnectTimeout is how long start-up may wait for an unreachable broker
 	// before failing. EOS_CONNECT_TIMEOUT. Default: 10s.
@@ -118,7 +135,8 @@ type Config struct {
 	// RecoveryTimeout is how long Run keeps rebuilding its client, with
 	// capped exponential backoff, while no batch commits (brokers down, a
 	// coordinator moving) before it returns the last error.
-	// EOS_RECOVERY_TIMEOUT. Default: 5m.
+	// EOS_RECOVERY_TIMEOUT. Default: 5m; at least connect_timeout, so that
+	// one reconnection can finish within it.
 	RecoveryTimeout time.Duration `yaml:"recovery_timeout"`
 	// LeaveGroupOnClose makes a clean shutdown leave the consumer group so
 	// its partitions move to other instances at once; set it when scaling

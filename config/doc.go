@@ -41,6 +41,12 @@
 //
 // Loading never validates, so a program can adjust the result first; call
 // Config.Validate before use. Every problem is a *FieldError naming the
-// setting and the fix, and matches ErrInvalid. The SASL password is redacted
+// setting and the fix, and matches ErrInvalid. Validate also rejects what
+// would only fail at run time: values a broker with Kafka's default settings
+// refuses (session_timeout outside 6s to 30m; with exactly-once a
+// transaction_timeout above 15m) and values franz-go refuses (an app_id over
+// 256 characters, a rebalance_timeout under 100ms). Brokers may be set
+// differently; `eosctl doctor --config` checks a config against their actual
+// limits. The SASL password is redacted
 // wherever a Config is printed, logged or marshalled.
 package config

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -15,10 +16,31 @@ import (
 // ids, transactional ids and (later) topic names.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
+// Length and size limits that the brokers or franz-go enforce.
+const (
+	// maxAppIDLen is franz-go's client id limit; app_id is the client id.
+	maxAppIDLen = 256
+	// maxInstanceIDLen is the group.instance.id limit of Kafka's Java
+	// clients (the topic name limit); the broker does not check it, but a
+	// longer id is one those clients and tools cannot use.
+	maxInstanceIDLen = 249
+	// minRebalanceTimeout is the least franz-go accepts.
+	minRebalanceTimeout = 100 * time.Millisecond
+	// maxWireTimeout is the longest timeout the int32 milliseconds of
+	// JoinGroup can carry; franz-go refuses longer ones.
+	maxWireTimeout = time.Duration(math.MaxInt32) * time.Millisecond
+	// maxBatchRecordsLimit bounds max_batch_records so that the producer
+	// buffer the runtime derives from it cannot overflow.
+	maxBatchRecordsLimit = math.MaxInt32
+)
+
 // Validate checks every setting and returns nil or an errors.Join of one
 // *FieldError per problem, each naming the field, the allowed values and a
-// fix. The transaction_timeout bounds relative to commit_interval and the
-// broker maximum apply only to exactly-once, the one guarantee that uses
+// fix. It also rejects what would otherwise fail only once the pipeline
+// runs: values a broker with Kafka's default settings refuses (naming the
+// broker setting and its default) and values franz-go refuses. The
+// transaction_timeout bounds relative to commit_interval and the broker
+// maximum apply only to exactly-once, the one guarantee that uses
 // transactions.
 func (c Config) Validate() error {
 	var errs []error
@@ -45,12 +67,18 @@ func (c Config) Validate() error {
 		add("app_id", "", "must not be empty; set app_id or EOS_APP_ID to a name for this application, e.g. orders-enricher (it becomes the consumer group id)")
 	case !validName.MatchString(c.AppID):
 		add("app_id", c.AppID, "may contain only letters, digits, '.', '_' and '-', because it becomes the consumer group id and transactional.id prefix; rename it")
+	case len(c.AppID) > maxAppIDLen:
+		add("app_id", c.AppID, fmt.Sprintf("must be at most %d characters, not %d: it is also the client id, and franz-go refuses a longer one; shorten it", maxAppIDLen, len(c.AppID)))
 	}
 	switch {
 	case c.InstanceID == "":
 		add("instance_id", "", "must not be empty; set instance_id or EOS_INSTANCE_ID to a name that stays the same across restarts of this instance, e.g. worker-0")
 	case !validName.MatchString(c.InstanceID):
-		add("instance_id", c.InstanceID, "may contain only letters, digits, '.', '_' and '-', because it becomes part of the transactional.id; rename it")
+		add("instance_id", c.InstanceID, "may contain only letters, digits, '.', '_' and '-', because it becomes part of the transactional.id and the group.instance.id; rename it")
+	case c.InstanceID == "." || c.InstanceID == "..":
+		add("instance_id", c.InstanceID, `must not be "." or "..", which Kafka's Java clients refuse as a group.instance.id (the runtime's static group membership); rename it, e.g. worker-0`)
+	case len(c.InstanceID) > maxInstanceIDLen:
+		add("instance_id", c.InstanceID, fmt.Sprintf("must be at most %d characters, not %d, the limit Kafka's Java clients enforce for a group.instance.id (the runtime's static group membership); shorten it", maxInstanceIDLen, len(c.InstanceID)))
 	}
 
 	if !c.Guarantee.Valid() {
@@ -62,8 +90,11 @@ func (c Config) Validate() error {
 	}
 
 	positive("commit_interval", c.CommitInterval, "100ms")
-	if c.MaxBatchRecords < 1 {
+	switch {
+	case c.MaxBatchRecords < 1:
 		add("max_batch_records", strconv.Itoa(c.MaxBatchRecords), fmt.Sprintf("must be at least 1; the default is %d", DefaultMaxBatchRecords))
+	case c.MaxBatchRecords > maxBatchRecordsLimit:
+		add("max_batch_records", strconv.Itoa(c.MaxBatchRecords), fmt.Sprintf("must be at most %d: the runtime sizes franz-go's MaxBufferedRecords from it (about two batches), and franz-go refuses a size that overflows; lower it, e.g. to the default %d", maxBatchRecordsLimit, DefaultMaxBatchRecords))
 	}
 	switch {
 	case c.TransactionTimeout <= 0:
@@ -74,10 +105,27 @@ func (c Config) Validate() error {
 	case c.TransactionTimeout > MaxTransactionTimeout:
 		add("transaction_timeout", c.TransactionTimeout.String(), fmt.Sprintf("must be at most %s, the broker default transaction.max.timeout.ms (900000), or the broker refuses the producer; lower it", MaxTransactionTimeout))
 	}
-	positive("session_timeout", c.SessionTimeout, "45s")
-	positive("rebalance_timeout", c.RebalanceTimeout, "60s")
+	// A broker compares the session timeout in whole milliseconds, as sent.
+	const brokerMayDiffer = "(brokers may be set differently: eosctl doctor --config checks their actual limits)"
+	switch sessionMs := c.SessionTimeout.Milliseconds(); {
+	case sessionMs < MinSessionTimeout.Milliseconds():
+		add("session_timeout", c.SessionTimeout.String(), fmt.Sprintf("must be at least %s, the default of the broker setting group.min.session.timeout.ms: a broker refuses a shorter one with INVALID_SESSION_TIMEOUT on every join; raise it, e.g. to the default 45s %s", MinSessionTimeout, brokerMayDiffer))
+	case sessionMs > MaxSessionTimeout.Milliseconds():
+		add("session_timeout", c.SessionTimeout.String(), fmt.Sprintf("must be at most %s, the default of the broker setting group.max.session.timeout.ms: a broker refuses a longer one with INVALID_SESSION_TIMEOUT on every join; lower it, e.g. to the default 45s %s", fmtDuration(MaxSessionTimeout), brokerMayDiffer))
+	}
+	switch {
+	case c.RebalanceTimeout < minRebalanceTimeout:
+		add("rebalance_timeout", c.RebalanceTimeout.String(), fmt.Sprintf("must be at least %s, the least franz-go accepts; raise it, e.g. to the default 60s", minRebalanceTimeout))
+	case c.RebalanceTimeout > maxWireTimeout:
+		add("rebalance_timeout", c.RebalanceTimeout.String(), fmt.Sprintf("must be at most about 24 days (%s), the int32 milliseconds JoinGroup carries, or franz-go refuses it; lower it, e.g. to the default 60s", maxWireTimeout))
+	}
 	positive("connect_timeout", c.ConnectTimeout, "10s")
-	positive("recovery_timeout", c.RecoveryTimeout, "5m")
+	switch {
+	case c.RecoveryTimeout <= 0:
+		add("recovery_timeout", c.RecoveryTimeout.String(), "must be greater than 0, e.g. 5m")
+	case c.ConnectTimeout > 0 && c.RecoveryTimeout < c.ConnectTimeout:
+		add("recovery_timeout", c.RecoveryTimeout.String(), fmt.Sprintf("must be at least connect_timeout (%s), or Run gives up before one reconnection can finish; raise it, e.g. to the default 5m, or lower connect_timeout", c.ConnectTimeout))
+	}
 	if !slices.Contains(logLevels, c.LogLevel) {
 		add("log_level", c.LogLevel, "unknown log level; use one of "+strings.Join(logLevels, ", "))
 	}
@@ -85,6 +133,16 @@ func (c Config) Validate() error {
 	errs = append(errs, c.TLS.validate()...)
 	errs = append(errs, c.SASL.validate()...)
 	return errors.Join(errs...)
+}
+
+// fmtDuration prints whole minutes as a user writes them: "30m", not
+// "30m0s".
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		return strings.TrimSuffix(s, "0s")
+	}
+	return s
 }
 
 // brokerProblem returns why b is not a usable host:port, or "".

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +34,22 @@ func TestValidate(t *testing.T) {
 		{"transaction_timeout below commit_interval", func(c *Config) { c.TransactionTimeout = 50 * time.Millisecond }, "transaction_timeout", "greater than commit_interval (100ms)"},
 		{"transaction_timeout equal commit_interval", func(c *Config) { c.TransactionTimeout = c.CommitInterval }, "transaction_timeout", "lower commit_interval"},
 		{"transaction_timeout above broker max", func(c *Config) { c.TransactionTimeout = 16 * time.Minute }, "transaction_timeout", "transaction.max.timeout.ms"},
-		{"zero session_timeout", func(c *Config) { c.SessionTimeout = 0 }, "session_timeout", "greater than 0"},
-		{"zero rebalance_timeout", func(c *Config) { c.RebalanceTimeout = 0 }, "rebalance_timeout", "greater than 0"},
+		{"zero session_timeout", func(c *Config) { c.SessionTimeout = 0 }, "session_timeout", "group.min.session.timeout.ms"},
+		{"session_timeout below broker min", func(c *Config) { c.SessionTimeout = 4 * time.Second }, "session_timeout", "at least 6s, the default of the broker setting group.min.session.timeout.ms"},
+		{"session_timeout just below broker min", func(c *Config) { c.SessionTimeout = 5999 * time.Millisecond }, "session_timeout", "eosctl doctor"},
+		{"session_timeout above broker max", func(c *Config) { c.SessionTimeout = 31 * time.Minute }, "session_timeout", "at most 30m, the default of the broker setting group.max.session.timeout.ms"},
+		{"zero rebalance_timeout", func(c *Config) { c.RebalanceTimeout = 0 }, "rebalance_timeout", "at least 100ms"},
+		{"rebalance_timeout below client min", func(c *Config) { c.RebalanceTimeout = 50 * time.Millisecond }, "rebalance_timeout", "at least 100ms"},
+		{"rebalance_timeout past the wire field", func(c *Config) { c.RebalanceTimeout = 25 * 24 * time.Hour }, "rebalance_timeout", "int32"},
 		{"zero connect_timeout", func(c *Config) { c.ConnectTimeout = 0 }, "connect_timeout", "greater than 0"},
 		{"zero recovery_timeout", func(c *Config) { c.RecoveryTimeout = 0 }, "recovery_timeout", "greater than 0"},
+		{"recovery_timeout below connect_timeout", func(c *Config) { c.RecoveryTimeout = 5 * time.Second }, "recovery_timeout", "connect_timeout (10s)"},
+		{"instance_id too long", func(c *Config) { c.InstanceID = strings.Repeat("w", 250) }, "instance_id", "at most 249"},
+		{"instance_id dot", func(c *Config) { c.InstanceID = "." }, "instance_id", "group.instance.id"},
+		{"instance_id dot dot", func(c *Config) { c.InstanceID = ".." }, "instance_id", "group.instance.id"},
+		{"app_id too long", func(c *Config) { c.AppID = strings.Repeat("a", 257) }, "app_id", "at most 256"},
+		{"max_batch_records beyond int32", func(c *Config) { c.MaxBatchRecords = math.MaxInt32 + 1 }, "max_batch_records", "at most 2147483647"},
+		{"max_batch_records overflowing", func(c *Config) { c.MaxBatchRecords = math.MaxInt }, "max_batch_records", "MaxBufferedRecords"},
 		{"unknown log_level", func(c *Config) { c.LogLevel = "verbose" }, "log_level", "debug, info, warn, error"},
 		{"unknown sasl mechanism", func(c *Config) { c.SASL = SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"} }, "sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},
 		{"sasl without username", func(c *Config) { c.SASL = SASL{Mechanism: SASLPlain, Password: "p"} }, "sasl.username", "EOS_SASL_USERNAME"},
@@ -86,6 +99,15 @@ func TestValidateAccepts(t *testing.T) {
 			c.CommitInterval = time.Minute
 		}},
 		{"each log level", func(c *Config) { c.LogLevel = "error" }},
+		{"session_timeout at broker min", func(c *Config) { c.SessionTimeout = 6 * time.Second }},
+		{"session_timeout at broker max", func(c *Config) { c.SessionTimeout = 30 * time.Minute }},
+		{"rebalance_timeout below session_timeout", func(c *Config) { c.RebalanceTimeout = 100 * time.Millisecond }},
+		{"recovery_timeout equal connect_timeout", func(c *Config) { c.RecoveryTimeout = c.ConnectTimeout }},
+		{"instance_id of 249 characters", func(c *Config) { c.InstanceID = strings.Repeat("w", 249) }},
+		{"instance_id of three dots", func(c *Config) { c.InstanceID = "..." }},
+		{"app_id of 256 characters", func(c *Config) { c.AppID = strings.Repeat("a", 256) }},
+		{"max_batch_records at int32 max", func(c *Config) { c.MaxBatchRecords = math.MaxInt32 }},
+		{"leave group on close", func(c *Config) { c.LeaveGroupOnClose = true }},
 		{"mutual tls", func(c *Config) { c.TLS = TLS{Enabled: true, CAFile: "ca", CertFile: "c", KeyFile: "k"} }},
 		{"scram", func(c *Config) { c.SASL = SASL{Mechanism: SASLScramSHA256, Username: "u", Password: "p"} }},
 	}
@@ -127,5 +149,19 @@ func TestFieldErrorFormat(t *testing.T) {
 				t.Fatalf("Error() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestFmtDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		30 * time.Minute:       "30m",
+		90 * time.Second:       "1m30s",
+		10 * time.Second:       "10s",
+		time.Hour:              "1h0m",
+		100 * time.Millisecond: "100ms",
+	} {
+		if got := fmtDuration(d); got != want {
+			t.Errorf("fmtDuration(%s) = %q, want %q", d, got, want)
+		}
 	}
 }
