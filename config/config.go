@@ -93,7 +93,7 @@ type Config struct {
 	// separated). Required.
 	Brokers []string `yaml:"brokers"`
 	// AppID names the application: it is the consumer group id, the client
-	// id and the transactional.id prefix. EOS_APP_ID. Required; letters,
+	// id and the transactional.id prefix (see TransactionalID). EOS_APP_ID. Required; letters,
 	// digits, '.', '_' and '-', at most 256 characters (franz-go's client id
 	// limit).
 	AppID string `yaml:"app_id"`
@@ -217,9 +217,17 @@ func Default() Config {
 	}
 }
 
-// TransactionalID is the transactional.id of this instance: AppID + "-" +
-// InstanceID. It is stable across restarts so that the broker fences a
-// zombie predecessor.
+// TransactionalIDSeparator joins AppID and InstanceID in TransactionalID.
+// It lies outside the names' alphabet, so no two (app, instance) pairs share
+// a transactional.id: "orders-eu" + "1" and "orders" + "eu-1" would both be
+// "orders-eu-1" with '-'. Kafka accepts any characters in a transactional.id.
+const TransactionalIDSeparator = ":"
+
+// TransactionalID is the transactional.id of this instance: AppID + ":" +
+// InstanceID, e.g. "orders-eu:1". It is stable across restarts so that the
+// broker fences a zombie predecessor, and unique per (AppID, InstanceID) so
+// that two applications never fence each other. An ACL on the prefix AppID
+// + ":" covers every instance of the application.
 func (c Config) TransactionalID() string {
-	return c.AppID + "-" + c.InstanceID
+	return c.AppID + TransactionalIDSeparator + c.InstanceID
 }

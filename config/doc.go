@@ -39,6 +39,15 @@
 //	sasl.username        EOS_SASL_USERNAME
 //	sasl.password        EOS_SASL_PASSWORD
 //
+// # Names
+//
+// app_id is the consumer group id; instance_id is the consumer's
+// group.instance.id (static membership). Together they make the
+// transactional.id, app_id:instance_id (e.g. orders-eu:1): the ':' cannot
+// occur in either name, so two applications never share a transactional.id
+// and fence each other. Grant an application's transactional ids with an ACL
+// on the prefix app_id: (e.g. orders-eu:).
+//
 // Loading never validates, so a program can adjust the result first; call
 // Config.Validate before use. Every problem is a *FieldError naming the
 // setting and the fix, and matches ErrInvalid. Validate also rejects what

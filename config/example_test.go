@@ -43,7 +43,7 @@ transaction_timeout: 100ms
 	c, _ = config.FromEnv(c)
 	fmt.Println("after EOS_TRANSACTION_TIMEOUT=30s:", c.TransactionTimeout, c.Validate())
 	// Output:
-	// transactional.id: orders-enricher-worker-0
+	// transactional.id: orders-enricher:worker-0
 	// guarantee: exactly-once max_batch_records: 50000
 	// config: transaction_timeout "100ms": must be greater than commit_interval (200ms); raise it or lower commit_interval
 	// field: transaction_timeout invalid: true

@@ -88,7 +88,8 @@ warn or fail with the fix:
     transaction.max.timeout.ms, session_timeout within the group limits
   - with an authorizer, the ACLs the pipeline's principal needs:
     IdempotentWrite on the cluster, Write and Describe on its transactional
-    id, Read on its group, Read on input and Write on output topics
+    ids (the prefix app_id:), Read on its group, Read on input and Write on
+    output topics
 
 Exits 1 when any check fails.`,
 		Example: "  eosctl doctor --config pipeline.yaml --principal User:orders-app --input-topic orders --output-topic invoices",

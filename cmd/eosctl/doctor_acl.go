@@ -86,12 +86,16 @@ func (e *doctorEnv) checkACLs(fs *findings) error {
 		case allowed:
 			fs.ok(check, "%s has %s", p, what)
 		default:
+			detail := fmt.Sprintf("%s lacks %s", p, what)
+			if old, ok := e.legacyTxnIDAllowed(acls, p, n); ok {
+				detail += fmt.Sprintf("; the ACL matches the old form %q, but transactional ids are now app_id%sinstance_id", old, config.TransactionalIDSeparator)
+			}
 			fix := fmt.Sprintf("kafka-acls.sh --bootstrap-server %s --add --allow-principal %s --operation %s %s",
 				e.cfg.Brokers[0], p, camel(n.op.String()), n.flag)
 			if n.warnOnly {
-				fs.warn(check, fmt.Sprintf("%s lacks %s", p, what), fix)
+				fs.warn(check, detail, fix)
 			} else {
-				fs.fail(check, fmt.Sprintf("%s lacks %s", p, what), fix)
+				fs.fail(check, detail, fix)
 			}
 		}
 	}
@@ -108,10 +112,13 @@ func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 			"pass --config with the pipeline's app_id (or set EOS_APP_ID)")
 	} else {
 		if c.Guarantee == config.ExactlyOnce {
+			// The fix grants the prefix app_id: so that it covers every
+			// instance of the application, not just this one.
 			txnID := c.TransactionalID()
+			flag := "--resource-pattern-type prefixed --transactional-id " + c.AppID + config.TransactionalIDSeparator
 			needs = append(needs,
-				aclNeed{kmsg.ACLResourceTypeTransactionalId, txnID, kmsg.ACLOperationWrite, "--transactional-id " + txnID, "to run transactions", false},
-				aclNeed{kmsg.ACLResourceTypeTransactionalId, txnID, kmsg.ACLOperationDescribe, "--transactional-id " + txnID, "to find its coordinator", false})
+				aclNeed{kmsg.ACLResourceTypeTransactionalId, txnID, kmsg.ACLOperationWrite, flag, "to run transactions", false},
+				aclNeed{kmsg.ACLResourceTypeTransactionalId, txnID, kmsg.ACLOperationDescribe, flag, "to find its coordinator", false})
 		}
 		needs = append(needs, aclNeed{kmsg.ACLResourceTypeGroup, c.AppID, kmsg.ACLOperationRead, "--group " + c.AppID, "to join the group and commit offsets", false})
 	}
@@ -126,6 +133,26 @@ func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 		needs = append(needs, aclNeed{kmsg.ACLResourceTypeTopic, t, kmsg.ACLOperationWrite, "--topic " + t, "to produce to it", false})
 	}
 	return needs
+}
+
+// legacyTxnIDAllowed reports whether n, a transactional id permission that
+// is missing, would be granted for the id's old app_id-instance_id form, and
+// returns that form: ACLs written for it (often the prefix "app_id-") no
+// longer match.
+func (e *doctorEnv) legacyTxnIDAllowed(acls []aclEntry, principal string, n aclNeed) (string, bool) {
+	if n.resource != kmsg.ACLResourceTypeTransactionalId {
+		return "", false
+	}
+	old := n
+	old.name = legacyTxnID(e.cfg)
+	return old.name, aclAllows(acls, principal, old)
+}
+
+// legacyTxnID is the transactional id earlier versions used for c:
+// app_id-instance_id, which two applications could share ("orders-eu" + "1"
+// and "orders" + "eu-1").
+func legacyTxnID(c config.Config) string {
+	return c.AppID + "-" + c.InstanceID
 }
 
 // aclAllows evaluates principal's access for n like Kafka's authorizer.

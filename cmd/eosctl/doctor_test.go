@@ -135,21 +135,27 @@ func TestDoctorChecksACLs(t *testing.T) {
 		allow(kmsg.ACLResourceTypeTopic, "*", kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationWrite),
 	}
 	full := append([]kfake.ACL{
-		allow(kmsg.ACLResourceTypeTransactionalId, "orders-", kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTransactionalId, "orders:", kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
 		allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationIdempotentWrite),
 	}, base...)
 	denied := append([]kfake.ACL{{Resource: kmsg.ACLResourceTypeTopic, Name: "invoices", Pattern: kmsg.ACLResourcePatternTypeLiteral,
 		Operation: kmsg.ACLOperationWrite}}, full...)
+	// Granted for transactional ids of the old app_id-instance_id form.
+	legacy := append([]kfake.ACL{
+		allow(kmsg.ACLResourceTypeTransactionalId, "orders-", kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
+	}, base...)
 
 	for _, tc := range []struct {
 		name     string
 		acls     []kfake.ACL
 		wantCode int
 		wantFail string
+		wantFix  string
 	}{
-		{"missing transactional id", base, exitFailure, `lacks Write on TransactionalId "orders-worker-0"`},
-		{"complete", full, exitOK, ""},
-		{"deny wins", denied, exitFailure, `lacks Write on Topic "invoices"`},
+		{"missing transactional id", base, exitFailure, `lacks Write on TransactionalId "orders:worker-0"`, "--resource-pattern-type prefixed --transactional-id orders:"},
+		{"complete", full, exitOK, "", ""},
+		{"deny wins", denied, exitFailure, `lacks Write on Topic "invoices"`, "--topic invoices"},
+		{"old transactional id form", legacy, exitFailure, `the ACL matches the old form "orders-worker-0"`, "--transactional-id orders:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, addr := newCluster(t, kfake.BrokerConfigs(devConfigs), kfake.EnableSASL(), kfake.EnableACLs(),
@@ -159,8 +165,8 @@ func TestDoctorChecksACLs(t *testing.T) {
 				"--principal", "User:app", "--input-topic", "orders", "--output-topic", "invoices")
 			if tc.wantFail != "" {
 				f, ok := findingWith(res, statusFail, tc.wantFail)
-				if !ok || !strings.Contains(f.Fix, "kafka-acls.sh") {
-					t.Errorf("want failure %q with a kafka-acls.sh fix: %+v", tc.wantFail, res.Findings)
+				if !ok || !strings.Contains(f.Fix, "kafka-acls.sh") || !strings.Contains(f.Fix, tc.wantFix) {
+					t.Errorf("want failure %q with a kafka-acls.sh fix containing %q: %+v", tc.wantFail, tc.wantFix, res.Findings)
 				}
 				return
 			}

@@ -34,7 +34,7 @@ func newTxnListCmd(g *globals) *cobra.Command {
 		Short: "List transactional ids with their coordinator, producer, state and age",
 		Long: `List transactional ids with their coordinator, producer id and epoch, state,
 and the age of the open transaction (ListTransactions + DescribeTransactions).`,
-		Example: "  eosctl txn list --state Ongoing --older-than 1m\n  eosctl txn list --pattern '^orders-'",
+		Example: "  eosctl txn list --state Ongoing --older-than 1m\n  eosctl txn list --pattern '^orders:'",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			states, err := canonicalStates(states)
