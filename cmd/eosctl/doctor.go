@@ -86,6 +86,8 @@ warn or fail with the fix:
   - the pipeline config (--config, else the defaults and EOS_* variables)
     against the brokers: transaction_timeout > commit_interval and <=
     transaction.max.timeout.ms, session_timeout within the group limits
+  - transactional ids of the app in the old app_id-instance_id form, which
+    earlier versions used (this one uses app_id:instance_id)
   - with an authorizer, the ACLs the pipeline's principal needs:
     IdempotentWrite on the cluster, Write and Describe on its transactional
     ids (the prefix app_id:), Read on its group, Read on input and Write on
@@ -157,6 +159,7 @@ func (e *doctorEnv) run() (findings, error) {
 	}
 	e.checkTxnLog(&fs)
 	e.checkPipeline(&fs)
+	e.checkLegacyTxnIDs(&fs)
 	if err := e.checkACLs(&fs); err != nil {
 		return nil, err
 	}
