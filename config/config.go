@@ -3,6 +3,8 @@ package config
 import (
 	"os"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 )
 
 // Guarantee is the delivery guarantee a pipeline runs with; it decides whether
@@ -145,8 +147,8 @@ type Config struct {
 	// its partitions back without a rebalance. EOS_LEAVE_GROUP_ON_CLOSE.
 	// Default: false.
 	LeaveGroupOnClose bool `yaml:"leave_group_on_close"`
-	// LogLevel is one of debug, info, warn, error. EOS_LOG_LEVEL. Default:
-	// info.
+	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
+	// level. EOS_LOG_LEVEL. Default: info.
 	LogLevel string `yaml:"log_level"`
 	// TLS configures encrypted connections to the brokers.
 	TLS TLS `yaml:"tls"`
@@ -230,4 +232,19 @@ const TransactionalIDSeparator = ":"
 // + ":" covers every instance of the application.
 func (c Config) TransactionalID() string {
 	return c.AppID + TransactionalIDSeparator + c.InstanceID
+}
+
+// Level is the zap level of LogLevel; the runtime filters its logger with
+// it, so log_level takes effect. A LogLevel that Validate would reject
+// gives info, the default.
+func (c Config) Level() zapcore.Level {
+	switch c.LogLevel {
+	case "debug":
+		return zapcore.DebugLevel
+	case "warn":
+		return zapcore.WarnLevel
+	case "error":
+		return zapcore.ErrorLevel
+	}
+	return zapcore.InfoLevel
 }
