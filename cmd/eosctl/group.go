@@ -6,5 +6,6 @@ import (
 
 // newGroupCmd groups the consumer group commands.
 func newGroupCmd(g *globals) *cobra.Command {
-	return newGroupingCmd("group", "Inspect consumer groups of exactly-once pipelines", newGroupLagCmd(g))
+	return newGroupingCmd("group", "Inspect and scale down consumer groups of exactly-once pipelines",
+		newGroupLagCmd(g), newGroupLeaveCmd(g))
 }
