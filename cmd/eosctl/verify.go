@@ -49,9 +49,12 @@ faults.
 
 Negative controls: the same chaos under --guarantee at-least-once must report
 duplicates, and under at-most-once missing records — a verifier that cannot
-fail proves nothing.`,
+fail proves nothing. At-most-once may lose records but never repeat one: a
+duplicate under it is reported as its own failure, at_most_once_repeated.
+With -o json, "failed" names every check the run failed.`,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
+  eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),

@@ -117,13 +117,16 @@ type Result struct {
 	// Pass is true when the output is the input exactly once, in order
 	// per key, the live reader saw no duplicate, and every planned fault
 	// was injected in time.
-	Pass      bool     `json:"pass"`
-	Problems  []string `json:"problems,omitempty"` // why Pass is false
-	Guarantee string   `json:"guarantee"`
-	Broker    string   `json:"broker"`
-	Input     string   `json:"input_topic"`
-	Output    string   `json:"output_topic"`
-	Workers   int      `json:"workers"`
+	Pass     bool     `json:"pass"`
+	Problems []string `json:"problems,omitempty"` // why Pass is false, in words
+	// Failed names the checks behind Problems, one per entry, so scripts
+	// and tests can match a check without parsing its wording.
+	Failed    []Problem `json:"failed,omitempty"`
+	Guarantee string    `json:"guarantee"`
+	Broker    string    `json:"broker"`
+	Input     string    `json:"input_topic"`
+	Output    string    `json:"output_topic"`
+	Workers   int       `json:"workers"`
 
 	WorkerKills    int `json:"worker_kills"`
 	WorkerTerms    int `json:"worker_terms"`
@@ -492,30 +495,74 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 	}
 	res.Seconds = time.Since(began).Seconds()
-	res.Problems = problems(res, int(live.unknown.Load()))
+	res.Failed, res.Problems = problems(res, int(live.unknown.Load()))
 	res.Pass = len(res.Problems) == 0
 	event("verdict: %s", res.Verdict)
 	return res, nil
 }
 
-// problems lists, in words, every reason the run fails.
-func problems(r Result, liveUnknown int) []string {
-	var p []string
-	add := func(cond bool, format string, a ...any) {
+// Problem names one check a run can fail. The names are stable; the
+// words in Result.Problems may change.
+type Problem string
+
+// The checks of a run, named as they appear in Result.Failed and in the
+// "failed" list of `eosctl verify -o json`.
+const (
+	// ProblemMissing: input records never reached the output. Expected of
+	// the at-most-once control, a failure under every other guarantee.
+	ProblemMissing Problem = "missing"
+	// ProblemDuplicates: output records are repeated. Expected of the
+	// at-least-once control, a failure under exactly-once.
+	ProblemDuplicates Problem = "duplicates"
+	// ProblemAtMostOnceRepeated: a run under at-most-once repeated a
+	// record. That guarantee may lose records but never repeat one, so
+	// this is a broken guarantee, not the control's expected failure.
+	ProblemAtMostOnceRepeated Problem = "at_most_once_repeated"
+	// ProblemOutOfOrder: a key's records reached the output out of order.
+	ProblemOutOfOrder Problem = "out_of_order"
+	// ProblemUnknown: output records carry no seeded id.
+	ProblemUnknown Problem = "unknown_records"
+	// ProblemLiveDuplicates: the live read_committed reader saw a record
+	// twice, repeated or from an aborted transaction.
+	ProblemLiveDuplicates Problem = "live_duplicates"
+	// ProblemLiveUnknown: the live reader saw records with no seeded id.
+	ProblemLiveUnknown Problem = "live_unknown_records"
+	// ProblemTimedOut: the group did not consume the input in time.
+	ProblemTimedOut Problem = "timed_out"
+	// ProblemFaultsNotInjected: the input ran out before every planned
+	// fault fired, so the run proves less than it was asked to.
+	ProblemFaultsNotInjected Problem = "faults_not_injected"
+)
+
+// Fails reports whether the run failed check p, for tests and callers
+// that expect one failure (a negative control) and no other.
+func (r Result) Fails(p Problem) bool { return slices.Contains(r.Failed, p) }
+
+// problems names every check the run fails and says why in words.
+func problems(r Result, liveUnknown int) ([]Problem, []string) {
+	var (
+		names []Problem
+		words []string
+	)
+	add := func(cond bool, name Problem, format string, a ...any) {
 		if cond {
-			p = append(p, fmt.Sprintf(format, a...))
+			names = append(names, name)
+			words = append(words, fmt.Sprintf(format, a...))
 		}
 	}
-	add(r.Missing > 0, "%d input records never reached the output", r.Missing)
-	add(r.Duplicates > 0, "%d output records are duplicates", r.Duplicates)
-	add(r.OutOfOrder > 0, "%d output records came before an earlier record of their key", r.OutOfOrder)
-	add(r.Unknown > 0, "%d output records carry no seeded id", r.Unknown)
-	add(r.LiveDuplicates > 0, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
-	add(liveUnknown > 0, "the live read_committed reader saw %d records with no seeded id", liveUnknown)
-	add(r.TimedOut, "the group did not consume the input within --duration; raise it or lower --records")
-	add(r.FaultsNotInjected > 0, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
+	add(r.Missing > 0, ProblemMissing, "%d input records never reached the output", r.Missing)
+	add(r.Duplicates > 0, ProblemDuplicates, "%d output records are duplicates", r.Duplicates)
+	add(r.Guarantee == string(config.AtMostOnce) && (r.Duplicates > 0 || r.LiveDuplicates > 0), ProblemAtMostOnceRepeated,
+		"at-most-once repeated records (%d duplicates in the output, %d seen live): it may lose records but must never repeat one",
+		r.Duplicates, r.LiveDuplicates)
+	add(r.OutOfOrder > 0, ProblemOutOfOrder, "%d output records came before an earlier record of their key", r.OutOfOrder)
+	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
+	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
+	add(liveUnknown > 0, ProblemLiveUnknown, "the live read_committed reader saw %d records with no seeded id", liveUnknown)
+	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input within --duration; raise it or lower --records")
+	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
-	return p
+	return names, words
 }
 
 // workerNum is the number in a worker id, for ordering.

@@ -212,6 +212,9 @@ func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {
 	if res.Missing != 0 {
 		t.Errorf("at-least-once lost %d records", res.Missing)
 	}
+	if !res.Fails(chaos.ProblemDuplicates) {
+		t.Errorf("failed checks %v lack %q", res.Failed, chaos.ProblemDuplicates)
+	}
 }
 
 func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
@@ -219,7 +222,13 @@ func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
 	if code != 1 || res.Pass {
 		t.Errorf("exit %d, pass %v: the at-most-once control must fail", code, res.Pass)
 	}
-	if res.Missing == 0 {
-		t.Errorf("no missing records: the same chaos under at-most-once must lose some")
+	if res.Missing == 0 || !res.Fails(chaos.ProblemMissing) {
+		t.Errorf("no missing records (failed %v): the same chaos under at-most-once must lose some", res.Failed)
+	}
+	// At-most-once may lose records but never repeat one: a duplicate is a
+	// broken guarantee, not the control's expected failure.
+	if res.Duplicates != 0 || res.LiveDuplicates != 0 || res.Fails(chaos.ProblemAtMostOnceRepeated) {
+		t.Errorf("at-most-once repeated records: %d duplicates, %d seen live (failed %v)",
+			res.Duplicates, res.LiveDuplicates, res.Failed)
 	}
 }

@@ -1,0 +1,52 @@
+package chaos
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/verdict"
+)
+
+func TestProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		res         Result
+		liveUnknown int
+		want        []Problem
+	}{
+		{"exactly once, clean", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 10}}, 0, nil},
+		{"at-most-once control loses", Result{Guarantee: "at-most-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 8, Missing: 2}}, 0,
+			[]Problem{ProblemMissing}},
+		{"at-most-once repeats", Result{Guarantee: "at-most-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 10, Missing: 1, Duplicates: 1}}, 0,
+			[]Problem{ProblemMissing, ProblemDuplicates, ProblemAtMostOnceRepeated}},
+		{"at-most-once repeats only live", Result{Guarantee: "at-most-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 9, Missing: 1}, LiveDuplicates: 1}, 0,
+			[]Problem{ProblemMissing, ProblemAtMostOnceRepeated, ProblemLiveDuplicates}},
+		{"at-least-once control repeats", Result{Guarantee: "at-least-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 12, Duplicates: 2}, LiveDuplicates: 2}, 0,
+			[]Problem{ProblemDuplicates, ProblemLiveDuplicates}},
+		{"everything else", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{OutOfOrder: 1, Unknown: 1}, TimedOut: true, FaultsPlanned: 3, FaultsNotInjected: 1}, 2,
+			[]Problem{ProblemOutOfOrder, ProblemUnknown, ProblemLiveUnknown, ProblemTimedOut, ProblemFaultsNotInjected}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			names, words := problems(tc.res, tc.liveUnknown)
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("failed %v, want %v (%s)", names, tc.want, strings.Join(words, "; "))
+			}
+			if len(words) != len(names) {
+				t.Fatalf("%d names but %d messages", len(names), len(words))
+			}
+			for _, w := range words {
+				if w == "" {
+					t.Fatal("an empty message")
+				}
+			}
+		})
+	}
+}
+
+func TestResultFails(t *testing.T) {
+	r := Result{Failed: []Problem{ProblemMissing}}
+	if !r.Fails(ProblemMissing) || r.Fails(ProblemDuplicates) {
+		t.Fatalf("Fails is wrong for %v", r.Failed)
+	}
+}
