@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"RebalanceThreeInstances", func(t *testing.T, env *kafkatest.Env) { Rebalance(t, env, 3) }},
 		{"ZombieIsFenced", ZombieIsFenced},
 		{"GuaranteesHappyPath", GuaranteesHappyPath},
+		{"AtMostOnceNeverRepeats", AtMostOnceNeverRepeats},
 		{"TopologyCodecsEndToEnd", TopologyCodecsEndToEnd},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
@@ -271,6 +273,76 @@ func GuaranteesHappyPath(t *testing.T, env *kafkatest.Env) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// errStopBatch is the processing error AtMostOnceNeverRepeats stops a
+// runner with mid-stream.
+var errStopBatch = errors.New("conformance: injected batch failure")
+
+// AtMostOnceNeverRepeats: at-most-once may lose records but never repeats
+// one. On the embedded broker the offset commit that precedes processing
+// fails a few times; on every broker a batch fails mid-stream, stopping
+// its runner, and a successor with the same instance id finishes the
+// input. The output must hold no record twice, and each failure may lose
+// at most the one batch it hit.
+func AtMostOnceNeverRepeats(t *testing.T, env *kafkatest.Env) {
+	tp := topics(t, env, 3, "in", "out")
+	in, out := tp[0], tp[1]
+	const n, batch, commitFaults = 6000, 200, 3
+	Seed(t, env, in, n)
+	app := env.Name("app")
+	cfg := env.Config(app, "a", config.AtMostOnce)
+	cfg.MaxBatchRecords = batch
+	var fault *kfake.FaultHandle
+	if env.Fake != nil {
+		fault = env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: app, Err: kerr.UnknownServerError, Count: commitFaults})
+	}
+	// Fail the batch that passes a third of the input, its outputs
+	// already produced and its offsets already committed.
+	var seen atomic.Int64
+	first := Start(t, cfg, Upper(in, out, nil), eos.BeforeCommit(func(_ context.Context, b eos.BatchInfo) error {
+		if seen.Add(int64(b.Records)) >= n/3 {
+			return errStopBatch
+		}
+		return nil
+	}))
+	if err := first.Wait(t, 60*time.Second); !errors.Is(err, errStopBatch) {
+		t.Fatalf("the first runner should stop on the injected batch failure, got %v", err)
+	}
+	second := Start(t, cfg, Upper(in, out, nil))
+	adm := kadm.NewClient(env.Client(t))
+	Until(t, 120*time.Second, "the group to consume every input record", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return verdict.CaughtUp(ctx, adm, app, in)
+	})
+	second.Stop()
+	if err := second.Wait(t, 30*time.Second); err != nil {
+		t.Fatalf("cancelled Run should return nil, got %v", err)
+	}
+	faults := 1
+	if fault != nil {
+		if fault.Hits() == 0 {
+			t.Fatal("the injected offset commit failure never happened: the test proves nothing")
+		}
+		faults += fault.Hits()
+	}
+	// Both runners are closed, so every fire-and-forget output was
+	// flushed; read until at least what the failures cannot have lost.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	recs, err := verdict.Drain(ctx, []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}, out, n-faults*batch, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verdict.Judge(n, recs)
+	t.Logf("verdict: %v after %d faults; first runner %+v, second %+v", v, faults, first.R.Stats(), second.R.Stats())
+	if v.Duplicates != 0 || v.Unknown != 0 {
+		t.Fatalf("at-most-once repeated records: %v", v)
+	}
+	if v.Missing > faults*batch {
+		t.Fatalf("lost %d records through %d faults: more than one batch of %d per fault", v.Missing, faults, batch)
 	}
 }
 
