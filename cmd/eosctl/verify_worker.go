@@ -16,10 +16,12 @@ import (
 )
 
 // newVerifyWorkerCmd is the worker process `eosctl verify` starts: one
-// eos.Runner with the sample pipeline. It stops gracefully on SIGTERM,
-// prints its counters as one JSON line on stdout, and exits
+// eos.Runner with the sample pipeline. It stops gracefully on SIGTERM and
+// prints its counters and why it stopped (chaos.WorkerReport) as one JSON
+// line on stdout. Its exit status says the same, so the verifier can fail
+// a run on any stop it did not inject: 0 after a clean stop on SIGTERM,
 // chaos.ExitInjected after an injected processing error, 2 on settings no
-// restart can fix.
+// restart can fix, 1 on any other error.
 func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	var (
 		o              chaos.WorkerOptions
@@ -55,12 +57,14 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			rep, err := chaos.RunWorker(ctx, o)
 			_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
 			switch {
-			case errors.Is(err, chaos.ErrInjected):
+			case rep.Stopped == chaos.StopCancelled:
+				return nil
+			case rep.Stopped == chaos.StopInjected:
 				return &exitError{code: chaos.ExitInjected, err: err}
 			case errors.Is(err, config.ErrInvalid):
 				return usageError{err} // a restart cannot fix it: verify stops
 			}
-			return err
+			return err // exit 1: a real failure, which fails the verify run
 		},
 	}
 	f := cmd.Flags()

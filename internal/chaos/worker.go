@@ -32,9 +32,27 @@ type WorkerOptions struct {
 	Logger      *zap.Logger   // nil: no logs
 }
 
+// StopReason says why a worker's Run returned. The supervisor restarts a
+// worker either way, but only the stops it caused itself are part of the
+// plan: any other stop fails the run.
+type StopReason string
+
+const (
+	// StopCancelled: the worker's context ended (SIGTERM), Run finished
+	// the open batch and returned nil. A clean stop.
+	StopCancelled StopReason = "cancelled"
+	// StopInjected: an injected processing error (ErrInjected) aborted a
+	// batch and stopped the worker, as planned by --abort-rate.
+	StopInjected StopReason = "injected"
+	// StopError: anything else stopped Run (the broker was gone too long,
+	// the worker was fenced, a setting was refused): a real failure.
+	StopError StopReason = "error"
+)
+
 // WorkerReport is what a worker prints as one JSON line on exit, so the
-// supervisor can add up what workers that exited on their own did. A
-// SIGKILLed worker prints nothing.
+// supervisor can add up what workers that exited on their own did and
+// tell an injected failure from a real one. A SIGKILLed worker prints
+// nothing.
 type WorkerReport struct {
 	Instance   string `json:"instance"`
 	RecordsIn  uint64 `json:"records_in"`
@@ -42,15 +60,27 @@ type WorkerReport struct {
 	Committed  uint64 `json:"committed"`
 	Aborted    uint64 `json:"aborted"`
 	Rebuilds   uint64 `json:"rebuilds"`
-	Error      string `json:"error,omitempty"`
+	// Stopped is why Run returned; every report has one.
+	Stopped StopReason `json:"stopped"`
+	Error   string     `json:"error,omitempty"`
 }
+
+// errUnasked is what a worker reports when Run returned nil although
+// nothing cancelled it: the runtime gave up without saying why.
+var errUnasked = errors.New("chaos: the runner stopped without an error though nothing stopped it")
 
 // RunWorker runs the sample pipeline until ctx ends (nil: the open batch
 // finished and the worker left the group) or the runner stops with an
 // error (ErrInjected for an injected failure). The report holds the
-// runner's counters either way.
-func RunWorker(ctx context.Context, o WorkerOptions) (WorkerReport, error) {
-	rep := WorkerReport{Instance: o.Config.InstanceID}
+// runner's counters and why it stopped either way.
+func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err error) {
+	rep = WorkerReport{Instance: o.Config.InstanceID}
+	defer func() {
+		rep.Stopped = stopReason(ctx, err)
+		if err != nil {
+			rep.Error = err.Error()
+		}
+	}()
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
@@ -71,13 +101,25 @@ func RunWorker(ctx context.Context, o WorkerOptions) (WorkerReport, error) {
 		return rep, err
 	}
 	err = r.Run(ctx)
+	if err == nil && ctx.Err() == nil {
+		err = errUnasked
+	}
 	st := r.Stats()
 	rep.RecordsIn, rep.RecordsOut = st.RecordsIn, st.RecordsOut
 	rep.Committed, rep.Aborted, rep.Rebuilds = st.Committed, st.Aborted, st.Rebuilds
-	if err != nil {
-		rep.Error = err.Error()
-	}
 	return rep, err
+}
+
+// stopReason classifies how Run ended: nil after ctx ended is a clean
+// stop, ErrInjected the planned failure, anything else a real one.
+func stopReason(ctx context.Context, err error) StopReason {
+	switch {
+	case err == nil && ctx.Err() != nil:
+		return StopCancelled
+	case errors.Is(err, ErrInjected):
+		return StopInjected
+	}
+	return StopError
 }
 
 // Pipeline is the sample topology the workers run: it upper-cases every

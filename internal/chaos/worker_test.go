@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func TestRunWorkerUpperCases(t *testing.T) {
 	if string(recs[0].Value[:3]) != "ID=" {
 		t.Fatalf("value %q was not upper-cased", recs[0].Value)
 	}
-	if rep.RecordsIn != n || rep.Committed == 0 || rep.Instance != "worker-0" {
+	if rep.RecordsIn != n || rep.Committed == 0 || rep.Instance != "worker-0" || rep.Stopped != StopCancelled {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -64,14 +65,42 @@ func TestRunWorkerInjectsAborts(t *testing.T) {
 	if !errors.Is(err, ErrInjected) {
 		t.Fatalf("error %v, want ErrInjected", err)
 	}
-	if rep.Aborted != 1 || rep.Committed != 0 || rep.Error == "" {
-		t.Fatalf("report %+v, want one aborted batch and the error", rep)
+	if rep.Aborted != 1 || rep.Committed != 0 || rep.Error == "" || rep.Stopped != StopInjected {
+		t.Fatalf("report %+v, want one aborted batch, the error and stopped=injected", rep)
 	}
 }
 
 func TestRunWorkerRejectsBadAbortRate(t *testing.T) {
-	_, err := RunWorker(context.Background(), WorkerOptions{AbortRate: 2})
+	rep, err := RunWorker(context.Background(), WorkerOptions{AbortRate: 2})
 	if err == nil {
 		t.Fatal("abort rate 2 accepted")
+	}
+	if rep.Stopped != StopError || rep.Error == "" {
+		t.Fatalf("report %+v, want stopped=error and the error", rep)
+	}
+}
+
+func TestStopReason(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	live := context.Background()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want StopReason
+	}{
+		{"cancelled", cancelled, nil, StopCancelled},
+		{"injected", live, fmt.Errorf("batch: %w", ErrInjected), StopInjected},
+		{"injected while stopping", cancelled, ErrInjected, StopInjected},
+		{"real error", live, errors.New("eos: giving up"), StopError},
+		{"real error while stopping", cancelled, errors.New("eos: fenced"), StopError},
+		{"nil though not cancelled", live, errUnasked, StopError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := stopReason(tc.ctx, tc.err); got != tc.want {
+				t.Fatalf("stopReason = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
