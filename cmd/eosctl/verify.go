@@ -38,7 +38,10 @@ pipeline (it upper-cases each value) in one consumer group, and meanwhile:
   - hard-restarts the broker (--broker-restarts).
 A read_committed consumer reads the output during the run and again after
 it. The verdict counts missing, duplicated and out-of-order records; any of
-them exits 1.
+them exits 1. So does a worker that stops on its own — for any reason but
+the SIGKILL or SIGTERM verify sent it or an injected processing error — even
+though verify restarts it so the run completes: a pipeline that stops by
+itself needs a human. worker_failures names each with its error.
 
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and restarts it with SIGKILL on the same port and data. With
@@ -167,7 +170,10 @@ func verifyTable(r chaos.Result) *table {
 	t.add("worker terms", r.WorkerTerms)
 	t.add("broker restarts", r.BrokerRestarts)
 	t.add("injected aborts", r.InjectedAborts)
-	t.add("worker crashes", r.WorkerCrashes)
+	t.add("worker failures", fmt.Sprintf("%d (stopped on their own, not by an injected fault)", r.WorkerCrashes))
+	for _, f := range r.WorkerFailures {
+		t.add("  "+f.Worker, fmt.Sprintf("pid %d at %.1fs: %s", f.Pid, f.AtSeconds, f.Error))
+	}
 	t.add("aborted transactions", fmt.Sprintf("%d (reported by workers that exited on their own)", r.AbortedTransactions))
 	if r.AbortedRecords >= 0 {
 		t.add("aborted records", fmt.Sprintf("%d (in the log, hidden from read_committed)", r.AbortedRecords))

@@ -115,8 +115,8 @@ type Progress struct {
 type Result struct {
 	verdict.Verdict
 	// Pass is true when the output is the input exactly once, in order
-	// per key, the live reader saw no duplicate, and every planned fault
-	// was injected in time.
+	// per key, the live reader saw no duplicate, every planned fault was
+	// injected in time, and no worker stopped on its own.
 	Pass     bool     `json:"pass"`
 	Problems []string `json:"problems,omitempty"` // why Pass is false, in words
 	// Failed names the checks behind Problems, one per entry, so scripts
@@ -134,8 +134,15 @@ type Result struct {
 	WorkersRemoved int `json:"workers_removed"`
 	BrokerRestarts int `json:"broker_restarts"`
 	InjectedAborts int `json:"injected_aborts"` // workers stopped by an injected processing error
-	WorkerCrashes  int `json:"worker_crashes"`  // workers stopped by another error (e.g. the broker was down)
-	WorkerStarts   int `json:"worker_starts"`   // worker processes started, restarts included
+	// WorkerCrashes counts the worker processes that stopped for a
+	// reason the verifier did not inject (e.g. the broker was down too
+	// long, or the worker was fenced); each is in WorkerFailures and
+	// fails the run. They are restarted all the same, so the run ends.
+	WorkerCrashes int `json:"worker_crashes"`
+	WorkerStarts  int `json:"worker_starts"` // worker processes started, restarts included
+	// WorkerFailures names each worker stop counted in WorkerCrashes,
+	// with its error.
+	WorkerFailures []WorkerFailure `json:"worker_failures,omitempty"`
 
 	// AbortedTransactions adds up the aborted batches that workers
 	// reported when they exited on their own (SIGTERM, injected errors,
@@ -159,6 +166,24 @@ type Result struct {
 	Seconds           float64 `json:"seconds"` // seeding to verdict
 	LogDir            string  `json:"log_dir,omitempty"`
 }
+
+// WorkerFailure is one worker process that stopped for a reason the
+// verifier did not inject: not its SIGKILL, not a clean stop after its
+// SIGTERM, not an injected processing error. Any of them fails the run,
+// because a pipeline that stops by itself needs a human.
+type WorkerFailure struct {
+	Worker    string     `json:"worker"`
+	Pid       int        `json:"pid"`
+	Exit      int        `json:"exit"`             // exit status; -1 when a signal ended it
+	Signal    string     `json:"signal,omitempty"` // that signal
+	Stopped   StopReason `json:"stopped,omitempty"`
+	Error     string     `json:"error"`      // its error, or what the verifier saw
+	AtSeconds float64    `json:"at_seconds"` // since the workers started
+}
+
+// stopGrace is how long workers get to stop after the run's SIGTERM
+// before they are SIGKILLed, which fails the run.
+const stopGrace = 30 * time.Second
 
 // Validate checks the options; errors name the flag of `eosctl verify`.
 func (o Options) Validate() error {
@@ -336,8 +361,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		},
 	}
 	defer func() {
-		fl.stopAll(30 * time.Second)
-		res.AbortedTransactions += fl.reap(&res)
+		fl.stopAll(stopGrace)
+		res.AbortedTransactions += fl.reapExited(&res, func(string, ...any) {}, false)
 	}()
 
 	pctx, stopProgress := context.WithCancel(ctx)
@@ -346,6 +371,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	go pollConsumed(pctx, adm, app, res.Input, ends, &consumed)
 
 	start := time.Now()
+	fl.began = start
 	event := func(format string, a ...any) {
 		pct := 100 * float64(consumed.Load()) / float64(o.Records)
 		o.Events(fmt.Sprintf("%7.1fs %3.0f%%  ", time.Since(start).Seconds(), pct) + fmt.Sprintf(format, a...))
@@ -430,7 +456,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		case <-tick.C:
 		}
 		now := time.Now()
-		res.AbortedTransactions += fl.reapExited(&res, event)
+		res.AbortedTransactions += fl.reapExited(&res, event, true)
 		if fl.fatal != nil {
 			return res, fl.fatal
 		}
@@ -472,8 +498,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 	}
 	res.FaultsNotInjected = len(plan) - next
-	fl.stopAll(30 * time.Second)
-	res.AbortedTransactions += fl.reap(&res)
+	fl.stopAll(stopGrace)
+	res.AbortedTransactions += fl.reapExited(&res, event, false)
 	stopProgress()
 
 	live.finish(2*time.Second, 2*time.Minute)
@@ -532,6 +558,9 @@ const (
 	// ProblemFaultsNotInjected: the input ran out before every planned
 	// fault fired, so the run proves less than it was asked to.
 	ProblemFaultsNotInjected Problem = "faults_not_injected"
+	// ProblemWorkerStopped: a worker stopped for a reason the verifier
+	// did not inject (see Result.WorkerFailures).
+	ProblemWorkerStopped Problem = "worker_stopped"
 )
 
 // Fails reports whether the run failed check p, for tests and callers
@@ -562,7 +591,26 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input within --duration; raise it or lower --records")
 	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
+	add(len(r.WorkerFailures) > 0, ProblemWorkerStopped, "%d worker processes stopped on their own, not by an injected fault: %s",
+		len(r.WorkerFailures), describeFailures(r.WorkerFailures, 3))
 	return names, words
+}
+
+// describeFailures names the first n failures with their errors, each cut
+// to a readable length; worker_failures in the JSON result has them all.
+func describeFailures(fs []WorkerFailure, n int) string {
+	var parts []string
+	for _, f := range fs[:min(n, len(fs))] {
+		why := f.Error
+		if len(why) > 300 {
+			why = why[:300] + "…"
+		}
+		parts = append(parts, fmt.Sprintf("%s (pid %d, at %.1fs) %s", f.Worker, f.Pid, f.AtSeconds, why))
+	}
+	if len(fs) > n {
+		parts = append(parts, fmt.Sprintf("and %d more (see worker_failures)", len(fs)-n))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // workerNum is the number in a worker id, for ordering.

@@ -105,8 +105,11 @@ func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
 	t.Logf("%s in %s: exit %d, %s, kills %d, broker restarts %d, injected aborts %d, crashes %d, aborted txns %d, aborted records %d, live %d (dups %d)",
 		res.Guarantee, time.Since(start).Round(time.Second), code, res.Verdict, res.WorkerKills, res.BrokerRestarts,
 		res.InjectedAborts, res.WorkerCrashes, res.AbortedTransactions, res.AbortedRecords, res.LiveRead, res.LiveDuplicates)
+	for _, f := range res.WorkerFailures {
+		t.Logf("worker failure: %s pid %d at %.1fs, exit %d: %s", f.Worker, f.Pid, f.AtSeconds, f.Exit, f.Error)
+	}
 	if code != 0 {
-		t.Logf("problems: %v; stderr: %s", res.Problems, stderr.String())
+		t.Logf("problems: %v (failed %v); stderr: %s", res.Problems, res.Failed, stderr.String())
 	}
 	return res, raw, code
 }

@@ -36,9 +36,11 @@ type proc struct {
 	out     bytes.Buffer
 	started time.Time
 	intent  intent
+	forced  bool // SIGKILLed because it did not stop in time after a SIGTERM
 	done    chan struct{}
-	code    int  // exit code, -1 when killed by a signal
-	reaped  bool // its exit has been accounted for
+	code    int            // exit code, -1 when killed by a signal
+	signal  syscall.Signal // the signal that ended it, when code is -1
+	reaped  bool           // its exit has been accounted for
 }
 
 func (p *proc) exited() bool {
@@ -50,14 +52,16 @@ func (p *proc) exited() bool {
 	}
 }
 
-// report parses the worker's last JSON line, if it printed one.
+// report parses the worker's exit report, the last JSON line that says
+// why it stopped, if it printed one.
 func (p *proc) report() (WorkerReport, bool) {
 	var rep WorkerReport
 	sc := bufio.NewScanner(bytes.NewReader(p.out.Bytes()))
 	ok := false
 	for sc.Scan() {
-		if json.Unmarshal(sc.Bytes(), &rep) == nil {
-			ok = true
+		var r WorkerReport
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Stopped != "" {
+			rep, ok = r, true
 		}
 	}
 	return rep, ok
@@ -72,8 +76,9 @@ type fleet struct {
 	argsFor func(id string) []string
 	procs   map[string]*proc // the current process of each worker id
 	pending map[string]time.Time
-	next    int   // the number of the next worker id to hand out
-	fatal   error // set when a worker can never run, e.g. its flags were refused
+	began   time.Time // when the first worker started, for failure times
+	next    int       // the number of the next worker id to hand out
+	fatal   error     // set when a worker can never run, e.g. its flags were refused
 }
 
 // start launches worker id, appending its stderr to its log file.
@@ -98,6 +103,9 @@ func (f *fleet) start(id string) error {
 		p.code = 0
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 			p.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				p.signal = ws.Signal()
+			}
 		} else if err != nil {
 			p.code = -1
 		}
@@ -139,25 +147,13 @@ func (f *fleet) running(minAge time.Duration) []string {
 	return ids
 }
 
-// active counts the workers that are meant to be running.
-func (f *fleet) active() int {
-	n := 0
-	for _, p := range f.procs {
-		if p.intent != intentRemove && p.intent != intentStop {
-			n++
-		}
-	}
-	return n
-}
-
-// stopAll SIGTERMs every worker and waits up to grace for them, then
-// SIGKILLs the rest.
+// stopAll SIGTERMs every running worker and waits up to grace for them,
+// then SIGKILLs the rest, which counts as their failure. A worker that
+// already exited keeps the intent it had, so its exit is judged as such.
 func (f *fleet) stopAll(grace time.Duration) {
 	for id, p := range f.procs {
 		if !p.exited() {
 			f.signal(id, syscall.SIGTERM, intentStop)
-		} else {
-			p.intent = intentStop
 		}
 	}
 	deadline := time.Now().Add(grace)
@@ -165,17 +161,91 @@ func (f *fleet) stopAll(grace time.Duration) {
 		select {
 		case <-p.done:
 		case <-time.After(time.Until(deadline)):
+			p.forced = true
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}
 	}
 }
 
-// reapExited accounts for workers that exited since the last call and
-// schedules their restarts: at once after a kill or a SIGTERM, shortly
-// after an injected error, after a second after a crash. It returns the
+// exitClass is the supervisor's judgement of one worker exit.
+type exitClass int
+
+const (
+	exitKilled   exitClass = iota // died of the SIGKILL the supervisor sent
+	exitStopped                   // stopped after the SIGTERM the supervisor sent
+	exitInjected                  // stopped on an injected processing error, as report and status agree
+	exitRefused                   // refused its command line or settings: no restart can help
+	exitFailed                    // anything else: the run fails
+)
+
+// exitFacts is what the supervisor knows about a worker that exited.
+type exitFacts struct {
+	intent intent         // what the supervisor meant to happen to it
+	code   int            // exit status, -1 when a signal ended it
+	signal syscall.Signal // that signal
+	forced bool           // SIGKILLed after it ignored a SIGTERM
+	report WorkerReport   // its last report, if hasRep
+	hasRep bool
+	panic  string // the panic line from its log, if it panicked
+	log    string // the tail of its log, for exits without a report
+}
+
+// classify judges an exit. Only what the supervisor caused passes: its own
+// SIGKILL, a clean stop after its own SIGTERM, or an injected processing
+// error that the worker reports as injected and exits ExitInjected for.
+// Everything else is a failure, returned with the reason in words.
+func classify(x exitFacts) (exitClass, string) {
+	terminated := x.intent == intentTerm || x.intent == intentRemove || x.intent == intentStop
+	if x.hasRep && x.report.Stopped == StopInjected && x.code == ExitInjected {
+		return exitInjected, ""
+	}
+	if x.code == -1 {
+		switch {
+		case x.signal == syscall.SIGKILL && x.intent == intentKill:
+			return exitKilled, ""
+		case x.forced:
+			return exitFailed, "did not stop within the grace period after SIGTERM and was SIGKILLed"
+		case x.signal == syscall.SIGTERM && terminated:
+			return exitStopped, "" // SIGTERMed before it installed its handler
+		case x.signal != 0:
+			return exitFailed, fmt.Sprintf("ended by a signal (%v) that the verifier did not send", x.signal)
+		}
+		return exitFailed, "ended without an exit status"
+	}
+	if x.code == 0 && x.hasRep && x.report.Stopped == StopCancelled {
+		if terminated {
+			return exitStopped, ""
+		}
+		return exitFailed, "stopped cleanly though the verifier did not stop it"
+	}
+	if x.code == exitUsage && x.intent == intentNone && x.panic == "" {
+		return exitRefused, ""
+	}
+	why := ""
+	switch {
+	case x.panic != "":
+		why = x.panic
+	case x.hasRep && x.report.Error != "":
+		why = x.report.Error
+	case x.hasRep:
+		why = fmt.Sprintf("reported stopped=%q", x.report.Stopped)
+	default:
+		why = "printed no report; log: " + x.log
+	}
+	why = fmt.Sprintf("exit status %d: %s", x.code, why)
+	if terminated {
+		why = "after the verifier's SIGTERM, " + why
+	}
+	return exitFailed, why
+}
+
+// reapExited accounts for workers that exited since the last call and,
+// with restart, schedules their restarts: at once after a kill or a
+// SIGTERM, shortly after an injected error, after a second after a
+// failure, which is recorded in res and fails the run. It returns the
 // aborted batches the exited workers reported.
-func (f *fleet) reapExited(res *Result, event func(string, ...any)) uint64 {
+func (f *fleet) reapExited(res *Result, event func(string, ...any), restart bool) uint64 {
 	var aborted uint64
 	now := time.Now()
 	for id, p := range f.procs {
@@ -183,48 +253,46 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any)) uint64 {
 			continue
 		}
 		p.reaped = true
-		if rep, ok := p.report(); ok {
+		rep, hasRep := p.report()
+		if hasRep {
 			aborted += rep.Aborted
 		}
-		switch p.intent {
-		case intentKill, intentTerm:
-			f.pending[id] = now
-		case intentRemove:
-			delete(f.procs, id)
-		case intentNone:
-			if p.code == exitUsage {
-				f.fatal = fmt.Errorf("chaos: worker %s refused its command line (exit %d): %s",
-					id, p.code, logTail(filepath.Join(f.logDir, id+".log"), 5))
-				continue
-			}
-			if p.code == ExitInjected {
-				res.InjectedAborts++
-				event("%s stopped on an injected processing error; restarting it", id)
-				f.pending[id] = now.Add(200 * time.Millisecond)
-			} else {
-				res.WorkerCrashes++
-				event("%s exited with status %d; restarting it (see %s.log)", id, p.code, id)
-				f.pending[id] = now.Add(time.Second)
-			}
+		logPath := filepath.Join(f.logDir, id+".log")
+		x := exitFacts{intent: p.intent, code: p.code, signal: p.signal, forced: p.forced, report: rep, hasRep: hasRep}
+		if !hasRep {
+			x.log = logTail(logPath, 5)
+			x.panic = panicLine(logPath)
 		}
-	}
-	return aborted
-}
-
-// reap returns the aborted batches reported by stopped workers not yet
-// accounted for.
-func (f *fleet) reap(res *Result) uint64 {
-	var aborted uint64
-	for _, p := range f.procs {
-		if p.reaped || !p.exited() {
+		class, why := classify(x)
+		var after time.Duration // when to restart it
+		switch class {
+		case exitRefused:
+			f.fatal = fmt.Errorf("chaos: worker %s refused its command line or settings (exit %d): %s",
+				id, p.code, logTail(logPath, 5))
 			continue
-		}
-		p.reaped = true
-		if rep, ok := p.report(); ok {
-			aborted += rep.Aborted
-		}
-		if p.intent == intentNone && p.code == ExitInjected {
+		case exitInjected:
 			res.InjectedAborts++
+			event("%s stopped on an injected processing error", id)
+			after = 200 * time.Millisecond
+		case exitFailed:
+			fail := WorkerFailure{Worker: id, Pid: p.cmd.Process.Pid, Exit: p.code, Stopped: rep.Stopped,
+				Error: why, AtSeconds: now.Sub(f.began).Seconds()}
+			if p.signal != 0 {
+				fail.Signal = p.signal.String()
+			}
+			res.WorkerFailures = append(res.WorkerFailures, fail)
+			res.WorkerCrashes++
+			event("FAILURE: %s (pid %d) stopped on its own: %s (see %s.log)", id, fail.Pid, why, id)
+			after = time.Second
+		}
+		switch {
+		case !restart || p.intent == intentStop:
+		case p.intent == intentRemove:
+			delete(f.procs, id)
+		case p.intent == intentKill || p.intent == intentTerm:
+			f.pending[id] = now
+		default:
+			f.pending[id] = now.Add(after)
 		}
 	}
 	return aborted
@@ -232,6 +300,25 @@ func (f *fleet) reap(res *Result) uint64 {
 
 // exitUsage is eosctl's exit code for a command line it refuses.
 const exitUsage = 2
+
+// panicLine returns the "panic: " line that the last process logged to
+// path, or "" if it did not panic.
+func panicLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if i := strings.LastIndex(s, " started pid "); i >= 0 {
+		s = s[i:]
+	}
+	for line := range strings.Lines(s) {
+		if strings.HasPrefix(line, "panic: ") {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
 
 // logTail returns the last n lines of a log file, joined by " | ".
 func logTail(path string, n int) string {
