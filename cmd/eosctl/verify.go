@@ -30,7 +30,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Long: `verify seeds --records numbered, keyed records, runs --workers worker processes of a sample
 pipeline (it upper-cases each value) in one consumer group, and meanwhile:
   - SIGKILLs workers in the middle of transactions (--kills) and restarts them
-    under the same instance id, so each fences its zombie,
+    under the same instance id, so each fences its zombie; how long each
+    restarted worker takes to its first commit is reported
+    (restart_to_first_commit: count, median_ms, max_ms),
   - SIGTERMs and restarts workers (--terms),
   - makes batches fail with a processing error that aborts them (--abort-rate);
     the failed worker stops and is restarted, as a supervisor would,
@@ -167,6 +169,7 @@ func verifyTable(r chaos.Result) *table {
 	t.add("live read_committed reads", fmt.Sprintf("%d (%d duplicates)", r.LiveRead, r.LiveDuplicates))
 	t.add("workers", fmt.Sprintf("%d (+%d added, -%d removed, %d starts)", r.Workers, r.WorkersAdded, r.WorkersRemoved, r.WorkerStarts))
 	t.add("worker kills", r.WorkerKills)
+	t.add("restart → first commit", r.RestartToFirstCommit.String())
 	t.add("worker terms", r.WorkerTerms)
 	t.add("broker restarts", r.BrokerRestarts)
 	t.add("injected aborts", r.InjectedAborts)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/verdict"
@@ -54,14 +55,15 @@ func TestVerifyTable(t *testing.T) {
 	r := chaos.Result{
 		Verdict:     verdict.Verdict{RecordsIn: 10, RecordsOut: 11, Duplicates: 1},
 		WorkerKills: 3, BrokerRestarts: 1, AbortedTransactions: 4, AbortedRecords: -1,
-		WorkerCrashes: 1, WorkerFailures: []chaos.WorkerFailure{{Worker: "worker-1", Pid: 42, Exit: 1, Error: "exit status 1: eos: fenced"}},
+		RestartToFirstCommit: chaos.RestartLatency{Restarts: 3, Count: 3, Median: 800 * time.Millisecond, Max: 1500 * time.Millisecond},
+		WorkerCrashes:        1, WorkerFailures: []chaos.WorkerFailure{{Worker: "worker-1", Pid: 42, Exit: 1, Error: "exit status 1: eos: fenced"}},
 	}
 	var b bytes.Buffer
 	if err := verifyTable(r).write(&b); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"records out", "duplicates", "worker kills", "broker restarts", "aborted transactions",
-		"worker failures", "worker-1", "eos: fenced"} {
+		"worker failures", "worker-1", "eos: fenced", "restart → first commit", "median 800ms, max 1.5s"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
 		}

@@ -15,13 +15,19 @@ import (
 	"github.com/eosflow/eosflow/internal/chaos"
 )
 
+// processStarted is when this process started, as near as Go lets us
+// see: a verify worker measures its time to the first commit from it.
+var processStarted = time.Now()
+
 // newVerifyWorkerCmd is the worker process `eosctl verify` starts: one
 // eos.Runner with the sample pipeline. It stops gracefully on SIGTERM and
 // prints its counters and why it stopped (chaos.WorkerReport) as one JSON
-// line on stdout. Its exit status says the same, so the verifier can fail
-// a run on any stop it did not inject: 0 after a clean stop on SIGTERM,
-// chaos.ExitInjected after an injected processing error, 2 on settings no
-// restart can fix, 1 on any other error.
+// line on stdout; before that, a chaos.WorkerEvent line once its first
+// batch committed, which verify reads while it runs. Its exit status says
+// why it stopped too, so verify can fail a run on any stop it did not
+// inject: 0 after a clean stop on SIGTERM, chaos.ExitInjected after an
+// injected processing error, 2 on settings no restart can fix, 1 on any
+// other error.
 func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	var (
 		o              chaos.WorkerOptions
@@ -52,10 +58,15 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 				o.Logger = l.With(zap.Int("pid", os.Getpid()))
 				defer func() { _ = l.Sync() }()
 			}
+			out := json.NewEncoder(cmd.OutOrStdout()) // one Write per line: verify reads them as they come
+			o.Started = processStarted
+			o.FirstCommit = func(after time.Duration) {
+				_ = out.Encode(chaos.WorkerEvent{Event: chaos.EventFirstCommit, Instance: instance, AfterMs: after.Milliseconds()})
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := chaos.RunWorker(ctx, o)
-			_ = json.NewEncoder(cmd.OutOrStdout()).Encode(rep)
+			_ = out.Encode(rep)
 			switch {
 			case rep.Stopped == chaos.StopCancelled:
 				return nil

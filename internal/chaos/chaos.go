@@ -143,6 +143,10 @@ type Result struct {
 	// WorkerFailures names each worker stop counted in WorkerCrashes,
 	// with its error.
 	WorkerFailures []WorkerFailure `json:"worker_failures,omitempty"`
+	// RestartToFirstCommit is how long the workers restarted after each
+	// SIGKILL took from their process start to their first committed
+	// batch.
+	RestartToFirstCommit RestartLatency `json:"restart_to_first_commit"`
 
 	// AbortedTransactions adds up the aborted batches that workers
 	// reported when they exited on their own (SIGTERM, injected errors,
@@ -363,6 +367,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	defer func() {
 		fl.stopAll(stopGrace)
 		res.AbortedTransactions += fl.reapExited(&res, func(string, ...any) {}, false)
+		res.RestartToFirstCommit = fl.restartLatency()
 	}()
 
 	pctx, stopProgress := context.WithCancel(ctx)
@@ -457,6 +462,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		now := time.Now()
 		res.AbortedTransactions += fl.reapExited(&res, event, true)
+		fl.noteFirstCommits(event)
 		if fl.fatal != nil {
 			return res, fl.fatal
 		}
@@ -500,6 +506,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.FaultsNotInjected = len(plan) - next
 	fl.stopAll(stopGrace)
 	res.AbortedTransactions += fl.reapExited(&res, event, false)
+	res.RestartToFirstCommit = fl.restartLatency()
 	stopProgress()
 
 	live.finish(2*time.Second, 2*time.Minute)

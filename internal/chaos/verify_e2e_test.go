@@ -105,6 +105,7 @@ func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
 	t.Logf("%s in %s: exit %d, %s, kills %d, broker restarts %d, injected aborts %d, crashes %d, aborted txns %d, aborted records %d, live %d (dups %d)",
 		res.Guarantee, time.Since(start).Round(time.Second), code, res.Verdict, res.WorkerKills, res.BrokerRestarts,
 		res.InjectedAborts, res.WorkerCrashes, res.AbortedTransactions, res.AbortedRecords, res.LiveRead, res.LiveDuplicates)
+	t.Logf("restart to first commit: %s, samples %v", res.RestartToFirstCommit, res.RestartToFirstCommit.Samples)
 	for _, f := range res.WorkerFailures {
 		t.Logf("worker failure: %s pid %d at %.1fs, exit %d: %s", f.Worker, f.Pid, f.AtSeconds, f.Exit, f.Error)
 	}
@@ -172,6 +173,7 @@ func TestVerifyRealBroker(t *testing.T) {
 			t.Fatalf("exit %d, problems %v", code, res.Problems)
 		}
 		checkExactlyOnce(t, res, 100000, 10, 2)
+		checkRestarts(t, res, maxRestartToFirstCommit)
 	})
 	controls := append(real, "--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 		"--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")
@@ -200,6 +202,26 @@ func checkExactlyOnce(t *testing.T, res chaos.Result, records, kills, brokerRest
 	// the faults hit open transactions, which read_committed hid.
 	if res.AbortedRecords <= 0 {
 		t.Errorf("no aborted records in the output log: the kills missed every open transaction")
+	}
+}
+
+// maxRestartToFirstCommit bounds how long a worker SIGKILLed and started
+// again at once may take to commit again on a real broker. With static
+// membership it gets its partitions back within seconds; a dynamic member
+// would wait out the dead one's session timeout (45 s by default).
+const maxRestartToFirstCommit = 15 * time.Second
+
+// checkRestarts asserts that restarts after kills were measured and that
+// the slowest came back within bound.
+func checkRestarts(t *testing.T, res chaos.Result, bound time.Duration) {
+	t.Helper()
+	l := res.RestartToFirstCommit
+	if l.Restarts == 0 || l.Count == 0 {
+		t.Errorf("restart to first commit %+v after %d kills: the restarts were not measured", l, res.WorkerKills)
+	}
+	if l.Max > bound {
+		t.Errorf("a worker restarted after a kill took %s to its first commit (%s), want at most %s",
+			l.Max, l, bound)
 	}
 }
 

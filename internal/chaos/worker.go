@@ -30,6 +30,14 @@ type WorkerOptions struct {
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
 	Logger      *zap.Logger   // nil: no logs
+	// Started is when the worker process started, which the time to the
+	// first commit is measured from; zero means when RunWorker is called.
+	Started time.Time
+	// FirstCommit is called once, from another goroutine and before
+	// RunWorker returns, when the first batch committed, with the time
+	// since Started. A supervisor learns it this way even from a worker
+	// it SIGKILLs later, which never prints its report. nil: not called.
+	FirstCommit func(after time.Duration)
 }
 
 // StopReason says why a worker's Run returned. The supervisor restarts a
@@ -60,9 +68,25 @@ type WorkerReport struct {
 	Committed  uint64 `json:"committed"`
 	Aborted    uint64 `json:"aborted"`
 	Rebuilds   uint64 `json:"rebuilds"`
+	// FirstCommitMs is the time from the worker's start to its first
+	// committed batch, in milliseconds; 0 when it committed none.
+	FirstCommitMs int64 `json:"first_commit_ms,omitempty"`
 	// Stopped is why Run returned; every report has one.
 	Stopped StopReason `json:"stopped"`
 	Error   string     `json:"error,omitempty"`
+}
+
+// EventFirstCommit is the WorkerEvent a worker prints when its first batch
+// committed.
+const EventFirstCommit = "first_commit"
+
+// WorkerEvent is a JSON line a worker prints on stdout while it runs, so
+// the supervisor learns what it did even if it SIGKILLs the worker later.
+// Its "event" field tells it from the exit report.
+type WorkerEvent struct {
+	Event    string `json:"event"` // EventFirstCommit
+	Instance string `json:"instance"`
+	AfterMs  int64  `json:"after_ms"` // since the worker started
 }
 
 // errUnasked is what a worker reports when Run returned nil although
@@ -75,6 +99,9 @@ var errUnasked = errors.New("chaos: the runner stopped without an error though n
 // runner's counters and why it stopped either way.
 func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err error) {
 	rep = WorkerReport{Instance: o.Config.InstanceID}
+	if o.Started.IsZero() {
+		o.Started = time.Now()
+	}
 	defer func() {
 		rep.Stopped = stopReason(ctx, err)
 		if err != nil {
@@ -100,7 +127,14 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	if err != nil {
 		return rep, err
 	}
+	stopWatch := watchFirstCommit(r, o.Started, func(after time.Duration) {
+		rep.FirstCommitMs = max(after.Milliseconds(), 1)
+		if o.FirstCommit != nil {
+			o.FirstCommit(after)
+		}
+	})
 	err = r.Run(ctx)
+	stopWatch()
 	if err == nil && ctx.Err() == nil {
 		err = errUnasked
 	}
@@ -108,6 +142,39 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	rep.RecordsIn, rep.RecordsOut = st.RecordsIn, st.RecordsOut
 	rep.Committed, rep.Aborted, rep.Rebuilds = st.Committed, st.Aborted, st.Rebuilds
 	return rep, err
+}
+
+// firstCommitPoll is how often a worker looks for its first commit.
+const firstCommitPoll = 10 * time.Millisecond
+
+// watchFirstCommit polls r's committed batches until there is one, then
+// calls found once with the time since started, from its own goroutine.
+// The returned stop looks one last time, and returns once found has run
+// or never will.
+func watchFirstCommit(r *eos.Runner, started time.Time, found func(time.Duration)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(firstCommitPoll)
+		defer tick.Stop()
+		for {
+			committed := r.Stats().Committed > 0
+			if committed {
+				found(time.Since(started))
+				return
+			}
+			select {
+			case <-quit:
+				if r.Stats().Committed > 0 {
+					found(time.Since(started))
+				}
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
 }
 
 // stopReason classifies how Run ended: nil after ctx ended is a clean

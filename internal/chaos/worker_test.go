@@ -24,9 +24,12 @@ func TestRunWorkerUpperCases(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var rep WorkerReport
+	firstCommit := make(chan time.Duration, 2)
+	started := time.Now().Add(-time.Second) // as if the process started a second ago
 	go func() {
 		var err error
-		rep, err = RunWorker(ctx, WorkerOptions{Config: env.Config(env.Name("app"), "worker-0", config.ExactlyOnce), In: in, Out: out})
+		rep, err = RunWorker(ctx, WorkerOptions{Config: env.Config(env.Name("app"), "worker-0", config.ExactlyOnce), In: in, Out: out,
+			Started: started, FirstCommit: func(d time.Duration) { firstCommit <- d }})
 		done <- err
 	}()
 	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -48,6 +51,13 @@ func TestRunWorkerUpperCases(t *testing.T) {
 	if rep.RecordsIn != n || rep.Committed == 0 || rep.Instance != "worker-0" || rep.Stopped != StopCancelled {
 		t.Fatalf("report %+v", rep)
 	}
+	if len(firstCommit) != 1 {
+		t.Fatalf("FirstCommit called %d times, want once", len(firstCommit))
+	}
+	d := <-firstCommit
+	if d < time.Second || d > time.Since(started) || rep.FirstCommitMs != d.Milliseconds() {
+		t.Fatalf("first commit after %s (report %dms): want it measured from Started, a second before RunWorker", d, rep.FirstCommitMs)
+	}
 }
 
 func TestRunWorkerInjectsAborts(t *testing.T) {
@@ -65,8 +75,8 @@ func TestRunWorkerInjectsAborts(t *testing.T) {
 	if !errors.Is(err, ErrInjected) {
 		t.Fatalf("error %v, want ErrInjected", err)
 	}
-	if rep.Aborted != 1 || rep.Committed != 0 || rep.Error == "" || rep.Stopped != StopInjected {
-		t.Fatalf("report %+v, want one aborted batch, the error and stopped=injected", rep)
+	if rep.Aborted != 1 || rep.Committed != 0 || rep.Error == "" || rep.Stopped != StopInjected || rep.FirstCommitMs != 0 {
+		t.Fatalf("report %+v, want one aborted batch, the error, stopped=injected and no first commit", rep)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,12 +30,59 @@ const (
 	intentStop                 // the run is over
 )
 
+// stdoutLog keeps what a worker prints on stdout and notes when its
+// first-commit line arrives. The process's output copier writes to it
+// while the supervisor reads it, so it locks.
+type stdoutLog struct {
+	mu          sync.Mutex
+	buf         bytes.Buffer
+	scanned     int       // bytes of buf already split into lines
+	firstCommit time.Time // when the EventFirstCommit line arrived
+}
+
+// Write appends b and looks at each line it completes.
+func (w *stdoutLog) Write(b []byte) (int, error) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(b)
+	for {
+		rest := w.buf.Bytes()[w.scanned:]
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		w.scanned += i + 1
+		var ev WorkerEvent
+		if w.firstCommit.IsZero() && json.Unmarshal(rest[:i], &ev) == nil && ev.Event == EventFirstCommit {
+			w.firstCommit = now
+		}
+	}
+}
+
+// bytes returns a copy of everything written so far.
+func (w *stdoutLog) bytes() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return bytes.Clone(w.buf.Bytes())
+}
+
+// firstCommitAt is when the worker said its first batch committed, or
+// the zero time.
+func (w *stdoutLog) firstCommitAt() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.firstCommit
+}
+
 // proc is one worker process.
 type proc struct {
 	id      string
 	cmd     *exec.Cmd
-	out     bytes.Buffer
+	out     stdoutLog
 	started time.Time
+	after   intent // what ended the previous process of this worker id
+	noted   bool   // its first commit was announced
 	intent  intent
 	forced  bool // SIGKILLed because it did not stop in time after a SIGTERM
 	done    chan struct{}
@@ -56,7 +104,7 @@ func (p *proc) exited() bool {
 // why it stopped, if it printed one.
 func (p *proc) report() (WorkerReport, bool) {
 	var rep WorkerReport
-	sc := bufio.NewScanner(bytes.NewReader(p.out.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(p.out.bytes()))
 	ok := false
 	for sc.Scan() {
 		var r WorkerReport
@@ -78,7 +126,11 @@ type fleet struct {
 	pending map[string]time.Time
 	began   time.Time // when the first worker started, for failure times
 	next    int       // the number of the next worker id to hand out
-	fatal   error     // set when a worker can never run, e.g. its flags were refused
+	// killRestarts counts processes started after a SIGKILL, and
+	// firstCommits holds how long those that committed took to.
+	killRestarts int
+	firstCommits []time.Duration
+	fatal        error // set when a worker can never run, e.g. its flags were refused
 }
 
 // start launches worker id, appending its stderr to its log file.
@@ -88,6 +140,12 @@ func (f *fleet) start(id string) error {
 		return fmt.Errorf("chaos: opening the log of %s: %w", id, err)
 	}
 	p := &proc{id: id, started: time.Now(), done: make(chan struct{})}
+	if prev := f.procs[id]; prev != nil {
+		p.after = prev.intent
+	}
+	if p.after == intentKill {
+		f.killRestarts++
+	}
 	p.cmd = exec.Command(f.exe, f.argsFor(id)...)
 	p.cmd.Env = append(os.Environ(), f.env...)
 	p.cmd.Stdout = &p.out
@@ -166,6 +224,26 @@ func (f *fleet) stopAll(grace time.Duration) {
 			<-p.done
 		}
 	}
+}
+
+// noteFirstCommits announces each worker restarted after a kill that has
+// committed its first batch since the last call.
+func (f *fleet) noteFirstCommits(event func(string, ...any)) {
+	for id, p := range f.procs {
+		if p.after != intentKill || p.noted {
+			continue
+		}
+		if at := p.out.firstCommitAt(); !at.IsZero() {
+			p.noted = true
+			event("%s committed its first batch %s after its restart", id, at.Sub(p.started).Round(time.Millisecond))
+		}
+	}
+}
+
+// restartLatency summarises the first commits of the workers restarted
+// after a kill that have exited and been reaped.
+func (f *fleet) restartLatency() RestartLatency {
+	return newRestartLatency(f.killRestarts, f.firstCommits)
 }
 
 // exitClass is the supervisor's judgement of one worker exit.
@@ -253,6 +331,11 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any), restart bool
 			continue
 		}
 		p.reaped = true
+		if p.after == intentKill {
+			if at := p.out.firstCommitAt(); !at.IsZero() {
+				f.firstCommits = append(f.firstCommits, at.Sub(p.started))
+			}
+		}
 		rep, hasRep := p.report()
 		if hasRep {
 			aborted += rep.Aborted
