@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,7 @@ func TestVerifyExactlyOncePassesUnderChaos(t *testing.T) {
 	}
 	checkExactlyOnce(t, res, 20000, 3, 1)
 	for _, k := range []string{"records_in", "records_out", "missing", "duplicates", "out_of_order",
-		"worker_kills", "broker_restarts", "aborted_transactions"} {
+		"worker_kills", "broker_restarts", "aborted_transactions", "restart_to_first_commit"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("-o json lacks %q", k)
 		}
@@ -240,6 +241,19 @@ func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {
 	if !res.Fails(chaos.ProblemDuplicates) {
 		t.Errorf("failed checks %v lack %q", res.Failed, chaos.ProblemDuplicates)
 	}
+	checkFailsOnly(t, res, chaos.ProblemDuplicates, chaos.ProblemLiveDuplicates)
+}
+
+// checkFailsOnly asserts that a negative control failed for its expected
+// reasons and no other: a control that also lost workers or timed out
+// proves less than its name says.
+func checkFailsOnly(t *testing.T, res chaos.Result, allowed ...chaos.Problem) {
+	t.Helper()
+	for i, p := range res.Failed {
+		if !slices.Contains(allowed, p) {
+			t.Errorf("the control also failed %q: %s", p, res.Problems[i])
+		}
+	}
 }
 
 func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
@@ -256,4 +270,5 @@ func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
 		t.Errorf("at-most-once repeated records: %d duplicates, %d seen live (failed %v)",
 			res.Duplicates, res.LiveDuplicates, res.Failed)
 	}
+	checkFailsOnly(t, res, chaos.ProblemMissing, chaos.ProblemDuplicates, chaos.ProblemAtMostOnceRepeated, chaos.ProblemLiveDuplicates)
 }
