@@ -4,183 +4,394 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
+// batch is one batch being filled: the records taken, the outputs handed
+// to the producer, and where to resume when it stops part way through a
+// fetch.
+type batch struct {
+	start    time.Time
+	in, out  int
+	failed   error
+	cut      atomic.Bool // the commit interval is spent: take no more records
+	cuttable bool        // records may be left for the next batch (not at-most-once)
+	// rest is, per partition, the first record polled but not processed;
+	// the consumer is rewound there so the batch commits only what it did.
+	rest map[string]map[int32]kgo.EpochOffset
+	// slow is the record whose processing carried the batch past
+	// transaction_timeout, if one did.
+	slow *kgo.Record
+}
+
+func (b *batch) leave(rec *kgo.Record) {
+	if b.rest == nil {
+		b.rest = make(map[string]map[int32]kgo.EpochOffset)
+	}
+	ps := b.rest[rec.Topic]
+	if ps == nil {
+		ps = make(map[int32]kgo.EpochOffset)
+		b.rest[rec.Topic] = ps
+	}
+	if _, ok := ps[rec.Partition]; !ok {
+		ps[rec.Partition] = kgo.EpochOffset{Epoch: rec.LeaderEpoch, Offset: rec.Offset}
+	}
+}
+
 // consume runs batches on s until ctx ends (nil), a record fails under the
-// Fail policy (that error), or s breaks (a rebuildError or fencing).
+// Fail policy (that error), or s breaks (a rebuildError, fencing, a stall).
 // progressed reports whether any batch committed.
 func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err error) {
-	max := r.cfg.MaxBatchRecords
 	log := r.log.With(zap.String("transactional_id", r.cfg.TransactionalID()))
 	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.Idempotent {
 		// Loading the producer id first fences a zombie of this instance
 		// and aborts a transaction a previous session left open, whose
 		// pending offsets would otherwise block this session's offset
-		// fetch (RequireStable) until that transaction timed out. So it
-		// is not cut short: it ends when it succeeds or Run stops.
-		id, epoch, err := s.client().ProducerID(ctx)
-		if err == nil {
-			log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
-		} else if isFenced(err) {
+		// fetch (RequireStable) until that transaction timed out.
+		id, epoch, err := r.producerID(ctx, s)
+		if err != nil {
 			return false, err
 		}
+		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
 	}
+	// A batch whose commit outcome was lost is settled before anything is
+	// redone, or a redo would be mistaken for it.
+	if err := r.settlePending(ctx); err != nil {
+		return false, err
+	}
+	lastBatch := time.Now()
 	for {
 		if ctx.Err() != nil {
 			return progressed, nil
 		}
-		fetches := s.poll(ctx, max)
+		pctx, cancel := context.WithTimeout(ctx, r.idleCheck())
+		fetches, perr := s.poll(pctx, r.pollSize())
+		cancel()
+		if perr != nil {
+			return progressed, perr
+		}
 		if fetches.IsClientClosed() || ctx.Err() != nil && fetches.NumRecords() == 0 {
 			return progressed, nil
 		}
-		if err := fetchError(fetches); err != nil {
+		if err := r.fetchError(fetches); err != nil {
 			return progressed, err
 		}
 		if fetches.NumRecords() == 0 {
 			s.idle()
+			if waited := time.Since(lastBatch); waited > r.stallBound() {
+				if err := r.checkStall(ctx, waited); err != nil {
+					return progressed, err
+				}
+				lastBatch = time.Now() // nothing waits for us: idle is fine
+			}
 			continue
 		}
-		if err := s.begin(); err != nil {
-			return progressed, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
+		committed, err := r.runBatch(ctx, s, fetches, log)
+		if committed {
+			progressed = true
+			r.stalls = 0
 		}
-		start := time.Now()
-		var in, out int
-		var failed error
-		emit := func(rec *kgo.Record) {
-			out++
-			s.produce(rec)
+		if err != nil {
+			return progressed, err
 		}
-		process := func(fs kgo.Fetches) {
-			fs.EachRecord(func(rec *kgo.Record) {
-				if failed != nil {
-					return
-				}
-				in++
-				if _, err := r.proc.Process(ctx, rec, emit); err != nil {
-					failed = err
-				}
-			})
-		}
-		process(fetches)
-		// Keep filling the batch until the commit interval or the record
-		// cap: fewer, larger transactions cost fewer round trips.
-		deadline := start.Add(r.cfg.CommitInterval)
-		for failed == nil && in < max && ctx.Err() == nil && time.Until(deadline) > 0 {
-			pctx, cancel := context.WithDeadline(ctx, deadline)
-			more := s.poll(pctx, max-in)
-			cancel()
-			if more.IsClientClosed() {
-				break
-			}
-			if err := fetchError(more); err != nil {
-				failed = &rebuildError{err}
-				break
-			}
-			process(more)
-		}
-		commit := failed == nil
-		if commit && r.beforeEnd != nil {
-			if err := r.beforeEnd(ctx, BatchInfo{Records: in, Outputs: out}); err != nil {
-				failed, commit = err, false
-			}
-		}
-		committed, endErr := s.end(commit)
-		gen := generation(s.client())
-		switch {
-		case failed != nil || endErr != nil:
-			r.aborted.Add(1)
-			reason := failed
-			if endErr != nil {
-				reason = endErr
-			}
-			log.Warn("batch aborted", zap.Error(reason), zap.Int("records", in), zap.Int32("generation", gen))
-			if oc := (*offsetCommitError)(nil); errors.As(endErr, &oc) {
-				r.redone.Add(uint64(in))
-			}
-			if endErr != nil && (isFenced(endErr) || failed == nil || isRebuildable(failed)) {
-				return progressed, endErr
-			}
-			return progressed, failed
-		case !committed:
-			r.aborted.Add(1)
-			log.Info("batch aborted by a rebalance; reprocessing from the last commit",
-				zap.Int("records", in), zap.Int32("generation", gen))
-			continue
-		}
-		progressed = true
-		r.committed.Add(1)
-		r.recordsIn.Add(uint64(in))
-		r.recordsOut.Add(uint64(out))
-		log.Debug("batch committed", zap.Int("records", in), zap.Int("outputs", out),
-			zap.Duration("latency", time.Since(start)), zap.Int32("generation", gen))
+		lastBatch = time.Now()
 	}
 }
 
-func generation(cl *kgo.Client) int32 {
-	_, gen := cl.GroupMetadata()
-	return gen
+// runBatch processes fetches and whatever more arrives within the commit
+// interval as one batch and ends it. It returns whether the batch
+// committed; a nil error with false means it was aborted and is redone.
+func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
+	if err := s.begin(); err != nil {
+		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
+	}
+	b := &batch{start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
+	timer := time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
+	defer timer.Stop()
+
+	var cur *kgo.Record
+	emit := func(rec *kgo.Record) {
+		b.out++
+		if r.attribute {
+			rec.Context = &outputSource{Context: context.Background(), in: cur, sink: r.proc.OutputNode()}
+		}
+		s.produce(rec)
+	}
+	process := func(fs kgo.Fetches) {
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, rec := range p.Records {
+				if b.failed != nil || b.cut.Load() && b.cuttable || b.slow != nil {
+					if b.cuttable {
+						b.leave(rec)
+					}
+					return
+				}
+				b.in++
+				cur = rec
+				var err error
+				if rej, ok := r.rejected[recordKey(rec)]; ok {
+					_, err = r.proc.Reject(ctx, rec, rej.sink, rej.err, emit)
+				} else {
+					_, err = r.proc.Process(ctx, rec, emit)
+				}
+				if err != nil {
+					b.failed = err
+					b.in--
+					if b.cuttable {
+						b.leave(rec) // not done: the next run starts with it
+					}
+					return
+				}
+				if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+					b.slow = rec
+				}
+			}
+		})
+	}
+	process(fetches)
+	// Keep filling the batch until the commit interval or the record cap:
+	// fewer, larger transactions cost fewer round trips.
+	max := r.cfg.MaxBatchRecords
+	for b.failed == nil && b.slow == nil && b.in < max && ctx.Err() == nil && !b.cut.Load() {
+		pctx, cancel := context.WithDeadline(ctx, b.start.Add(r.cfg.CommitInterval))
+		more, perr := s.poll(pctx, min(r.pollSize(), max-b.in))
+		cancel()
+		if perr != nil {
+			b.failed = perr
+			break
+		}
+		if more.IsClientClosed() {
+			break
+		}
+		if err := r.fetchError(more); err != nil {
+			b.failed = &rebuildError{err}
+			break
+		}
+		process(more)
+	}
+	if len(b.rest) > 0 {
+		s.rewind(b.rest)
+	}
+	r.adaptPollSize(b)
+
+	commit := b.failed == nil && b.slow == nil
+	if commit && r.beforeEnd != nil {
+		if err := r.beforeEnd(ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
+			b.failed, commit = err, false
+		}
+	}
+	// A Fail-policy record in a plain session: what came before it is
+	// done and its outputs are written, so commit that much rather than
+	// redo it (which would duplicate its outputs).
+	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
+		commit = true
+	}
+	// An exactly-once batch open longer than transaction_timeout has been
+	// (or is about to be) aborted by the coordinator: do not try.
+	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+		commit = false
+		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
+			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
+	}
+	var offsets map[string]map[int32]kgo.EpochOffset
+	if commit && r.cfg.Guarantee != config.AtMostOnce {
+		offsets = s.client().UncommittedOffsets()
+	}
+	committed, endErr := s.end(commit)
+	member, gen := s.client().GroupMetadata()
+	if member != "" {
+		r.ownMembers[member] = true
+	}
+	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
+		endErr = r.classifyFence(ctx, endErr, time.Since(b.start), s.client())
+	}
+	r.noteRejection(s)
+
+	switch {
+	case b.slow != nil:
+		r.aborted.Add(1)
+		return false, r.slowRecord(b, log)
+	case endErr != nil && offsets != nil && errors.As(endErr, new(*unknownOutcomeError)):
+		// The commit was sent, but its outcome is unknown: settle it from
+		// what the broker says was committed before anything is redone.
+		r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
+		r.aborted.Add(1)
+		log.Warn("batch commit outcome unknown; will check what the broker committed", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
+		return false, endErr
+	case b.failed != nil && committed:
+		// The records before a failing one committed (plain sessions).
+		r.countCommitted(b.in, b.out, b.start, gen, log)
+		return true, b.failed
+	case b.failed != nil || endErr != nil:
+		r.aborted.Add(1)
+		reason := b.failed
+		if endErr != nil {
+			reason = endErr
+		}
+		log.Warn("batch aborted", zap.Error(reason), zap.Int("records", b.in), zap.Int32("generation", gen))
+		r.noteRedone(b)
+		if endErr != nil && (isFenced(endErr) || b.failed == nil || isRebuildable(b.failed)) {
+			return false, endErr
+		}
+		return false, b.failed
+	case !committed && offsets != nil && r.cfg.Guarantee == config.ExactlyOnce:
+		// End reports an abort, which it also does when EndTxn's answer
+		// was an error it could not confirm (it then rewinds as for an
+		// abort). Ask the broker before redoing anything.
+		landed, err := r.landed(ctx, offsets, 2*time.Second)
+		switch {
+		case err != nil:
+			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
+			r.aborted.Add(1)
+			return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("transaction reported aborted, and the group's offsets do not say: %w", err)}}
+		case landed:
+			// It committed, but the client rewound to what it believes
+			// is committed; only a new client reads the truth.
+			r.countSettled(&pendingBatch{in: b.in, out: b.out})
+			return true, &rebuildError{errors.New("a commit reported as aborted had landed; restarting from the committed offsets")}
+		}
+		fallthrough
+	case !committed:
+		r.aborted.Add(1)
+		r.noteRedone(b)
+		if failing := time.Since(r.lastProgress); failing > r.cfg.RecoveryTimeout {
+			return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
+				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
+		}
+		log.Info("batch aborted by a rebalance; reprocessing from the last commit",
+			zap.Int("records", b.in), zap.Int32("generation", gen))
+		return false, nil
+	}
+	r.countCommitted(b.in, b.out, b.start, gen, log)
+	if r.attribute && !r.rejectionSeen {
+		r.attribute = false
+	}
+	r.rejectionSeen = false
+	return true, nil
+}
+
+// countCommitted records a committed batch.
+func (r *Runner) countCommitted(in, out int, start time.Time, gen int32, log *zap.Logger) {
+	r.committed.Add(1)
+	r.recordsIn.Add(uint64(in))
+	r.recordsOut.Add(uint64(out))
+	r.stalls = 0
+	r.slowSeen = nil
+	r.lastProgress = time.Now()
+	log.Debug("batch committed", zap.Int("records", in), zap.Int("outputs", out),
+		zap.Duration("latency", time.Since(start)), zap.Int32("generation", gen))
+}
+
+// noteRedone counts the input records of a batch that did not commit its
+// offsets although some of its outputs may have been written: without a
+// transaction they stay written, and the redo writes them again.
+func (r *Runner) noteRedone(b *batch) {
+	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.AtMostOnce || b.out == 0 {
+		return
+	}
+	r.redone.Add(uint64(b.in))
+}
+
+// slowRecord handles a batch that one record carried past the transaction
+// timeout. A stall of the whole process (a pause, a stop signal) looks the
+// same, so the first time the batch is redone; the same record doing it
+// again stops Run with an error naming it.
+func (r *Runner) slowRecord(b *batch, log *zap.Logger) error {
+	rec := b.slow
+	terr := &TransactionTimeoutError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
+		Took: time.Since(b.start), Timeout: r.cfg.TransactionTimeout}
+	key := recordKey(rec)
+	if r.slowSeen != nil && *r.slowSeen == key {
+		log.Error("record keeps its transaction open past transaction_timeout", zap.Error(terr))
+		return terr
+	}
+	r.slowSeen = &key
+	log.Warn("batch passed transaction_timeout on one record; redoing it once to tell a slow record from a paused process", zap.Error(terr))
+	return &rebuildError{terr}
+}
+
+// pollSize is how many records the next poll may return: the record cap,
+// or fewer after a batch ran out of time before its records.
+func (r *Runner) pollSize() int {
+	if r.pollMax <= 0 || r.pollMax > r.cfg.MaxBatchRecords {
+		r.pollMax = r.cfg.MaxBatchRecords
+	}
+	return r.pollMax
+}
+
+// adaptPollSize shrinks polls to what a batch got through in its time
+// when it left records behind, and grows them back when batches finish
+// early, so slow processing makes smaller transactions, not rewinds.
+func (r *Runner) adaptPollSize(b *batch) {
+	switch {
+	case len(b.rest) > 0 && b.failed == nil:
+		r.pollMax = max(1, b.in)
+	case len(b.rest) == 0 && r.pollMax < r.cfg.MaxBatchRecords:
+		r.pollMax = min(r.cfg.MaxBatchRecords, 2*r.pollMax)
+	}
+}
+
+// idleCheck is how long one poll waits before the loop looks at how long
+// it has been idle.
+func (r *Runner) idleCheck() time.Duration {
+	return min(5*time.Second, r.stallBound())
+}
+
+// stallBound is how long the runtime waits for a batch to start while
+// input is waiting before it calls the pipeline stalled: long enough for a
+// hanging transaction to time out and be cleaned up (transaction_timeout
+// plus the broker's 10 s abort sweep), for a dead member to leave
+// (session_timeout) and for a rebalance to finish (rebalance_timeout).
+func (r *Runner) stallBound() time.Duration {
+	return max(r.cfg.TransactionTimeout+10*time.Second, r.cfg.SessionTimeout, r.cfg.RebalanceTimeout) + 10*time.Second
+}
+
+// producerID loads the producer id, bounded so that an unreachable
+// coordinator becomes a logged rebuild rather than a silent wait.
+func (r *Runner) producerID(ctx context.Context, s session) (int64, int16, error) {
+	pctx, cancel := context.WithTimeout(ctx, r.endTimeout())
+	defer cancel()
+	id, epoch, err := s.client().ProducerID(pctx)
+	switch {
+	case err == nil:
+		return id, epoch, nil
+	case ctx.Err() != nil:
+		return 0, 0, nil // shutting down: the loop returns at once
+	case isFenced(err):
+		return 0, 0, err
+	}
+	if rs := r.rejectedSetting(err); rs != nil {
+		return 0, 0, rs
+	}
+	if isFatal(err) {
+		return 0, 0, err
+	}
+	return 0, 0, &rebuildError{fmt.Errorf("waiting for a producer id from the transaction coordinator of %q at %v: %w", r.cfg.TransactionalID(), r.cfg.Brokers, err)}
 }
 
 // fetchError returns the first fetch error that needs action. Context
-// errors are how a bounded poll ends; others are transient and retried by
-// the client, except authorization failures.
-func fetchError(fs kgo.Fetches) error {
+// errors are how a bounded poll ends; group errors that no retry fixes
+// stop Run; others are transient and retried by the client.
+func (r *Runner) fetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		switch {
 		case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
+		case isInstanceFenced(fe.Err):
+			return fe.Err
+		case r.rejectedSetting(fe.Err) != nil:
+			return r.rejectedSetting(fe.Err)
 		case isFatal(fe.Err):
+			if fe.Topic == "" {
+				return fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err)
+			}
 			return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
-	}
-	return nil
-}
-
-// preflight fails fast on what no retry fixes: unreachable brokers and
-// missing topics.
-func (r *Runner) preflight(ctx context.Context) error {
-	opts, err := r.cfg.KgoOpts()
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
-			ErrUnreachable, strings.Join(r.cfg.Brokers, ","), r.cfg.ConnectTimeout, err)
-	}
-	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
-	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
-	if err != nil {
-		return fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err)
-	}
-	var missing []string
-	for _, t := range topics {
-		d, ok := details[t]
-		switch {
-		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			missing = append(missing, t)
-		case isFatal(d.Err):
-			return fmt.Errorf("eos: topic %q: %w; grant the app Describe/Read/Write on it", t, d.Err)
-		}
-	}
-	if len(missing) > 0 {
-		return &MissingTopicsError{Topics: missing}
 	}
 	return nil
 }

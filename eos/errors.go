@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -20,12 +21,14 @@ var ErrMissingTopics = errors.New("eos: topics do not exist")
 // ErrClosed is returned by Run on a closed Runner.
 var ErrClosed = errors.New("eos: runner closed")
 
-// FencedError means a newer producer epoch exists for our transactional.id
-// (another instance started with the same id, or the coordinator aborted our
-// transaction after it timed out): this instance is a zombie and stopped
-// without committing. Restarting it
-// under the same instance id fences the other one in turn, so first make
-// sure only one process runs per instance id.
+// FencedError means another process runs with this instance's instance_id:
+// it took over the transactional.id (PRODUCER_FENCED) and the group slot
+// (the static member id, FENCED_INSTANCE_ID). This instance is a zombie
+// and stopped without committing. Restarting it under the same instance
+// id fences the other one in turn, so first make sure only one process
+// runs per instance id. A fence with no such process in the group (the
+// coordinator aborted a transaction on its own) is not an error: the
+// batch is redone.
 type FencedError struct {
 	TransactionalID string
 	Err             error
@@ -33,7 +36,7 @@ type FencedError struct {
 
 // Error names the transactional.id and says what to do.
 func (e *FencedError) Error() string {
-	return fmt.Sprintf("eos: transactional.id %q was fenced (%v): a newer instance took over or this one stalled past transaction_timeout; it stopped without committing — restart it, and check that no two processes share instance_id", e.TransactionalID, e.Err)
+	return fmt.Sprintf("eos: transactional.id %q was fenced (%v): another process with the same instance_id took over; this one stopped without committing — check that no two processes share instance_id", e.TransactionalID, e.Err)
 }
 
 // Unwrap exposes the broker's error.
@@ -71,4 +74,89 @@ func isFatal(err error) bool {
 		errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// ErrStalled matches every *StallError.
+var ErrStalled = errors.New("eos: pipeline stalled")
+
+// StallError means no batch could start for longer than the stall bound
+// while input was waiting, and a new client did not help. It names what the
+// runtime was waiting for and how to look at it.
+type StallError struct {
+	Group      string
+	Partitions []string      // input partitions with records waiting, "topic/partition"
+	Waited     time.Duration // time without a batch
+	Waiting    string        // what the client was waiting for, as far as the broker says
+}
+
+// Error names the partitions, the wait and the commands to inspect them.
+func (e *StallError) Error() string {
+	return fmt.Sprintf("eos: no batch started for %s although input is waiting on %s: %s; inspect with `eosctl group lag %s` and `eosctl txn list` (a hanging transaction: `eosctl txn hanging`)",
+		e.Waited.Round(time.Second), strings.Join(e.Partitions, ", "), e.Waiting, e.Group)
+}
+
+// Is makes errors.Is(err, ErrStalled) hold.
+func (e *StallError) Is(target error) bool { return target == ErrStalled }
+
+// ErrTransactionTimeout matches every *TransactionTimeoutError.
+var ErrTransactionTimeout = errors.New("eos: transaction outlived transaction_timeout")
+
+// TransactionTimeoutError means one record took so long that its batch's
+// transaction outlived transaction_timeout: the coordinator aborts such a
+// transaction, so the batch can never commit. Smaller batches cannot help;
+// the record must be processed faster or the timeout raised.
+type TransactionTimeoutError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Took      time.Duration // time the batch was open when the record finished
+	Timeout   time.Duration // transaction_timeout
+}
+
+// Error names the record and the timeout.
+func (e *TransactionTimeoutError) Error() string {
+	return fmt.Sprintf("eos: record %s/%d@%d kept its transaction open %s, past transaction_timeout %s, so the coordinator aborts it; make that record's processing faster or raise transaction_timeout (EOS_TRANSACTION_TIMEOUT, at most the broker's transaction.max.timeout.ms)",
+		e.Topic, e.Partition, e.Offset, e.Took.Round(time.Millisecond), e.Timeout)
+}
+
+// Is makes errors.Is(err, ErrTransactionTimeout) hold.
+func (e *TransactionTimeoutError) Is(target error) bool { return target == ErrTransactionTimeout }
+
+// ErrRejectedSetting matches every *RejectedSettingError.
+var ErrRejectedSetting = errors.New("eos: the broker rejected a setting")
+
+// RejectedSettingError means the broker refused a configured value (one
+// Validate cannot know, because the broker's own limits may differ from
+// the defaults it checks). No retry can fix it.
+type RejectedSettingError struct {
+	Setting string // the config field, e.g. session_timeout
+	Value   string
+	Limit   string // the broker setting that bounds it
+	Err     error  // the broker's answer
+}
+
+// Error names the setting, the broker's limit and the fix.
+func (e *RejectedSettingError) Error() string {
+	return fmt.Sprintf("eos: the broker rejected %s %s (%v); it must lie within the broker's %s: change %s (EOS_%s) or the broker setting",
+		e.Setting, e.Value, e.Err, e.Limit, e.Setting, strings.ToUpper(e.Setting))
+}
+
+// Unwrap exposes the broker's error.
+func (e *RejectedSettingError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRejectedSetting) hold.
+func (e *RejectedSettingError) Is(target error) bool { return target == ErrRejectedSetting }
+
+// rejectedSetting turns the broker's refusal of a configured value into an
+// error naming the setting and the broker's bound, or returns nil.
+func (r *Runner) rejectedSetting(err error) *RejectedSettingError {
+	switch {
+	case errors.Is(err, kerr.InvalidSessionTimeout):
+		return &RejectedSettingError{Setting: "session_timeout", Value: r.cfg.SessionTimeout.String(), Err: err,
+			Limit: "group.min.session.timeout.ms (default 6s) and group.max.session.timeout.ms (default 30m)"}
+	case errors.Is(err, kerr.InvalidTransactionTimeout):
+		return &RejectedSettingError{Setting: "transaction_timeout", Value: r.cfg.TransactionTimeout.String(), Err: err,
+			Limit: "transaction.max.timeout.ms (default 15m)"}
+	}
+	return nil
 }

@@ -34,9 +34,12 @@ type Stats struct {
 	DeadLettered uint64 // processing outcomes, aborted batches included
 	Skipped      uint64
 	Retries      uint64
-	// Redone counts input records whose outputs were acknowledged but
-	// whose offset commit failed (idempotent and at-least-once only):
-	// they run again, so their outputs may appear twice.
+	// Redone counts input records whose outputs may have been written
+	// although their batch did not commit its offsets (idempotent and
+	// at-least-once only: a failed or lost offset commit, a produce
+	// rejected on one partition while others were written, a flush that
+	// timed out, a BeforeCommit veto, a rebalance). They run again, so
+	// their outputs may appear twice: duplicates never exceed Redone.
 	Redone uint64
 }
 
@@ -64,6 +67,20 @@ type Runner struct {
 	closeErr error
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
+
+	// State of the consuming goroutine, carried across client rebuilds.
+	admin          *kgo.Client              // preflight's client, kept for admin requests
+	limits         map[string]topicLimits   // output topics' limits, when known
+	maxRecordBytes func(topic string) int32 // output topics' max.message.bytes, when known
+	pollMax        int                      // records per poll; shrinks when batches run out of time
+	pending        *pendingBatch            // a batch whose commit outcome is unknown
+	stalls         int                      // stalls in a row without a commit
+	lastProgress   time.Time                // last commit, or the start of Run
+	slowSeen       *string                  // record that last carried a batch past transaction_timeout
+	attribute      bool                     // tag outputs with their input record (after a rejected output)
+	rejectionSeen  bool                     // an output was rejected since the last commit
+	rejected       map[string]rejection     // input records whose outputs the broker refused
+	ownMembers     map[string]bool          // group member ids this Runner's clients had
 }
 
 // Option configures a Runner.
@@ -76,8 +93,11 @@ func (f optFunc) apply(r *Runner) { f(r) }
 // Logger sets the structured logger, overriding a no-op logger.
 func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }) }
 
-// ClientOpts adds franz-go options after the ones the runtime sets, for
-// what config does not cover (e.g. a custom dialer or hooks).
+// ClientOpts adds franz-go options for what config does not cover (e.g. a
+// custom dialer or hooks). They are applied before the runtime's own, so
+// none can switch off what the guarantee depends on: the group, static
+// membership, read_committed, the transactional id and timeout, acks and
+// manual commits.
 func ClientOpts(opts ...kgo.Opt) Option {
 	return optFunc(func(r *Runner) { r.extra = append(r.extra, opts...) })
 }
@@ -94,12 +114,20 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop()}
+	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool)}
 	for _, o := range opts {
 		o.apply(r)
 	}
-	r.log = r.log.With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))
-	proc, err := processor.New(t, processor.Logger(r.log))
+	r.log = r.log.WithOptions(zap.IncreaseLevel(cfg.Level())).
+		With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))
+	if cfg.Guarantee == config.ExactlyOnce && t != nil {
+		// A record retried for longer than a transaction may stay open
+		// could never commit.
+		if err := t.CheckRetryTime(cfg.TransactionTimeout); err != nil {
+			return nil, fmt.Errorf("%w (transaction_timeout %s)", err, cfg.TransactionTimeout)
+		}
+	}
+	proc, err := processor.New(t, processor.Logger(r.log), processor.OutputLimits(r.outputLimit))
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +145,14 @@ func (r *Runner) Stats() Stats {
 	}
 }
 
-// Run processes until ctx ends (then it finishes the open batch, leaves the
-// group and returns nil), Close is called, or an error stops it: a record
-// failing under the Fail policy, a fenced producer (*FencedError), missing
-// topics, unreachable brokers, or more consecutive client failures than
-// MaxRebuilds. Run may be called once.
+// Run processes until ctx ends (then it finishes the open batch and returns
+// nil), Close is called, or an error stops it: a record failing under the
+// Fail policy, another process with this instance id (*FencedError),
+// missing topics, unreachable brokers at start, a setting the broker
+// rejects (*RejectedSettingError), a record slower than the transaction
+// timeout (*TransactionTimeoutError), a stall a new client did not cure
+// (*StallError), or client failures without a commit for longer than
+// RecoveryTimeout. Run may be called once.
 func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -139,6 +170,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer close(r.done)
 	defer cancel()
 
+	defer r.closeAdmin()
 	if err := r.preflight(ctx); err != nil {
 		return err
 	}
@@ -148,8 +180,9 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // Close stops Run as a cancelled context would, and waits for it to
-// return, at most the transaction timeout plus five seconds. It is safe to
-// call more than once and before Run.
+// return: at most what ending the open batch and closing the client may
+// take (twice transaction_timeout plus 25 seconds). It is safe to call
+// more than once and before Run.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -165,16 +198,19 @@ func (r *Runner) Close() error {
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(r.cfg.TransactionTimeout + 5*time.Second):
+	case <-time.After(2*r.endTimeout() + 5*time.Second):
 		r.closeErr = errors.New("eos: Close timed out waiting for Run to return")
 	}
 	return r.closeErr
 }
 
 // superviseSessions makes a client, runs batches on it until it fails, and
-// makes a new one, at most MaxRebuilds times in a row without a commit.
+// makes a new one, with capped exponential backoff, for as long as
+// RecoveryTimeout allows without a committed batch. Errors no new client
+// can fix stop it at once.
 func (r *Runner) superviseSessions(ctx context.Context) error {
-	failures := 0
+	r.lastProgress = time.Now()
+	attempt := 0
 	for {
 		s, err := r.newSession()
 		if err != nil {
@@ -184,29 +220,41 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		s.close()
 		switch {
 		case err == nil:
+			r.leaveGroup()
 			r.log.Info("stopped")
 			return nil
-		case isFenced(err):
+		case isRebuildable(err):
+			// A rebuildError may wrap a fence the runtime judged not to
+			// be another instance's: it is redone, not fatal.
+			if isFatal(err) {
+				return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
+			}
+		case isFenced(err) || isInstanceFenced(err):
 			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr
 		case isFatal(err):
 			return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
-		case !isRebuildable(err):
+		default:
 			return err
 		}
 		if progressed {
-			failures = 0
+			attempt = 0
 		}
-		failures++
-		if failures > 5 {
-			return fmt.Errorf("eos: giving up after %d client rebuilds without progress : %w", 5, err)
+		attempt++
+		failing := time.Since(r.lastProgress)
+		if failing > r.cfg.RecoveryTimeout {
+			return fmt.Errorf("eos: no batch committed in %s of client rebuilds (recovery_timeout %s; brokers %v): %w",
+				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.Brokers, err)
 		}
 		r.rebuilds.Add(1)
-		wait := time.Duration(100<<min(failures, 6)) * time.Millisecond
-		r.log.Warn("rebuilding client", zap.Error(err), zap.Int("attempt", failures), zap.Duration("backoff", wait))
+		wait := min(100*time.Millisecond<<min(attempt, 7), 10*time.Second)
+		r.log.Warn("rebuilding client", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", wait),
+			zap.Duration("failing_for", failing.Round(time.Millisecond)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout),
+			zap.Strings("brokers", r.cfg.Brokers))
 		select {
 		case <-ctx.Done():
+			r.leaveGroup()
 			return nil
 		case <-time.After(wait):
 		}

@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,13 +15,25 @@ import (
 // session is one client generation. Transactional and plain sessions share
 // the batch loop in consume; they differ in what ending a batch means.
 type session interface {
-	poll(ctx context.Context, max int) kgo.Fetches
+	// poll returns the next records. An error means none of them may be
+	// processed and the client must be rebuilt (at-most-once: the offsets
+	// could not be committed first).
+	poll(ctx context.Context, max int) (kgo.Fetches, error)
 	begin() error
 	produce(r *kgo.Record)
+	// rewind moves the consumer back to the given offsets, so a batch
+	// that stopped part way through its records commits only those it
+	// processed and the next batch starts with the rest.
+	rewind(offsets map[string]map[int32]kgo.EpochOffset)
 	// end commits (or aborts) the batch. committed false with a nil error
 	// means the batch was aborted and the consumer rewound to the last
-	// committed offsets; any error means the client must be rebuilt.
+	// committed offsets; any error means the client must be rebuilt, and
+	// an *unknownOutcomeError inside it that the commit was sent but its
+	// answer lost.
 	end(commit bool) (committed bool, err error)
+	// rejected returns an output the broker (or the client's own size
+	// check) refused for the record itself during the last batch.
+	rejected() (*kgo.Record, error)
 	idle()
 	client() *kgo.Client
 	close()
@@ -29,19 +42,26 @@ type session interface {
 // maxBufferedBytes bounds the produce buffer whatever the record size.
 const maxBufferedBytes = 256 << 20
 
-// produceErrs keeps the first produce failure of a batch.
+// produceErrs keeps the first produce failure of a batch, and the first
+// output refused for the record itself (too large, invalid), which the
+// runtime attributes to its input record.
 type produceErrs struct {
-	mu  sync.Mutex
-	err error
+	mu     sync.Mutex
+	err    error
+	rejRec *kgo.Record
+	rejErr error
 }
 
-func (p *produceErrs) record(_ *kgo.Record, err error) {
+func (p *produceErrs) record(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
 	p.mu.Lock()
 	if p.err == nil {
 		p.err = err
+	}
+	if r != nil && p.rejRec == nil && isRecordRejected(err) {
+		p.rejRec, p.rejErr = r, err
 	}
 	p.mu.Unlock()
 }
@@ -54,18 +74,43 @@ func (p *produceErrs) take() error {
 	return err
 }
 
+func (p *produceErrs) takeRejected() (*kgo.Record, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, err := p.rejRec, p.rejErr
+	p.rejRec, p.rejErr = nil, nil
+	return r, err
+}
+
+// unknownOutcomeError: the commit was sent (EndTxn, or the offset commit
+// of a plain session) but no answer came back, so the batch may or may
+// not have committed; the broker's committed offsets settle it.
+type unknownOutcomeError struct{ err error }
+
+func (e *unknownOutcomeError) Error() string {
+	return "commit outcome unknown: " + e.err.Error()
+}
+func (e *unknownOutcomeError) Unwrap() error { return e.err }
+
 func (r *Runner) newSession() (session, error) {
 	base, err := r.cfg.KgoOpts()
 	if err != nil {
 		return nil, err
 	}
-	opts := append(base,
+	// The user's options go first: what follows is what the guarantee
+	// depends on, and a later option wins.
+	opts := append(append([]kgo.Opt{}, r.extra...), base...)
+	opts = append(opts,
 		kgo.ConsumerGroup(r.cfg.AppID),
 		kgo.ConsumeTopics(r.top.InputTopics()...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.SessionTimeout(r.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(r.cfg.RebalanceTimeout),
+		// Static membership (KIP-345): a restarted instance takes its
+		// partitions back at once instead of waiting for the group to
+		// give up on its previous incarnation.
+		kgo.InstanceID(r.cfg.InstanceID),
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*r.cfg.MaxBatchRecords+1000),
 		// Large records must not turn the record cap into gigabytes of
@@ -75,16 +120,18 @@ func (r *Runner) newSession() (session, error) {
 		// go to the same structured log.
 		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))),
 	)
-	// The end of a batch may wait for a produce flush and the commit round
-	// trips; bound it so a wedged broker becomes a rebuild, not a hang.
-	endTimeout := r.cfg.TransactionTimeout + 10*time.Second
+	if r.maxRecordBytes != nil {
+		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
+	}
+	endTimeout := r.endTimeout()
 	switch r.cfg.Guarantee {
 	case config.ExactlyOnce:
 		opts = append(opts,
 			kgo.TransactionalID(r.cfg.TransactionalID()),
 			kgo.TransactionTimeout(r.cfg.TransactionTimeout),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
 		)
-		sess, err := kgo.NewGroupTransactSession(append(opts, r.extra...)...)
+		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +145,7 @@ func (r *Runner) newSession() (session, error) {
 	case config.AtMostOnce:
 		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.NoAck()), kgo.BlockRebalanceOnPoll())
 	}
-	cl, err := kgo.NewClient(append(opts, r.extra...)...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +153,11 @@ func (r *Runner) newSession() (session, error) {
 	ps.promise = ps.errs.record
 	return ps, nil
 }
+
+// endTimeout bounds the end of a batch, which may wait for a produce
+// flush and the commit round trips, so a wedged broker becomes a rebuild,
+// not a hang.
+func (r *Runner) endTimeout() time.Duration { return r.cfg.TransactionTimeout + 10*time.Second }
 
 // clientLogLevel caps the client's logging at warnings, and follows the
 // runner's logger below that: with logging off, the client builds no log
@@ -128,8 +180,8 @@ type txnSession struct {
 	endTimeout time.Duration
 }
 
-func (s *txnSession) poll(ctx context.Context, max int) kgo.Fetches {
-	return s.sess.PollRecords(ctx, max)
+func (s *txnSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
+	return s.sess.PollRecords(ctx, max), nil
 }
 func (s *txnSession) begin() error { return s.sess.Begin() }
 
@@ -157,6 +209,8 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		return false, err
 	case perr != nil && isFenced(perr):
 		return false, perr
+	case err != nil && commit:
+		return false, &rebuildError{&unknownOutcomeError{err}}
 	case err != nil:
 		return false, &rebuildError{err}
 	case perr != nil:
@@ -165,9 +219,11 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	return committed, nil
 }
 
-func (s *txnSession) idle()               {}
-func (s *txnSession) client() *kgo.Client { return s.sess.Client() }
-func (s *txnSession) close()              { s.sess.Close() }
+func (s *txnSession) rewind(o map[string]map[int32]kgo.EpochOffset) { s.sess.Client().SetOffsets(o) }
+func (s *txnSession) rejected() (*kgo.Record, error)                { return s.errs.takeRejected() }
+func (s *txnSession) idle()                                         {}
+func (s *txnSession) client() *kgo.Client                           { return s.sess.Client() }
+func (s *txnSession) close()                                        { s.sess.Close() }
 
 // plainSession: no transactions; offsets commit after (or, at-most-once,
 // before) the outputs. Rebalances wait between polls and commits, so a
@@ -180,18 +236,20 @@ type plainSession struct {
 	endTimeout time.Duration
 }
 
-func (s *plainSession) poll(ctx context.Context, max int) kgo.Fetches {
+func (s *plainSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
 	fs := s.cl.PollRecords(ctx, max)
 	if s.atMostOnce && fs.NumRecords() > 0 {
 		// Commit first: a crash from here on loses these records rather
-		// than repeating them.
+		// than repeating them. If the commit fails, none of them may be
+		// processed: a new client rewinds to the last commit and would
+		// run them again.
 		cctx, cancel := context.WithTimeout(context.Background(), s.endTimeout)
 		defer cancel()
 		if err := s.cl.CommitUncommittedOffsets(cctx); err != nil {
-			s.errs.record(nil, err)
+			return kgo.Fetches{}, &rebuildError{fmt.Errorf("at-most-once offset commit before processing: %w", err)}
 		}
 	}
-	return fs
+	return fs, nil
 }
 
 func (s *plainSession) begin() error { return nil }
@@ -222,23 +280,15 @@ func (s *plainSession) end(commit bool) (bool, error) {
 		return commit, nil
 	}
 	if err := s.cl.CommitUncommittedOffsets(ctx); err != nil {
-		return false, &rebuildError{&offsetCommitError{err}}
+		return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("offset commit after acknowledged outputs: %w", err)}}
 	}
 	return true, nil
 }
 
-// offsetCommitError: the outputs were acknowledged but the offsets did not
-// commit, so the batch will run again: the one window in which the
-// idempotent guarantee can duplicate.
-type offsetCommitError struct{ err error }
-
-func (e *offsetCommitError) Error() string {
-	return "offset commit after acknowledged outputs: " + e.err.Error()
-}
-func (e *offsetCommitError) Unwrap() error { return e.err }
-
-func (s *plainSession) idle()               { s.cl.AllowRebalance() }
-func (s *plainSession) client() *kgo.Client { return s.cl }
+func (s *plainSession) rewind(o map[string]map[int32]kgo.EpochOffset) { s.cl.SetOffsets(o) }
+func (s *plainSession) rejected() (*kgo.Record, error)                { return s.errs.takeRejected() }
+func (s *plainSession) idle()                                         { s.cl.AllowRebalance() }
+func (s *plainSession) client() *kgo.Client                           { return s.cl }
 
 // close flushes first: even fire-and-forget records of a finished batch
 // should not be dropped by a clean shutdown.

@@ -1,0 +1,127 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// topicLimits is what the brokers accept on an output topic.
+type topicLimits struct {
+	maxBytes  int  // max.message.bytes
+	compacted bool // cleanup.policy includes compact: records need keys
+}
+
+// outputLimit is the processor's OutputLimits hook: outputs the broker
+// would refuse go through their sink's error policy before they are
+// produced, instead of aborting the whole batch.
+func (r *Runner) outputLimit(topic string) (int, bool) {
+	l, ok := r.limits[topic]
+	if !ok {
+		return 0, false
+	}
+	return l.maxBytes, l.compacted
+}
+
+// loadLimits reads max.message.bytes and cleanup.policy of the output
+// topics. Without DescribeConfigs permission the check is skipped and the
+// broker's answer, attributed to its input record, is the backstop.
+func (r *Runner) loadLimits(ctx context.Context, adm *kadm.Client, topics []string) {
+	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
+	if err != nil {
+		r.log.Info("output topic limits unknown; oversized outputs are caught when the broker refuses them", zap.Error(err))
+		return
+	}
+	limits := make(map[string]topicLimits, len(topics))
+	for _, rc := range configs {
+		if rc.Err != nil {
+			continue
+		}
+		var l topicLimits
+		for _, c := range rc.Configs {
+			switch c.Key {
+			case "max.message.bytes":
+				if c.Value != nil {
+					l.maxBytes, _ = strconv.Atoi(*c.Value)
+				}
+			case "cleanup.policy":
+				l.compacted = c.Value != nil && slices.Contains(strings.Split(strings.ReplaceAll(*c.Value, " ", ""), ","), "compact")
+			}
+		}
+		if l.maxBytes > 0 {
+			limits[rc.Name] = l
+		}
+	}
+	r.limits = limits
+	// The client's own size check must not refuse what the topic accepts.
+	r.maxRecordBytes = func(topic string) int32 {
+		if l, ok := limits[topic]; ok && l.maxBytes >= 512 {
+			return int32(min(l.maxBytes, 1<<30))
+		}
+		return 1000012 // franz-go's default ProducerBatchMaxBytes
+	}
+}
+
+// rejection is an output the broker refused for the record itself, kept
+// against the input record that produced it.
+type rejection struct {
+	sink string
+	err  error
+}
+
+// outputSource tags an output with its input record and sink node while
+// the runtime is finding which input made an output the broker refused.
+type outputSource struct {
+	context.Context
+	in   *kgo.Record
+	sink string
+}
+
+func recordKey(r *kgo.Record) string {
+	return r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "@" + strconv.FormatInt(r.Offset, 10)
+}
+
+// isRecordRejected reports produce errors about the record itself, which
+// no retry or new client can fix.
+func isRecordRejected(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage) ||
+		errors.Is(err, kerr.InvalidTimestamp)
+}
+
+// noteRejection looks at an output the broker refused in the last batch.
+// If it carries its input record, the next run of that record goes
+// through its sink's error policy (DeadLetter, Skip, or Fail naming the
+// record); if not, the redo tags every output so the next refusal does.
+func (r *Runner) noteRejection(s session) {
+	rec, err := s.rejected()
+	if rec == nil {
+		return
+	}
+	r.rejectionSeen = true
+	src, ok := rec.Context.(*outputSource)
+	if !ok || src.in == nil {
+		r.attribute = true
+		r.log.Warn("the broker refused an output; redoing the batch to find its input record",
+			zap.String("output_topic", rec.Topic), zap.Int("value_bytes", len(rec.Value)), zap.Error(err))
+		return
+	}
+	if r.rejected == nil {
+		r.rejected = make(map[string]rejection)
+	}
+	detail := fmt.Errorf("output to %s (%d bytes) refused by the broker: %w", rec.Topic, len(rec.Key)+len(rec.Value), err)
+	if l, ok := r.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
+		detail = fmt.Errorf("%w; the topic's max.message.bytes is %d: raise it or make the record smaller", detail, l.maxBytes)
+	}
+	r.rejected[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
+	r.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
+		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
+}

@@ -1,0 +1,57 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// preflight fails fast on what no retry fixes: unreachable brokers and
+// missing topics. It reads the output topics' limits, and keeps its
+// client for the admin requests of the run (stall checks, settling lost
+// commit answers, leaving the group).
+func (r *Runner) preflight(ctx context.Context) error {
+	opts, err := r.cfg.KgoOpts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	r.admin = cl
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
+			ErrUnreachable, strings.Join(r.cfg.Brokers, ","), r.cfg.ConnectTimeout, err)
+	}
+	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
+	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
+	if err != nil {
+		return fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err)
+	}
+	var missing []string
+	for _, t := range topics {
+		d, ok := details[t]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			missing = append(missing, t)
+		case isFatal(d.Err):
+			return fmt.Errorf("eos: topic %q: %w; grant the app Describe/Read/Write on it", t, d.Err)
+		}
+	}
+	if len(missing) > 0 {
+		return &MissingTopicsError{Topics: missing}
+	}
+	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
+	return nil
+}

@@ -1,0 +1,267 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// pendingBatch is a batch whose commit was sent but not answered.
+type pendingBatch struct {
+	offsets map[string]map[int32]kgo.EpochOffset // what the commit carried
+	in, out int
+}
+
+// settlePending decides a batch whose commit outcome was lost from the
+// offsets the group has committed, so the counters say what the broker
+// did: a landed commit counts as committed; one that did not land is
+// redone (and, without transactions, may duplicate). It runs before a new
+// session processes anything, after the producer id load has ended any
+// transaction left open, so the committed offsets are stable.
+func (r *Runner) settlePending(ctx context.Context) error {
+	p := r.pending
+	if p == nil {
+		return nil
+	}
+	landed, err := r.landed(ctx, p.offsets, r.endTimeout())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &rebuildError{fmt.Errorf("reading group %q's committed offsets to settle a commit whose answer was lost: %w", r.cfg.AppID, err)}
+	}
+	r.pending = nil
+	if landed {
+		r.countSettled(p)
+		return nil
+	}
+	r.noteRedone(&batch{in: p.in, out: p.out})
+	r.log.Info("a batch whose commit answer was lost had not committed; redoing it", zap.Int("records", p.in))
+	return nil
+}
+
+func (r *Runner) countSettled(p *pendingBatch) {
+	r.lastProgress = time.Now()
+	r.committed.Add(1)
+	r.recordsIn.Add(uint64(p.in))
+	r.recordsOut.Add(uint64(p.out))
+	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
+}
+
+// landed reports whether the group's stable committed offsets have
+// reached offsets on every partition, waiting at most timeout for a
+// pending transactional commit to resolve.
+func (r *Runner) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
+	fctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), timeout)
+	defer cancel()
+	committed, err := kadm.NewClient(r.admin).FetchOffsets(fctx, r.cfg.AppID)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		return false, err
+	}
+	for topic, ps := range offsets {
+		for partition, want := range ps {
+			got, ok := committed.Lookup(topic, partition)
+			if !ok || got.At < want.Offset {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// classifyFence tells a transaction the coordinator aborted on its own
+// (it outlived transaction_timeout, or a coordinator failover aborted it)
+// from a newer instance owning the transactional.id. The broker answers
+// both the same way: the coordinator's abort bumps the producer epoch
+// (always under transaction.version 2), so the stale producer's next
+// Produce gets INVALID_PRODUCER_EPOCH and its EndTxn PRODUCER_FENCED or
+// INVALID_TXN_STATE, exactly as a zombie's. The group tells them apart:
+// the instance id is the static group.instance.id, so a newer process
+// with the same id joins the group in this member's place, moments after
+// its InitProducerId fenced us. Only then is this instance a zombie; any
+// other fence is redone with a new producer epoch.
+func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duration, cl *kgo.Client) error {
+	wait := fenceWait
+	if open >= r.cfg.TransactionTimeout {
+		wait = 0 // our own timeout explains it; a successor would already show
+	}
+	deadline := time.Now().Add(wait)
+	seen := 0 // a successor must show twice: our own rejoin can look like one for a moment
+	for {
+		if r.instanceTaken(ctx, cl) {
+			if seen++; seen >= 2 {
+				return err
+			}
+		} else {
+			seen = 0
+		}
+		if !time.Now().Before(deadline) && seen == 0 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	why := "a coordinator abort (e.g. after a coordinator failover)"
+	if open >= r.cfg.TransactionTimeout {
+		why = fmt.Sprintf("the transaction, open %s, outliving transaction_timeout %s", open.Round(time.Millisecond), r.cfg.TransactionTimeout)
+	}
+	r.log.Warn("producer fenced, but no other instance with this instance_id is in the group; redoing the batch with a new producer epoch",
+		zap.String("cause", why), zap.Error(err))
+	return &rebuildError{fmt.Errorf("producer fenced by %s: %w", why, err)}
+}
+
+// fenceWait is how long a fenced instance looks for a successor with its
+// instance id in the group before it concludes there is none.
+const fenceWait = 10 * time.Second
+
+// instanceTaken reports whether the group has a member with this
+// instance id that is not this Runner: not the member id cl has now, nor
+// one it had before (a rejoin after a broker restart changes it).
+func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
+	if id, _ := cl.GroupMetadata(); id != "" {
+		r.ownMembers[id] = true
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	groups, err := kadm.NewClient(r.admin).DescribeGroups(dctx, r.cfg.AppID)
+	if err != nil {
+		return false
+	}
+	for _, m := range groups[r.cfg.AppID].Members {
+		if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
+			if id, _ := cl.GroupMetadata(); id != m.MemberID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkStall runs when no batch started for longer than stallBound. If
+// records wait on partitions assigned to this instance (or the instance
+// is not in the group at all while records wait), it logs what the
+// client is waiting for and returns a rebuildError the first time and a
+// *StallError the second time in a row. With nothing waiting it returns
+// nil: an idle pipeline is not a stalled one.
+func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(r.admin)
+	inputs := r.top.InputTopics()
+	stable, err := adm.ListCommittedOffsets(actx, inputs...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &rebuildError{fmt.Errorf("no batch for %s and the brokers %v do not answer: %w", waited.Round(time.Second), r.cfg.Brokers, err)}
+	}
+	committed, err := adm.FetchOffsetsForTopics(actx, r.cfg.AppID, inputs...)
+	if err != nil {
+		return &rebuildError{fmt.Errorf("no batch for %s and group %q's offsets cannot be read: %w", waited.Round(time.Second), r.cfg.AppID, err)}
+	}
+	mine, member := r.assigned(actx, adm)
+	var waiting []string
+	stable.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || member && !mine[o.Topic][o.Partition] {
+			return
+		}
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.At >= 0 {
+			at = c.At
+		}
+		if at < o.Offset {
+			waiting = append(waiting, o.Topic+"/"+strconv.Itoa(int(o.Partition)))
+		}
+	})
+	if len(waiting) == 0 {
+		return nil
+	}
+	slices.Sort(waiting)
+	what := "records from these partitions (the consumer fetched none)"
+	if !member {
+		what = "to join the group (this instance is not a member)"
+	} else {
+		sctx, scancel := context.WithTimeout(kadm.RequireStable(ctx), 3*time.Second)
+		_, serr := adm.FetchOffsetsForTopics(sctx, r.cfg.AppID, inputs...)
+		scancel()
+		if serr != nil {
+			what = fmt.Sprintf("the group's committed offsets, which a pending transactional offset commit holds back (%v): an open or hanging transaction", serr)
+		}
+	}
+	serr := &StallError{Group: r.cfg.AppID, Partitions: waiting, Waited: waited, Waiting: what}
+	r.stalls++
+	if r.stalls >= 2 {
+		r.log.Error("stalled; a new client did not help", zap.Error(serr))
+		return serr
+	}
+	r.log.Warn("stalled; rebuilding the client", zap.Error(serr))
+	return &rebuildError{serr}
+}
+
+// assigned returns the input partitions the group assigned to this
+// instance, and whether the instance is a member at all.
+func (r *Runner) assigned(ctx context.Context, adm *kadm.Client) (map[string]map[int32]bool, bool) {
+	groups, err := adm.DescribeGroups(ctx, r.cfg.AppID)
+	if err != nil {
+		return nil, true // unknown: judge every partition
+	}
+	g := groups[r.cfg.AppID]
+	for _, m := range g.Members {
+		if m.InstanceID == nil || *m.InstanceID != r.cfg.InstanceID {
+			continue
+		}
+		mine := make(map[string]map[int32]bool)
+		if c, ok := m.Assigned.AsConsumer(); ok {
+			for _, t := range c.Topics {
+				mine[t.Topic] = make(map[int32]bool)
+				for _, p := range t.Partitions {
+					mine[t.Topic][p] = true
+				}
+			}
+		}
+		return mine, true
+	}
+	return nil, false
+}
+
+// leaveGroup makes a static member leave on a clean shutdown when
+// LeaveGroupOnClose asks for it, so a scale-down moves its partitions at
+// once; otherwise the member stays until session_timeout, which lets a
+// restart take its partitions back without a rebalance.
+func (r *Runner) leaveGroup() {
+	if !r.cfg.LeaveGroupOnClose || r.admin == nil {
+		r.log.Debug("staying in the group as a static member until session_timeout; set leave_group_on_close to leave on shutdown")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
+	defer cancel()
+	resp, err := kadm.NewClient(r.admin).LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.AppID).InstanceIDs(r.cfg.InstanceID).Reason("eosflow shutdown"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		r.log.Warn("could not leave the group; its partitions move after session_timeout", zap.Error(err))
+		return
+	}
+	r.log.Info("left the group", zap.String("instance_id", r.cfg.InstanceID))
+}
+
+func (r *Runner) closeAdmin() {
+	if r.admin != nil {
+		r.admin.Close()
+	}
+}
+
+// isInstanceFenced reports the group coordinator's word that another
+// member joined with this instance's group.instance.id.
+func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
