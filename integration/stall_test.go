@@ -34,8 +34,10 @@ func worker() int {
 	cfg.Brokers = strings.Split(os.Getenv("EOS_KAFKA_BROKERS"), ",")
 	cfg.AppID = os.Getenv("EOS_IT_APP")
 	cfg.InstanceID = os.Getenv("EOS_IT_INSTANCE")
-	cfg.TransactionTimeout = 5 * time.Second
-	cfg.SessionTimeout = 6 * time.Second
+	if os.Getenv("EOS_IT_DEFAULTS") == "" {
+		cfg.TransactionTimeout = 5 * time.Second
+		cfg.SessionTimeout = 6 * time.Second
+	}
 	cfg.MaxBatchRecords = 200
 	top := conformance.Upper(os.Getenv("EOS_IT_IN"), os.Getenv("EOS_IT_OUT"), nil)
 	// Most of the worker's time is spent inside an open transaction, so a
@@ -81,7 +83,7 @@ func TestStalledInstanceTransactionTimesOut(t *testing.T) {
 	conformance.Until(t, 60*time.Second, "the worker to commit output", func() bool { return outputs(adm, out) >= 1000 })
 	// Stop the worker while its transaction is open: stop, look, and
 	// resume to try again if it had just committed.
-	txnID := app + "-stalled"
+	txnID := app + config.TransactionalIDSeparator + "stalled"
 	conformance.Until(t, 60*time.Second, "the worker stopped mid-transaction", func() bool {
 		if txnState(adm, txnID) != "Ongoing" {
 			return false

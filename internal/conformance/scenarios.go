@@ -38,6 +38,8 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"GuaranteesHappyPath", GuaranteesHappyPath},
 		{"AtMostOnceNeverRepeats", AtMostOnceNeverRepeats},
 		{"TopologyCodecsEndToEnd", TopologyCodecsEndToEnd},
+		{"SlowTransformCommitsInSmallBatches", SlowTransformCommitsInSmallBatches},
+		{"OversizedOutputGoesThroughPolicy", OversizedOutputGoesThroughPolicy},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
 	}
@@ -245,10 +247,10 @@ func ZombieIsFenced(t *testing.T, env *kafkatest.Env) {
 	successor := Start(t, cfg, Upper(in, out, nil), slow)
 	err := zombie.Wait(t, 90*time.Second)
 	var fe *eos.FencedError
-	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != app+"-same" {
-		t.Fatalf("zombie should stop with a FencedError naming %s-same, got %v", app, err)
+	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != cfg.TransactionalID() {
+		t.Fatalf("zombie should stop with a FencedError naming %s, got %v", cfg.TransactionalID(), err)
 	}
-	if !strings.Contains(err.Error(), app+"-same") {
+	if !strings.Contains(err.Error(), cfg.TransactionalID()) {
 		t.Fatalf("message does not name the transactional.id: %v", err)
 	}
 	Until(t, 120*time.Second, "the successor to finish", func() bool {
