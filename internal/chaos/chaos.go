@@ -441,6 +441,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			event("removing %s for good: rebalance", ids[0])
 		case faultBrokerRestart:
 			brokerBusy = true
+			fl.brokerDown(time.Now())
 			event("hard-restarting the broker")
 			go func() { brokerDone <- br.restart(ctx) }()
 		}
@@ -453,6 +454,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			return res, ctx.Err()
 		case err := <-brokerDone:
 			brokerBusy = false
+			fl.brokerUp(time.Now())
 			if err != nil {
 				return res, err
 			}
@@ -467,7 +469,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			return res, fl.fatal
 		}
 		for id, at := range fl.pending {
-			if now.After(at) {
+			// A worker started while the broker is down fails fast by
+			// design (Run's start-up check); running ones ride it out.
+			if now.After(at) && !brokerBusy {
 				if err := fl.start(id); err != nil {
 					return res, err
 				}

@@ -52,6 +52,10 @@ const (
 	// StopInjected: an injected processing error (ErrInjected) aborted a
 	// batch and stopped the worker, as planned by --abort-rate.
 	StopInjected StopReason = "injected"
+	// StopUnreachable: Run's start-up check found no broker (ErrUnreachable).
+	// It fails fast by design; the supervisor accepts it only from a worker
+	// whose start overlapped an injected broker outage.
+	StopUnreachable StopReason = "unreachable"
 	// StopError: anything else stopped Run (the broker was gone too long,
 	// the worker was fenced, a setting was refused): a real failure.
 	StopError StopReason = "error"
@@ -185,6 +189,8 @@ func stopReason(ctx context.Context, err error) StopReason {
 		return StopCancelled
 	case errors.Is(err, ErrInjected):
 		return StopInjected
+	case errors.Is(err, eos.ErrUnreachable):
+		return StopUnreachable
 	}
 	return StopError
 }

@@ -131,6 +131,30 @@ type fleet struct {
 	killRestarts int
 	firstCommits []time.Duration
 	fatal        error // set when a worker can never run, e.g. its flags were refused
+	// outages are the injected broker restarts: start and end (zero while
+	// the broker is still down).
+	outages [][2]time.Time
+}
+
+// brokerDown and brokerUp record an injected broker outage.
+func (f *fleet) brokerDown(at time.Time) { f.outages = append(f.outages, [2]time.Time{at}) }
+func (f *fleet) brokerUp(at time.Time) {
+	if n := len(f.outages); n > 0 && f.outages[n-1][1].IsZero() {
+		f.outages[n-1][1] = at
+	}
+}
+
+// startedInOutage reports whether a process started at from, before or
+// during an injected outage, and still starting up when the broker went.
+func (f *fleet) startedInOutage(from, to time.Time) bool {
+	for _, o := range f.outages {
+		if from.Before(o[1]) || o[1].IsZero() {
+			if to.After(o[0]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // start launches worker id, appending its stderr to its log file.
@@ -253,6 +277,7 @@ const (
 	exitKilled   exitClass = iota // died of the SIGKILL the supervisor sent
 	exitStopped                   // stopped after the SIGTERM the supervisor sent
 	exitInjected                  // stopped on an injected processing error, as report and status agree
+	exitOutage                    // started into an injected broker outage and failed its start-up check
 	exitRefused                   // refused its command line or settings: no restart can help
 	exitFailed                    // anything else: the run fails
 )
@@ -265,6 +290,7 @@ type exitFacts struct {
 	forced bool           // SIGKILLed after it ignored a SIGTERM
 	report WorkerReport   // its last report, if hasRep
 	hasRep bool
+	outage bool   // its life overlapped an injected broker outage
 	panic  string // the panic line from its log, if it panicked
 	log    string // the tail of its log, for exits without a report
 }
@@ -277,6 +303,9 @@ func classify(x exitFacts) (exitClass, string) {
 	terminated := x.intent == intentTerm || x.intent == intentRemove || x.intent == intentStop
 	if x.hasRep && x.report.Stopped == StopInjected && x.code == ExitInjected {
 		return exitInjected, ""
+	}
+	if x.hasRep && x.report.Stopped == StopUnreachable && x.outage {
+		return exitOutage, ""
 	}
 	if x.code == -1 {
 		switch {
@@ -341,7 +370,8 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any), restart bool
 			aborted += rep.Aborted
 		}
 		logPath := filepath.Join(f.logDir, id+".log")
-		x := exitFacts{intent: p.intent, code: p.code, signal: p.signal, forced: p.forced, report: rep, hasRep: hasRep}
+		x := exitFacts{intent: p.intent, code: p.code, signal: p.signal, forced: p.forced, report: rep, hasRep: hasRep,
+			outage: f.startedInOutage(p.started, now)}
 		if !hasRep {
 			x.log = logTail(logPath, 5)
 			x.panic = panicLine(logPath)
@@ -356,6 +386,9 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any), restart bool
 		case exitInjected:
 			res.InjectedAborts++
 			event("%s stopped on an injected processing error", id)
+			after = 200 * time.Millisecond
+		case exitOutage:
+			event("%s started while the broker was down and stopped at its start-up check, as designed", id)
 			after = 200 * time.Millisecond
 		case exitFailed:
 			fail := WorkerFailure{Worker: id, Pid: p.cmd.Process.Pid, Exit: p.code, Stopped: rep.Stopped,

@@ -27,6 +27,8 @@ func TestClassify(t *testing.T) {
 		{"SIGTERMed before its handler", exitFacts{intent: intentRemove, code: -1, signal: syscall.SIGTERM}, exitStopped, ""},
 		{"injected", exitFacts{code: ExitInjected, report: injected, hasRep: true}, exitInjected, ""},
 		{"injected as we SIGTERMed it", exitFacts{intent: intentTerm, code: ExitInjected, report: injected, hasRep: true}, exitInjected, ""},
+		{"unreachable at start during a broker outage", exitFacts{code: 1, report: WorkerReport{Stopped: StopUnreachable, Error: "eos: brokers unreachable"}, hasRep: true, outage: true}, exitOutage, ""},
+		{"unreachable with the broker up", exitFacts{code: 1, report: WorkerReport{Stopped: StopUnreachable, Error: "eos: brokers unreachable"}, hasRep: true}, exitFailed, "exit status 1: eos: brokers unreachable"},
 		{"refused settings", exitFacts{code: exitUsage, report: WorkerReport{Stopped: StopError, Error: "config: invalid"}, hasRep: true}, exitRefused, ""},
 		{"refused flags", exitFacts{code: exitUsage, log: "Error: unknown flag: --nope"}, exitRefused, ""},
 
@@ -215,5 +217,22 @@ func TestDescribeFailures(t *testing.T) {
 	if !strings.Contains(got, "worker-0") || !strings.Contains(got, "worker-1") || strings.Contains(got, "worker-2") ||
 		!strings.Contains(got, "1 more") || len(got) > 500 {
 		t.Fatalf("describeFailures = %q", got)
+	}
+}
+
+func TestStartedInOutage(t *testing.T) {
+	t0 := time.Now()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	f := &fleet{}
+	f.brokerDown(at(10))
+	f.brokerUp(at(20))
+	f.brokerDown(at(40)) // still down
+	for _, tc := range []struct {
+		from, to int
+		want     bool
+	}{{0, 5, false}, {5, 12, true}, {12, 25, true}, {21, 30, false}, {35, 41, true}, {45, 50, true}} {
+		if got := f.startedInOutage(at(tc.from), at(tc.to)); got != tc.want {
+			t.Errorf("process %ds..%ds: overlaps an outage %v, want %v", tc.from, tc.to, got, tc.want)
+		}
 	}
 }
