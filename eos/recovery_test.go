@@ -386,3 +386,33 @@ func TestLeaveGroupOnClose(t *testing.T) {
 		})
 	}
 }
+
+// Item 3: without transactions, a record failing under Fail stops Run, but
+// the records before it, whose outputs are written, commit their offsets:
+// a restart does not write their outputs again.
+func TestFailCommitsTheRecordsBeforeIt(t *testing.T) {
+	for _, g := range []config.Guarantee{config.Idempotent, config.AtLeastOnce} {
+		t.Run(string(g), func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 1, "in", "out")
+			const n, bad = 1000, 600
+			conformance.Seed(t, env, "in", n)
+			top := conformance.Upper("in", "out", func(id int) bool { return id == bad })
+			err := conformance.Start(t, env.Config("app", "a", g), top).Wait(t, 30*time.Second)
+			if err == nil || !strings.Contains(err.Error(), "in/0@600") {
+				t.Fatalf("want Run to stop naming in/0@600, got %v", err)
+			}
+			offs, ferr := kadm.NewClient(env.Client(t)).FetchOffsets(context.Background(), "app")
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if o, _ := offs.Lookup("in", 0); o.At != bad {
+				t.Fatalf("committed offset %d, want %d: the records before the failing one", o.At, bad)
+			}
+			v := verdict.Judge(bad, conformance.Drain(t, env, "out", bad))
+			if !v.OK() {
+				t.Fatalf("outputs of the records before the failing one: %v", v)
+			}
+		})
+	}
+}
