@@ -150,6 +150,7 @@ func newRootCmd() *cobra.Command {
 		newDemoCmd(g),
 		newTxnCmd(g),
 		newGroupCmd(g),
+		newTopicCmd(g),
 		newDoctorCmd(g),
 		newDedupCmd(g),
 		newDevCmd(g),
