@@ -14,6 +14,7 @@ import (
 func newTopicCmd(g *globals) *cobra.Command {
 	return newGroupingCmd("topic", "Create, list, describe and delete topics",
 		newTopicCreateCmd(g),
+		newTopicListCmd(g),
 	)
 }
 
