@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -15,6 +16,7 @@ func newTopicCmd(g *globals) *cobra.Command {
 	return newGroupingCmd("topic", "Create, list, describe and delete topics",
 		newTopicCreateCmd(g),
 		newTopicListCmd(g),
+		newTopicDescribeCmd(g),
 	)
 }
 
@@ -65,6 +67,16 @@ func replicationFactor(d kadm.TopicDetail) int {
 		rf = max(rf, len(p.Replicas))
 	}
 	return rf
+}
+
+// errNoSuchTopics names topics the cluster does not have and how to see
+// the ones it has.
+func errNoSuchTopics(names []string) error {
+	what := "topic " + quoteAll(names) + " does not exist"
+	if len(names) > 1 {
+		what = "topics " + quoteAll(names) + " do not exist"
+	}
+	return fmt.Errorf("%s — check the name(s); 'eosctl topic list' shows the topics there are", what)
 }
 
 // brokerMessage appends the broker's explanation of a per-topic error, when
