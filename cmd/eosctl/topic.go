@@ -17,6 +17,7 @@ func newTopicCmd(g *globals) *cobra.Command {
 		newTopicCreateCmd(g),
 		newTopicListCmd(g),
 		newTopicDescribeCmd(g),
+		newTopicDeleteCmd(g),
 	)
 }
 

@@ -66,7 +66,7 @@ func TestTopicHelpListsSubcommands(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, sub := range []string{"create", "list", "describe"} {
+	for _, sub := range []string{"create", "list", "describe", "delete"} {
 		if !strings.Contains(out, sub) {
 			t.Errorf("help lacks %q:\n%s", sub, out)
 		}
