@@ -47,11 +47,37 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 
 // MissingTopicsError lists the topics the topology needs that the cluster
 // does not have. Nothing was consumed.
-type MissingTopicsError struct{ Topics []string }
+type MissingTopicsError struct {
+	Topics []string // the missing topics, in the order the topology names them
+	// Brokers are the seed brokers the runner asked, so the command in
+	// the message reaches the same cluster; without them it leaves out
+	// --brokers and eosctl uses EOS_BROKERS or 127.0.0.1:9092.
+	Brokers []string
+}
 
-// Error lists the missing topics and how to create them.
+// Error lists the missing topics and the eosctl command that creates them.
 func (e *MissingTopicsError) Error() string {
-	return fmt.Sprintf("eos: topics %s do not exist; create them first (e.g. kafka-topics.sh --create --topic %s)", strings.Join(e.Topics, ", "), e.Topics[0])
+	// Topic names Kafka accepts need no quoting in a shell; anything else
+	// (an IPv6 [host]:port, a name Kafka would refuse) is single-quoted so
+	// the command can be pasted as printed.
+	word := func(s string) string {
+		if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-:,/") == "" {
+			return s
+		}
+		return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	}
+	cmd := []string{"eosctl", "topic", "create"}
+	for _, t := range e.Topics {
+		cmd = append(cmd, word(t))
+	}
+	if len(e.Brokers) > 0 {
+		cmd = append(cmd, "--brokers", word(strings.Join(e.Brokers, ",")))
+	}
+	what, it := "topics "+strings.Join(e.Topics, ", ")+" do not exist", "them"
+	if len(e.Topics) == 1 {
+		what, it = "topic "+e.Topics[0]+" does not exist", "it"
+	}
+	return fmt.Sprintf("eos: %s; create %s with: %s", what, it, strings.Join(cmd, " "))
 }
 
 // Is makes errors.Is(err, ErrMissingTopics) hold.

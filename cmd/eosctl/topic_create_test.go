@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eosflow/eosflow/eos"
 )
 
 // createJSON runs `topic create` with -o json and returns its rows, the
@@ -189,5 +192,66 @@ func TestTopicCreateUnreachable(t *testing.T) {
 	_, errOut, code := runCLI(t, nil, "--brokers", "127.0.0.1:1", "topic", "create", "orders")
 	if code != exitFailure || !strings.Contains(errOut, "check --brokers") {
 		t.Errorf("exit %d, stderr %s", code, errOut)
+	}
+}
+
+// A pipeline that finds topics missing names the command that creates
+// them; run as printed, it must create exactly those topics on the
+// pipeline's brokers.
+func TestMissingTopicsErrorCommandCreatesThem(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		topics     []string
+		brokers    bool // the error carries the brokers; else EOS_BROKERS is used
+		wantPrefix string
+	}{
+		{"two with brokers", []string{"invoices", "orders-dlq"}, true, "eos: topics invoices, orders-dlq do not exist; create them with: eosctl topic create invoices orders-dlq --brokers 127.0.0.1:"},
+		{"one from EOS_BROKERS", []string{"invoices"}, false, "eos: topic invoices does not exist; create it with: eosctl topic create invoices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, addr := newCluster(t, kfake.SeedTopics(1, "orders"))
+			me := &eos.MissingTopicsError{Topics: tc.topics}
+			if tc.brokers {
+				me.Brokers = []string{addr}
+				t.Setenv("EOS_BROKERS", "127.0.0.1:1") // must not be what the command uses
+			} else {
+				t.Setenv("EOS_BROKERS", addr)
+			}
+			err := error(me)
+			if !errors.Is(err, eos.ErrMissingTopics) {
+				t.Fatalf("%v does not match ErrMissingTopics", err)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, tc.wantPrefix) {
+				t.Errorf("message:\n%s\nwant it to start with:\n%s", msg, tc.wantPrefix)
+			}
+			_, command, ok := strings.Cut(msg, " with: ")
+			args := strings.Fields(command)
+			if !ok || len(args) < 2 || args[0] != "eosctl" {
+				t.Fatalf("message does not end with the eosctl command: %s", msg)
+			}
+			if _, errOut, code := runCLI(t, nil, args[1:]...); code != exitOK {
+				t.Fatalf("%s: exit %d: %s", command, code, errOut)
+			}
+			details := topicsOn(t, addr)
+			for _, name := range tc.topics {
+				if _, ok := details[name]; !ok {
+					t.Errorf("%s: %s was not created", command, name)
+				}
+			}
+			if len(details) != len(tc.topics)+1 {
+				t.Errorf("%s: want only %v added to orders, got %v", command, tc.topics, details.Names())
+			}
+		})
+	}
+}
+
+// Words a shell would split or expand are quoted, so the command can be
+// pasted as printed.
+func TestMissingTopicsErrorQuotesForTheShell(t *testing.T) {
+	err := &eos.MissingTopicsError{Topics: []string{"orders", "my topic"}, Brokers: []string{"[::1]:9092", "kafka-1:9092"}}
+	want := `eos: topics orders, my topic do not exist; create them with: eosctl topic create orders 'my topic' --brokers '[::1]:9092,kafka-1:9092'`
+	if got := err.Error(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
