@@ -9,6 +9,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -89,13 +90,13 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 					return progressed, err
 				}
 				lastBatch = time.Now() // nothing waits for us: idle is fine
+				r.healthy()
 			}
 			continue
 		}
 		committed, err := r.runBatch(ctx, s, fetches, log)
 		if committed {
 			progressed = true
-			r.stalls = 0
 		}
 		if err != nil {
 			return progressed, err
@@ -109,11 +110,25 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 // committed; a nil error with false means it was aborted and is redone.
 func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
+		if isFenced(err) {
+			return false, r.classifyFence(ctx, err, 0, s.client())
+		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
 	b := &batch{start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
 	timer := time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
 	defer timer.Stop()
+	// A full produce buffer blocks Produce; with the brokers gone it
+	// would block for good. Past this the records fail and the batch
+	// aborts, logged like any other. Ending the batch flushes first, so
+	// cancelling afterwards drops nothing, except at-most-once, which
+	// does not wait for its fire-and-forget records.
+	pctx := context.Background()
+	if b.cuttable {
+		var pcancel context.CancelFunc
+		pctx, pcancel = context.WithDeadline(pctx, b.start.Add(r.endTimeout()))
+		defer pcancel()
+	}
 
 	var cur *kgo.Record
 	emit := func(rec *kgo.Record) {
@@ -121,12 +136,12 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		if r.attribute {
 			rec.Context = &outputSource{Context: context.Background(), in: cur, sink: r.proc.OutputNode()}
 		}
-		s.produce(rec)
+		s.produce(pctx, rec)
 	}
 	process := func(fs kgo.Fetches) {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, rec := range p.Records {
-				if b.failed != nil || b.cut.Load() && b.cuttable || b.slow != nil {
+				if b.failed != nil || b.cut.Load() && b.cuttable && b.in > 0 || b.slow != nil {
 					if b.cuttable {
 						b.leave(rec)
 					}
@@ -135,7 +150,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 				b.in++
 				cur = rec
 				var err error
-				if rej, ok := r.rejected[recordKey(rec)]; ok {
+				if rej, ok := r.rejectionOf(rec); ok {
 					_, err = r.proc.Reject(ctx, rec, rej.sink, rej.err, emit)
 				} else {
 					_, err = r.proc.Process(ctx, rec, emit)
@@ -157,10 +172,10 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	process(fetches)
 	// Keep filling the batch until the commit interval or the record cap:
 	// fewer, larger transactions cost fewer round trips.
-	max := r.cfg.MaxBatchRecords
-	for b.failed == nil && b.slow == nil && b.in < max && ctx.Err() == nil && !b.cut.Load() {
+	limit := r.cfg.MaxBatchRecords
+	for b.failed == nil && b.slow == nil && b.in < limit && ctx.Err() == nil && !b.cut.Load() {
 		pctx, cancel := context.WithDeadline(ctx, b.start.Add(r.cfg.CommitInterval))
-		more, perr := s.poll(pctx, min(r.pollSize(), max-b.in))
+		more, perr := s.poll(pctx, min(r.pollSize(), limit-b.in))
 		cancel()
 		if perr != nil {
 			b.failed = perr
@@ -170,7 +185,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 			break
 		}
 		if err := r.fetchError(more); err != nil {
-			b.failed = &rebuildError{err}
+			b.failed = err
 			break
 		}
 		process(more)
@@ -179,6 +194,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		s.rewind(b.rest)
 	}
 	r.adaptPollSize(b)
+	rewound := len(b.rest) > 0 && r.cfg.Guarantee == config.ExactlyOnce
 
 	commit := b.failed == nil && b.slow == nil
 	if commit && r.beforeEnd != nil {
@@ -196,6 +212,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	// (or is about to be) aborted by the coordinator: do not try.
 	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		commit = false
+		r.pollMax = max(1, b.in/2)
 		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
 			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
 	}
@@ -212,6 +229,10 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		endErr = r.classifyFence(ctx, endErr, time.Since(b.start), s.client())
 	}
 	r.noteRejection(s)
+	if r.deadLetterRefused != nil {
+		r.aborted.Add(1)
+		return false, r.deadLetterRefused
+	}
 
 	switch {
 	case b.slow != nil:
@@ -221,7 +242,6 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		// The commit was sent, but its outcome is unknown: settle it from
 		// what the broker says was committed before anything is redone.
 		r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
-		r.aborted.Add(1)
 		log.Warn("batch commit outcome unknown; will check what the broker committed", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
 		return false, endErr
 	case b.failed != nil && committed:
@@ -244,11 +264,10 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		// End reports an abort, which it also does when EndTxn's answer
 		// was an error it could not confirm (it then rewinds as for an
 		// abort). Ask the broker before redoing anything.
-		landed, err := r.landed(ctx, offsets, 2*time.Second)
+		landed, err := r.landed(offsets, 2*time.Second)
 		switch {
 		case err != nil:
 			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
-			r.aborted.Add(1)
 			return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("transaction reported aborted, and the group's offsets do not say: %w", err)}}
 		case landed:
 			// It committed, but the client rewound to what it believes
@@ -260,12 +279,17 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	case !committed:
 		r.aborted.Add(1)
 		r.noteRedone(b)
-		if failing := time.Since(r.lastProgress); failing > r.cfg.RecoveryTimeout {
+		if failing := r.failing(); failing > r.cfg.RecoveryTimeout {
 			return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
 				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
 		}
 		log.Info("batch aborted by a rebalance; reprocessing from the last commit",
 			zap.Int("records", b.in), zap.Int32("generation", gen))
+		if rewound {
+			// The rewind may have raced the revoke; a new client reads
+			// the committed offsets from the broker.
+			return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance; restarting from the committed offsets")}
+		}
 		return false, nil
 	}
 	r.countCommitted(b.in, b.out, b.start, gen, log)
@@ -281,9 +305,7 @@ func (r *Runner) countCommitted(in, out int, start time.Time, gen int32, log *za
 	r.committed.Add(1)
 	r.recordsIn.Add(uint64(in))
 	r.recordsOut.Add(uint64(out))
-	r.stalls = 0
-	r.slowSeen = nil
-	r.lastProgress = time.Now()
+	r.healthy()
 	log.Debug("batch committed", zap.Int("records", in), zap.Int("outputs", out),
 		zap.Duration("latency", time.Since(start)), zap.Int32("generation", gen))
 }
@@ -384,7 +406,7 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 		case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
 		case isInstanceFenced(fe.Err):
 			return fe.Err
-		case r.rejectedSetting(fe.Err) != nil:
+		case errors.Is(fe.Err, kerr.InvalidSessionTimeout):
 			return r.rejectedSetting(fe.Err)
 		case isFatal(fe.Err):
 			if fe.Topic == "" {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -85,6 +86,27 @@ type outputSource struct {
 	sink string
 }
 
+func isDeadLetter(r *kgo.Record) bool { return header(r, processor.HeaderNode) != "" }
+
+func header(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// rejectionOf returns the rejection noted for input record rec; with none
+// noted (the usual case) it costs nothing per record.
+func (r *Runner) rejectionOf(rec *kgo.Record) (rejection, bool) {
+	if len(r.rejected) == 0 {
+		return rejection{}, false
+	}
+	rej, ok := r.rejected[recordKey(rec)]
+	return rej, ok
+}
+
 func recordKey(r *kgo.Record) string {
 	return r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "@" + strconv.FormatInt(r.Offset, 10)
 }
@@ -107,6 +129,13 @@ func (r *Runner) noteRejection(s session) {
 		return
 	}
 	r.rejectionSeen = true
+	if isDeadLetter(rec) {
+		// A dead letter is the input record itself; refused, it has no
+		// policy left to go through.
+		r.deadLetterRefused = fmt.Errorf("eos: the dead letter of %s/%s@%s to %s was refused by the broker: %w; raise the dead-letter topic's max.message.bytes to at least the input topic's",
+			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
+		return
+	}
 	src, ok := rec.Context.(*outputSource)
 	if !ok || src.in == nil {
 		r.attribute = true

@@ -20,7 +20,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(opts...)
+	// The user's options (a dialer, hooks) apply to the admin requests
+	// of the run too.
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, r.extra...), opts...)...)
 	if err != nil {
 		return err
 	}
@@ -50,7 +52,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 		}
 	}
 	if len(missing) > 0 {
-		return &MissingTopicsError{Topics: missing}
+		return &MissingTopicsError{Topics: missing, Brokers: r.cfg.Brokers}
 	}
 	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
 	return nil

@@ -31,7 +31,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	landed, err := r.landed(ctx, p.offsets, r.endTimeout())
+	landed, err := r.landed(p.offsets, r.endTimeout())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -43,41 +43,66 @@ func (r *Runner) settlePending(ctx context.Context) error {
 		r.countSettled(p)
 		return nil
 	}
+	r.aborted.Add(1)
 	r.noteRedone(&batch{in: p.in, out: p.out})
 	r.log.Info("a batch whose commit answer was lost had not committed; redoing it", zap.Int("records", p.in))
 	return nil
 }
 
 func (r *Runner) countSettled(p *pendingBatch) {
-	r.lastProgress = time.Now()
+	r.healthy()
 	r.committed.Add(1)
 	r.recordsIn.Add(uint64(p.in))
 	r.recordsOut.Add(uint64(p.out))
 	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
 }
 
-// landed reports whether the group's stable committed offsets have
-// reached offsets on every partition, waiting at most timeout for a
-// pending transactional commit to resolve.
-func (r *Runner) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
-	fctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), timeout)
+// landed reports whether the group's committed offsets have reached
+// offsets on every partition of a batch. A partition whose offsets are
+// held back by a pending transactional commit (UNSTABLE_OFFSET_COMMIT) is
+// asked again until timeout; after that the outcome is an error. It looks
+// only at the batch's partitions: other members' open transactions on
+// other partitions do not matter.
+func (r *Runner) landed(offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(kadm.RequireStable(context.Background()), timeout)
 	defer cancel()
-	committed, err := kadm.NewClient(r.admin).FetchOffsets(fctx, r.cfg.AppID)
-	if err == nil {
-		err = committed.Error()
+	topics := make([]string, 0, len(offsets))
+	for t := range offsets {
+		topics = append(topics, t)
 	}
-	if err != nil {
-		return false, err
-	}
-	for topic, ps := range offsets {
-		for partition, want := range ps {
-			got, ok := committed.Lookup(topic, partition)
-			if !ok || got.At < want.Offset {
-				return false, nil
+	adm := kadm.NewClient(r.admin)
+	for {
+		committed, err := adm.FetchOffsetsForTopics(ctx, r.cfg.AppID, topics...)
+		unsettled := err
+		if err == nil {
+		partitions:
+			for topic, ps := range offsets {
+				for partition, want := range ps {
+					got, ok := committed.Lookup(topic, partition)
+					switch {
+					case !ok:
+						unsettled = fmt.Errorf("no offset for %s/%d", topic, partition)
+					case got.Err != nil:
+						unsettled = fmt.Errorf("%s/%d: %w", topic, partition, got.Err)
+					case got.At < want.Offset:
+						// A transaction commits all its offsets or none.
+						return false, nil
+					default:
+						continue
+					}
+					break partitions
+				}
+			}
+			if unsettled == nil {
+				return true, nil
 			}
 		}
+		select {
+		case <-ctx.Done():
+			return false, unsettled
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return true, nil
 }
 
 // classifyFence tells a transaction the coordinator aborted on its own
@@ -117,7 +142,9 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 	}
 	r.log.Warn("producer fenced, but no other instance with this instance_id is in the group; redoing the batch with a new producer epoch",
 		zap.String("cause", why), zap.Error(err))
-	return &rebuildError{fmt.Errorf("producer fenced by %s: %w", why, err)}
+	// %v, not %w: this fence is not another instance's, so nothing
+	// further up may take it for one.
+	return &rebuildError{fmt.Errorf("producer fenced by %s: %v", why, err)}
 }
 
 // fenceWait is how long a fenced instance looks for a successor with its
@@ -139,9 +166,7 @@ func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
 	}
 	for _, m := range groups[r.cfg.AppID].Members {
 		if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
-			if id, _ := cl.GroupMetadata(); id != m.MemberID {
-				return true
-			}
+			return true
 		}
 	}
 	return false
@@ -169,10 +194,12 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	if err != nil {
 		return &rebuildError{fmt.Errorf("no batch for %s and group %q's offsets cannot be read: %w", waited.Round(time.Second), r.cfg.AppID, err)}
 	}
-	mine, member := r.assigned(actx, adm)
-	var waiting []string
+	mine, member, known := r.assigned(actx, adm)
+	// Candidates: this instance's partitions whose committed offset is
+	// below the last stable offset.
+	candidates := make(map[string]map[int32]kgo.Offset)
 	stable.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil || member && !mine[o.Topic][o.Partition] {
+		if o.Err != nil || known && member && !mine[o.Topic][o.Partition] {
 			return
 		}
 		at := int64(0)
@@ -180,15 +207,21 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 			at = c.At
 		}
 		if at < o.Offset {
-			waiting = append(waiting, o.Topic+"/"+strconv.Itoa(int(o.Partition)))
+			if candidates[o.Topic] == nil {
+				candidates[o.Topic] = make(map[int32]kgo.Offset)
+			}
+			candidates[o.Topic][o.Partition] = kgo.NewOffset().At(at)
 		}
 	})
+	// Below the last stable offset may lie only transaction markers and
+	// aborted records, which no consumer ever gets: records wait only
+	// where a read_committed reader finds some.
+	waiting := r.readable(ctx, candidates)
 	if len(waiting) == 0 {
 		return nil
 	}
-	slices.Sort(waiting)
 	what := "records from these partitions (the consumer fetched none)"
-	if !member {
+	if known && !member {
 		what = "to join the group (this instance is not a member)"
 	} else {
 		sctx, scancel := context.WithTimeout(kadm.RequireStable(ctx), 3*time.Second)
@@ -208,12 +241,53 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	return &rebuildError{serr}
 }
 
+// readable returns, as "topic/partition", the partitions where a
+// read_committed reader starting at the given offsets gets a record
+// within a few seconds.
+func (r *Runner) readable(ctx context.Context, from map[string]map[int32]kgo.Offset) []string {
+	if len(from) == 0 {
+		return nil
+	}
+	base, err := r.cfg.KgoOpts()
+	if err != nil {
+		return nil
+	}
+	opts := append(append([]kgo.Opt{}, r.extra...), base...)
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(from), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(500*time.Millisecond))...)
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n := 0
+	for _, ps := range from {
+		n += len(ps)
+	}
+	seen := make(map[string]bool)
+	for len(seen) < n && pctx.Err() == nil {
+		cl.PollFetches(pctx).EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				seen[p.Topic+"/"+strconv.Itoa(int(p.Partition))] = true
+			}
+		})
+	}
+	out := make([]string, 0, len(seen))
+	for tp := range seen {
+		out = append(out, tp)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // assigned returns the input partitions the group assigned to this
-// instance, and whether the instance is a member at all.
-func (r *Runner) assigned(ctx context.Context, adm *kadm.Client) (map[string]map[int32]bool, bool) {
+// instance, whether the instance is a member, and whether the group could
+// be described at all (without DescribeGroups permission every partition
+// is judged).
+func (r *Runner) assigned(ctx context.Context, adm *kadm.Client) (map[string]map[int32]bool, bool, bool) {
 	groups, err := adm.DescribeGroups(ctx, r.cfg.AppID)
 	if err != nil {
-		return nil, true // unknown: judge every partition
+		return nil, false, false
 	}
 	g := groups[r.cfg.AppID]
 	for _, m := range g.Members {
@@ -229,9 +303,9 @@ func (r *Runner) assigned(ctx context.Context, adm *kadm.Client) (map[string]map
 				}
 			}
 		}
-		return mine, true
+		return mine, true, true
 	}
-	return nil, false
+	return nil, false, true
 }
 
 // leaveGroup makes a static member leave on a clean shutdown when

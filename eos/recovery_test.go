@@ -416,3 +416,35 @@ func TestFailCommitsTheRecordsBeforeIt(t *testing.T) {
 		})
 	}
 }
+
+// Item 9: an idle pipeline whose input was written transactionally is not
+// stalled: its committed offset stops before the commit marker, which no
+// consumer ever receives, so the last stable offset stays one ahead.
+func TestIdleOnTransactionalInputIsNotAStall(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	const n = 100
+	producer := env.Client(t, kgo.TransactionalID("seeder"))
+	ctx := context.Background()
+	if err := producer.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		producer.Produce(ctx, &kgo.Record{Topic: "in", Value: verdict.Value(i, 20)}, nil)
+	}
+	if err := producer.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := producer.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.TransactionTimeout, cfg.SessionTimeout, cfg.RebalanceTimeout = time.Second, 6*time.Second, 6*time.Second
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	x.WaitCommitted(t, n, 30*time.Second)
+	time.Sleep(25 * time.Second) // past the stall bound of 21 s
+	if s := x.R.Stats(); s.Rebuilds != 0 {
+		t.Fatalf("an idle pipeline was taken for a stalled one: %+v", s)
+	}
+	conformance.ExactlyOnce(t, env, "out", n)
+}

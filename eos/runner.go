@@ -69,18 +69,19 @@ type Runner struct {
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 
 	// State of the consuming goroutine, carried across client rebuilds.
-	admin          *kgo.Client              // preflight's client, kept for admin requests
-	limits         map[string]topicLimits   // output topics' limits, when known
-	maxRecordBytes func(topic string) int32 // output topics' max.message.bytes, when known
-	pollMax        int                      // records per poll; shrinks when batches run out of time
-	pending        *pendingBatch            // a batch whose commit outcome is unknown
-	stalls         int                      // stalls in a row without a commit
-	lastProgress   time.Time                // last commit, or the start of Run
-	slowSeen       *string                  // record that last carried a batch past transaction_timeout
-	attribute      bool                     // tag outputs with their input record (after a rejected output)
-	rejectionSeen  bool                     // an output was rejected since the last commit
-	rejected       map[string]rejection     // input records whose outputs the broker refused
-	ownMembers     map[string]bool          // group member ids this Runner's clients had
+	admin             *kgo.Client              // preflight's client, kept for admin requests
+	limits            map[string]topicLimits   // output topics' limits, when known
+	maxRecordBytes    func(topic string) int32 // output topics' max.message.bytes, when known
+	pollMax           int                      // records per poll; shrinks when batches run out of time
+	pending           *pendingBatch            // a batch whose commit outcome is unknown
+	stalls            int                      // stalls in a row without a commit
+	failingSince      time.Time                // first failure since the pipeline was last healthy; zero when healthy
+	slowSeen          *string                  // record that last carried a batch past transaction_timeout
+	attribute         bool                     // tag outputs with their input record (after a rejected output)
+	rejectionSeen     bool                     // an output was rejected since the last commit
+	rejected          map[string]rejection     // input records whose outputs the broker refused
+	ownMembers        map[string]bool          // group member ids this Runner's clients had
+	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 }
 
 // Option configures a Runner.
@@ -209,7 +210,6 @@ func (r *Runner) Close() error {
 // RecoveryTimeout allows without a committed batch. Errors no new client
 // can fix stop it at once.
 func (r *Runner) superviseSessions(ctx context.Context) error {
-	r.lastProgress = time.Now()
 	attempt := 0
 	for {
 		s, err := r.newSession()
@@ -223,26 +223,20 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.leaveGroup()
 			r.log.Info("stopped")
 			return nil
-		case isRebuildable(err):
-			// A rebuildError may wrap a fence the runtime judged not to
-			// be another instance's: it is redone, not fatal.
-			if isFatal(err) {
-				return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
-			}
 		case isFenced(err) || isInstanceFenced(err):
 			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr
 		case isFatal(err):
 			return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
-		default:
+		case !isRebuildable(err):
 			return err
 		}
 		if progressed {
 			attempt = 0
 		}
 		attempt++
-		failing := time.Since(r.lastProgress)
+		failing := r.failing()
 		if failing > r.cfg.RecoveryTimeout {
 			return fmt.Errorf("eos: no batch committed in %s of client rebuilds (recovery_timeout %s; brokers %v): %w",
 				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.Brokers, err)
@@ -259,6 +253,24 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// healthy records a commit, or an idle check that found the brokers
+// answering and nothing waiting: failures from here start a new
+// recovery_timeout.
+func (r *Runner) healthy() {
+	r.failingSince = time.Time{}
+	r.stalls = 0
+	r.slowSeen = nil
+}
+
+// failing returns how long the pipeline has been failing, starting the
+// clock at the first failure after it was healthy.
+func (r *Runner) failing() time.Duration {
+	if r.failingSince.IsZero() {
+		r.failingSince = time.Now()
+	}
+	return time.Since(r.failingSince)
 }
 
 // rebuildError marks a client failure that a new client may get past.

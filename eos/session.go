@@ -2,11 +2,13 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
@@ -20,7 +22,9 @@ type session interface {
 	// could not be committed first).
 	poll(ctx context.Context, max int) (kgo.Fetches, error)
 	begin() error
-	produce(r *kgo.Record)
+	// produce hands r to the producer; ctx bounds only a wait for buffer
+	// space.
+	produce(ctx context.Context, r *kgo.Record)
 	// rewind moves the consumer back to the given offsets, so a batch
 	// that stopped part way through its records commits only those it
 	// processed and the next batch starts with the rest.
@@ -60,10 +64,26 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 	if p.err == nil {
 		p.err = err
 	}
-	if r != nil && p.rejRec == nil && isRecordRejected(err) {
+	// The broker refuses a whole record batch, so every record in it gets
+	// the error: keep the likeliest culprit, the largest record (or, for
+	// an invalid record, one without a key).
+	if r != nil && isRecordRejected(err) && (p.rejRec == nil || likelierCulprit(r, p.rejRec, err)) {
 		p.rejRec, p.rejErr = r, err
 	}
 	p.mu.Unlock()
+}
+
+func (p *produceErrs) reset() {
+	p.mu.Lock()
+	p.err, p.rejRec, p.rejErr = nil, nil, nil
+	p.mu.Unlock()
+}
+
+func likelierCulprit(r, than *kgo.Record, err error) bool {
+	if errors.Is(err, kerr.InvalidRecord) && (r.Key == nil) != (than.Key == nil) {
+		return r.Key == nil
+	}
+	return len(r.Key)+len(r.Value) > len(than.Key)+len(than.Value)
 }
 
 func (p *produceErrs) take() error {
@@ -183,12 +203,16 @@ type txnSession struct {
 func (s *txnSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
 	return s.sess.PollRecords(ctx, max), nil
 }
-func (s *txnSession) begin() error { return s.sess.Begin() }
+// begin forgets failures of records of an earlier, aborted batch.
+func (s *txnSession) begin() error {
+	s.errs.reset()
+	return s.sess.Begin()
+}
 
-// produce uses a background context: a cancelled Run finishes the open
-// batch rather than abandoning records half way.
-func (s *txnSession) produce(r *kgo.Record) {
-	s.sess.Produce(context.Background(), r, s.promise)
+// produce is given a context of the batch, not of Run: a cancelled Run
+// finishes the open batch rather than abandoning records half way.
+func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
+	s.sess.Produce(ctx, r, s.promise)
 }
 
 func (s *txnSession) end(commit bool) (bool, error) {
@@ -205,7 +229,7 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	}
 	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
 	switch {
-	case err != nil && isFenced(err):
+	case err != nil && (isFenced(err) || isInstanceFenced(err)):
 		return false, err
 	case perr != nil && isFenced(perr):
 		return false, perr
@@ -252,14 +276,17 @@ func (s *plainSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
 	return fs, nil
 }
 
-func (s *plainSession) begin() error { return nil }
+func (s *plainSession) begin() error {
+	s.errs.reset()
+	return nil
+}
 
-func (s *plainSession) produce(r *kgo.Record) {
+func (s *plainSession) produce(ctx context.Context, r *kgo.Record) {
 	if s.atMostOnce {
-		s.cl.Produce(context.Background(), r, nil) // fire and forget
+		s.cl.Produce(ctx, r, nil) // fire and forget
 		return
 	}
-	s.cl.Produce(context.Background(), r, s.promise)
+	s.cl.Produce(ctx, r, s.promise)
 }
 
 func (s *plainSession) end(commit bool) (bool, error) {

@@ -45,7 +45,7 @@ func topicPartitions(ctx context.Context, adm *kadm.Client, topic string, partit
 	}
 	td, ok := md.Topics[topic]
 	if !ok || td.Err != nil {
-		return nil, fmt.Errorf("topic %q not found — check --topic (list topics with kafka-topics.sh --list)", topic)
+		return nil, fmt.Errorf("topic %q not found — check --topic (list topics with 'eosctl topic list')", topic)
 	}
 	s := kadm.TopicsSet{}
 	if partition >= 0 {
