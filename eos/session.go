@@ -203,6 +203,7 @@ type txnSession struct {
 func (s *txnSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
 	return s.sess.PollRecords(ctx, max), nil
 }
+
 // begin forgets failures of records of an earlier, aborted batch.
 func (s *txnSession) begin() error {
 	s.errs.reset()
