@@ -60,6 +60,9 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			return false, err
 		}
 		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
+		if r.cfg.Guarantee == config.ExactlyOnce {
+			r.pid, r.pidEpoch = id, epoch
+		}
 	}
 	// A batch whose commit outcome was lost is settled before anything is
 	// redone, or a redo would be mistaken for it.

@@ -32,11 +32,14 @@ func (r *Runner) settlePending(ctx context.Context) error {
 		return nil
 	}
 	landed, err := r.landed(p.offsets, r.endTimeout())
+	if err != nil && r.abortOwnHanging(ctx) > 0 {
+		landed, err = r.landed(p.offsets, r.endTimeout())
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return &rebuildError{fmt.Errorf("reading group %q's committed offsets to settle a commit whose answer was lost: %w", r.cfg.AppID, err)}
+		return &rebuildError{fmt.Errorf("reading group %q's committed offsets to settle a commit whose answer was lost: %w; inspect with `eosctl group lag %s` and `eosctl txn hanging --topic __consumer_offsets`", r.cfg.AppID, err, r.cfg.AppID)}
 	}
 	r.pending = nil
 	if landed {
@@ -220,6 +223,9 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	if len(waiting) == 0 {
 		return nil
 	}
+	if n := r.abortOwnHanging(ctx); n > 0 {
+		return &rebuildError{fmt.Errorf("no batch for %s: aborted %d hanging transaction(s) of this instance; restarting from the committed offsets", waited.Round(time.Second), n)}
+	}
 	what := "records from these partitions (the consumer fetched none)"
 	if known && !member {
 		what = "to join the group (this instance is not a member)"
@@ -339,3 +345,60 @@ func (r *Runner) closeAdmin() {
 // isInstanceFenced reports the group coordinator's word that another
 // member joined with this instance's group.instance.id.
 func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
+
+// abortOwnHanging writes ABORT markers for transactions of this
+// instance's producer id that a partition still holds open with an epoch
+// older than the one this session's InitProducerId got. The coordinator
+// aborted those transactions when the epoch was bumped, but after a broker
+// crash its markers can be lost: the partition's leader then keeps the
+// transaction open for good (KIP-664 calls it hanging), which holds back
+// the group's committed offsets (UNSTABLE_OFFSET_COMMIT on every fetch)
+// or the output's last stable offset. Only the same producer at a newer
+// epoch exists now, so nothing can finish them; this is what
+// `eosctl txn hanging` and `eosctl txn abort` do by hand. It returns how
+// many it aborted.
+func (r *Runner) abortOwnHanging(ctx context.Context) int {
+	if r.pidEpoch < 0 {
+		return 0 // no producer id loaded (not transactional)
+	}
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(r.admin)
+	details, err := adm.ListTopics(actx, append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)...)
+	if err != nil {
+		r.log.Warn("cannot list partitions to look for hanging transactions", zap.Error(err))
+		return 0
+	}
+	producers, err := adm.DescribeProducers(actx, details.TopicsSet())
+	if err != nil {
+		r.log.Warn("cannot describe producers to look for hanging transactions", zap.Error(err))
+		return 0
+	}
+	aborted := 0
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		if p.ProducerID != r.pid || p.ProducerEpoch >= r.pidEpoch || p.CurrentTxnStartOffset < 0 {
+			return
+		}
+		fields := []zap.Field{zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Int64("start_offset", p.CurrentTxnStartOffset),
+			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.Int16("current_epoch", r.pidEpoch)}
+		resp, err := adm.WriteTxnMarkers(actx, kadm.TxnMarkers{
+			ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+			CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Commit: false,
+			Topics: kadm.TopicsSet{p.Topic: {p.Partition: struct{}{}}},
+		})
+		if err == nil {
+			resp.EachPartition(func(pr kadm.TxnMarkersPartitionResponse) {
+				if pr.Err != nil && err == nil {
+					err = pr.Err
+				}
+			})
+		}
+		if err != nil {
+			r.log.Warn("could not abort a hanging transaction of this instance; abort it with `eosctl txn abort`", append(fields, zap.Error(err))...)
+			return
+		}
+		aborted++
+		r.log.Warn("aborted a hanging transaction of this instance left by a broker crash", fields...)
+	})
+	return aborted
+}

@@ -81,6 +81,9 @@ type Runner struct {
 	rejectionSeen     bool                     // an output was rejected since the last commit
 	rejected          map[string]rejection     // input records whose outputs the broker refused
 	ownMembers        map[string]bool          // group member ids this Runner's clients had
+	pid               int64                    // this session\'s producer id, and the epoch it started at
+	pidEpoch          int16                    // -1 before a transactional producer id is loaded
+	lastInstanceFence time.Time                // last FENCED_INSTANCE_ID from the group
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 }
 
@@ -115,7 +118,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool)}
+	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -223,6 +226,11 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.leaveGroup()
 			r.log.Info("stopped")
 			return nil
+		case isInstanceFenced(err) && !isFenced(err) && r.firstInstanceFence():
+			// The group holds another member id for this instance id. A
+			// broker restart can restore a dead incarnation's; a live
+			// process fences us again once we take the slot back.
+			r.log.Warn("the group gave this instance's slot to another member id; rejoining once (a second process with this instance_id fences it again and this instance stops)", zap.Error(err))
 		case isFenced(err) || isInstanceFenced(err):
 			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
 			r.log.Error("fenced; stopping", zap.Error(ferr))
@@ -253,6 +261,15 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// firstInstanceFence reports whether this FENCED_INSTANCE_ID is the first
+// within two session timeouts (at least a minute) of the last one.
+func (r *Runner) firstInstanceFence() bool {
+	window := max(2*r.cfg.SessionTimeout, time.Minute)
+	first := r.lastInstanceFence.IsZero() || time.Since(r.lastInstanceFence) > window
+	r.lastInstanceFence = time.Now()
+	return first
 }
 
 // healthy records a commit, or an idle check that found the brokers
