@@ -60,8 +60,13 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			return false, err
 		}
 		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
-		if r.cfg.Guarantee == config.ExactlyOnce {
+		if r.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
 			r.pid, r.pidEpoch = id, epoch
+			// InitProducerId returns once the coordinator has aborted
+			// what the previous epoch left open; whatever a partition
+			// still holds open from it hangs (a broker crash lost the
+			// marker) and would stall the group or the output's readers.
+			r.abortOwnHanging(ctx)
 		}
 	}
 	// A batch whose commit outcome was lost is settled before anything is
