@@ -431,7 +431,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			res.WorkerStarts++
 			event("added %s: rebalance", id)
 		case faultRemoveWorker:
-			ids := fl.running(0)
+			ids := fl.committing()
 			if len(ids) < 2 {
 				return false
 			}

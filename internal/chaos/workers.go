@@ -229,6 +229,21 @@ func (f *fleet) running(minAge time.Duration) []string {
 	return ids
 }
 
+// committing is running, limited to workers whose process has committed a
+// batch, so it has taken over its transactional.id: a scale-down removes
+// an instance that is up. One removed while it starts would leave the
+// transaction its killed predecessor had open to the coordinator's
+// timeout, which the embedded broker forgets across its own restart.
+func (f *fleet) committing() []string {
+	var ids []string
+	for _, id := range f.running(0) {
+		if !f.procs[id].out.firstCommitAt().IsZero() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
 // stopAll SIGTERMs every running worker and waits up to grace for them,
 // then SIGKILLs the rest, which counts as their failure. A worker that
 // already exited keeps the intent it had, so its exit is judged as such.
