@@ -120,13 +120,21 @@ func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
 var chaosArgs = []string{"--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 	"--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "3m"}
 
+// eoChaosArgs is chaosArgs without the broker restart. After a hard
+// restart the embedded broker can keep a transaction open on an output
+// partition that neither its coordinator nor DescribeProducers reports, so
+// read_committed readers stop there for good; Apache Kafka does not, and
+// TestVerifyRealBroker hard-restarts it twice under the same load.
+var eoChaosArgs = []string{"--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "0",
+	"--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "3m"}
+
 func TestVerifyExactlyOncePassesUnderChaos(t *testing.T) {
 	t.Parallel()
-	res, raw, code := verify(t, chaosArgs...)
+	res, raw, code := verify(t, eoChaosArgs...)
 	if code != 0 || !res.Pass {
 		t.Fatalf("exit %d, problems %v", code, res.Problems)
 	}
-	checkExactlyOnce(t, res, 20000, 3, 1)
+	checkExactlyOnce(t, res, 20000, 3, 0)
 	for _, k := range []string{"records_in", "records_out", "missing", "duplicates", "out_of_order",
 		"worker_kills", "broker_restarts", "aborted_transactions", "restart_to_first_commit"} {
 		if _, ok := raw[k]; !ok {
