@@ -249,7 +249,10 @@ func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {
 	if !res.Fails(chaos.ProblemDuplicates) {
 		t.Errorf("failed checks %v lack %q", res.Failed, chaos.ProblemDuplicates)
 	}
-	checkFailsOnly(t, res, chaos.ProblemDuplicates, chaos.ProblemLiveDuplicates)
+	// Without idempotence, retries and a killed process's records still in
+	// flight can land after its successor's: per-key order is not part of
+	// this guarantee (README, Delivery guarantees).
+	checkFailsOnly(t, res, chaos.ProblemDuplicates, chaos.ProblemLiveDuplicates, chaos.ProblemOutOfOrder)
 }
 
 // checkFailsOnly asserts that a negative control failed for its expected
@@ -278,5 +281,8 @@ func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
 		t.Errorf("at-most-once repeated records: %d duplicates, %d seen live (failed %v)",
 			res.Duplicates, res.LiveDuplicates, res.Failed)
 	}
-	checkFailsOnly(t, res, chaos.ProblemMissing, chaos.ProblemDuplicates, chaos.ProblemAtMostOnceRepeated, chaos.ProblemLiveDuplicates)
+	// Fire-and-forget records of a killed worker can land after its
+	// successor's, which now takes the partitions back at once: per-key
+	// order is not part of this guarantee (README, Delivery guarantees).
+	checkFailsOnly(t, res, chaos.ProblemMissing, chaos.ProblemDuplicates, chaos.ProblemAtMostOnceRepeated, chaos.ProblemLiveDuplicates, chaos.ProblemOutOfOrder)
 }
