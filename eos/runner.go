@@ -19,6 +19,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -83,7 +84,6 @@ type Runner struct {
 	ownMembers        map[string]bool          // group member ids this Runner's clients had
 	pid               int64                    // this session\'s producer id, and the epoch it started at
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
-	lastInstanceFence time.Time                // last FENCED_INSTANCE_ID from the group
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 }
 
@@ -226,11 +226,10 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.leaveGroup()
 			r.log.Info("stopped")
 			return nil
-		case isInstanceFenced(err) && !isFenced(err) && r.firstInstanceFence():
-			// The group holds another member id for this instance id. A
-			// broker restart can restore a dead incarnation's; a live
-			// process fences us again once we take the slot back.
-			r.log.Warn("the group gave this instance's slot to another member id; rejoining once (a second process with this instance_id fences it again and this instance stops)", zap.Error(err))
+		case isInstanceFenced(err) && !isFenced(err) && r.slotFreed(ctx):
+			// A broker restart can restore a dead incarnation's member
+			// id; the group drops it after session_timeout.
+			r.log.Warn("the member that held this instance's group slot went away (a dead incarnation a broker restart restored); rejoining", zap.Error(err))
 		case isFenced(err) || isInstanceFenced(err):
 			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
 			r.log.Error("fenced; stopping", zap.Error(ferr))
@@ -263,13 +262,39 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 	}
 }
 
-// firstInstanceFence reports whether this FENCED_INSTANCE_ID is the first
-// within two session timeouts (at least a minute) of the last one.
-func (r *Runner) firstInstanceFence() bool {
-	window := max(2*r.cfg.SessionTimeout, time.Minute)
-	first := r.lastInstanceFence.IsZero() || time.Since(r.lastInstanceFence) > window
-	r.lastInstanceFence = time.Now()
-	return first
+// slotFreed answers a FENCED_INSTANCE_ID: the group gave this instance
+// id's slot to a member id this Runner never had. A live process holding
+// it keeps it; a dead incarnation's (restored by a broker restart) is
+// dropped by the group after session_timeout. It waits that long, logging
+// why, and reports whether the slot is free again.
+func (r *Runner) slotFreed(ctx context.Context) bool {
+	deadline := time.Now().Add(r.cfg.SessionTimeout + 5*time.Second)
+	r.log.Warn("another member holds this instance's group slot; waiting up to session_timeout to see whether it is alive",
+		zap.String("instance_id", r.cfg.InstanceID), zap.Time("until", deadline))
+	for time.Now().Before(deadline) {
+		if ctx.Err() != nil {
+			return true // shutting down: the backoff returns nil
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		groups, err := kadm.NewClient(r.admin).DescribeGroups(dctx, r.cfg.AppID)
+		cancel()
+		if err == nil {
+			taken := false
+			for _, m := range groups[r.cfg.AppID].Members {
+				if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
+					taken = true
+				}
+			}
+			if !taken {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return false
 }
 
 // healthy records a commit, or an idle check that found the brokers
