@@ -161,18 +161,26 @@ func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
 	if id, _ := cl.GroupMetadata(); id != "" {
 		r.ownMembers[id] = true
 	}
+	taken, _ := r.slotTaken(ctx)
+	return taken
+}
+
+// slotTaken reports whether the group has a member with this instance id
+// whose member id no client of this Runner ever had, and whether the
+// group could be described at all.
+func (r *Runner) slotTaken(ctx context.Context) (taken, known bool) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	groups, err := kadm.NewClient(r.admin).DescribeGroups(dctx, r.cfg.AppID)
 	if err != nil {
-		return false
+		return false, false
 	}
 	for _, m := range groups[r.cfg.AppID].Members {
 		if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, true
 }
 
 // checkStall runs when no batch started for longer than stallBound. If

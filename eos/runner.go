@@ -19,7 +19,6 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -275,19 +274,8 @@ func (r *Runner) slotFreed(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return true // shutting down: the backoff returns nil
 		}
-		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		groups, err := kadm.NewClient(r.admin).DescribeGroups(dctx, r.cfg.AppID)
-		cancel()
-		if err == nil {
-			taken := false
-			for _, m := range groups[r.cfg.AppID].Members {
-				if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
-					taken = true
-				}
-			}
-			if !taken {
-				return true
-			}
+		if taken, known := r.slotTaken(ctx); known && !taken {
+			return true
 		}
 		select {
 		case <-ctx.Done():
