@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,11 +19,15 @@ import (
 // to the producer, and where to resume when it stops part way through a
 // fetch.
 type batch struct {
-	start    time.Time
-	in, out  int
-	failed   error
-	cut      atomic.Bool // the commit interval is spent: take no more records
-	cuttable bool        // records may be left for the next batch (not at-most-once)
+	start   time.Time
+	in, out int
+	tally   engine.Tally // outcomes of its records, counted if it commits
+	failed  error
+	// interrupted: user code failed on a record whose context had ended
+	// (shutdown or revoke); the batch ends before that record.
+	interrupted bool
+	cut         atomic.Bool // the commit interval is spent: take no more records
+	cuttable    bool        // records may be left for the next batch (not at-most-once)
 	// rest is, per partition, the first record polled but not processed;
 	// the consumer is rewound there so the batch commits only what it did.
 	rest map[string]map[int32]kgo.EpochOffset
@@ -124,6 +129,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
 	b := &batch{start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
+	r.proc.Take() // outcomes of records no batch committed
 	timer := time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
 	defer timer.Stop()
 	// A full produce buffer blocks Produce; with the brokers gone it
@@ -149,7 +155,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	process := func(fs kgo.Fetches) {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, rec := range p.Records {
-				if b.failed != nil || b.cut.Load() && b.cuttable && b.in > 0 || b.slow != nil {
+				if b.failed != nil || b.interrupted || b.cut.Load() && b.cuttable && b.in > 0 || b.slow != nil {
 					if b.cuttable {
 						b.leave(rec)
 					}
@@ -157,11 +163,22 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 				}
 				b.in++
 				cur = rec
-				var err error
+				var (
+					outcome engine.Outcome
+					err     error
+				)
 				if rej, ok := r.rejectionOf(rec); ok {
-					_, err = r.proc.Reject(ctx, rec, rej.sink, rej.err, emit)
+					outcome, err = r.proc.Reject(rec, rej.sink, rej.err, emit)
 				} else {
-					_, err = r.proc.Process(ctx, rec, emit)
+					outcome, err = r.proc.Process(r.contexts.of(rec), rec, emit)
+				}
+				if outcome == engine.Interrupted {
+					b.interrupted = true
+					b.in--
+					if b.cuttable {
+						b.leave(rec)
+					}
+					return
 				}
 				if err != nil {
 					b.failed = err
@@ -181,7 +198,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	// Keep filling the batch until the commit interval or the record cap:
 	// fewer, larger transactions cost fewer round trips.
 	limit := r.cfg.MaxBatchRecords
-	for b.failed == nil && b.slow == nil && b.in < limit && ctx.Err() == nil && !b.cut.Load() {
+	for b.failed == nil && !b.interrupted && b.slow == nil && b.in < limit && ctx.Err() == nil && !b.cut.Load() {
 		pctx, cancel := context.WithDeadline(ctx, b.start.Add(r.cfg.CommitInterval))
 		more, perr := s.poll(pctx, min(r.pollSize(), limit-b.in))
 		cancel()
@@ -224,6 +241,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
 			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
 	}
+	b.tally = r.proc.Take()
 	var offsets map[string]map[int32]kgo.EpochOffset
 	if commit && r.cfg.Guarantee != config.AtMostOnce {
 		offsets = s.client().UncommittedOffsets()
@@ -249,12 +267,12 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	case endErr != nil && offsets != nil && errors.As(endErr, new(*unknownOutcomeError)):
 		// The commit was sent, but its outcome is unknown: settle it from
 		// what the broker says was committed before anything is redone.
-		r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
+		r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}
 		log.Warn("batch commit outcome unknown; will check what the broker committed", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
 		return false, endErr
 	case b.failed != nil && committed:
 		// The records before a failing one committed (plain sessions).
-		r.countCommitted(b.in, b.out, b.start, gen, log)
+		r.countCommitted(b, gen, log)
 		return true, b.failed
 	case b.failed != nil || endErr != nil:
 		r.aborted.Add(1)
@@ -275,12 +293,12 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		landed, err := r.landed(offsets, 2*time.Second)
 		switch {
 		case err != nil:
-			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out}
+			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}
 			return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("transaction reported aborted, and the group's offsets do not say: %w", err)}}
 		case landed:
 			// It committed, but the client rewound to what it believes
 			// is committed; only a new client reads the truth.
-			r.countSettled(&pendingBatch{in: b.in, out: b.out})
+			r.countSettled(&pendingBatch{in: b.in, out: b.out, tally: b.tally})
 			return true, &rebuildError{errors.New("a commit reported as aborted had landed; restarting from the committed offsets")}
 		}
 		fallthrough
@@ -300,7 +318,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		}
 		return false, nil
 	}
-	r.countCommitted(b.in, b.out, b.start, gen, log)
+	r.countCommitted(b, gen, log)
 	if r.attribute && !r.rejectionSeen {
 		r.attribute = false
 	}
@@ -309,13 +327,21 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 }
 
 // countCommitted records a committed batch.
-func (r *Runner) countCommitted(in, out int, start time.Time, gen int32, log *zap.Logger) {
+func (r *Runner) countCommitted(b *batch, gen int32, log *zap.Logger) {
+	r.count(b.in, b.out, b.tally)
+	r.healthy()
+	log.Debug("batch committed", zap.Int("records", b.in), zap.Int("outputs", b.out),
+		zap.Duration("latency", time.Since(b.start)), zap.Int32("generation", gen))
+}
+
+// count adds a committed batch to Stats.
+func (r *Runner) count(in, out int, t engine.Tally) {
 	r.committed.Add(1)
 	r.recordsIn.Add(uint64(in))
 	r.recordsOut.Add(uint64(out))
-	r.healthy()
-	log.Debug("batch committed", zap.Int("records", in), zap.Int("outputs", out),
-		zap.Duration("latency", time.Since(start)), zap.Int32("generation", gen))
+	r.deadLettered.Add(t.DeadLettered)
+	r.skipped.Add(t.Skipped)
+	r.retries.Add(t.Retries)
 }
 
 // noteRedone counts the input records of a batch that did not commit its

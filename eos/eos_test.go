@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // The conformance suite on the embedded broker; integration/ runs the same
@@ -48,6 +49,18 @@ func TestBadInputFailsFast(t *testing.T) {
 		var me *eos.MissingTopicsError
 		if !errors.As(err, &me) || len(me.Topics) != 1 || me.Topics[0] != "nope" {
 			t.Fatalf("want MissingTopicsError{nope}, got %v", err)
+		}
+	})
+	t.Run("missing topics created when asked", func(t *testing.T) {
+		env := kafkatest.Fake(t)
+		env.CreateTopics(t, 1, "in")
+		conformance.Seed(t, env, "in", 10)
+		x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), conformance.Upper("in", "made", nil), eos.CreateTopics(2, -1))
+		x.WaitCommitted(t, 10, 30*time.Second)
+		conformance.ExactlyOnce(t, env, "made", 10)
+		details, err := kadm.NewClient(env.Client(t)).ListTopics(context.Background(), "made")
+		if err != nil || len(details["made"].Partitions) != 2 {
+			t.Fatalf("created topic: %v %v, want 2 partitions", details, err)
 		}
 	})
 	t.Run("invalid config", func(t *testing.T) {

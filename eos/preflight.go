@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // preflight fails fast on what no retry fixes: unreachable brokers and
@@ -51,9 +52,35 @@ func (r *Runner) preflight(ctx context.Context) error {
 			return fmt.Errorf("eos: topic %q: %w; grant the app Describe/Read/Write on it", t, d.Err)
 		}
 	}
+	if len(missing) > 0 && r.create != nil {
+		if err := r.createTopics(pctx, kadm.NewClient(cl), missing); err != nil {
+			return err
+		}
+		missing = nil
+	}
 	if len(missing) > 0 {
 		return &MissingTopicsError{Topics: missing, Brokers: r.cfg.Brokers}
 	}
 	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
+	return nil
+}
+
+// createTopics makes the missing topics as CreateTopics asked. Clients
+// that meet a topic before its metadata spreads retry until it has.
+func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
+	resps, err := adm.CreateTopics(ctx, r.create.partitions, r.create.replication, nil, missing...)
+	if err == nil {
+		for _, t := range missing {
+			if e := resps[t].Err; e != nil && !errors.Is(e, kerr.TopicAlreadyExists) {
+				err = fmt.Errorf("topic %q: %w", t, e)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " "))
+	}
+	r.log.Info("created missing topics", zap.Strings("topics", missing),
+		zap.Int32("partitions", r.create.partitions), zap.Int16("replication", r.create.replication))
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/engine"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +20,7 @@ import (
 type pendingBatch struct {
 	offsets map[string]map[int32]kgo.EpochOffset // what the commit carried
 	in, out int
+	tally   engine.Tally // its records' outcomes
 }
 
 // settlePending decides a batch whose commit outcome was lost from the
@@ -54,9 +57,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 
 func (r *Runner) countSettled(p *pendingBatch) {
 	r.healthy()
-	r.committed.Add(1)
-	r.recordsIn.Add(uint64(p.in))
-	r.recordsOut.Add(uint64(p.out))
+	r.count(p.in, p.out, p.tally)
 	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
 }
 

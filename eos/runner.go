@@ -17,23 +17,39 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// Stats counts what a Runner did. Records count once their batch committed
-// (or, without transactions, once acknowledged and their offsets committed).
+// Stats counts what a Runner did. Every count of records is taken when
+// their batch commits (without transactions: once its outputs are
+// acknowledged and its offsets committed), so a batch that aborts and is
+// redone counts once, and the counts agree with what a read_committed
+// consumer of the outputs sees.
 type Stats struct {
-	RecordsIn    uint64 // input records whose batch committed
-	RecordsOut   uint64 // output records (dead letters included) that committed
-	Committed    uint64 // batches committed
-	Aborted      uint64 // batches aborted: errors, rebalances, produce failures
-	Rebuilds     uint64 // clients closed and made anew after an error
-	DeadLettered uint64 // processing outcomes, aborted batches included
-	Skipped      uint64
-	Retries      uint64
+	// RecordsIn counts input records whose batch committed, whatever
+	// became of them (processed, dead-lettered or skipped).
+	RecordsIn uint64
+	// RecordsOut counts output records that committed, dead letters
+	// included.
+	RecordsOut uint64
+	// Committed counts batches committed.
+	Committed uint64
+	// Aborted counts batches that did not commit (errors, rebalances,
+	// produce failures, shutdown vetoes); their records are redone.
+	Aborted uint64
+	// Rebuilds counts clients closed and made anew after an error.
+	Rebuilds uint64
+	// DeadLettered counts committed input records that went to a
+	// dead-letter topic.
+	DeadLettered uint64
+	// Skipped counts committed input records dropped by the Skip policy.
+	Skipped uint64
+	// Retries counts retried calls of user code (the waits of Retry
+	// policies) in batches that committed.
+	Retries uint64
 	// Redone counts input records whose outputs may have been written
 	// although their batch did not commit its offsets (idempotent and
 	// at-least-once only: a failed or lost offset commit, a produce
@@ -54,10 +70,11 @@ type BatchInfo struct {
 type Runner struct {
 	cfg       config.Config
 	top       *topology.Topology
-	proc      *processor.Processor
+	proc      *engine.Engine
 	log       *zap.Logger
 	extra     []kgo.Opt
 	beforeEnd func(context.Context, BatchInfo) error
+	create    *topicSpec // CreateTopics, if given
 
 	running  atomic.Bool
 	mu       sync.Mutex
@@ -67,6 +84,8 @@ type Runner struct {
 	closeErr error
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
+	deadLettered, skipped, retries                              atomic.Uint64
+	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
 	admin             *kgo.Client              // preflight's client, kept for admin requests
@@ -84,6 +103,7 @@ type Runner struct {
 	pid               int64                    // this session\'s producer id, and the epoch it started at
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
+	partitionCounts   map[string]int32         // output topics' partition counts, when asked
 }
 
 // Option configures a Runner.
@@ -103,6 +123,22 @@ func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }
 // manual commits.
 func ClientOpts(opts ...kgo.Opt) Option {
 	return optFunc(func(r *Runner) { r.extra = append(r.extra, opts...) })
+}
+
+// CreateTopics makes Run create the topology's missing topics (inputs,
+// static outputs and dead-letter topics) with partitions partitions and
+// replication replicas (-1 for either: the broker's default), overriding
+// the default of stopping with a *MissingTopicsError. It suits development
+// and examples; in production, create topics deliberately (`eosctl topic
+// create`), with the partition counts and configs they need.
+func CreateTopics(partitions int32, replication int16) Option {
+	return optFunc(func(r *Runner) { r.create = &topicSpec{partitions, replication} })
+}
+
+// topicSpec is how CreateTopics makes a topic.
+type topicSpec struct {
+	partitions  int32
+	replication int16
 }
 
 // BeforeCommit calls fn before each batch ends. An error aborts the batch
@@ -130,7 +166,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 			return nil, fmt.Errorf("%w (transaction_timeout %s)", err, cfg.TransactionTimeout)
 		}
 	}
-	proc, err := processor.New(t, processor.Logger(r.log), processor.OutputLimits(r.outputLimit))
+	proc, err := engine.New(t, engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount))
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +176,10 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 
 // Stats returns the counters so far; safe to call while running.
 func (r *Runner) Stats() Stats {
-	ps := r.proc.Stats()
 	return Stats{
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
-		DeadLettered: ps.DeadLettered, Skipped: ps.Skipped, Retries: ps.Retries,
+		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
 	}
 }
 
@@ -177,6 +212,14 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.preflight(ctx); err != nil {
 		return err
 	}
+	if err := r.proc.Start(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := r.proc.Close(); cerr != nil {
+			r.log.Warn("closing processors", zap.Error(cerr))
+		}
+	}()
 	r.log.Info("starting", zap.String("transactional_id", r.cfg.TransactionalID()),
 		zap.Strings("inputs", r.top.InputTopics()), zap.Strings("outputs", r.top.OutputTopics()))
 	return r.superviseSessions(ctx)
@@ -218,8 +261,10 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		r.contexts.reset(ctx)
 		progressed, err := r.consume(ctx, s)
 		s.close()
+		r.contexts.reset(ctx)
 		switch {
 		case err == nil:
 			r.leaveGroup()

@@ -140,6 +140,12 @@ func (r *Runner) newSession() (session, error) {
 		// go to the same structured log.
 		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))),
 	)
+	if r.proc.Partitioned() {
+		// Some sink chooses partitions: honour them, hash the rest.
+		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
+	}
+	// User code's record contexts end with the partition.
+	opts = append(opts, kgo.OnPartitionsRevoked(r.contexts.revoke), kgo.OnPartitionsLost(r.contexts.revoke))
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}

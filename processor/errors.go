@@ -5,9 +5,18 @@ import (
 	"fmt"
 )
 
-// ErrNoSource means a record arrived from a topic no source reads; the
-// runtime subscribes only to source topics, so this points at a bug.
-var ErrNoSource = errors.New("processor: no source reads this topic")
+// Dead-letter headers, added after the original record's own headers, so
+// that a consumer of the dead-letter topic can tell why and from where a
+// record came (and replay it to its source).
+const (
+	HeaderNode            = "eosflow.error.node"
+	HeaderError           = "eosflow.error.message"
+	HeaderStack           = "eosflow.error.stack"
+	HeaderSourceTopic     = "eosflow.source.topic"
+	HeaderSourcePartition = "eosflow.source.partition"
+	HeaderSourceOffset    = "eosflow.source.offset"
+	HeaderSourceTimestamp = "eosflow.source.timestamp"
+)
 
 // RecordError is a record whose processing failed under the Fail policy. It
 // names the input record so an operator can find it; the runtime aborts the
@@ -27,12 +36,16 @@ func (e *RecordError) Error() string {
 // Unwrap exposes the node's error.
 func (e *RecordError) Unwrap() error { return e.Err }
 
-// ErrRecordTooLarge means an output is larger than its topic accepts, as
-// OutputLimits reports. The broker would reject it and the whole batch
-// would abort, so the sink's error policy handles the record instead.
+// ErrRecordTooLarge means an output is larger than its topic accepts. The
+// broker would reject it and the whole batch would abort, so the sink's
+// error policy handles the record instead.
 var ErrRecordTooLarge = errors.New("processor: output record too large for its topic")
 
 // ErrNoKeyForCompactedTopic means an output has no key but its topic is
 // compacted, which the broker rejects; like ErrRecordTooLarge, it goes to
 // the sink's error policy instead of aborting the batch.
 var ErrNoKeyForCompactedTopic = errors.New("processor: output record has no key but its topic is compacted")
+
+// ErrPartitionOutOfRange means a sink's partitioner chose a partition the
+// topic does not have; it goes to the sink's error policy.
+var ErrPartitionOutOfRange = errors.New("processor: partition out of range for its topic")

@@ -22,7 +22,11 @@ func (t *Topology) Describe() string {
 				if topic == "" {
 					topic = "<chosen per record>"
 				}
-				fmt.Fprintf(&b, "    Sink: %s (topic: %s, codec: %s)\n", n.name, topic, n.codec)
+				part := ""
+				if n.partitioned {
+					part = ", partitioner: custom"
+				}
+				fmt.Fprintf(&b, "    Sink: %s (topic: %s, codec: %s%s)\n", n.name, topic, n.codec, part)
 			default:
 				fmt.Fprintf(&b, "    Processor: %s (%s)\n", n.name, n.op)
 			}

@@ -1,11 +1,18 @@
 package topology
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// Record is the record type the operators pass around; see processor.Record.
+type Record[T any] = processor.Record[T]
 
 // Stream is a typed edge of the graph: the records a node emits. The zero
 // Stream is invalid; get streams from Source and the operators.
@@ -19,27 +26,59 @@ func (s Stream[T]) Node() *Node { return s.n }
 
 // port fans a node's typed output out to its children.
 type port[T any] struct {
-	next []func(Exec, Record[T]) error
+	next []child[T]
 }
 
-func (p *port[T]) push(x Exec, r Record[T]) error {
-	for _, f := range p.next {
-		if err := f(x, r); err != nil {
+type child[T any] struct {
+	name string
+	fn   func(graph.Exec, Record[T]) error
+}
+
+func (p *port[T]) push(x graph.Exec, r Record[T]) error {
+	for _, c := range p.next {
+		if err := c.fn(x, r); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// pushTo passes r to the child called name only.
+func (p *port[T]) pushTo(x graph.Exec, name string, r Record[T]) error {
+	for _, c := range p.next {
+		if c.name == name {
+			return c.fn(x, r)
+		}
+	}
+	return nil
+}
+
+func (p *port[T]) has(name string) bool {
+	for _, c := range p.next {
+		if c.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *port[T]) names() string {
+	names := make([]string, len(p.next))
+	for i, c := range p.next {
+		names[i] = c.name
+	}
+	return strings.Join(names, ", ")
+}
+
 // attach adds a node fed by s, wiring fn as its input.
-func attach[T any](s Stream[T], name string, kind Kind, op string, fn func(*Node) func(Exec, Record[T]) error) *Node {
+func attach[T any](s Stream[T], name string, kind Kind, op string, fn func(*Node) func(graph.Exec, Record[T]) error) *Node {
 	t := s.topology()
 	if t == nil {
 		return nil
 	}
 	n := t.add(name, kind, op, s.n)
 	if s.p != nil && s.n != nil && s.n.t == t {
-		s.p.next = append(s.p.next, fn(n))
+		s.p.next = append(s.p.next, child[T]{name: name, fn: fn(n)})
 	}
 	return n
 }
@@ -58,14 +97,14 @@ func (t *Topology) nilFunc(n *Node, isNil bool) {
 }
 
 // call runs fn for node n under the retry policy of n.
-func call[A, B any](x Exec, n *Node, fn func(A) (B, error), a A) (B, error) {
+func call[A, B any](x graph.Exec, n *Node, fn func(context.Context, A) (B, error), a A) (B, error) {
 	for attempt := 0; ; attempt++ {
-		x.Enter(n)
-		b, err := fn(a)
+		x.Enter(n.index)
+		b, err := fn(x.Context(), a)
 		if err == nil {
 			return b, nil
 		}
-		if !x.Retry(n, attempt, err) {
+		if !x.Retry(n.index, attempt, err) {
 			return b, &NodeError{Node: n.name, Err: err}
 		}
 	}
@@ -89,8 +128,8 @@ func Source[T any](t *Topology, name, topic string, c codec.Codec[T]) Stream[T] 
 		t.problem(name, "source has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
 		return Stream[T]{n: n, p: p}
 	}
-	decode := c.Decode
-	n.source = func(x Exec, r *kgo.Record) error {
+	decode := func(_ context.Context, b []byte) (T, error) { return c.Decode(b) }
+	n.source = func(x graph.Exec, r *kgo.Record) error {
 		v, err := call(x, n, decode, r.Value)
 		if err != nil {
 			return err
@@ -104,10 +143,11 @@ func Source[T any](t *Topology, name, topic string, c codec.Codec[T]) Stream[T] 
 }
 
 // MapValues replaces each value with fn's result, keeping key and metadata.
-func MapValues[In, Out any](s Stream[In], name string, fn func(In) (Out, error)) Stream[Out] {
+// ctx is cancelled on shutdown and when the record's partition is revoked.
+func MapValues[In, Out any](s Stream[In], name string, fn func(ctx context.Context, v In) (Out, error)) Stream[Out] {
 	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "MapValues", func(n *Node) func(Exec, Record[In]) error {
-		return func(x Exec, r Record[In]) error {
+	n := attach(s, name, KindProcessor, "MapValues", func(n *Node) func(graph.Exec, Record[In]) error {
+		return func(x graph.Exec, r Record[In]) error {
 			v, err := call(x, n, fn, r.Value)
 			if err != nil {
 				return err
@@ -125,14 +165,14 @@ type keyValue[T any] struct {
 }
 
 // Map replaces key and value with fn's results.
-func Map[In, Out any](s Stream[In], name string, fn func(key []byte, v In) ([]byte, Out, error)) Stream[Out] {
+func Map[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]byte, Out, error)) Stream[Out] {
 	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "Map", func(n *Node) func(Exec, Record[In]) error {
-		apply := func(kv keyValue[In]) (keyValue[Out], error) {
-			k, v, err := fn(kv.key, kv.val)
+	n := attach(s, name, KindProcessor, "Map", func(n *Node) func(graph.Exec, Record[In]) error {
+		apply := func(ctx context.Context, kv keyValue[In]) (keyValue[Out], error) {
+			k, v, err := fn(ctx, kv.key, kv.val)
 			return keyValue[Out]{k, v}, err
 		}
-		return func(x Exec, r Record[In]) error {
+		return func(x graph.Exec, r Record[In]) error {
 			kv, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
 			if err != nil {
 				return err
@@ -144,12 +184,13 @@ func Map[In, Out any](s Stream[In], name string, fn func(key []byte, v In) ([]by
 	return Stream[Out]{n: n, p: p}
 }
 
-// Filter keeps the records for which keep returns true.
+// Filter keeps the records for which keep returns true. Predicates (Filter,
+// Branch) are pure functions of key and value, so they get no context.
 func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) Stream[T] {
 	p := &port[T]{}
-	n := attach(s, name, KindProcessor, "Filter", func(n *Node) func(Exec, Record[T]) error {
-		return func(x Exec, r Record[T]) error {
-			x.Enter(n)
+	n := attach(s, name, KindProcessor, "Filter", func(n *Node) func(graph.Exec, Record[T]) error {
+		return func(x graph.Exec, r Record[T]) error {
+			x.Enter(n.index)
 			if !keep(r.Key, r.Value) {
 				return nil
 			}
@@ -161,11 +202,11 @@ func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) St
 }
 
 // FlatMap turns each record into zero or more records.
-func FlatMap[In, Out any](s Stream[In], name string, fn func(key []byte, v In) ([]KV[Out], error)) Stream[Out] {
+func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]KV[Out], error)) Stream[Out] {
 	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "FlatMap", func(n *Node) func(Exec, Record[In]) error {
-		apply := func(kv keyValue[In]) ([]KV[Out], error) { return fn(kv.key, kv.val) }
-		return func(x Exec, r Record[In]) error {
+	n := attach(s, name, KindProcessor, "FlatMap", func(n *Node) func(graph.Exec, Record[In]) error {
+		apply := func(ctx context.Context, kv keyValue[In]) ([]KV[Out], error) { return fn(ctx, kv.key, kv.val) }
+		return func(x graph.Exec, r Record[In]) error {
 			outs, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
 			if err != nil {
 				return err
@@ -184,12 +225,12 @@ func FlatMap[In, Out any](s Stream[In], name string, fn func(key []byte, v In) (
 
 // Peek calls fn for each record, passing records through unchanged; for
 // side effects such as logging or metrics, which are not exactly-once.
-func Peek[T any](s Stream[T], name string, fn func(key []byte, v T)) Stream[T] {
+func Peek[T any](s Stream[T], name string, fn func(ctx context.Context, key []byte, v T)) Stream[T] {
 	p := &port[T]{}
-	n := attach(s, name, KindProcessor, "Peek", func(n *Node) func(Exec, Record[T]) error {
-		return func(x Exec, r Record[T]) error {
-			x.Enter(n)
-			fn(r.Key, r.Value)
+	n := attach(s, name, KindProcessor, "Peek", func(n *Node) func(graph.Exec, Record[T]) error {
+		return func(x graph.Exec, r Record[T]) error {
+			x.Enter(n.index)
+			fn(x.Context(), r.Key, r.Value)
 			return p.push(x, r)
 		}
 	})
@@ -204,9 +245,9 @@ func Branch[T any](s Stream[T], name string, preds ...func(key []byte, v T) bool
 	for i := range ports {
 		ports[i] = &port[T]{}
 	}
-	n := attach(s, name, KindProcessor, "Branch", func(n *Node) func(Exec, Record[T]) error {
-		return func(x Exec, r Record[T]) error {
-			x.Enter(n)
+	n := attach(s, name, KindProcessor, "Branch", func(n *Node) func(graph.Exec, Record[T]) error {
+		return func(x graph.Exec, r Record[T]) error {
+			x.Enter(n.index)
 			for i, pred := range preds {
 				if pred(r.Key, r.Value) {
 					return ports[i].push(x, r)
@@ -224,11 +265,12 @@ func Branch[T any](s Stream[T], name string, preds ...func(key []byte, v T) bool
 	}
 	out := make([]Stream[T], len(preds))
 	for i, pred := range preds {
-		bn := t.add(fmt.Sprintf("%s-%d", name, i), KindProcessor, "Branch", n)
+		bname := fmt.Sprintf("%s-%d", name, i)
+		bn := t.add(bname, KindProcessor, "Branch", n)
 		t.nilFunc(bn, pred == nil)
 		// The branch node forwards what the parent routed to it.
 		bp := &port[T]{}
-		ports[i].next = append(ports[i].next, bp.push)
+		ports[i].next = append(ports[i].next, child[T]{name: bname, fn: bp.push})
 		out[i] = Stream[T]{n: bn, p: bp}
 	}
 	return out
@@ -256,79 +298,8 @@ func Merge[T any](name string, streams ...Stream[T]) Stream[T] {
 	}
 	for _, s := range streams {
 		if s.p != nil && s.n != nil && s.n.t == t {
-			s.p.next = append(s.p.next, p.push)
+			s.p.next = append(s.p.next, child[T]{name: n.name, fn: p.push})
 		}
 	}
 	return Stream[T]{n: n, p: p}
-}
-
-// Process runs custom per-record logic with the whole record at hand (key,
-// value, headers, timestamp, source partition and offset), emitting any
-// number of records. If fn fails, what it emitted for that record is dropped.
-func Process[In, Out any](s Stream[In], name string, fn func(r Record[In], emit func(Record[Out])) error) Stream[Out] {
-	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "Process", func(n *Node) func(Exec, Record[In]) error {
-		return func(x Exec, r Record[In]) error {
-			var out []Record[Out]
-			emit := func(o Record[Out]) { out = append(out, o) }
-			apply := func(r Record[In]) (struct{}, error) { out = out[:0]; return struct{}{}, fn(r, emit) }
-			if _, err := call(x, n, apply, r); err != nil {
-				return err
-			}
-			for _, o := range out {
-				if err := p.push(x, o); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	})
-	s.topology().nilFunc(n, fn == nil)
-	return Stream[Out]{n: n, p: p}
-}
-
-// To writes s to topic, encoding values with c.
-func To[T any](s Stream[T], name, topic string, c codec.Codec[T]) {
-	n := sink(s, name, topic, c, nil)
-	if n != nil && topic == "" {
-		n.t.problem(name, "sink has no topic; pass the topic to write, or use ToTopicFunc")
-	}
-}
-
-// ToTopicFunc writes each record to the topic topicOf chooses for it.
-func ToTopicFunc[T any](s Stream[T], name string, topicOf func(Record[T]) string, c codec.Codec[T]) {
-	n := sink(s, name, "", c, topicOf)
-	if n != nil {
-		n.t.nilFunc(n, topicOf == nil)
-	}
-}
-
-func sink[T any](s Stream[T], name, topic string, c codec.Codec[T], topicOf func(Record[T]) string) *Node {
-	var encode func(T) ([]byte, error)
-	if c != nil {
-		encode = c.Encode
-	}
-	n := attach(s, name, KindSink, "Sink", func(n *Node) func(Exec, Record[T]) error {
-		return func(x Exec, r Record[T]) error {
-			v, err := call(x, n, encode, r.Value)
-			if err != nil {
-				return err
-			}
-			dst := topic
-			if topicOf != nil {
-				x.Enter(n)
-				dst = topicOf(r)
-			}
-			return x.Emit(n, Output{Topic: dst, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp})
-		}
-	})
-	if n == nil {
-		return nil
-	}
-	n.topic = topic
-	n.codec = codec.Name(c)
-	if c == nil {
-		n.t.problem(name, "sink has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
-	}
-	return n
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/eosflow/eosflow/internal/graph"
 )
 
 // CheckRetryTime reports every node whose error policy, its own or the
@@ -26,7 +28,7 @@ func (t *Topology) CheckRetryTime(limit time.Duration) error {
 			continue
 		}
 		p := n.Policy()
-		total, attempts := retryTime(p)
+		total, attempts := retryTime(p.p)
 		if attempts > 0 && total >= limit {
 			errs = append(errs, &RetryTimeError{Node: n.name, Policy: p, Attempts: attempts, Total: total, Limit: limit})
 		}
@@ -48,8 +50,8 @@ func retried(op string) bool {
 // retryTime is the longest p can wait between calls of a failing node,
 // following Then, and the number of calls that makes; 0 calls when p does
 // not retry. Sums saturate rather than overflow.
-func retryTime(p ErrorPolicy) (total time.Duration, attempts int) {
-	for step := &p; step != nil && step.Kind == PolicyRetry; step = step.Then {
+func retryTime(p graph.Policy) (total time.Duration, attempts int) {
+	for step := &p; step != nil && step.Kind == graph.PolicyRetry; step = step.Then {
 		if a := max(step.Attempts, 0); attempts > math.MaxInt-a {
 			attempts = math.MaxInt
 		} else {

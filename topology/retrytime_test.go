@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -37,8 +38,8 @@ func TestCheckRetryTime(t *testing.T) {
 			want:     map[string][]string{"enrich": {"10 attempts", "2m31s"}}},
 		{name: "capped total just below the limit", limit: 151*s + 1,
 			policies: map[string]topology.ErrorPolicy{"enrich": topology.Retry(10, s, skip)}},
-		{name: "without MaxBackoff the wait stays constant", limit: 3 * s,
-			policies: map[string]topology.ErrorPolicy{"enrich": {Kind: topology.PolicyRetry, Attempts: 4, Backoff: s, Then: &skip}},
+		{name: "MaxBackoff equal to the backoff keeps the wait constant", limit: 3 * s,
+			policies: map[string]topology.ErrorPolicy{"enrich": topology.Retry(4, s, skip, topology.MaxBackoff(s))},
 			want:     map[string][]string{"enrich": {"4 attempts", "3s"}}},
 		{name: "the Then chain adds up", limit: 9 * s, // 1+2, then 2+4
 			policies: map[string]topology.ErrorPolicy{"enrich": topology.Retry(3, s, topology.Retry(3, 2*s, skip))},
@@ -65,7 +66,7 @@ func TestCheckRetryTime(t *testing.T) {
 			}
 			top := topology.New("budget", opts...)
 			in := topology.Source(top, "in", "in", codec.String())
-			enriched := topology.MapValues(in, "enrich", func(v string) (string, error) { return v, nil })
+			enriched := topology.MapValues(in, "enrich", func(_ context.Context, v string) (string, error) { return v, nil })
 			kept := topology.Filter(enriched, "keep", func([]byte, string) bool { return true })
 			topology.To(kept, "out", "out", codec.String())
 			for node, p := range tc.policies {
@@ -132,7 +133,7 @@ func ptr[T any](v T) *T { return &v }
 func ExampleTopology_CheckRetryTime() {
 	top := topology.New("orders")
 	in := topology.Source(top, "in", "orders", codec.String())
-	priced := topology.MapValues(in, "price", func(v string) (string, error) { return v, nil })
+	priced := topology.MapValues(in, "price", func(_ context.Context, v string) (string, error) { return v, nil })
 	topology.To(priced, "out", "priced", codec.String())
 	top.OnError("price", topology.Retry(6, time.Second, topology.DeadLetter("orders-dlq")))
 	fmt.Println(top.CheckRetryTime(30 * time.Second))

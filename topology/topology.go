@@ -7,55 +7,17 @@
 package topology
 
 import (
+	"context"
 	"fmt"
 	"sort"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/eosflow/eosflow/internal/graph"
 )
-
-// Header is a record header; an alias so records pass to franz-go uncopied.
-type Header = kgo.RecordHeader
-
-// Record is a record in flight, its value decoded to T. Topic, Partition and
-// Offset name the input record it derives from.
-type Record[T any] struct {
-	Key       []byte
-	Value     T
-	Headers   []Header
-	Timestamp time.Time
-	Topic     string
-	Partition int32
-	Offset    int64
-}
 
 // KV is one output of FlatMap.
 type KV[T any] struct {
 	Key   []byte
 	Value T
-}
-
-// Output is what a sink hands to the runtime to produce.
-type Output struct {
-	Topic     string
-	Key       []byte
-	Value     []byte
-	Headers   []Header
-	Timestamp time.Time
-}
-
-// Exec is the runtime side of a node call, implemented by the processor. It
-// is an interface so topology stays free of runtime concerns (policies,
-// buffering, transactions).
-type Exec interface {
-	// Enter records that user code of n is about to run, so a panic can be
-	// attributed to it.
-	Enter(n *Node)
-	// Retry reports whether n should be called again after its attempt'th
-	// call (0-based) failed with err, having waited as the policy says.
-	Retry(n *Node, attempt int, err error) bool
-	// Emit buffers a sink's output until the whole input record succeeds.
-	Emit(n *Node, out Output) error
 }
 
 // Kind classifies nodes for validation and description.
@@ -79,8 +41,7 @@ func (k Kind) String() string {
 	return "Processor"
 }
 
-// Node is one vertex of the graph. Its exported methods describe it; the
-// runtime reaches user code through Process on source nodes.
+// Node is one vertex of the graph, as Describe shows it.
 type Node struct {
 	t        *Topology
 	index    int
@@ -92,11 +53,12 @@ type Node struct {
 	parents  []*Node
 	children []*Node
 	policy   *ErrorPolicy
-	source   func(Exec, *kgo.Record) error
+	source   graph.Source // sources: runs a record through the graph
+	// init makes an engine's instance of a Process node, close ends it.
+	init        func(context.Context) (any, error)
+	close       func(any) error
+	partitioned bool // a sink with its own Partitioner
 }
-
-// Index is n's position in Topology.Nodes, a cheap identity for the hot path.
-func (n *Node) Index() int { return n.index }
 
 // Name is the node's unique name.
 func (n *Node) Name() string { return n.name }
@@ -124,9 +86,6 @@ func (n *Node) Policy() ErrorPolicy {
 	}
 	return n.t.defaultPolicy
 }
-
-// Process runs an input record through the graph from source node n.
-func (n *Node) Process(x Exec, r *kgo.Record) error { return n.source(x, r) }
 
 // Topology is a named pipeline graph. Create one with New, add nodes with
 // Source and the operator functions, then Validate.
@@ -177,10 +136,6 @@ func (t *Topology) Nodes() []*Node { return t.nodes }
 // Node returns the node called name, or nil.
 func (t *Topology) Node(name string) *Node { return t.byName[name] }
 
-// DefaultPolicy is the policy of every node without its own, so that the
-// runtime can apply it to a failure it cannot pin on a known node.
-func (t *Topology) DefaultPolicy() ErrorPolicy { return t.defaultPolicy }
-
 // OnError sets the error policy of the node called name. An unknown name is
 // reported by Validate.
 func (t *Topology) OnError(name string, p ErrorPolicy) *Topology {
@@ -190,9 +145,6 @@ func (t *Topology) OnError(name string, p ErrorPolicy) *Topology {
 	}
 	return t
 }
-
-// SourceFor returns the source node reading topic, or nil.
-func (t *Topology) SourceFor(topic string) *Node { return t.byTopic[topic] }
 
 // InputTopics lists the topics the sources read, sorted.
 func (t *Topology) InputTopics() []string {
@@ -212,12 +164,10 @@ func (t *Topology) OutputTopics() []string {
 		if n.kind == KindSink && n.topic != "" {
 			set[n.topic] = true
 		}
-		for p := n.Policy(); ; p = *p.Then {
-			if p.Kind == PolicyDeadLetter {
+		own := n.Policy().p
+		for p := &own; p != nil; p = p.Then {
+			if p.Kind == graph.PolicyDeadLetter {
 				set[p.Topic] = true
-			}
-			if p.Then == nil {
-				break
 			}
 		}
 	}

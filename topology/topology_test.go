@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,46 +9,38 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// fakeExec collects outputs and never retries, to test operators alone.
-type fakeExec struct {
-	out     []topology.Output
-	entered []string
-	retries int
+// result is what one record made: its outputs and the retries it took.
+type result struct {
+	out     []*kgo.Record
+	retries uint64
 }
 
-func (f *fakeExec) Enter(n *topology.Node) { f.entered = append(f.entered, n.Name()) }
-func (f *fakeExec) Retry(n *topology.Node, attempt int, err error) bool {
-	p := n.Policy()
-	if p.Kind == topology.PolicyRetry && attempt+1 < p.Attempts {
-		f.retries++
-		return true
-	}
-	return false
-}
-func (f *fakeExec) Emit(n *topology.Node, o topology.Output) error {
-	f.out = append(f.out, o)
-	return nil
-}
-
-func run(t *testing.T, top *topology.Topology, topic string, key, value string) (*fakeExec, error) {
+// run passes one record through top on the engine the runtime uses.
+func run(t *testing.T, top *topology.Topology, topic string, key, value string) (*result, error) {
 	t.Helper()
-	if err := top.Validate(); err != nil {
-		t.Fatalf("Validate: %v", err)
+	e, err := engine.New(top, engine.Sleep(func(context.Context, time.Duration) error { return nil }),
+		engine.Partitions(func(string) (int32, error) { return 4, nil }))
+	if err != nil {
+		t.Fatalf("engine.New: %v", err)
 	}
-	src := top.SourceFor(topic)
-	if src == nil {
-		t.Fatalf("no source for %q", topic)
+	x := &result{}
+	_, err = e.Process(context.Background(), &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Timestamp: time.Unix(1, 0), Partition: 2, Offset: 7},
+		func(r *kgo.Record) { x.out = append(x.out, r) })
+	x.retries = e.Take().Retries
+	var re *processor.RecordError
+	if errors.As(err, &re) {
+		err = re.Err
 	}
-	x := &fakeExec{}
-	err := src.Process(x, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value), Timestamp: time.Unix(1, 0), Partition: 2, Offset: 7})
 	return x, err
 }
 
-func outputs(x *fakeExec) []string {
+func outputs(x *result) []string {
 	var s []string
 	for _, o := range x.out {
 		s = append(s, fmt.Sprintf("%s:%s=%s", o.Topic, o.Key, o.Value))
@@ -58,28 +51,28 @@ func outputs(x *fakeExec) []string {
 func TestOperators(t *testing.T) {
 	top := topology.New("ops")
 	in := topology.Source(top, "in", "words", codec.String())
-	upper := topology.MapValues(in, "upper", func(v string) (string, error) { return strings.ToUpper(v), nil })
+	upper := topology.MapValues(in, "upper", func(_ context.Context, v string) (string, error) { return strings.ToUpper(v), nil })
 	long := topology.Filter(upper, "long", func(_ []byte, v string) bool { return len(v) > 2 })
-	split := topology.FlatMap(long, "letters", func(k []byte, v string) ([]topology.KV[string], error) {
+	split := topology.FlatMap(long, "letters", func(_ context.Context, k []byte, v string) ([]topology.KV[string], error) {
 		var out []topology.KV[string]
 		for _, r := range v[:2] {
 			out = append(out, topology.KV[string]{Key: k, Value: string(r)})
 		}
 		return out, nil
 	})
-	rekey := topology.Map(split, "rekey", func(k []byte, v string) ([]byte, int, error) { return []byte(v), len(k), nil })
+	rekey := topology.Map(split, "rekey", func(_ context.Context, k []byte, v string) ([]byte, int, error) { return []byte(v), len(k), nil })
 	var peeked int
-	peek := topology.Peek(rekey, "peek", func([]byte, int) { peeked++ })
+	peek := topology.Peek(rekey, "peek", func(context.Context, []byte, int) { peeked++ })
 	branches := topology.Branch(peek, "route",
 		func(k []byte, _ int) bool { return string(k) == "H" },
 		func([]byte, int) bool { return true })
 	merged := topology.Merge("merge", branches[0], branches[1])
-	withMeta := topology.Process(merged, "meta", func(r topology.Record[int], emit func(topology.Record[string])) error {
-		emit(topology.Record[string]{Key: r.Key, Value: fmt.Sprintf("%d@%s/%d/%d", r.Value, r.Topic, r.Partition, r.Offset)})
+	withMeta := topology.Process(merged, "meta", func(ctx processor.Context[string], r topology.Record[int]) error {
+		ctx.Emit(topology.Record[string]{Key: r.Key, Value: fmt.Sprintf("%d@%s/%d/%d", r.Value, r.Topic, r.Partition, r.Offset)})
 		return nil
 	})
 	topology.To(withMeta, "out", "letters-out", codec.String())
-	topology.ToTopicFunc(branches[0], "by-key", func(r topology.Record[int]) string { return "key-" + string(r.Key) }, codec.JSON[int]())
+	topology.ToTopicFunc(branches[0], "by-key", func(_ context.Context, r topology.Record[int]) (string, error) { return "key-" + string(r.Key), nil }, codec.JSON[int]())
 
 	x, err := run(t, top, "words", "k1", "hello")
 	if err != nil {
@@ -103,7 +96,7 @@ func TestNodeErrorsAndRetry(t *testing.T) {
 	calls := 0
 	top := topology.New("retry")
 	in := topology.Source(top, "in", "t", codec.JSON[int]())
-	flaky := topology.MapValues(in, "flaky", func(v int) (int, error) {
+	flaky := topology.MapValues(in, "flaky", func(_ context.Context, v int) (int, error) {
 		calls++
 		if calls < 3 {
 			return 0, errors.New("transient")
@@ -152,7 +145,7 @@ func TestValidate(t *testing.T) {
 		{"duplicate name", func() *topology.Topology {
 			top := topology.New("x")
 			in := topology.Source(top, "in", "t", codec.String())
-			okSink(topology.MapValues(in, "in", func(s string) (string, error) { return s, nil }))
+			okSink(topology.MapValues(in, "in", func(_ context.Context, s string) (string, error) { return s, nil }))
 			return top
 		}, "in", "duplicate node name"},
 		{"missing codec", func() *topology.Topology {

@@ -37,7 +37,7 @@ func Upper(v []byte) []byte {
 func Topology(name, input, output string) *topology.Topology {
 	top := topology.New(name)
 	in := topology.Source(top, "in", input, codec.Bytes())
-	up := topology.MapValues(in, "upper", func(v []byte) ([]byte, error) { return Upper(v), nil })
+	up := topology.MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) { return Upper(v), nil })
 	topology.To(up, "out", output, codec.Bytes())
 	return top
 }

@@ -201,7 +201,7 @@ func stopReason(ctx context.Context, err error) StopReason {
 func Pipeline(in, out string, before func()) *topology.Topology {
 	top := topology.New("verify")
 	src := topology.Source(top, "input", in, codec.Bytes())
-	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
+	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if before != nil {
 			before()
 		}

@@ -26,7 +26,7 @@ import (
 func Upper(in, out string, fail func(id int) bool) *topology.Topology {
 	top := topology.New("upper")
 	src := topology.Source(top, "in", in, codec.Bytes())
-	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
+	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if id, _ := verdict.ID(v); fail != nil && fail(id) {
 			return nil, errors.New("injected failure")
 		}

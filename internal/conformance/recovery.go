@@ -23,7 +23,7 @@ import (
 func SlowUpper(in, out string, per time.Duration, slowID int, slowFor time.Duration) *topology.Topology {
 	top := topology.New("slow-upper")
 	src := topology.Source(top, "in", in, codec.Bytes())
-	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
+	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		d := per
 		if id, _ := verdict.ID(v); id == slowID {
 			d = slowFor
@@ -58,7 +58,7 @@ func SlowTransformCommitsInSmallBatches(t *testing.T, env *kafkatest.Env) {
 func bloat(in, out string, big int, policy topology.ErrorPolicy) *topology.Topology {
 	top := topology.New("bloat")
 	src := topology.Source(top, "in", in, codec.Bytes())
-	up := topology.MapValues(src, "upper", func(v []byte) ([]byte, error) {
+	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if id, _ := verdict.ID(v); id == big {
 			return append(bytes.ToUpper(v), make([]byte, 64<<10)...), nil
 		}

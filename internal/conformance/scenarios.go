@@ -368,7 +368,7 @@ func TopologyCodecsEndToEnd(t *testing.T, env *kafkatest.Env) {
 		func(_ []byte, o order) bool { return o.Total >= 100 },
 		func([]byte, order) bool { return true })
 	topology.To(parts[0], "to-big", tp[1], codec.JSON[order]())
-	topology.ToTopicFunc(parts[1], "to-small", func(topology.Record[order]) string { return tp[2] }, codec.JSON[order]())
+	topology.ToTopicFunc(parts[1], "to-small", func(context.Context, topology.Record[order]) (string, error) { return tp[2], nil }, codec.JSON[order]())
 	x := Start(t, env.Config(env.Name("orders"), "a", config.ExactlyOnce), top)
 	Until(t, 60*time.Second, "10 records", func() bool { return x.R.Stats().RecordsIn >= 10 })
 	if big, small := Drain(t, env, tp[1], 6), Drain(t, env, tp[2], 4); len(big) != 6 || len(small) != 4 {

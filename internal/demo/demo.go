@@ -319,7 +319,7 @@ func (orderCodec) Encode(o order) ([]byte, error) { return o.Value, nil }
 func pipeline(in, out, dlq string, fail func(id int) bool) *topology.Topology {
 	top := topology.New("demo")
 	src := topology.Source(top, "orders", in, codec.Codec[order](orderCodec{}))
-	up := topology.MapValues(src, "enrich", func(o order) (order, error) {
+	up := topology.MapValues(src, "enrich", func(_ context.Context, o order) (order, error) {
 		if fail(o.ID) {
 			return o, fmt.Errorf("record %d: %w", o.ID, errInjected)
 		}

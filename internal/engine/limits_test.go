@@ -1,4 +1,4 @@
-package processor_test
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,7 +25,7 @@ func TestOutputLimits(t *testing.T) {
 			return 200, false
 		}
 	}
-	fits := 200 - processor.RecordOverhead - 1 // value bytes that fit with key "k"
+	fits := 200 - engine.RecordOverhead - 1 // value bytes that fit with key "k"
 	cases := []struct {
 		name    string
 		limits  bool
@@ -32,43 +33,43 @@ func TestOutputLimits(t *testing.T) {
 		key     []byte
 		value   int
 		headers []kgo.RecordHeader
-		outcome processor.Outcome
+		outcome engine.Outcome
 		outputs string // topic<-node of each record passed to out
 		is      error  // the error wrapped by the failure, if any
 		node    string // the node named by the failure or dead letter
 	}{
 		{name: "no limits set: nothing is checked", policy: topology.Fail(), value: 10000,
-			outcome: processor.Processed, outputs: "out<-out,table<-table"},
+			outcome: engine.Processed, outputs: "out<-out,table<-table"},
 		{name: "fits", limits: true, policy: topology.Fail(), key: []byte("k"), value: 100,
-			outcome: processor.Processed, outputs: "out<-out,table<-table"},
+			outcome: engine.Processed, outputs: "out<-out,table<-table"},
 		{name: "exactly at the limit fits", limits: true, policy: topology.Fail(), key: []byte("k"), value: fits,
-			outcome: processor.Processed, outputs: "out<-out,table<-table"},
+			outcome: engine.Processed, outputs: "out<-out,table<-table"},
 		{name: "one byte over fails the record", limits: true, policy: topology.Fail(), key: []byte("k"), value: fits + 1,
-			outcome: processor.Failed, is: processor.ErrRecordTooLarge, node: "out"},
+			outcome: engine.Failed, is: processor.ErrRecordTooLarge, node: "out"},
 		{name: "headers count", limits: true, policy: topology.Fail(), key: []byte("k"), value: fits - 10,
 			headers: []kgo.RecordHeader{{Key: "h", Value: make([]byte, 10)}},
-			outcome: processor.Failed, is: processor.ErrRecordTooLarge, node: "out"},
+			outcome: engine.Failed, is: processor.ErrRecordTooLarge, node: "out"},
 		{name: "too large under skip", limits: true, policy: topology.Skip(), key: []byte("k"), value: 1000,
-			outcome: processor.Skipped},
+			outcome: engine.Skipped},
 		{name: "too large under dead letter", limits: true, policy: topology.DeadLetter("dlq"), key: []byte("k"), value: 1000,
-			outcome: processor.DeadLettered, outputs: "dlq<-out", is: processor.ErrRecordTooLarge, node: "out"},
+			outcome: engine.DeadLettered, outputs: "dlq<-out", is: processor.ErrRecordTooLarge, node: "out"},
 		{name: "too large is not retried", limits: true, policy: topology.Retry(5, time.Hour, topology.DeadLetter("dlq")), key: []byte("k"), value: 1000,
-			outcome: processor.DeadLettered, outputs: "dlq<-out", is: processor.ErrRecordTooLarge, node: "out"},
+			outcome: engine.DeadLettered, outputs: "dlq<-out", is: processor.ErrRecordTooLarge, node: "out"},
 		{name: "no key for a compacted topic", limits: true, policy: topology.Fail(), value: 10,
-			outcome: processor.Failed, is: processor.ErrNoKeyForCompactedTopic, node: "table"},
+			outcome: engine.Failed, is: processor.ErrNoKeyForCompactedTopic, node: "table"},
 		{name: "no key for a compacted topic under dead letter", limits: true, policy: topology.DeadLetter("dlq"), value: 10,
-			outcome: processor.DeadLettered, outputs: "dlq<-table", is: processor.ErrNoKeyForCompactedTopic, node: "table"},
+			outcome: engine.DeadLettered, outputs: "dlq<-table", is: processor.ErrNoKeyForCompactedTopic, node: "table"},
 		{name: "an empty key is a key", limits: true, policy: topology.Fail(), key: []byte{}, value: 10,
-			outcome: processor.Processed, outputs: "out<-out,table<-table"},
+			outcome: engine.Processed, outputs: "out<-out,table<-table"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := map[string]int{}
-			var opts []processor.Option
+			var opts []engine.Option
 			if tc.limits {
-				opts = append(opts, processor.OutputLimits(limits(asked)))
+				opts = append(opts, engine.OutputLimits(limits(asked)))
 			}
-			p, err := processor.New(sinks(tc.policy), opts...)
+			p, err := engine.New(sinks(tc.policy), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,13 +80,13 @@ func TestOutputLimits(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("took %s", d)
 			}
-			if outcome != tc.outcome || (err != nil) != (tc.outcome == processor.Failed) {
+			if outcome != tc.outcome || (err != nil) != (tc.outcome == engine.Failed) {
 				t.Fatalf("outcome %v err %v; want %v", outcome, err, tc.outcome)
 			}
 			if s := describe(got); s != tc.outputs {
 				t.Fatalf("outputs %q, want %q", s, tc.outputs)
 			}
-			if st := p.Stats(); st.Retries != 0 {
+			if st := p.Take(); st.Retries != 0 {
 				t.Fatalf("%d retries: a limit check cannot pass on a second try", st.Retries)
 			}
 			if err != nil {
@@ -97,7 +98,7 @@ func TestOutputLimits(t *testing.T) {
 				}
 				checkReason(t, err.Error(), tc.is)
 			}
-			if tc.outcome == processor.DeadLettered {
+			if tc.outcome == engine.DeadLettered {
 				d := got[0].rec
 				if len(d.Value) != tc.value || header(d, processor.HeaderNode) != tc.node || header(d, processor.HeaderSourceOffset) != "9" {
 					t.Fatalf("dead letter is not the original with error headers: %+v", d)
@@ -109,7 +110,7 @@ func TestOutputLimits(t *testing.T) {
 
 	t.Run("each topic is asked once", func(t *testing.T) {
 		asked := map[string]int{}
-		p, err := processor.New(sinks(topology.Skip()), processor.OutputLimits(limits(asked)))
+		p, err := engine.New(sinks(topology.Skip()), engine.OutputLimits(limits(asked)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func BenchmarkProcessWithLimits(b *testing.B) {
 	top := topology.New("bench")
 	in := topology.Source(top, "in", "in", codec.Bytes())
 	topology.To(in, "out", "out", codec.Bytes())
-	p, err := processor.New(top, processor.OutputLimits(func(string) (int, bool) { return 1 << 20, true }))
+	p, err := engine.New(top, engine.OutputLimits(func(string) (int, bool) { return 1 << 20, true }))
 	if err != nil {
 		b.Fatal(err)
 	}

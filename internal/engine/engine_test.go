@@ -1,4 +1,4 @@
-package processor_test
+package engine_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,7 +22,7 @@ func build(policy topology.ErrorPolicy, calls *int) *topology.Topology {
 	top := topology.New("p")
 	in := topology.Source(top, "in", "in", codec.String())
 	topology.To(in, "copy", "copies", codec.String())
-	checked := topology.MapValues(in, "check", func(v string) (string, error) {
+	checked := topology.MapValues(in, "check", func(_ context.Context, v string) (string, error) {
 		*calls++
 		switch v {
 		case "bad":
@@ -46,29 +47,29 @@ func header(r *kgo.Record, key string) string {
 }
 
 func TestPolicies(t *testing.T) {
-	noSleep := processor.WithSleep(func(context.Context, time.Duration) error { return nil })
+	noSleep := engine.Sleep(func(context.Context, time.Duration) error { return nil })
 	cases := []struct {
 		name      string
 		policy    topology.ErrorPolicy
 		value     string
-		outcome   processor.Outcome
+		outcome   engine.Outcome
 		topics    string
 		calls     int
 		wantError bool
 	}{
-		{"success emits all outputs", topology.Fail(), "ok", processor.Processed, "copies,out", 1, false},
-		{"fail drops partial output", topology.Fail(), "bad", processor.Failed, "", 1, true},
-		{"skip drops the record", topology.Skip(), "bad", processor.Skipped, "", 1, false},
-		{"dead letter writes the original", topology.DeadLetter("dlq"), "bad", processor.DeadLettered, "dlq", 1, false},
-		{"retry then dead letter", topology.Retry(3, time.Millisecond, topology.DeadLetter("dlq")), "bad", processor.DeadLettered, "dlq", 3, false},
-		{"retry exhausted then fail", topology.Retry(2, time.Millisecond, topology.Fail()), "bad", processor.Failed, "", 2, true},
-		{"panic is dead-lettered with its stack", topology.DeadLetter("dlq"), "panic", processor.DeadLettered, "dlq", 1, false},
-		{"panic under fail", topology.Fail(), "panic", processor.Failed, "", 1, true},
+		{"success emits all outputs", topology.Fail(), "ok", engine.Processed, "copies,out", 1, false},
+		{"fail drops partial output", topology.Fail(), "bad", engine.Failed, "", 1, true},
+		{"skip drops the record", topology.Skip(), "bad", engine.Skipped, "", 1, false},
+		{"dead letter writes the original", topology.DeadLetter("dlq"), "bad", engine.DeadLettered, "dlq", 1, false},
+		{"retry then dead letter", topology.Retry(3, time.Millisecond, topology.DeadLetter("dlq")), "bad", engine.DeadLettered, "dlq", 3, false},
+		{"retry exhausted then fail", topology.Retry(2, time.Millisecond, topology.Fail()), "bad", engine.Failed, "", 2, true},
+		{"panic is dead-lettered with its stack", topology.DeadLetter("dlq"), "panic", engine.DeadLettered, "dlq", 1, false},
+		{"panic under fail", topology.Fail(), "panic", engine.Failed, "", 1, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			calls := 0
-			p, err := processor.New(build(tc.policy, &calls), noSleep)
+			p, err := engine.New(build(tc.policy, &calls), noSleep)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +110,7 @@ func TestPolicies(t *testing.T) {
 						t.Errorf("header %s = %q, want %q", key, got, want)
 					}
 				}
-				if tc.value == "panic" && !strings.Contains(header(d, processor.HeaderStack), "processor_test.go") {
+				if tc.value == "panic" && !strings.Contains(header(d, processor.HeaderStack), "engine_test.go") {
 					t.Errorf("panic stack missing from dead letter")
 				}
 			}
@@ -119,7 +120,7 @@ func TestPolicies(t *testing.T) {
 
 func TestStatsAndInvalidTopology(t *testing.T) {
 	calls := 0
-	p, err := processor.New(build(topology.Skip(), &calls))
+	p, err := engine.New(build(topology.Skip(), &calls))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,13 +129,13 @@ func TestStatsAndInvalidTopology(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if s := p.Stats(); s.Processed != 2 || s.Skipped != 1 {
+	if s := p.Take(); s.Processed != 2 || s.Skipped != 1 {
 		t.Fatalf("stats %+v", s)
 	}
-	if _, err := p.Process(context.Background(), &kgo.Record{Topic: "other"}, func(*kgo.Record) {}); !errors.Is(err, processor.ErrNoSource) {
+	if _, err := p.Process(context.Background(), &kgo.Record{Topic: "other"}, func(*kgo.Record) {}); !errors.Is(err, engine.ErrNoSource) {
 		t.Fatalf("unknown topic: %v", err)
 	}
-	if _, err := processor.New(topology.New("empty")); !errors.Is(err, topology.ErrInvalid) {
+	if _, err := engine.New(topology.New("empty")); !errors.Is(err, topology.ErrInvalid) {
 		t.Fatalf("invalid topology accepted: %v", err)
 	}
 }
@@ -142,27 +143,19 @@ func TestStatsAndInvalidTopology(t *testing.T) {
 // A cancelled context (a shutdown in progress) must not change what the
 // policies do: the open batch still commits, so a record under Skip or
 // DeadLetter must not turn into a failure that aborts it. A retry's wait is
-// cut short, and the policy after the retries applies at once.
-func TestPoliciesUnderCancelledContext(t *testing.T) {
-	cases := []struct {
-		name    string
-		policy  topology.ErrorPolicy
-		outcome processor.Outcome
-		topics  string
-		calls   int
-	}{
-		{"skip", topology.Skip(), processor.Skipped, "", 1},
-		{"dead letter", topology.DeadLetter("dlq"), processor.DeadLettered, "dlq", 1},
-		{"retry then skip", topology.Retry(5, time.Hour, topology.Skip()), processor.Skipped, "", 1},
-		{"retry then dead letter", topology.Retry(5, time.Hour, topology.DeadLetter("dlq")), processor.DeadLettered, "dlq", 1},
-		{"retry without backoff then skip", topology.Retry(3, 0, topology.Skip()), processor.Skipped, "", 1},
-		{"fail", topology.Fail(), processor.Failed, "", 1},
-		{"retry then fail", topology.Retry(5, time.Hour, topology.Fail()), processor.Failed, "", 1},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+// A record whose user code fails after its context ended (a shutdown or a
+// revoke) is Interrupted under every policy: nothing is emitted, dead
+// lettered or skipped, and no retry waits, since the failure is most
+// likely the cancellation itself. The runtime leaves it for the next run.
+func TestFailureAfterContextEndsIsInterrupted(t *testing.T) {
+	for _, policy := range []topology.ErrorPolicy{
+		topology.Skip(), topology.DeadLetter("dlq"), topology.Retry(5, time.Hour, topology.Skip()),
+		topology.Retry(5, time.Hour, topology.DeadLetter("dlq")), topology.Retry(3, 0, topology.Skip()),
+		topology.Fail(), topology.Retry(5, time.Hour, topology.Fail()),
+	} {
+		t.Run(policy.String(), func(t *testing.T) {
 			calls := 0
-			p, err := processor.New(build(tc.policy, &calls))
+			p, err := engine.New(build(policy, &calls))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,48 +167,44 @@ func TestPoliciesUnderCancelledContext(t *testing.T) {
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("took %s: a cancelled retry must not wait out its backoff", d)
 			}
-			if got != tc.outcome || (err != nil) != (tc.outcome == processor.Failed) {
-				t.Fatalf("outcome %v err %v; want %v", got, err, tc.outcome)
+			if got != engine.Interrupted || err != nil || len(out) != 0 || calls != 1 {
+				t.Fatalf("outcome %v err %v outputs %d calls %d; want Interrupted, nil, 0, 1", got, err, len(out), calls)
 			}
-			var topics []string
-			for _, r := range out {
-				topics = append(topics, r.Topic)
-			}
-			if strings.Join(topics, ",") != tc.topics {
-				t.Fatalf("outputs to %v, want %q", topics, tc.topics)
-			}
-			if calls != tc.calls {
-				t.Fatalf("node called %d times, want %d", calls, tc.calls)
-			}
-			var ne *topology.NodeError
-			if err != nil && (!errors.As(err, &ne) || ne.Node != "check") {
-				t.Fatalf("a failure should name the node: %v", err)
+			if s := p.Take(); s != (engine.Tally{}) {
+				t.Fatalf("an interrupted record counted: %+v", s)
 			}
 		})
 	}
+	// A panic is a bug, not a cancellation: its policy applies.
+	calls := 0
+	p, _ := engine.New(build(topology.DeadLetter("dlq"), &calls))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got, err := p.Process(ctx, &kgo.Record{Topic: "in", Value: []byte("panic")}, func(*kgo.Record) {}); got != engine.DeadLettered || err != nil {
+		t.Fatalf("panic under a cancelled context: %v %v, want DeadLettered", got, err)
+	}
 }
 
-// A retry whose wait is interrupted by cancellation moves on to its Then
 // policy without waiting out the backoff.
 func TestRetryStopsWhenContextEnds(t *testing.T) {
 	calls := 0
-	p, _ := processor.New(build(topology.Retry(100, time.Hour, topology.Skip()), &calls))
+	p, _ := engine.New(build(topology.Retry(100, time.Hour, topology.Skip()), &calls))
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	start := time.Now()
 	got, err := p.Process(ctx, &kgo.Record{Topic: "in", Value: []byte("bad")}, func(*kgo.Record) {})
-	if got != processor.Skipped || err != nil || time.Since(start) > 5*time.Second {
-		t.Fatalf("cancelled retry should skip promptly, got %v %v after %s", got, err, time.Since(start))
+	if got != engine.Interrupted || err != nil || time.Since(start) > 5*time.Second {
+		t.Fatalf("cancelled retry should end promptly as interrupted, got %v %v after %s", got, err, time.Since(start))
 	}
-	if s := p.Stats(); s.Skipped != 1 || s.Retries != 0 {
-		t.Fatalf("stats %+v, want one skip and no completed retry", s)
+	if s := p.Take(); s.Skipped != 0 || s.Retries != 0 {
+		t.Fatalf("stats %+v, want nothing counted", s)
 	}
 }
 
 func BenchmarkProcess(b *testing.B) {
 	top := topology.New("bench")
 	in := topology.Source(top, "in", "in", codec.Bytes())
-	up := topology.MapValues(in, "upper", func(v []byte) ([]byte, error) {
+	up := topology.MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		out := make([]byte, len(v))
 		for i, c := range v {
 			if c >= 'a' && c <= 'z' {
@@ -226,7 +215,7 @@ func BenchmarkProcess(b *testing.B) {
 		return out, nil
 	})
 	topology.To(up, "out", "out", codec.Bytes())
-	p, err := processor.New(top)
+	p, err := engine.New(top)
 	if err != nil {
 		b.Fatal(err)
 	}

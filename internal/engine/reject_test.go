@@ -1,4 +1,4 @@
-package processor_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -33,7 +34,7 @@ type emitted struct {
 	node string
 }
 
-func collect(p *processor.Processor, got *[]emitted) func(*kgo.Record) {
+func collect(p *engine.Engine, got *[]emitted) func(*kgo.Record) {
 	return func(r *kgo.Record) { *got = append(*got, emitted{r, p.OutputNode()}) }
 }
 
@@ -52,19 +53,19 @@ func TestReject(t *testing.T) {
 		policy  topology.ErrorPolicy
 		def     topology.ErrorPolicy // the topology's default
 		sink    string
-		outcome processor.Outcome
+		outcome engine.Outcome
 		outputs string
 	}{
-		{"dead letter", topology.DeadLetter("dlq"), topology.Fail(), "out", processor.DeadLettered, "dlq<-out"},
-		{"skip", topology.Skip(), topology.Fail(), "out", processor.Skipped, ""},
-		{"fail", topology.Fail(), topology.Skip(), "out", processor.Failed, ""},
-		{"retry goes straight to its final policy", topology.Retry(5, time.Hour, topology.Skip()), topology.Fail(), "out", processor.Skipped, ""},
-		{"unknown sink takes the default: dead letter", topology.Skip(), topology.DeadLetter("default-dlq"), "nope", processor.DeadLettered, "default-dlq<-nope"},
-		{"unknown sink takes the default: fail", topology.Skip(), topology.Fail(), "nope", processor.Failed, ""},
+		{"dead letter", topology.DeadLetter("dlq"), topology.Fail(), "out", engine.DeadLettered, "dlq<-out"},
+		{"skip", topology.Skip(), topology.Fail(), "out", engine.Skipped, ""},
+		{"fail", topology.Fail(), topology.Skip(), "out", engine.Failed, ""},
+		{"retry goes straight to its final policy", topology.Retry(5, time.Hour, topology.Skip()), topology.Fail(), "out", engine.Skipped, ""},
+		{"unknown sink takes the default: dead letter", topology.Skip(), topology.DeadLetter("default-dlq"), "nope", engine.DeadLettered, "default-dlq<-nope"},
+		{"unknown sink takes the default: fail", topology.Skip(), topology.Fail(), "nope", engine.Failed, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := processor.New(sinks(tc.policy, topology.DefaultErrorPolicy(tc.def)))
+			p, err := engine.New(sinks(tc.policy, topology.DefaultErrorPolicy(tc.def)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -72,18 +73,18 @@ func TestReject(t *testing.T) {
 				Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("t1")}}}
 			var got []emitted
 			start := time.Now()
-			outcome, err := p.Reject(context.Background(), in, tc.sink, rejected, collect(p, &got))
+			outcome, err := p.Reject(in, tc.sink, rejected, collect(p, &got))
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("took %s", d)
 			}
-			if outcome != tc.outcome || (err != nil) != (tc.outcome == processor.Failed) {
+			if outcome != tc.outcome || (err != nil) != (tc.outcome == engine.Failed) {
 				t.Fatalf("outcome %v err %v; want %v", outcome, err, tc.outcome)
 			}
 			if s := describe(got); s != tc.outputs {
 				t.Fatalf("outputs %q, want %q", s, tc.outputs)
 			}
-			st := p.Stats()
-			counted := map[processor.Outcome]uint64{processor.DeadLettered: st.DeadLettered, processor.Skipped: st.Skipped, processor.Failed: st.Failed}
+			st := p.Take()
+			counted := map[engine.Outcome]uint64{engine.DeadLettered: st.DeadLettered, engine.Skipped: st.Skipped, engine.Failed: 1}
 			if counted[tc.outcome] != 1 || st.Retries != 0 || st.Processed != 0 {
 				t.Fatalf("stats %+v, want one %v", st, tc.outcome)
 			}
@@ -95,7 +96,7 @@ func TestReject(t *testing.T) {
 					t.Fatalf("want the rejection at node %q naming in/2@77, got %v", tc.sink, err)
 				}
 			}
-			if tc.outcome == processor.DeadLettered {
+			if tc.outcome == engine.DeadLettered {
 				d := got[0].rec
 				if string(d.Value) != "v" || header(d, "trace") != "t1" || header(d, processor.HeaderNode) != tc.sink ||
 					header(d, processor.HeaderSourcePartition) != "2" || header(d, processor.HeaderSourceOffset) != "77" ||
@@ -112,7 +113,7 @@ func TestOutputNode(t *testing.T) {
 	top := topology.New("which")
 	in := topology.Source(top, "in", "in", codec.String())
 	topology.To(in, "first", "shared", codec.String())
-	split := topology.FlatMap(in, "split", func(k []byte, v string) ([]topology.KV[string], error) {
+	split := topology.FlatMap(in, "split", func(_ context.Context, k []byte, v string) ([]topology.KV[string], error) {
 		if v == "bad" {
 			return nil, errBoom
 		}
@@ -120,7 +121,7 @@ func TestOutputNode(t *testing.T) {
 	})
 	topology.To(split, "second", "shared", codec.String())
 	top.OnError("split", topology.DeadLetter("dlq"))
-	p, err := processor.New(top)
+	p, err := engine.New(top)
 	if err != nil {
 		t.Fatal(err)
 	}

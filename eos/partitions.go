@@ -1,0 +1,161 @@
+package eos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// recordContexts hands out the context user code sees for a record: one per
+// input partition, cancelled when the partition is revoked or lost, when
+// the client that owns it is replaced, and on shutdown (its parent ends).
+type recordContexts struct {
+	mu     sync.Mutex
+	parent context.Context
+	byPart map[string]map[int32]partContext
+	// The consuming goroutine's last answer: records come in runs of one
+	// partition.
+	lastTopic string
+	lastPart  int32
+	last      context.Context
+}
+
+type partContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// reset makes parent the parent of every context handed out from now on
+// and cancels those handed out so far.
+func (c *recordContexts) reset(parent context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ps := range c.byPart {
+		for _, pc := range ps {
+			pc.cancel()
+		}
+	}
+	c.parent, c.byPart, c.last = parent, nil, nil
+}
+
+// of returns the context of rec's partition.
+func (c *recordContexts) of(rec *kgo.Record) context.Context {
+	if c.last != nil && rec.Partition == c.lastPart && rec.Topic == c.lastTopic && c.last.Err() == nil {
+		return c.last
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parent == nil {
+		c.parent = context.Background()
+	}
+	ps := c.byPart[rec.Topic]
+	if ps == nil {
+		if c.byPart == nil {
+			c.byPart = make(map[string]map[int32]partContext)
+		}
+		ps = make(map[int32]partContext)
+		c.byPart[rec.Topic] = ps
+	}
+	pc, ok := ps[rec.Partition]
+	if !ok || pc.ctx.Err() != nil {
+		pc.ctx, pc.cancel = context.WithCancel(c.parent)
+		ps[rec.Partition] = pc
+	}
+	c.lastTopic, c.lastPart, c.last = rec.Topic, rec.Partition, pc.ctx
+	return pc.ctx
+}
+
+// revoke cancels the contexts of partitions this instance no longer owns;
+// franz-go calls it from its rebalance callbacks.
+func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, parts := range gone {
+		for _, p := range parts {
+			if pc, ok := c.byPart[topic][p]; ok {
+				pc.cancel()
+				delete(c.byPart[topic], p)
+			}
+		}
+	}
+}
+
+// partitionCount is the partition count of an output topic, for sinks with
+// their own partitioner; asked once per topic.
+func (r *Runner) partitionCount(topic string) (int32, error) {
+	if n, ok := r.partitionCounts[topic]; ok {
+		return n, nil
+	}
+	if r.admin == nil {
+		return 0, fmt.Errorf("the partition count of topic %q is unknown: no admin client", topic)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
+	defer cancel()
+	td, err := kadm.NewClient(r.admin).ListTopics(ctx, topic)
+	if err == nil {
+		err = td.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the partition count of topic %q: %w; check it with `eosctl topic describe %s`", topic, err, topic)
+	}
+	n := int32(len(td[topic].Partitions))
+	if r.partitionCounts == nil {
+		r.partitionCounts = make(map[string]int32)
+	}
+	r.partitionCounts[topic] = n
+	return n, nil
+}
+
+// choosingPartitioner honours the partition a sink chose for a record
+// (Partition 0 or more) and leaves the others to base, franz-go's default:
+// murmur2 of the key as Java clients compute it, sticky batches without
+// a key.
+type choosingPartitioner struct{ base kgo.Partitioner }
+
+func (p choosingPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	tp := &choosingTopicPartitioner{base: p.base.ForTopic(topic)}
+	tp.backup, _ = tp.base.(kgo.TopicBackupPartitioner)
+	tp.onNew, _ = tp.base.(kgo.TopicPartitionerOnNewBatch)
+	return tp
+}
+
+// defaultPartitioner is what franz-go uses when no partitioner is given.
+func defaultPartitioner() kgo.Partitioner {
+	return kgo.UniformBytesPartitioner(64<<10, true, true, nil)
+}
+
+type choosingTopicPartitioner struct {
+	base   kgo.TopicPartitioner
+	backup kgo.TopicBackupPartitioner
+	onNew  kgo.TopicPartitionerOnNewBatch
+}
+
+func (p *choosingTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Partition >= 0 || p.base.RequiresConsistency(r)
+}
+
+func (p *choosingTopicPartitioner) Partition(r *kgo.Record, n int) int {
+	if r.Partition >= 0 {
+		return int(r.Partition)
+	}
+	return p.base.Partition(r, n)
+}
+
+func (p *choosingTopicPartitioner) PartitionByBackup(r *kgo.Record, n int, it kgo.TopicBackupIter) int {
+	if r.Partition >= 0 {
+		return int(r.Partition)
+	}
+	if p.backup != nil {
+		return p.backup.PartitionByBackup(r, n, it)
+	}
+	return p.base.Partition(r, n)
+}
+
+func (p *choosingTopicPartitioner) OnNewBatch() {
+	if p.onNew != nil {
+		p.onNew.OnNewBatch()
+	}
+}

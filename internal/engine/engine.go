@@ -1,0 +1,445 @@
+// Package engine runs one input record through a compiled topology and
+// applies the error policies: what reaches Kafka is either every output of
+// a record, or none of them plus (for dead-lettering) the original record.
+// Only the runtime (package eos) uses it.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// ErrNoSource means a record arrived from a topic no source reads; the
+// runtime subscribes only to source topics, so this points at a bug.
+var ErrNoSource = errors.New("engine: no source reads this topic")
+
+// Outcome is what became of one input record.
+type Outcome int
+
+// Outcomes of Process.
+const (
+	Processed    Outcome = iota // every output was handed on
+	DeadLettered                // the original went to the dead-letter topic
+	Skipped                     // dropped under the Skip policy
+	Failed                      // the Fail policy applies: abort and stop
+	// Interrupted means user code failed after the record's context
+	// ended (a shutdown or a revoke): no policy applies, nothing was
+	// handed on, and the record is left for the next run.
+	Interrupted
+)
+
+// Tally counts outcomes since the last Take, so that the runtime can count
+// a batch's outcomes only once the batch commits.
+type Tally struct {
+	Processed    uint64
+	DeadLettered uint64
+	Skipped      uint64
+	Retries      uint64
+}
+
+// Engine runs records through one topology. It is not safe for concurrent
+// use: the runtime keeps one per consuming goroutine.
+type Engine struct {
+	g       *graph.Graph
+	log     *zap.Logger
+	sleep   func(context.Context, time.Duration) error
+	ctx     context.Context // the current record's
+	cur     int             // index of the node whose user code runs; see Enter
+	slots   []any           // per node, what its Init returned
+	started bool
+	pending []*kgo.Record
+	// pendingNode[i] is the index of the sink that emitted pending[i];
+	// outIdx is the one being passed to out (-1: outName, for a dead
+	// letter from a node the topology does not know). See OutputNode.
+	pendingNode []int
+	outIdx      int
+	outName     string
+
+	limits     func(topic string) (maxBytes int, compacted bool)
+	limitTopic string                // topic of the last output checked
+	limit      topicLimit            // its limits
+	limitCache map[string]topicLimit // every topic asked so far
+	partitions func(topic string) (int32, error)
+
+	lastTopic string       // topic of the previous record
+	lastSrc   graph.Source // its source; nil before the first record
+
+	tally Tally
+}
+
+// Option configures an Engine.
+type Option interface{ apply(*Engine) }
+
+type optFunc func(*Engine)
+
+func (f optFunc) apply(e *Engine) { f(e) }
+
+// Logger sets where skips, dead letters and retries are logged, overriding
+// the default no-op logger.
+func Logger(l *zap.Logger) Option { return optFunc(func(e *Engine) { e.log = l }) }
+
+// Sleep replaces the retry wait, so tests need not wait for real.
+func Sleep(fn func(context.Context, time.Duration) error) Option {
+	return optFunc(func(e *Engine) { e.sleep = fn })
+}
+
+// Partitions says how many partitions an output topic has, for sinks with
+// their own partitioner; without it such sinks fail.
+func Partitions(fn func(topic string) (int32, error)) Option {
+	return optFunc(func(e *Engine) { e.partitions = fn })
+}
+
+// RecordOverhead is what OutputLimits adds to an output's key, value and
+// header bytes to estimate its encoded size: a record batch header (61
+// bytes) plus the record's own framing (length, attributes, timestamp and
+// offset deltas, key and value lengths) when it is alone in its batch,
+// which is how a broker sees a record too large to share a batch.
+// Compression is ignored, so the estimate errs on the large side.
+const RecordOverhead = 70
+
+// OutputLimits makes Emit check every output against its topic before
+// accepting it, overriding the default of no check: fn says how many bytes
+// the topic accepts (its max.message.bytes, or the producer's limit if
+// smaller; 0 or less: no size check) and whether it is compacted. An output
+// larger than maxBytes (key, value and headers plus RecordOverhead), or
+// without a key for a compacted topic, is a NodeError of its sink wrapping
+// processor.ErrRecordTooLarge or processor.ErrNoKeyForCompactedTopic,
+// handled by the sink's final policy without retries; otherwise the broker
+// would reject it and abort the whole batch. fn is asked once per topic for
+// the engine's life.
+func OutputLimits(fn func(topic string) (maxBytes int, compacted bool)) Option {
+	return optFunc(func(e *Engine) { e.limits = fn })
+}
+
+// topicLimit is one answer of the OutputLimits function.
+type topicLimit struct {
+	maxBytes  int
+	compacted bool
+}
+
+// New validates t and returns an engine for it.
+func New(t *topology.Topology, opts ...Option) (*Engine, error) {
+	if t == nil {
+		return nil, errors.New("eos: nil topology; build one with topology.New")
+	}
+	g, err := graph.Compile(t)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{g: g, log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background(), outIdx: -1, slots: make([]any, len(g.Nodes))}
+	for _, o := range opts {
+		o.apply(e)
+	}
+	return e, nil
+}
+
+// Partitioned reports whether a sink chooses its own partitions, so that
+// the producer must honour a record's partition.
+func (e *Engine) Partitioned() bool { return e.g.Partitioned }
+
+// Start runs the Init of every node that has one (custom processors), in
+// the order they were added; ctx ends when the pipeline stops. It is
+// called once before the first record; Process calls it if nobody did.
+func (e *Engine) Start(ctx context.Context) error {
+	if e.started {
+		return nil
+	}
+	e.started = true
+	for i, n := range e.g.Nodes {
+		if n.Init == nil {
+			continue
+		}
+		slot, err := n.Init(ctx)
+		if err != nil {
+			return err
+		}
+		e.slots[i] = slot
+	}
+	return nil
+}
+
+// Close runs the Close of every started node, in reverse order, and
+// returns their errors joined.
+func (e *Engine) Close() error {
+	var errs []error
+	for i := len(e.g.Nodes) - 1; i >= 0; i-- {
+		n := e.g.Nodes[i]
+		if n.Close != nil && e.slots[i] != nil {
+			if err := n.Close(e.slots[i]); err != nil {
+				errs = append(errs, &topology.NodeError{Node: n.Name, Err: fmt.Errorf("close: %w", err)})
+			}
+			e.slots[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Take returns the outcomes counted since the last Take and starts anew.
+func (e *Engine) Take() Tally {
+	t := e.tally
+	e.tally = Tally{}
+	return t
+}
+
+// Process runs r through the graph. Only when the whole record succeeds
+// are its outputs passed to out; under DeadLetter, out gets the original
+// record for the dead-letter topic instead. A non-nil error (Outcome
+// Failed) means the Fail policy applies: the caller must abort the
+// transaction. ctx is the record's context, the one user code sees: once
+// it ends (a shutdown or a revoke), retry waits are cut short, and a
+// failure of user code is Interrupted rather than given to a policy,
+// since the error is most likely the cancellation itself.
+func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Record)) (Outcome, error) {
+	if !e.started {
+		if err := e.Start(ctx); err != nil {
+			return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+		}
+	}
+	// Records come in runs of one topic, so remember the last source
+	// rather than hashing the topic of every record.
+	src := e.lastSrc
+	if src == nil || r.Topic != e.lastTopic {
+		src = e.g.Sources[r.Topic]
+		e.lastTopic, e.lastSrc = r.Topic, src
+	}
+	if src == nil {
+		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
+	}
+	e.ctx = ctx
+	e.pending = e.pending[:0]
+	e.pendingNode = e.pendingNode[:0]
+	err := e.run(src, r)
+	if err == nil {
+		for i, o := range e.pending {
+			e.outIdx = e.pendingNode[i]
+			out(o)
+		}
+		e.tally.Processed++
+		return Processed, nil
+	}
+	var ne *topology.NodeError
+	if !errors.As(err, &ne) {
+		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
+	}
+	if ctx.Err() != nil && ne.Stack == nil {
+		e.log.Debug("record interrupted: its context ended", zap.String("node", ne.Node), zap.Error(ne.Err),
+			zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
+		return Interrupted, nil
+	}
+	policy := e.g.Default
+	if i := e.nodeIndex(ne.Node); i >= 0 {
+		policy = e.g.Nodes[i].Policy
+	}
+	return e.settle(r, ne, policy.Final(), out)
+}
+
+// nodeIndex is the index of the node called name, or -1.
+func (e *Engine) nodeIndex(name string) int {
+	for i, n := range e.g.Nodes {
+		if n.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Reject applies the final policy of the sink node called sink to input
+// record r, one of whose outputs from that sink the broker rejected with
+// err (e.g. MESSAGE_TOO_LARGE or INVALID_RECORD): the runtime calls it
+// instead of Process when it runs r again, so that one bad output goes
+// where the sink's policy says instead of failing every batch that holds
+// it. It counts, logs, dead-letters (out gets r with error headers naming
+// sink and err) and fails (a *processor.RecordError naming r, wrapping a
+// NodeError naming sink and err) exactly as Process does. Retries are
+// skipped: the broker would reject the same output again. An unknown sink
+// name gets the topology's default policy.
+func (e *Engine) Reject(r *kgo.Record, sink string, err error, out func(*kgo.Record)) (Outcome, error) {
+	if err == nil {
+		err = errors.New("the broker rejected an output without giving a reason")
+	}
+	ne, ok := err.(*topology.NodeError)
+	if !ok || ne.Node != sink {
+		ne = &topology.NodeError{Node: sink, Err: err}
+	}
+	policy := e.g.Default
+	if i := e.nodeIndex(sink); i >= 0 {
+		policy = e.g.Nodes[i].Policy
+	}
+	return e.settle(r, ne, policy.Final(), out)
+}
+
+// OutputNode names the node that produced the record being passed to out,
+// for a runtime that must trace a broker's rejection of that record back to
+// its sink (see Reject). It is valid only during Process's and Reject's
+// calls of out; for a dead letter it names the node that failed.
+func (e *Engine) OutputNode() string {
+	if e.outIdx >= 0 && e.outIdx < len(e.g.Nodes) {
+		return e.g.Nodes[e.outIdx].Name
+	}
+	return e.outName
+}
+
+// settle applies policy, a final one, to r after ne.
+func (e *Engine) settle(r *kgo.Record, ne *topology.NodeError, policy graph.Policy, out func(*kgo.Record)) (Outcome, error) {
+	fields := []zap.Field{
+		zap.String("node", ne.Node), zap.Error(ne.Err),
+		zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset),
+	}
+	switch policy.Kind {
+	case graph.PolicySkip:
+		e.tally.Skipped++
+		e.log.Warn("record skipped", fields...)
+		return Skipped, nil
+	case graph.PolicyDeadLetter:
+		e.tally.DeadLettered++
+		e.log.Warn("record dead-lettered", append(fields, zap.String("dlq", policy.Topic))...)
+		e.outIdx, e.outName = e.nodeIndex(ne.Node), ne.Node
+		out(deadLetter(policy.Topic, r, ne))
+		return DeadLettered, nil
+	}
+	return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ne}
+}
+
+// run turns a panic in user code into a NodeError carrying the stack.
+func (e *Engine) run(src graph.Source, r *kgo.Record) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &topology.NodeError{Node: e.currentName(), Err: fmt.Errorf("panic: %v", v), Stack: debug.Stack()}
+		}
+	}()
+	return src(e, r)
+}
+
+func deadLetter(topic string, r *kgo.Record, ne *topology.NodeError) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
+	h = append(h, r.Headers...)
+	h = append(h,
+		kgo.RecordHeader{Key: processor.HeaderNode, Value: []byte(ne.Node)},
+		kgo.RecordHeader{Key: processor.HeaderError, Value: []byte(ne.Err.Error())},
+		kgo.RecordHeader{Key: processor.HeaderSourceTopic, Value: []byte(r.Topic)},
+		kgo.RecordHeader{Key: processor.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
+		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
+		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
+	)
+	if ne.Stack != nil {
+		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: ne.Stack})
+	}
+	return &kgo.Record{Topic: topic, Partition: graph.AnyPartition, Key: r.Key, Value: r.Value, Headers: h, Timestamp: r.Timestamp}
+}
+
+// Context implements graph.Exec: the current record's context.
+func (e *Engine) Context() context.Context { return e.ctx }
+
+// Enter implements graph.Exec. It runs several times per record, so it
+// keeps an index rather than a pointer: storing a pointer into the heap
+// costs a GC write barrier while the collector marks, which at these
+// allocation rates is much of the time.
+func (e *Engine) Enter(node int) { e.cur = node }
+
+// Slot implements graph.Exec.
+func (e *Engine) Slot(node int) any { return e.slots[node] }
+
+// Partitions implements graph.Exec.
+func (e *Engine) Partitions(topic string) (int32, error) {
+	if e.partitions == nil {
+		return 0, fmt.Errorf("the partition count of topic %q is unknown here", topic)
+	}
+	return e.partitions(topic)
+}
+
+// currentName names the node Enter last named, for attributing a panic.
+func (e *Engine) currentName() string {
+	if e.cur >= 0 && e.cur < len(e.g.Nodes) {
+		return e.g.Nodes[e.cur].Name
+	}
+	return "unknown"
+}
+
+// Retry implements graph.Exec: it waits out the node's backoff and says
+// whether to call again. Once the record's context ends it stops retrying,
+// so a shutdown is not held up by backoff.
+func (e *Engine) Retry(node int, attempt int, err error) bool {
+	n := e.g.Nodes[node]
+	policy := n.Policy
+	if policy.Kind != graph.PolicyRetry || attempt+1 >= policy.Attempts {
+		return false
+	}
+	if e.ctx.Err() == nil {
+		d := policy.Delay(attempt)
+		e.log.Debug("retrying node", zap.String("node", n.Name), zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))
+		if e.sleep(e.ctx, d) == nil {
+			e.tally.Retries++
+			return true
+		}
+	}
+	e.log.Debug("retries cut short by cancellation", zap.String("node", n.Name), zap.Int("attempt", attempt+1), zap.Error(err))
+	return false
+}
+
+// Emit implements graph.Exec, holding outputs until the record is done.
+// With OutputLimits it first checks o against its topic's limits.
+func (e *Engine) Emit(node int, o graph.Output) error {
+	if e.limits != nil {
+		if err := e.checkLimits(&o); err != nil {
+			return &topology.NodeError{Node: e.g.Nodes[node].Name, Err: err}
+		}
+	}
+	e.pending = append(e.pending, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
+	e.pendingNode = append(e.pendingNode, node)
+	return nil
+}
+
+// checkLimits returns why the broker would reject o, or nil.
+func (e *Engine) checkLimits(o *graph.Output) error {
+	if o.Topic != e.limitTopic {
+		l, ok := e.limitCache[o.Topic]
+		if !ok {
+			maxBytes, compacted := e.limits(o.Topic)
+			l = topicLimit{maxBytes: maxBytes, compacted: compacted}
+			if e.limitCache == nil {
+				e.limitCache = map[string]topicLimit{}
+			}
+			e.limitCache[o.Topic] = l
+		}
+		e.limitTopic, e.limit = o.Topic, l
+	}
+	if e.limit.compacted && o.Key == nil {
+		return fmt.Errorf("%w: topic %q has cleanup.policy=compact and the broker rejects records without a key there; "+
+			"set a key before the sink, or write to a topic that is not compacted", processor.ErrNoKeyForCompactedTopic, o.Topic)
+	}
+	if e.limit.maxBytes > 0 {
+		size := RecordOverhead + len(o.Key) + len(o.Value)
+		for _, h := range o.Headers {
+			size += len(h.Key) + len(h.Value)
+		}
+		if size > e.limit.maxBytes {
+			return fmt.Errorf("%w: about %d bytes for topic %q, over its limit of %d; raise max.message.bytes on the topic "+
+				"(and the producer's limit, kgo.ProducerBatchMaxBytes), or make the record smaller", processor.ErrRecordTooLarge, size, o.Topic, e.limit.maxBytes)
+		}
+	}
+	return nil
+}

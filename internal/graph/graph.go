@@ -1,0 +1,75 @@
+// Package graph is the seam between a topology and the engine that runs
+// it: package topology compiles its typed nodes into a Graph of plain
+// functions and data, and internal/engine calls them. Keeping the seam
+// internal leaves users one way to write a pipeline (package topology) and
+// one way to write custom logic (package processor).
+package graph
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Exec is the engine side of a node call.
+type Exec interface {
+	// Context is the context of the record being processed: cancelled on
+	// shutdown and when its partition is revoked.
+	Context() context.Context
+	// Enter records that user code of node is about to run, so a panic
+	// can be attributed to it.
+	Enter(node int)
+	// Retry reports whether node should be called again after its
+	// attempt'th call (0-based) failed with err, having waited as its
+	// policy says.
+	Retry(node int, attempt int, err error) bool
+	// Emit buffers a sink's output until the whole input record succeeds.
+	Emit(node int, out Output) error
+	// Slot is what node's Init returned in this engine.
+	Slot(node int) any
+	// Partitions is the partition count of an output topic.
+	Partitions(topic string) (int32, error)
+}
+
+// AnyPartition in Output.Partition lets the producer choose the partition
+// from the key.
+const AnyPartition int32 = -1
+
+// Output is what a sink hands to the engine to produce.
+type Output struct {
+	Topic     string
+	Partition int32 // AnyPartition: Kafka's murmur2 hash of the key
+	Key       []byte
+	Value     []byte
+	Headers   []kgo.RecordHeader
+	Timestamp time.Time
+}
+
+// Source runs one input record through the graph from a source node.
+type Source func(Exec, *kgo.Record) error
+
+// Node is what the engine knows of a node.
+type Node struct {
+	Name   string
+	Policy Policy // its own, else the topology's default
+	// Init, when set, makes the node's per-engine state (its Slot) before
+	// the first record; Close releases it when the engine stops.
+	Init  func(ctx context.Context) (slot any, err error)
+	Close func(slot any) error
+}
+
+// Graph is a compiled topology.
+type Graph struct {
+	Nodes   []Node
+	Sources map[string]Source // by input topic
+	Default Policy
+	// Partitioned says a sink chooses its own partitions (Output.Partition
+	// is not always AnyPartition).
+	Partitioned bool
+}
+
+// Compile turns a validated *topology.Topology into a Graph. Package
+// topology sets it when it is initialized, so that the engine can reach
+// what the topology keeps unexported.
+var Compile func(topology any) (*Graph, error)

@@ -1,0 +1,37 @@
+package topology
+
+import (
+	"fmt"
+
+	"github.com/eosflow/eosflow/internal/graph"
+)
+
+func init() {
+	graph.Compile = func(v any) (*graph.Graph, error) {
+		t, ok := v.(*Topology)
+		if !ok || t == nil {
+			return nil, fmt.Errorf("topology: no topology to run (got %T); build one with topology.New", v)
+		}
+		return t.compile()
+	}
+}
+
+// compile validates t and returns what the engine runs.
+func (t *Topology) compile() (*graph.Graph, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	g := &graph.Graph{
+		Nodes:   make([]graph.Node, len(t.nodes)),
+		Sources: make(map[string]graph.Source, len(t.byTopic)),
+		Default: t.defaultPolicy.p,
+	}
+	for i, n := range t.nodes {
+		g.Nodes[i] = graph.Node{Name: n.name, Policy: n.Policy().p, Init: n.init, Close: n.close}
+		g.Partitioned = g.Partitioned || n.partitioned
+	}
+	for topic, n := range t.byTopic {
+		g.Sources[topic] = n.source
+	}
+	return g, nil
+}

@@ -1,0 +1,126 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/processor"
+)
+
+// Process runs fn for each record with the whole record at hand (key,
+// value, headers, timestamp, source partition and offset) and a
+// processor.Context to emit any number of records with. If fn fails, what
+// it emitted for that record is dropped and the node's error policy
+// applies.
+func Process[In, Out any](s Stream[In], name string, fn func(ctx processor.Context[Out], r Record[In]) error) Stream[Out] {
+	return process(s, name, fn == nil, func() processor.Processor[In, Out] { return processor.Func[In, Out](fn) })
+}
+
+// ProcessWith runs a custom processor.Processor. newProcessor is called
+// once per running pipeline instance, before its first record; Init runs
+// then, and Close when the pipeline stops. An Init error stops the
+// pipeline before anything is consumed.
+func ProcessWith[In, Out any](s Stream[In], name string, newProcessor func() processor.Processor[In, Out]) Stream[Out] {
+	return process(s, name, newProcessor == nil, newProcessor)
+}
+
+// procState is one engine's instance of a Process node.
+type procState[In, Out any] struct {
+	proc processor.Processor[In, Out]
+	ctx  procCtx[Out]
+}
+
+// procCtx implements processor.Context; it is reused for every record.
+type procCtx[Out any] struct {
+	context.Context
+	node string
+	port *port[Out]
+	out  []emitted[Out]
+}
+
+// emitted is one Emit (to == "") or EmitTo.
+type emitted[Out any] struct {
+	to string
+	r  Record[Out]
+}
+
+func (c *procCtx[Out]) Node() string { return c.node }
+
+func (c *procCtx[Out]) Emit(r Record[Out]) { c.out = append(c.out, emitted[Out]{r: r}) }
+
+func (c *procCtx[Out]) EmitTo(child string, r Record[Out]) error {
+	if child == "" || !c.port.has(child) {
+		return fmt.Errorf("EmitTo(%q): no such node fed by %q; its children are: %s", child, c.node, c.port.names())
+	}
+	c.out = append(c.out, emitted[Out]{to: child, r: r})
+	return nil
+}
+
+type initCtx struct {
+	context.Context
+	node string
+}
+
+func (c initCtx) Node() string { return c.node }
+
+var errNotStarted = errors.New("processor not started: the engine did not initialize this node")
+
+func process[In, Out any](s Stream[In], name string, isNil bool, newProc func() processor.Processor[In, Out]) Stream[Out] {
+	p := &port[Out]{}
+	n := attach(s, name, KindProcessor, "Process", func(n *Node) func(graph.Exec, Record[In]) error {
+		return func(x graph.Exec, r Record[In]) error {
+			st, _ := x.Slot(n.index).(*procState[In, Out])
+			if st == nil {
+				return &NodeError{Node: n.name, Err: errNotStarted}
+			}
+			for attempt := 0; ; attempt++ {
+				x.Enter(n.index)
+				st.ctx.Context, st.ctx.out = x.Context(), st.ctx.out[:0]
+				err := st.proc.Process(&st.ctx, r)
+				if err == nil {
+					break
+				}
+				if !x.Retry(n.index, attempt, err) {
+					return &NodeError{Node: n.name, Err: err}
+				}
+			}
+			// The graph is acyclic, so pushing cannot re-enter this node
+			// and reuse st.ctx.out before the loop is done.
+			for _, e := range st.ctx.out {
+				var err error
+				if e.to == "" {
+					err = p.push(x, e.r)
+				} else {
+					err = p.pushTo(x, e.to, e.r)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	})
+	t := s.topology()
+	t.nilFunc(n, isNil)
+	if n != nil && !isNil {
+		n.init = func(ctx context.Context) (any, error) {
+			proc := newProc()
+			if proc == nil {
+				return nil, &NodeError{Node: name, Err: errors.New("ProcessWith's function returned a nil processor")}
+			}
+			if err := proc.Init(initCtx{ctx, name}); err != nil {
+				return nil, &NodeError{Node: name, Err: fmt.Errorf("init: %w", err)}
+			}
+			return &procState[In, Out]{proc: proc, ctx: procCtx[Out]{node: name, port: p}}, nil
+		}
+		n.close = func(v any) error {
+			if st, ok := v.(*procState[In, Out]); ok {
+				return st.proc.Close()
+			}
+			return nil
+		}
+	}
+	return Stream[Out]{n: n, p: p}
+}

@@ -1,0 +1,110 @@
+package topology
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/processor"
+)
+
+// SinkOption tunes To and ToTopicFunc.
+type SinkOption[T any] interface{ applySink(*sinkConf[T]) }
+
+type sinkConf[T any] struct {
+	partitioner func(r Record[T], partitions int32) int32
+}
+
+type sinkOpt[T any] func(*sinkConf[T])
+
+func (f sinkOpt[T]) applySink(c *sinkConf[T]) { f(c) }
+
+// Partitioner makes the sink choose each output's partition with fn, given
+// the record and the topic's partition count, overriding the default:
+// Kafka's murmur2 hash of the key modulo the partition count, as the Java
+// producer and Kafka Streams compute it, so every client agrees where a
+// key lives (records without a key are spread in sticky batches). A
+// partition out of range is an error of the sink, wrapping
+// processor.ErrPartitionOutOfRange, handled by its error policy.
+func Partitioner[T any](fn func(r Record[T], partitions int32) int32) SinkOption[T] {
+	return sinkOpt[T](func(c *sinkConf[T]) { c.partitioner = fn })
+}
+
+// To writes s to topic, encoding values with c.
+func To[T any](s Stream[T], name, topic string, c codec.Codec[T], opts ...SinkOption[T]) {
+	n := sink(s, name, topic, c, nil, opts)
+	if n != nil && topic == "" {
+		n.t.problem(name, "sink has no topic; pass the topic to write, or use ToTopicFunc")
+	}
+}
+
+// ToTopicFunc writes each record to the topic topicOf chooses for it; an
+// error, or an empty topic, is an error of the sink, handled by its error
+// policy.
+func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Context, r Record[T]) (string, error), c codec.Codec[T], opts ...SinkOption[T]) {
+	n := sink(s, name, "", c, topicOf, opts)
+	if n != nil {
+		n.t.nilFunc(n, topicOf == nil)
+	}
+}
+
+var errEmptyTopic = errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")
+
+func sink[T any](s Stream[T], name, topic string, c codec.Codec[T], topicOf func(context.Context, Record[T]) (string, error), opts []SinkOption[T]) *Node {
+	var conf sinkConf[T]
+	for _, o := range opts {
+		if o != nil {
+			o.applySink(&conf)
+		}
+	}
+	var encode func(context.Context, T) ([]byte, error)
+	if c != nil {
+		encode = func(_ context.Context, v T) ([]byte, error) { return c.Encode(v) }
+	}
+	n := attach(s, name, KindSink, "Sink", func(n *Node) func(graph.Exec, Record[T]) error {
+		choose := func(ctx context.Context, r Record[T]) (string, error) {
+			dst, err := topicOf(ctx, r)
+			if err == nil && dst == "" {
+				err = errEmptyTopic
+			}
+			return dst, err
+		}
+		return func(x graph.Exec, r Record[T]) error {
+			v, err := call(x, n, encode, r.Value)
+			if err != nil {
+				return err
+			}
+			dst := topic
+			if topicOf != nil {
+				if dst, err = call(x, n, choose, r); err != nil {
+					return err
+				}
+			}
+			part := graph.AnyPartition
+			if conf.partitioner != nil {
+				x.Enter(n.index)
+				count, err := x.Partitions(dst)
+				if err != nil {
+					return &NodeError{Node: n.name, Err: err}
+				}
+				if part = conf.partitioner(r, count); part < 0 || part >= count {
+					return &NodeError{Node: n.name, Err: fmt.Errorf("%w: partitioner chose %d, topic %q has partitions 0 to %d",
+						processor.ErrPartitionOutOfRange, part, dst, count-1)}
+				}
+			}
+			return x.Emit(n.index, graph.Output{Topic: dst, Partition: part, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp})
+		}
+	})
+	if n == nil {
+		return nil
+	}
+	n.topic = topic
+	n.codec = codec.Name(c)
+	n.partitioned = conf.partitioner != nil
+	if c == nil {
+		n.t.problem(name, "sink has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
+	}
+	return n
+}
