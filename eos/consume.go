@@ -15,10 +15,21 @@ import (
 	"go.uber.org/zap"
 )
 
-// batch is one batch being filled: the records taken, the outputs handed
-// to the producer, and where to resume when it stops part way through a
-// fetch.
+// batch is one batch: newBatch starts it, fill runs records through the
+// engine (process) until it is full, decide says whether it may commit,
+// and end ends it and classifies the outcome. It keeps the records taken,
+// the outputs handed to the producer, and where to resume when it stops
+// part way through a fetch.
 type batch struct {
+	r     *Runner
+	s     session
+	ctx   context.Context // Run's
+	timer *time.Timer     // sets cut when the commit interval is spent
+	// produceCtx bounds the batch's produces; see newBatch.
+	produceCtx    context.Context
+	cancelProduce context.CancelFunc
+	cur           *kgo.Record // the record being processed
+
 	start   time.Time
 	in, out int
 	tally   engine.Tally // outcomes of its records, counted if it commits
@@ -128,79 +139,46 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
-	b := &batch{start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
+	b := r.newBatch(ctx, s)
+	defer b.stop()
+	b.fill(fetches)
+	commit := b.decide()
+	return b.end(commit, log)
+}
+
+// newBatch starts a batch on s: its commit-interval timer, and the bound
+// on its produces.
+func (r *Runner) newBatch(ctx context.Context, s session) *batch {
+	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
 	r.proc.Take() // outcomes of records no batch committed
-	timer := time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
-	defer timer.Stop()
+	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
 	// A full produce buffer blocks Produce; with the brokers gone it
 	// would block for good. Past this the records fail and the batch
 	// aborts, logged like any other. Ending the batch flushes first, so
 	// cancelling afterwards drops nothing, except at-most-once, which
 	// does not wait for its fire-and-forget records.
-	pctx := context.Background()
+	b.produceCtx, b.cancelProduce = context.Background(), func() {}
 	if b.cuttable {
-		var pcancel context.CancelFunc
-		pctx, pcancel = context.WithDeadline(pctx, b.start.Add(r.endTimeout()))
-		defer pcancel()
+		b.produceCtx, b.cancelProduce = context.WithDeadline(b.produceCtx, b.start.Add(r.endTimeout()))
 	}
+	return b
+}
 
-	var cur *kgo.Record
-	emit := func(rec *kgo.Record) {
-		b.out++
-		if r.attribute {
-			rec.Context = &outputSource{Context: context.Background(), in: cur, sink: r.proc.OutputNode()}
-		}
-		s.produce(pctx, rec)
-	}
-	process := func(fs kgo.Fetches) {
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			for _, rec := range p.Records {
-				if b.failed != nil || b.interrupted || b.cut.Load() && b.cuttable && b.in > 0 || b.slow != nil {
-					if b.cuttable {
-						b.leave(rec)
-					}
-					return
-				}
-				b.in++
-				cur = rec
-				var (
-					outcome engine.Outcome
-					err     error
-				)
-				if rej, ok := r.rejectionOf(rec); ok {
-					outcome, err = r.proc.Reject(rec, rej.sink, rej.err, emit)
-				} else {
-					outcome, err = r.proc.Process(r.contexts.of(rec), rec, emit)
-				}
-				if outcome == engine.Interrupted {
-					b.interrupted = true
-					b.in--
-					if b.cuttable {
-						b.leave(rec)
-					}
-					return
-				}
-				if err != nil {
-					b.failed = err
-					b.in--
-					if b.cuttable {
-						b.leave(rec) // not done: the next run starts with it
-					}
-					return
-				}
-				if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
-					b.slow = rec
-				}
-			}
-		})
-	}
-	process(fetches)
-	// Keep filling the batch until the commit interval or the record cap:
-	// fewer, larger transactions cost fewer round trips.
+func (b *batch) stop() {
+	b.timer.Stop()
+	b.cancelProduce()
+}
+
+// fill processes fetches and keeps polling until the commit interval, the
+// record cap, a failure or shutdown: fewer, larger transactions cost fewer
+// round trips. Records polled but not processed are rewound.
+func (b *batch) fill(fetches kgo.Fetches) {
+	r := b.r
+	b.process(fetches)
 	limit := r.cfg.MaxBatchRecords
-	for b.failed == nil && !b.interrupted && b.slow == nil && b.in < limit && ctx.Err() == nil && !b.cut.Load() {
-		pctx, cancel := context.WithDeadline(ctx, b.start.Add(r.cfg.CommitInterval))
-		more, perr := s.poll(pctx, min(r.pollSize(), limit-b.in))
+	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() {
+		pctx, cancel := context.WithDeadline(b.ctx, b.start.Add(r.cfg.CommitInterval))
+		more, perr := b.s.poll(pctx, min(r.pollSize(), limit-b.in))
 		cancel()
 		if perr != nil {
 			b.failed = perr
@@ -213,34 +191,103 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 			b.failed = err
 			break
 		}
-		process(more)
+		b.process(more)
 	}
 	if len(b.rest) > 0 {
-		s.rewind(b.rest)
+		b.s.rewind(b.rest)
 	}
 	r.adaptPollSize(b)
-	rewound := len(b.rest) > 0 && r.cfg.Guarantee == config.ExactlyOnce
+}
 
+// stopped reports whether the batch takes no more records: a record
+// failed, was interrupted, or carried it past transaction_timeout.
+func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.slow != nil }
+
+// process runs the records of fs through the engine until the batch
+// stops or its commit interval is spent (after at least one record).
+func (b *batch) process(fs kgo.Fetches) {
+	r := b.r
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		for _, rec := range p.Records {
+			if b.stopped() || b.cut.Load() && b.cuttable && b.in > 0 {
+				if b.cuttable {
+					b.leave(rec)
+				}
+				return
+			}
+			b.in++
+			b.cur = rec
+			var (
+				outcome engine.Outcome
+				err     error
+			)
+			if rej, ok := r.rejectionOf(rec); ok {
+				outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
+			} else {
+				outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
+			}
+			if outcome == engine.Interrupted || err != nil {
+				// Not done: the next run starts with it.
+				b.interrupted, b.failed = outcome == engine.Interrupted, err
+				b.in--
+				if b.cuttable {
+					b.leave(rec)
+				}
+				return
+			}
+			if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+				b.slow = rec
+			}
+		}
+	})
+}
+
+// emit hands one output of the current record to the producer.
+func (b *batch) emit(rec *kgo.Record) {
+	b.out++
+	if b.r.attribute {
+		rec.Context = &outputSource{Context: context.Background(), in: b.cur, sink: b.r.proc.OutputNode()}
+	}
+	b.s.produce(b.produceCtx, rec)
+}
+
+// decide says whether the batch should commit. In order:
+//  1. a failed record (Fail policy, or a client error) or a record that
+//     carried the batch past transaction_timeout: no;
+//  2. a BeforeCommit veto: no, and it becomes the batch's failure;
+//  3. a Fail-policy record in a plain session: yes for what came before
+//     it, whose outputs are already written (a redo would duplicate them);
+//  4. an exactly-once batch open past transaction_timeout: no, since the
+//     coordinator aborts it; it is redone in smaller batches.
+func (b *batch) decide() bool {
+	r := b.r
 	commit := b.failed == nil && b.slow == nil
 	if commit && r.beforeEnd != nil {
-		if err := r.beforeEnd(ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
+		if err := r.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
 			b.failed, commit = err, false
 		}
 	}
-	// A Fail-policy record in a plain session: what came before it is
-	// done and its outputs are written, so commit that much rather than
-	// redo it (which would duplicate its outputs).
 	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
 		commit = true
 	}
-	// An exactly-once batch open longer than transaction_timeout has been
-	// (or is about to be) aborted by the coordinator: do not try.
 	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		commit = false
 		r.pollMax = max(1, b.in/2)
 		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
 			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
 	}
+	return commit
+}
+
+// end ends the batch, committing if commit, and classifies the outcome.
+// Precedence: a dead letter the broker refused stops Run; then a slow
+// record; then a commit whose answer was lost (settled before any redo);
+// then a failure after a partial commit (plain sessions); then a record
+// or client failure; then an abort the client reported without an error
+// (a rebalance, or an EndTxn answer it could not confirm, checked with the
+// broker under exactly-once).
+func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
+	r, s, ctx := b.r, b.s, b.ctx
 	b.tally = r.proc.Take()
 	var offsets map[string]map[int32]kgo.EpochOffset
 	if commit && r.cfg.Guarantee != config.AtMostOnce {
@@ -311,7 +358,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 		}
 		log.Info("batch aborted by a rebalance; reprocessing from the last commit",
 			zap.Int("records", b.in), zap.Int32("generation", gen))
-		if rewound {
+		if len(b.rest) > 0 && r.cfg.Guarantee == config.ExactlyOnce {
 			// The rewind may have raced the revoke; a new client reads
 			// the committed offsets from the broker.
 			return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance; restarting from the committed offsets")}

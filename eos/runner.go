@@ -242,12 +242,16 @@ func (r *Runner) Close() error {
 		return nil
 	}
 	cancel()
+	var err error
 	select {
 	case <-done:
 	case <-time.After(2*r.endTimeout() + 5*time.Second):
-		r.closeErr = errors.New("eos: Close timed out waiting for Run to return")
+		err = errors.New("eos: Close timed out waiting for Run to return; look for a goroutine stuck in user code in a dump (SIGQUIT)")
 	}
-	return r.closeErr
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closeErr = err
+	return err
 }
 
 // superviseSessions makes a client, runs batches on it until it fails, and

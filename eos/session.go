@@ -20,7 +20,7 @@ type session interface {
 	// poll returns the next records. An error means none of them may be
 	// processed and the client must be rebuilt (at-most-once: the offsets
 	// could not be committed first).
-	poll(ctx context.Context, max int) (kgo.Fetches, error)
+	poll(ctx context.Context, limit int) (kgo.Fetches, error)
 	begin() error
 	// produce hands r to the producer; ctx bounds only a wait for buffer
 	// space.
@@ -206,8 +206,8 @@ type txnSession struct {
 	endTimeout time.Duration
 }
 
-func (s *txnSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
-	return s.sess.PollRecords(ctx, max), nil
+func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
+	return s.sess.PollRecords(ctx, limit), nil
 }
 
 // begin forgets failures of records of an earlier, aborted batch.
@@ -267,8 +267,8 @@ type plainSession struct {
 	endTimeout time.Duration
 }
 
-func (s *plainSession) poll(ctx context.Context, max int) (kgo.Fetches, error) {
-	fs := s.cl.PollRecords(ctx, max)
+func (s *plainSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
+	fs := s.cl.PollRecords(ctx, limit)
 	if s.atMostOnce && fs.NumRecords() > 0 {
 		// Commit first: a crash from here on loses these records rather
 		// than repeating them. If the commit fails, none of them may be
