@@ -119,8 +119,9 @@ func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }
 // ClientOpts adds franz-go options for what config does not cover (e.g. a
 // custom dialer or hooks). They are applied before the runtime's own, so
 // none can switch off what the guarantee depends on: the group, static
-// membership, read_committed, the transactional id and timeout, acks and
-// manual commits.
+// membership, read_committed, the transactional id and timeout, acks,
+// manual commits and the rebalance callbacks that end user code's record
+// contexts (and, when a sink has a topology.Partitioner, the partitioner).
 func ClientOpts(opts ...kgo.Opt) Option {
 	return optFunc(func(r *Runner) { r.extra = append(r.extra, opts...) })
 }
