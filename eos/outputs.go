@@ -21,7 +21,7 @@ type topicLimits struct {
 	compacted bool // cleanup.policy includes compact: records need keys
 }
 
-// outputLimit is the processor's OutputLimits hook: outputs the broker
+// outputLimit is the engine's OutputLimits hook: outputs the broker
 // would refuse go through their sink's error policy before they are
 // produced, instead of aborting the whole batch.
 func (r *Runner) outputLimit(topic string) (int, bool) {

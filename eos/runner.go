@@ -1,5 +1,5 @@
 // Package eos is the runtime: it consumes a topology's input topics, runs
-// each record through the processor and produces the outputs under the
+// each record through the topology and produces the outputs under the
 // configured delivery guarantee.
 //
 // Under exactly-once, every batch's outputs and input offsets commit in one

@@ -59,7 +59,7 @@ func retryTime(p graph.Policy) (total time.Duration, attempts int) {
 		}
 		prev := time.Duration(-1)
 		for i := 0; i < step.Attempts-1; i++ {
-			d := max(step.Delay(i), 0) // the processor does not wait for a negative delay
+			d := max(step.Delay(i), 0) // the engine does not wait for a negative delay
 			if d == prev {
 				// Delay has stopped growing (capped, or never doubling):
 				// every remaining wait is d.
