@@ -28,7 +28,7 @@ func (e *ValidationError) Error() string {
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
 // NodeError is a failure of user code at one node while processing a record.
-// The processor applies the node's error policy to it.
+// The runtime applies the node's error policy to it.
 type NodeError struct {
 	Node  string
 	Err   error
