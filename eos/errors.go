@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -95,12 +96,7 @@ func isFenced(err error) bool {
 
 // isFatal reports errors that no rebuild can fix: a rebuild would hit them
 // again, so Run stops and names the fix.
-func isFatal(err error) bool {
-	return errors.Is(err, kerr.TransactionalIDAuthorizationFailed) ||
-		errors.Is(err, kerr.TopicAuthorizationFailed) ||
-		errors.Is(err, kerr.GroupAuthorizationFailed) ||
-		errors.Is(err, kerr.ClusterAuthorizationFailed)
-}
+func isFatal(err error) bool { return kafkautil.IsFatal(err) }
 
 // ErrStalled matches every *StallError.
 var ErrStalled = errors.New("eos: pipeline stalled")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -17,13 +18,13 @@ import (
 // client for the admin requests of the run (stall checks, settling lost
 // commit answers, leaving the group).
 func (r *Runner) preflight(ctx context.Context) error {
-	opts, err := r.cfg.KgoOpts()
+	// The user's options (a dialer, hooks) apply to the admin requests
+	// of the run too.
+	opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
 	if err != nil {
 		return err
 	}
-	// The user's options (a dialer, hooks) apply to the admin requests
-	// of the run too.
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, r.extra...), opts...)...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
@@ -42,9 +43,6 @@ type session interface {
 	client() *kgo.Client
 	close()
 }
-
-// maxBufferedBytes bounds the produce buffer whatever the record size.
-const maxBufferedBytes = 256 << 20
 
 // produceErrs keeps the first produce failure of a batch, and the first
 // output refused for the record itself (too large, invalid), which the
@@ -113,33 +111,13 @@ func (e *unknownOutcomeError) Error() string {
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
 func (r *Runner) newSession() (session, error) {
-	base, err := r.cfg.KgoOpts()
+	opts, err := kafkautil.PipelineOptions(r.cfg, r.top.InputTopics(), r.extra...)
 	if err != nil {
 		return nil, err
 	}
-	// The user's options go first: what follows is what the guarantee
-	// depends on, and a later option wins.
-	opts := append(append([]kgo.Opt{}, r.extra...), base...)
-	opts = append(opts,
-		kgo.ConsumerGroup(r.cfg.AppID),
-		kgo.ConsumeTopics(r.top.InputTopics()...),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.SessionTimeout(r.cfg.SessionTimeout),
-		kgo.RebalanceTimeout(r.cfg.RebalanceTimeout),
-		// Static membership (KIP-345): a restarted instance takes its
-		// partitions back at once instead of waiting for the group to
-		// give up on its previous incarnation.
-		kgo.InstanceID(r.cfg.InstanceID),
-		kgo.DisableAutoCommit(),
-		kgo.MaxBufferedRecords(2*r.cfg.MaxBatchRecords+1000),
-		// Large records must not turn the record cap into gigabytes of
-		// buffer: Produce waits for acknowledgements past this.
-		kgo.MaxBufferedBytes(maxBufferedBytes),
-		// The client's own warnings and errors (connection loss, retries)
-		// go to the same structured log.
-		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))),
-	)
+	// The client's own warnings and errors (connection loss, retries) go
+	// to the same structured log.
+	opts = append(opts, kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
 	if r.proc.Partitioned() {
 		// Some sink chooses partitions: honour them, hash the rest.
 		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
@@ -150,13 +128,7 @@ func (r *Runner) newSession() (session, error) {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}
 	endTimeout := r.endTimeout()
-	switch r.cfg.Guarantee {
-	case config.ExactlyOnce:
-		opts = append(opts,
-			kgo.TransactionalID(r.cfg.TransactionalID()),
-			kgo.TransactionTimeout(r.cfg.TransactionTimeout),
-			kgo.RequiredAcks(kgo.AllISRAcks()),
-		)
+	if r.cfg.Guarantee == config.ExactlyOnce {
 		sess, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {
 			return nil, err
@@ -164,12 +136,6 @@ func (r *Runner) newSession() (session, error) {
 		ts := &txnSession{sess: sess, endTimeout: endTimeout}
 		ts.promise = ts.errs.record
 		return ts, nil
-	case config.Idempotent:
-		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.BlockRebalanceOnPoll())
-	case config.AtLeastOnce:
-		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.BlockRebalanceOnPoll())
-	case config.AtMostOnce:
-		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.NoAck()), kgo.BlockRebalanceOnPoll())
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,8 +9,8 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,26 +47,12 @@ func NewRunner(cfg config.Config, input, output string, opts ...eos.Option) (*eo
 	return eos.New(cfg, Topology(cfg.AppID, input, output), opts...)
 }
 
-// RawOptions are the client options of the hand-written loop: exactly those
-// eos.Runner uses under exactly-once, so that only the code differs.
+// RawOptions are the client options of the hand-written loop: those
+// eos.Runner uses under exactly-once, from the same builder, so that only
+// the code differs.
 func RawOptions(cfg config.Config, input string) ([]kgo.Opt, error) {
-	base, err := cfg.KgoOpts()
-	if err != nil {
-		return nil, err
-	}
-	return append(base,
-		kgo.ConsumerGroup(cfg.AppID),
-		kgo.ConsumeTopics(input),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.SessionTimeout(cfg.SessionTimeout),
-		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
-		kgo.DisableAutoCommit(),
-		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
-		kgo.MaxBufferedBytes(256<<20),
-		kgo.TransactionalID(cfg.TransactionalID()),
-		kgo.TransactionTimeout(cfg.TransactionTimeout),
-	), nil
+	cfg.Guarantee = config.ExactlyOnce
+	return kafkautil.PipelineOptions(cfg, []string{input})
 }
 
 // RunRaw is the baseline the framework is measured against: a hand-written
@@ -164,8 +149,7 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 // (broker restarts included), so the loop carries on, as eos.Runner does.
 func fatalFetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
-		if errors.Is(fe.Err, kerr.TopicAuthorizationFailed) || errors.Is(fe.Err, kerr.GroupAuthorizationFailed) ||
-			errors.Is(fe.Err, kerr.TransactionalIDAuthorizationFailed) || errors.Is(fe.Err, kerr.ClusterAuthorizationFailed) {
+		if kafkautil.IsFatal(fe.Err) {
 			return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
 		}
 	}

@@ -1,0 +1,66 @@
+package kafkautil
+
+import (
+	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MaxBufferedBytes bounds a pipeline client's produce buffer whatever the
+// record size, so that large records cannot turn the record cap into
+// gigabytes of buffer: Produce waits for acknowledgements past it.
+const MaxBufferedBytes = 256 << 20
+
+// ConnOptions returns user's options followed by cfg's connection settings
+// (config.KgoOpts: brokers, TLS, SASL, client id). A later option wins, so
+// a client reaches the configured cluster whatever user holds, while the
+// rest of user (a dialer, hooks) still applies.
+func ConnOptions(cfg config.Config, user ...kgo.Opt) ([]kgo.Opt, error) {
+	base, err := cfg.KgoOpts()
+	if err != nil {
+		return nil, err
+	}
+	return append(append(make([]kgo.Opt, 0, len(user)+len(base)+16), user...), base...), nil
+}
+
+// PipelineOptions returns the options of a pipeline client consuming
+// inputs under cfg.Guarantee: the runtime's and the hand-written benchmark
+// loop's alike, so what one measures is what the other runs. user's options
+// come first and what the guarantee depends on last, because a later
+// option wins and user options must not switch it off. Under exactly-once
+// the options are for kgo.NewGroupTransactSession, else for kgo.NewClient.
+func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo.Opt, error) {
+	opts, err := ConnOptions(cfg, user...)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(cfg.AppID),
+		kgo.ConsumeTopics(inputs...),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		// Static membership (KIP-345): a restarted instance takes its
+		// partitions back at once instead of waiting for the group to
+		// give up on its previous incarnation.
+		kgo.InstanceID(cfg.InstanceID),
+		kgo.DisableAutoCommit(),
+		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
+		kgo.MaxBufferedBytes(MaxBufferedBytes),
+	)
+	switch cfg.Guarantee {
+	case config.ExactlyOnce:
+		opts = append(opts,
+			kgo.TransactionalID(cfg.TransactionalID()),
+			kgo.TransactionTimeout(cfg.TransactionTimeout),
+			kgo.RequiredAcks(kgo.AllISRAcks()),
+		)
+	case config.Idempotent:
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.BlockRebalanceOnPoll())
+	case config.AtLeastOnce:
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.BlockRebalanceOnPoll())
+	case config.AtMostOnce:
+		opts = append(opts, kgo.DisableIdempotentWrite(), kgo.RequiredAcks(kgo.NoAck()), kgo.BlockRebalanceOnPoll())
+	}
+	return opts, nil
+}

@@ -1,0 +1,94 @@
+package kafkautil
+
+import (
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func testConfig(g config.Guarantee) config.Config {
+	cfg := config.Default()
+	cfg.Brokers = []string{"127.0.0.1:1"}
+	cfg.AppID, cfg.InstanceID, cfg.Guarantee = "app", "i0", g
+	return cfg
+}
+
+// The user's options come first, so they cannot switch off what the
+// guarantee depends on, while the options the runtime leaves alone hold.
+func TestPipelineOptionsUserCannotOverrideEssentials(t *testing.T) {
+	user := []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
+		kgo.TransactionalID("someone-else"),
+		kgo.SeedBrokers("elsewhere:9092"),
+		kgo.FetchMaxWait(123 * time.Millisecond),
+	}
+	opts, err := PipelineOptions(testConfig(config.ExactlyOnce), []string{"in"}, user...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got := cl.OptValue(kgo.FetchIsolationLevel); got != int8(1) { // read_committed
+		t.Errorf("isolation level %v, want read_committed", got)
+	}
+	if got := cl.OptValue(kgo.TransactionalID); got != "app:i0" {
+		t.Errorf("transactional id %v, want app:i0", got)
+	}
+	if got := cl.OptValue(kgo.SeedBrokers); len(got.([]string)) != 1 || got.([]string)[0] != "127.0.0.1:1" {
+		t.Errorf("seed brokers %v, want the configured one", got)
+	}
+	if got := cl.OptValue(kgo.FetchMaxWait); got != 123*time.Millisecond {
+		t.Errorf("fetch max wait %v, want the user's 123ms", got)
+	}
+	if got := cl.OptValue(kgo.InstanceID); got == nil {
+		t.Errorf("no instance id")
+	}
+}
+
+func TestPipelineOptionsPerGuarantee(t *testing.T) {
+	for _, tc := range []struct {
+		g         config.Guarantee
+		txn       bool
+		idempotent bool
+		acks      kgo.Acks
+	}{
+		{config.ExactlyOnce, true, true, kgo.AllISRAcks()},
+		{config.Idempotent, false, true, kgo.AllISRAcks()},
+		{config.AtLeastOnce, false, false, kgo.AllISRAcks()},
+		{config.AtMostOnce, false, false, kgo.NoAck()},
+	} {
+		t.Run(string(tc.g), func(t *testing.T) {
+			opts, err := PipelineOptions(testConfig(tc.g), []string{"in"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if got := cl.OptValue(kgo.TransactionalID) != ""; got != tc.txn {
+				t.Errorf("transactional: %v, want %v", got, tc.txn)
+			}
+			if got := !cl.OptValue(kgo.DisableIdempotentWrite).(bool); got != tc.idempotent {
+				t.Errorf("idempotent: %v, want %v", got, tc.idempotent)
+			}
+			if got := cl.OptValue(kgo.RequiredAcks); got != tc.acks {
+				t.Errorf("acks %v, want %v", got, tc.acks)
+			}
+		})
+	}
+}
+
+func TestPipelineOptionsNeedBrokers(t *testing.T) {
+	cfg := testConfig(config.ExactlyOnce)
+	cfg.Brokers = nil
+	if _, err := PipelineOptions(cfg, []string{"in"}); err == nil {
+		t.Fatal("no error without brokers")
+	}
+}
