@@ -52,10 +52,10 @@ func TestPipelineOptionsUserCannotOverrideEssentials(t *testing.T) {
 
 func TestPipelineOptionsPerGuarantee(t *testing.T) {
 	for _, tc := range []struct {
-		g         config.Guarantee
-		txn       bool
+		g          config.Guarantee
+		txn        bool
 		idempotent bool
-		acks      kgo.Acks
+		acks       kgo.Acks
 	}{
 		{config.ExactlyOnce, true, true, kgo.AllISRAcks()},
 		{config.Idempotent, false, true, kgo.AllISRAcks()},
