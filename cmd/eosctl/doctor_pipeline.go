@@ -55,7 +55,7 @@ func (e *doctorEnv) checkTxnTimeout(fs *findings, label string) {
 	maxTxn := e.msConfig("transaction.max.timeout.ms", false)
 	source := "the brokers' transaction.max.timeout.ms"
 	if maxTxn <= 0 {
-		maxTxn, source = defaultMaxTxnTimeout, "Kafka's default transaction.max.timeout.ms"
+		maxTxn, source = config.MaxTransactionTimeout, "Kafka's default transaction.max.timeout.ms"
 	}
 	if c.TransactionTimeout > maxTxn {
 		fs.fail(label, fmt.Sprintf("transaction_timeout %s exceeds %s (%s): InitProducerId fails with INVALID_TRANSACTION_TIMEOUT", c.TransactionTimeout, source, maxTxn),

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -112,13 +113,8 @@ func describeTxns(ctx context.Context, adm *kadm.Client, txnIDs []string) (kadm.
 // kafkaErr names the operation that failed and, for authorization errors,
 // the fix.
 func kafkaErr(op string, err error) error {
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		switch ke {
-		case kerr.ClusterAuthorizationFailed, kerr.TopicAuthorizationFailed,
-			kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed:
-			return fmt.Errorf("%s: %w — these credentials lack the ACL for it; run as an admin principal or grant it", op, err)
-		}
+	if kafkautil.IsFatal(err) {
+		return fmt.Errorf("%s: %w — these credentials lack the ACL for it; run as an admin principal or grant it", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -7,13 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
-
-// defaultMaxTxnTimeout is Kafka's default transaction.max.timeout.ms, used
-// when the brokers do not report theirs.
-const defaultMaxTxnTimeout = 15 * time.Minute
 
 // hangingJSON is one hanging transaction: an open transaction on a
 // partition that no coordinator will ever finish.
@@ -95,7 +92,7 @@ Exits 1 when it finds any.`,
 	f.StringVar(&topic, "topic", "", "only this topic (default every topic)")
 	f.Int32Var(&partition, "partition", -1, "only this partition of --topic")
 	f.Int32Var(&broker, "broker", -1, "only partitions with a replica on this broker id (their leaders are asked)")
-	f.DurationVar(&maxTimeout, "max-timeout", defaultMaxTxnTimeout,
+	f.DurationVar(&maxTimeout, "max-timeout", config.MaxTransactionTimeout,
 		"transactions open longer than this are candidates (default the brokers' transaction.max.timeout.ms, else 15m)"+durationFlagHelp)
 	c.MarkFlagsMutuallyExclusive("topic", "broker")
 	return c
@@ -107,7 +104,7 @@ Exits 1 when it finds any.`,
 func brokerMaxTxnTimeout(ctx context.Context, adm *kadm.Client) time.Duration {
 	cfgs, err := brokerConfigs(ctx, adm)
 	if err != nil {
-		return defaultMaxTxnTimeout
+		return config.MaxTransactionTimeout
 	}
 	var best time.Duration
 	for _, c := range cfgs {
@@ -116,7 +113,7 @@ func brokerMaxTxnTimeout(ctx context.Context, adm *kadm.Client) time.Duration {
 		}
 	}
 	if best == 0 {
-		return defaultMaxTxnTimeout
+		return config.MaxTransactionTimeout
 	}
 	return best
 }
