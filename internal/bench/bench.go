@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -272,19 +273,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	cfg.Brokers = o.Brokers
 	h.cfg = cfg
-	base, err := cfg.KgoOpts()
+	conn, err := kafkautil.Connect(cfg, kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	h.base = base
-	cl, err := kgo.NewClient(append(base, kgo.ProducerLinger(5*time.Millisecond))...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	h.cl, h.adm = cl, kadm.NewClient(cl)
+	defer conn.Close()
+	h.base, h.cl, h.adm = conn.Opts, conn.Client, conn.Admin
 	pctx, cancel := context.WithTimeout(ctx, max(cfg.ConnectTimeout, 5*time.Second))
-	err = cl.Ping(pctx)
+	err = h.cl.Ping(pctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("bench: no answer from %s: %w; check --brokers and that Kafka is running", h.broker, err)
@@ -524,11 +520,7 @@ func (h *harness) brokerNote() string {
 func (h *harness) createTopics(ctx context.Context, topics ...string) error {
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	resp, err := h.adm.CreateTopics(cctx, h.o.Partitions, -1, nil, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
+	if err := kafkautil.CreateTopics(cctx, h.adm, h.o.Partitions, -1, nil, topics...); err != nil {
 		return fmt.Errorf("creating topics %v: %w", topics, err)
 	}
 	return nil
@@ -544,22 +536,9 @@ func key(id, keys int) []byte { return []byte("k" + strconv.Itoa(id%keys)) }
 
 // seed produces records 0..n-1 as fast as the broker takes them.
 func (h *harness) seed(ctx context.Context, topic string, n int) error {
-	var first atomic.Pointer[error]
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			first.CompareAndSwap(nil, &err)
-		}
-	}
-	for id := range n {
-		h.cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize)}, promise)
-	}
-	if err := h.cl.Flush(ctx); err != nil {
-		return err
-	}
-	if p := first.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return kafkautil.ProduceAll(ctx, h.cl, n, func(id int) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize)}
+	})
 }
 
 // pace produces n latency-phase records, ids from first on, at Rate per
@@ -571,12 +550,8 @@ func (h *harness) pace(ctx context.Context, topic string, first, n int) error {
 		return err
 	}
 	defer cl.Close()
-	var failed atomic.Pointer[error]
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			failed.CompareAndSwap(nil, &err)
-		}
-	}
+	var failed kafkautil.FirstError
+	promise := failed.Promise
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	start := time.Now()
@@ -597,8 +572,5 @@ func (h *harness) pace(ctx context.Context, topic string, first, n int) error {
 	if err := cl.Flush(ctx); err != nil {
 		return err
 	}
-	if p := failed.Load(); p != nil {
-		return *p
-	}
-	return nil
+	return failed.Take()
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
@@ -73,19 +72,8 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 	}
 	defer sess.Close()
 
-	var (
-		mu       sync.Mutex
-		firstErr error
-	)
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}
-	}
+	var failed kafkautil.FirstError
+	promise := failed.Promise // bound once: a method value per record would allocate
 	max := cfg.MaxBatchRecords
 	var n int
 	produce := func(r *kgo.Record) {
@@ -126,10 +114,7 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 		if beforeEnd != nil {
 			beforeEnd(n)
 		}
-		mu.Lock()
-		perr := firstErr
-		firstErr = nil
-		mu.Unlock()
+		perr := failed.Take()
 		ectx, cancel := context.WithTimeout(context.Background(), cfg.TransactionTimeout+10*time.Second)
 		_, err := sess.End(ectx, kgo.TransactionEndTry(perr == nil))
 		cancel()

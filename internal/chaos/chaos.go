@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Options shape one verification run. Zero values take the defaults
@@ -301,18 +301,17 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = config.DefaultConnectTimeout
 	}
-	base, err := cfg.KgoOpts()
+	conn, err := kafkautil.Connect(cfg)
 	if err != nil {
 		return res, err
 	}
-	cl, err := kgo.NewClient(base...)
+	defer conn.Close()
+	cl, adm, base := conn.Client, conn.Admin, conn.Opts
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = kafkautil.CreateTopics(cctx, adm, o.Partitions, -1, nil, res.Input, res.Output)
+	cancel()
 	if err != nil {
-		return res, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if err := createTopics(ctx, adm, o.Partitions, res.Input, res.Output); err != nil {
-		return res, err
+		return res, fmt.Errorf("chaos: creating topics %s, %s: %w", res.Input, res.Output, err)
 	}
 	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics {
 		defer func() {
@@ -628,21 +627,6 @@ func describeFailures(fs []WorkerFailure, n int) string {
 func workerNum(id string) int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(id, "worker-"))
 	return n
-}
-
-// createTopics makes the input and output topics with the cluster's
-// default replication factor.
-func createTopics(ctx context.Context, adm *kadm.Client, partitions int32, topics ...string) error {
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	resp, err := adm.CreateTopics(cctx, partitions, -1, nil, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
-		return fmt.Errorf("chaos: creating topics %s: %w", strings.Join(topics, ", "), err)
-	}
-	return nil
 }
 
 // pollConsumed keeps consumed at the number of input records whose offsets

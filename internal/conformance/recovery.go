@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -119,13 +117,7 @@ func limitedTopics(t *testing.T, env *kafkatest.Env, partitions int32) (in, out,
 	tp := topics(t, env, partitions, "in", "dlq")
 	in, dlq, out = tp[0], tp[1], env.Name("out")
 	limit := "16384"
-	resp, err := kadm.NewClient(env.Client(t)).CreateTopic(context.Background(), partitions, -1, map[string]*string{"max.message.bytes": &limit}, out)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	env.CreateTopicsWith(t, partitions, map[string]*string{"max.message.bytes": &limit}, out)
 	return in, out, dlq
 }
 

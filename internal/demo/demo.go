@@ -15,9 +15,9 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,22 +106,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	suffix := fmt.Sprintf("%06x", rand.Uint32()&0xffffff)
 	cfg.AppID = "eosflow-demo-" + suffix
 	in, out, dlq := "demo-in-"+suffix, "demo-out-"+suffix, "demo-dlq-"+suffix
-	base, err := cfg.KgoOpts()
+	conn, err := kafkautil.Connect(cfg)
 	if err != nil {
 		return res, err
 	}
-	cl, err := kgo.NewClient(base...)
-	if err != nil {
-		return res, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	defer conn.Close()
+	cl, adm, base := conn.Client, conn.Admin, conn.Opts
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+20*time.Second)
-	created, err := adm.CreateTopics(cctx, o.Partitions, -1, nil, in, out, dlq)
+	err = kafkautil.CreateTopics(cctx, adm, o.Partitions, -1, nil, in, out, dlq)
 	cancel()
-	if err == nil {
-		err = created.Error()
-	}
 	if err != nil {
 		return res, fmt.Errorf("creating demo topics on %v: %w", o.Brokers, err)
 	}
@@ -263,31 +256,18 @@ func supervise(ctx context.Context, done <-chan error, enough func() bool) error
 // how many poison records it wrote.
 func seed(ctx context.Context, cl *kgo.Client, topic string, o Options) (int, error) {
 	poison := 0
-	errc := make(chan error, 1)
-	for id := 0; id < o.Records; id++ {
+	err := kafkautil.ProduceAll(ctx, cl, o.Records, func(id int) *kgo.Record {
 		v := verdict.Value(id, 64)
 		if id%o.PoisonEvry == 0 {
 			v[len(v)-1] = poisonByte
 			poison++
 		}
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: verdict.Key(id, 1000), Value: v}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return 0, err
-	}
-	select {
-	case err := <-errc:
+		return &kgo.Record{Topic: topic, Key: verdict.Key(id, 1000), Value: v}
+	})
+	if err != nil {
 		return 0, fmt.Errorf("seeding %s: %w", topic, err)
-	default:
-		return poison, nil
 	}
+	return poison, nil
 }
 
 // poisonByte is never valid UTF-8, so the decoder can reject it for real.

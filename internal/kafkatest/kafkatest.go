@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -79,17 +80,19 @@ func (e *Env) Name(prefix string) string {
 }
 
 // CreateTopics creates topics with partitions each and the cluster's
-// default replication factor.
+// default replication factor, and waits until they are in the metadata.
 func (e *Env) CreateTopics(t testing.TB, partitions int32, topics ...string) {
 	t.Helper()
-	adm := kadm.NewClient(e.Client(t))
+	e.CreateTopicsWith(t, partitions, nil, topics...)
+}
+
+// CreateTopicsWith is CreateTopics with topic configs, such as a smaller
+// max.message.bytes.
+func (e *Env) CreateTopicsWith(t testing.TB, partitions int32, configs map[string]*string, topics ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopics(ctx, partitions, -1, nil, topics...)
-	if err == nil {
-		err = resp.Error()
-	}
-	if err != nil {
+	if err := kafkautil.CreateTopics(ctx, kadm.NewClient(e.Client(t)), partitions, -1, configs, topics...); err != nil {
 		t.Fatalf("create topics %v: %v", topics, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -47,26 +48,13 @@ func ID(v []byte) (int, bool) {
 // Seed produces records 0..n-1 to topic, keyed over keys keys, each value
 // padded to pad bytes, and waits until all are acknowledged.
 func Seed(ctx context.Context, cl *kgo.Client, topic string, n, keys, pad int) error {
-	errc := make(chan error, 1)
-	for i := 0; i < n; i++ {
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: Key(i, keys), Value: Value(i, pad)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				select {
-				case errc <- err:
-				default:
-				}
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	select {
-	case err := <-errc:
+	err := kafkautil.ProduceAll(ctx, cl, n, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: Key(i, keys), Value: Value(i, pad)}
+	})
+	if err != nil {
 		return fmt.Errorf("seeding %s: %w", topic, err)
-	default:
-		return nil
 	}
+	return nil
 }
 
 // Drain reads topic from the start with read_committed until it holds at
