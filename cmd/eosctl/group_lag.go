@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -48,40 +49,37 @@ on that partition; if it stays there, look for a hanging transaction with
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group := args[0]
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			committed, err := adm.FetchOffsets(ctx, group)
-			if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-				return kafkaErr("fetch offsets of group "+group, err)
-			}
-			if len(committed) == 0 {
-				return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
-			}
-			topics := committed.Partitions().Topics()
-			hwm, err := adm.ListEndOffsets(ctx, topics...)
-			if err != nil {
-				return kafkaErr("list end offsets", err)
-			}
-			lso, err := adm.ListCommittedOffsets(ctx, topics...)
-			if err != nil {
-				return kafkaErr("list last stable offsets", err)
-			}
-			res := groupLagJSON{Group: group, Partitions: lagRows(committed, hwm, lso)}
-			t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
-			for _, r := range res.Partitions {
-				res.TotalHWM += max(r.LagHWM, 0)
-				res.TotalLSO += max(r.LagLSO, 0)
-				note := ""
-				if r.OpenTransaction {
-					note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				committed, err := adm.FetchOffsets(ctx, group)
+				if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+					return kafkaErr("fetch offsets of group "+group, err)
 				}
-				t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
-					offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
-			}
-			return g.render(cmd.OutOrStdout(), res, t)
+				if len(committed) == 0 {
+					return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
+				}
+				topics := committed.Partitions().Topics()
+				hwm, err := adm.ListEndOffsets(ctx, topics...)
+				if err != nil {
+					return kafkaErr("list end offsets", err)
+				}
+				lso, err := adm.ListCommittedOffsets(ctx, topics...)
+				if err != nil {
+					return kafkaErr("list last stable offsets", err)
+				}
+				res := groupLagJSON{Group: group, Partitions: lagRows(committed, hwm, lso)}
+				t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
+				for _, r := range res.Partitions {
+					res.TotalHWM += max(r.LagHWM, 0)
+					res.TotalLSO += max(r.LagLSO, 0)
+					note := ""
+					if r.OpenTransaction {
+						note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
+					}
+					t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
+						offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
+				}
+				return g.render(cmd.OutOrStdout(), res, t)
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -56,31 +57,28 @@ member of the group.`,
 			if err != nil {
 				return err
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			resps, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(ids...).Reason("eosctl group leave"))
-			switch {
-			case errors.Is(err, kerr.GroupIDNotFound):
-				return fmt.Errorf("group %q does not exist, so instance(s) %s cannot leave it — check the group name (the pipeline's app_id)", group, quoteAll(ids))
-			case err != nil:
-				return kafkaErr(fmt.Sprintf("remove instance(s) %s from group %q", quoteAll(ids), group), err)
-			}
-			res, failed := leaveResults(group, ids, resps)
-			t := newTable("INSTANCE", "MEMBER ID", "RESULT")
-			for _, m := range res.Members {
-				result := "left"
-				if !m.Left {
-					result = m.Error
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(group).InstanceIDs(ids...).Reason("eosctl group leave"))
+				switch {
+				case errors.Is(err, kerr.GroupIDNotFound):
+					return fmt.Errorf("group %q does not exist, so instance(s) %s cannot leave it — check the group name (the pipeline's app_id)", group, quoteAll(ids))
+				case err != nil:
+					return kafkaErr(fmt.Sprintf("remove instance(s) %s from group %q", quoteAll(ids), group), err)
 				}
-				t.add(m.InstanceID, orDash(m.MemberID), result)
-			}
-			if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
-				return err
-			}
-			return failed
+				res, failed := leaveResults(group, ids, resps)
+				t := newTable("INSTANCE", "MEMBER ID", "RESULT")
+				for _, m := range res.Members {
+					result := "left"
+					if !m.Left {
+						result = m.Error
+					}
+					t.add(m.InstanceID, orDash(m.MemberID), result)
+				}
+				if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
+					return err
+				}
+				return failed
+			})
 		},
 	}
 	c.Flags().StringSliceVar(&instances, "instance", nil, "group.instance.id (the pipeline's instance_id) to remove (repeatable)")

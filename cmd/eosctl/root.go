@@ -361,6 +361,18 @@ func (g *globals) connect(cmd *cobra.Command) (context.Context, *kadm.Client, fu
 	return ctx, g.newAdmin(cl), func() { cl.Close(); cancel() }, nil
 }
 
+// withAdmin runs fn with a context bounded by --timeout and a connected
+// admin client, and closes both when fn returns: the frame of every
+// command that talks to the cluster, so none can forget to close.
+func (g *globals) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client) error) error {
+	ctx, adm, done, err := g.connect(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, adm)
+}
+
 // reachable dials all seeds at once and succeeds if any answers; the error
 // names every seed that did not, with the first dial error.
 func reachable(ctx context.Context, seeds []string, timeout time.Duration) error {

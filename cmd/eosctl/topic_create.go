@@ -73,33 +73,30 @@ is given; the others are still created. Exits 1 if any topic was not created.`,
 			if err != nil {
 				return err
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			resps, err := adm.CreateTopics(ctx, partitions, replication, cfgs, names...)
-			if err != nil {
-				return kafkaErr("create topic(s) "+quoteAll(names), err)
-			}
-			res, failed := createResults(names, partitions, replication, cfgs, resps, ifNotExists)
-			if slices.ContainsFunc(res, existed) {
-				fillExisting(ctx, adm, res)
-			}
-			t := newTable("TOPIC", "PARTITIONS", "REPLICAS", "CONFIGS", "RESULT")
-			for _, r := range res {
-				result := r.Result
-				if r.Error != "" {
-					result = r.Error
-				} else if r.Result == resultExists {
-					result = "exists, left unchanged"
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.CreateTopics(ctx, partitions, replication, cfgs, names...)
+				if err != nil {
+					return kafkaErr("create topic(s) "+quoteAll(names), err)
 				}
-				t.add(r.Topic, countCell(int64(r.Partitions)), countCell(int64(r.ReplicationFactor)), configsCell(r.Configs), result)
-			}
-			if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
-				return err
-			}
-			return failed
+				res, failed := createResults(names, partitions, replication, cfgs, resps, ifNotExists)
+				if slices.ContainsFunc(res, existed) {
+					fillExisting(ctx, adm, res)
+				}
+				t := newTable("TOPIC", "PARTITIONS", "REPLICAS", "CONFIGS", "RESULT")
+				for _, r := range res {
+					result := r.Result
+					if r.Error != "" {
+						result = r.Error
+					} else if r.Result == resultExists {
+						result = "exists, left unchanged"
+					}
+					t.add(r.Topic, countCell(int64(r.Partitions)), countCell(int64(r.ReplicationFactor)), configsCell(r.Configs), result)
+				}
+				if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
+					return err
+				}
+				return failed
+			})
 		},
 	}
 	f := c.Flags()

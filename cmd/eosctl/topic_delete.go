@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -38,28 +39,25 @@ e.g. because it does not exist.`,
 			if !yes {
 				return usageErrorf("deleting topic(s) %s removes all their records for good; add --yes to delete them", quoteAll(names))
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			resps, err := adm.DeleteTopics(ctx, names...)
-			if err != nil {
-				return kafkaErr("delete topic(s) "+quoteAll(names), err)
-			}
-			res, failed := deleteResults(names, resps)
-			t := newTable("TOPIC", "RESULT")
-			for _, r := range res {
-				result := "deleted"
-				if !r.Deleted {
-					result = r.Error
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				resps, err := adm.DeleteTopics(ctx, names...)
+				if err != nil {
+					return kafkaErr("delete topic(s) "+quoteAll(names), err)
 				}
-				t.add(r.Topic, result)
-			}
-			if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
-				return err
-			}
-			return failed
+				res, failed := deleteResults(names, resps)
+				t := newTable("TOPIC", "RESULT")
+				for _, r := range res {
+					result := "deleted"
+					if !r.Deleted {
+						result = r.Error
+					}
+					t.add(r.Topic, result)
+				}
+				if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
+					return err
+				}
+				return failed
+			})
 		},
 	}
 	c.Flags().BoolVar(&yes, "yes", false, "confirm that the topics and their records are to be deleted")

@@ -67,56 +67,53 @@ Topics that exist are shown; exits 1 naming any that do not.`,
 			if err != nil {
 				return err
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			details, err := adm.ListTopics(ctx, names...)
-			if err != nil {
-				return kafkaErr("describe topic(s) "+quoteAll(names), err)
-			}
-			var found, missing []string
-			var errs []error
-			for _, n := range names {
-				d, ok := details[n]
-				switch {
-				case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-					missing = append(missing, n)
-				case d.Err != nil:
-					errs = append(errs, kafkaErr(fmt.Sprintf("describe topic %q", n), d.Err))
-				default:
-					found = append(found, n)
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				details, err := adm.ListTopics(ctx, names...)
+				if err != nil {
+					return kafkaErr("describe topic(s) "+quoteAll(names), err)
 				}
-			}
-			configs, err := topicConfigsOf(ctx, adm, found)
-			if err != nil {
-				return err
-			}
-			out := []describedTopicJSON{}
-			parts := newTable("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "NOTE")
-			cfgs := newTable("TOPIC", "CONFIG", "VALUE", "SOURCE")
-			for _, n := range found {
-				j := describedJSONOf(details[n], configs[n])
-				out = append(out, j)
-				for _, p := range j.Partitions {
-					parts.add(n, p.Partition, leaderCell(p.Leader), int32sCell(p.Replicas), int32sCell(p.ISR), partitionNote(p))
-				}
-				for _, c := range j.Configs {
-					v := c.Value
-					if c.Sensitive {
-						v = "(sensitive)"
+				var found, missing []string
+				var errs []error
+				for _, n := range names {
+					d, ok := details[n]
+					switch {
+					case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+						missing = append(missing, n)
+					case d.Err != nil:
+						errs = append(errs, kafkaErr(fmt.Sprintf("describe topic %q", n), d.Err))
+					default:
+						found = append(found, n)
 					}
-					cfgs.add(n, c.Name, v, c.Source)
 				}
-			}
-			if err := renderDescribe(g, cmd, out, parts, cfgs); err != nil {
-				return err
-			}
-			if len(missing) > 0 {
-				errs = append([]error{errNoSuchTopics(missing)}, errs...)
-			}
-			return errors.Join(errs...)
+				configs, err := topicConfigsOf(ctx, adm, found)
+				if err != nil {
+					return err
+				}
+				out := []describedTopicJSON{}
+				parts := newTable("TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "NOTE")
+				cfgs := newTable("TOPIC", "CONFIG", "VALUE", "SOURCE")
+				for _, n := range found {
+					j := describedJSONOf(details[n], configs[n])
+					out = append(out, j)
+					for _, p := range j.Partitions {
+						parts.add(n, p.Partition, leaderCell(p.Leader), int32sCell(p.Replicas), int32sCell(p.ISR), partitionNote(p))
+					}
+					for _, c := range j.Configs {
+						v := c.Value
+						if c.Sensitive {
+							v = "(sensitive)"
+						}
+						cfgs.add(n, c.Name, v, c.Source)
+					}
+				}
+				if err := renderDescribe(g, cmd, out, parts, cfgs); err != nil {
+					return err
+				}
+				if len(missing) > 0 {
+					errs = append([]error{errNoSuchTopics(missing)}, errs...)
+				}
+				return errors.Join(errs...)
+			})
 		},
 	}
 }

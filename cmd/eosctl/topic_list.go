@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -26,29 +27,29 @@ partition count and replication factor. Kafka's internal topics
 is given.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			var details kadm.TopicDetails
-			if internal {
-				details, err = adm.ListTopicsWithInternal(ctx)
-			} else {
-				details, err = adm.ListTopics(ctx)
-			}
-			if err != nil {
-				return kafkaErr("list topics", err)
-			}
-			out := []listedTopicJSON{}
-			t := newTable("TOPIC", "PARTITIONS", "REPLICAS")
-			for _, name := range details.Names() {
-				d := details[name]
-				j := listedTopicJSON{Topic: name, Partitions: len(d.Partitions), ReplicationFactor: replicationFactor(d), Internal: d.IsInternal}
-				out = append(out, j)
-				t.add(j.Topic, j.Partitions, countCell(int64(j.ReplicationFactor)))
-			}
-			return g.render(cmd.OutOrStdout(), out, t)
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				var (
+					details kadm.TopicDetails
+					err     error
+				)
+				if internal {
+					details, err = adm.ListTopicsWithInternal(ctx)
+				} else {
+					details, err = adm.ListTopics(ctx)
+				}
+				if err != nil {
+					return kafkaErr("list topics", err)
+				}
+				out := []listedTopicJSON{}
+				t := newTable("TOPIC", "PARTITIONS", "REPLICAS")
+				for _, name := range details.Names() {
+					d := details[name]
+					j := listedTopicJSON{Topic: name, Partitions: len(d.Partitions), ReplicationFactor: replicationFactor(d), Internal: d.IsInternal}
+					out = append(out, j)
+					t.add(j.Topic, j.Partitions, countCell(int64(j.ReplicationFactor)))
+				}
+				return g.render(cmd.OutOrStdout(), out, t)
+			})
 		},
 	}
 	c.Flags().BoolVar(&internal, "internal", false, "include Kafka's internal topics")

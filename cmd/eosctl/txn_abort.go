@@ -46,68 +46,65 @@ Prints what it will do and asks for confirmation unless --yes.`,
 			if partition < 0 || startOffset < 0 {
 				return usageErrorf("--partition and --start-offset must not be negative")
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			s, err := topicPartitions(ctx, adm, topic, partition)
-			if err != nil {
-				return err
-			}
-			producers, err := describeProducers(ctx, adm, s)
-			if err != nil {
-				return err
-			}
-			var p *kadm.DescribedProducer
-			for i := range producers {
-				if producers[i].CurrentTxnStartOffset == startOffset {
-					p = &producers[i]
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				s, err := topicPartitions(ctx, adm, topic, partition)
+				if err != nil {
+					return err
 				}
-			}
-			if p == nil {
-				return fmt.Errorf("no open transaction starts at offset %d on %s-%d — list open ones with 'eosctl txn producers --topic %s --partition %d'",
-					startOffset, topic, partition, topic, partition)
-			}
-			res := abortJSON{
-				Topic: topic, Partition: partition, StartOffset: startOffset,
-				ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
-				// A transaction that hung before its coordinator ever
-				// wrote a marker has coordinator epoch -1; 0 is not above
-				// any epoch the partition has seen, as Kafka's tool does.
-				CoordinatorEpoch: max(p.CoordinatorEpoch, 0),
-			}
-			errw := cmd.ErrOrStderr()
-			fmt.Fprintf(errw, "will write an ABORT marker to %s-%d for producer id %d epoch %d (coordinator epoch %d), the transaction starting at offset %d\n",
-				topic, partition, res.ProducerID, res.ProducerEpoch, res.CoordinatorEpoch, startOffset)
-			if why := stillTracked(ctx, adm, *p); why != "" {
-				fmt.Fprintf(errw, "warning: %s; aborting it here makes that producer's commit fail — prefer waiting for its transaction timeout\n", why)
-			}
-			if !yes && !confirm(cmd.InOrStdin(), errw) {
-				return &exitError{code: exitFailure, err: fmt.Errorf("not confirmed; nothing was written (pass --yes to skip the question)")}
-			}
-			rs, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{
-				ProducerID: res.ProducerID, ProducerEpoch: res.ProducerEpoch,
-				CoordinatorEpoch: res.CoordinatorEpoch, Commit: false, Topics: s,
+				producers, err := describeProducers(ctx, adm, s)
+				if err != nil {
+					return err
+				}
+				var p *kadm.DescribedProducer
+				for i := range producers {
+					if producers[i].CurrentTxnStartOffset == startOffset {
+						p = &producers[i]
+					}
+				}
+				if p == nil {
+					return fmt.Errorf("no open transaction starts at offset %d on %s-%d — list open ones with 'eosctl txn producers --topic %s --partition %d'",
+						startOffset, topic, partition, topic, partition)
+				}
+				res := abortJSON{
+					Topic: topic, Partition: partition, StartOffset: startOffset,
+					ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+					// A transaction that hung before its coordinator ever
+					// wrote a marker has coordinator epoch -1; 0 is not above
+					// any epoch the partition has seen, as Kafka's tool does.
+					CoordinatorEpoch: max(p.CoordinatorEpoch, 0),
+				}
+				errw := cmd.ErrOrStderr()
+				fmt.Fprintf(errw, "will write an ABORT marker to %s-%d for producer id %d epoch %d (coordinator epoch %d), the transaction starting at offset %d\n",
+					topic, partition, res.ProducerID, res.ProducerEpoch, res.CoordinatorEpoch, startOffset)
+				if why := stillTracked(ctx, adm, *p); why != "" {
+					fmt.Fprintf(errw, "warning: %s; aborting it here makes that producer's commit fail — prefer waiting for its transaction timeout\n", why)
+				}
+				if !yes && !confirm(cmd.InOrStdin(), errw) {
+					return &exitError{code: exitFailure, err: fmt.Errorf("not confirmed; nothing was written (pass --yes to skip the question)")}
+				}
+				rs, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{
+					ProducerID: res.ProducerID, ProducerEpoch: res.ProducerEpoch,
+					CoordinatorEpoch: res.CoordinatorEpoch, Commit: false, Topics: s,
+				})
+				if err != nil {
+					return kafkaErr("write abort marker", err)
+				}
+				for _, pr := range rs.SortedPartitions() {
+					if pr.Err != nil {
+						return kafkaErr(fmt.Sprintf("write abort marker to %s-%d", pr.Topic, pr.Partition), pr.Err)
+					}
+				}
+				res.Aborted = true
+				res.LastStableOffset = -1
+				if lso, err := adm.ListCommittedOffsets(ctx, topic); err == nil {
+					if o, ok := lso.Lookup(topic, partition); ok && o.Err == nil {
+						res.LastStableOffset = o.Offset
+					}
+				}
+				t := newTable("TOPIC", "PARTITION", "START OFFSET", "PRODUCER ID", "EPOCH", "ABORTED", "LAST STABLE OFFSET")
+				t.add(topic, partition, startOffset, res.ProducerID, res.ProducerEpoch, res.Aborted, res.LastStableOffset)
+				return g.render(cmd.OutOrStdout(), res, t)
 			})
-			if err != nil {
-				return kafkaErr("write abort marker", err)
-			}
-			for _, pr := range rs.SortedPartitions() {
-				if pr.Err != nil {
-					return kafkaErr(fmt.Sprintf("write abort marker to %s-%d", pr.Topic, pr.Partition), pr.Err)
-				}
-			}
-			res.Aborted = true
-			res.LastStableOffset = -1
-			if lso, err := adm.ListCommittedOffsets(ctx, topic); err == nil {
-				if o, ok := lso.Lookup(topic, partition); ok && o.Err == nil {
-					res.LastStableOffset = o.Offset
-				}
-			}
-			t := newTable("TOPIC", "PARTITION", "START OFFSET", "PRODUCER ID", "EPOCH", "ABORTED", "LAST STABLE OFFSET")
-			t.add(topic, partition, startOffset, res.ProducerID, res.ProducerEpoch, res.Aborted, res.LastStableOffset)
-			return g.render(cmd.OutOrStdout(), res, t)
 		},
 	}
 	f := c.Flags()

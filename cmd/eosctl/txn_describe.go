@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -39,41 +40,38 @@ func newTxnDescribeCmd(g *globals) *cobra.Command {
 		Short: "Describe transactional ids: producer, state, timeout, start, duration, partitions",
 		Args:  usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			described, err := describeTxns(ctx, adm, ids)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			out := []txnJSON{}
-			var missing []string
-			t := newTable("TRANSACTIONAL ID", "COORDINATOR", "PRODUCER ID", "EPOCH", "STATE", "TIMEOUT", "START", "DURATION", "PARTITIONS")
-			for _, id := range ids {
-				d, ok := described[id]
-				if !ok {
-					missing = append(missing, id)
-					continue
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				described, err := describeTxns(ctx, adm, ids)
+				if err != nil {
+					return err
 				}
-				j := describedJSON(d, now)
-				out = append(out, j)
-				start := time.Time{}
-				if j.StartTime != nil {
-					start = *j.StartTime
+				now := time.Now()
+				out := []txnJSON{}
+				var missing []string
+				t := newTable("TRANSACTIONAL ID", "COORDINATOR", "PRODUCER ID", "EPOCH", "STATE", "TIMEOUT", "START", "DURATION", "PARTITIONS")
+				for _, id := range ids {
+					d, ok := described[id]
+					if !ok {
+						missing = append(missing, id)
+						continue
+					}
+					j := describedJSON(d, now)
+					out = append(out, j)
+					start := time.Time{}
+					if j.StartTime != nil {
+						start = *j.StartTime
+					}
+					t.add(id, j.Coordinator, j.ProducerID, j.ProducerEpoch, j.State,
+						time.Duration(j.TimeoutMillis)*time.Millisecond, fmtTime(start), fmtAge(ageOf(j)), partitionsString(d.Topics))
 				}
-				t.add(id, j.Coordinator, j.ProducerID, j.ProducerEpoch, j.State,
-					time.Duration(j.TimeoutMillis)*time.Millisecond, fmtTime(start), fmtAge(ageOf(j)), partitionsString(d.Topics))
-			}
-			if err := g.render(cmd.OutOrStdout(), out, t); err != nil {
-				return err
-			}
-			if len(missing) > 0 {
-				return fmt.Errorf("transactional id(s) %q not found — the coordinator does not know them (expired or never used); check with 'eosctl txn list'", missing)
-			}
-			return nil
+				if err := g.render(cmd.OutOrStdout(), out, t); err != nil {
+					return err
+				}
+				if len(missing) > 0 {
+					return fmt.Errorf("transactional id(s) %q not found — the coordinator does not know them (expired or never used); check with 'eosctl txn list'", missing)
+				}
+				return nil
+			})
 		},
 	}
 }

@@ -50,42 +50,39 @@ Exits 1 when it finds any.`,
 					return err
 				}
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			if !cmd.Flags().Changed("max-timeout") {
-				maxTimeout = brokerMaxTxnTimeout(ctx, adm)
-			}
-			s, err := hangingScope(ctx, adm, topic, partition, broker, cmd.Flags().Changed("broker"))
-			if err != nil {
-				return err
-			}
-			hanging, err := findHanging(ctx, adm, s, maxTimeout, time.Now())
-			if err != nil {
-				return err
-			}
-			t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "REASON")
-			for _, h := range hanging {
-				t.add(h.Topic, h.Partition, h.ProducerID, h.ProducerEpoch, h.CoordinatorEpoch, h.CurrentTxnStartOffset,
-					fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Reason)
-			}
-			if err := g.render(cmd.OutOrStdout(), hanging, t); err != nil {
-				return err
-			}
-			if len(hanging) == 0 {
-				if g.output == outputTable {
-					fmt.Fprintf(cmd.ErrOrStderr(), "no hanging transactions older than %s\n", maxTimeout)
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				if !cmd.Flags().Changed("max-timeout") {
+					maxTimeout = brokerMaxTxnTimeout(ctx, adm)
 				}
-				return nil
-			}
-			if g.output == outputTable {
-				h := hanging[0]
-				fmt.Fprintf(cmd.ErrOrStderr(), "abort each with: eosctl txn abort --topic %s --partition %d --start-offset %d\n",
-					h.Topic, h.Partition, h.CurrentTxnStartOffset)
-			}
-			return errFindings
+				s, err := hangingScope(ctx, adm, topic, partition, broker, cmd.Flags().Changed("broker"))
+				if err != nil {
+					return err
+				}
+				hanging, err := findHanging(ctx, adm, s, maxTimeout, time.Now())
+				if err != nil {
+					return err
+				}
+				t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "REASON")
+				for _, h := range hanging {
+					t.add(h.Topic, h.Partition, h.ProducerID, h.ProducerEpoch, h.CoordinatorEpoch, h.CurrentTxnStartOffset,
+						fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Reason)
+				}
+				if err := g.render(cmd.OutOrStdout(), hanging, t); err != nil {
+					return err
+				}
+				if len(hanging) == 0 {
+					if g.output == outputTable {
+						fmt.Fprintf(cmd.ErrOrStderr(), "no hanging transactions older than %s\n", maxTimeout)
+					}
+					return nil
+				}
+				if g.output == outputTable {
+					h := hanging[0]
+					fmt.Fprintf(cmd.ErrOrStderr(), "abort each with: eosctl txn abort --topic %s --partition %d --start-offset %d\n",
+						h.Topic, h.Partition, h.CurrentTxnStartOffset)
+				}
+				return errFindings
+			})
 		},
 	}
 	f := c.Flags()

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"regexp"
 	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // txnJSON is one transactional id in list and describe output.
@@ -50,50 +52,47 @@ and the age of the open transaction (ListTransactions + DescribeTransactions).`,
 			if olderThan < 0 {
 				return usageErrorf("--older-than must not be negative, got %s", olderThan)
 			}
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
 
-			listed, err := adm.ListTransactionsByTxPattern(ctx, pids, states, pattern)
-			if err != nil {
-				return kafkaErr("list transactions", err)
-			}
-			var ids []string
-			for id := range listed {
-				// Brokers before ListTransactions v2 ignore the
-				// pattern, so filter here as well.
-				if re == nil || re.MatchString(id) {
-					ids = append(ids, id)
+				listed, err := adm.ListTransactionsByTxPattern(ctx, pids, states, pattern)
+				if err != nil {
+					return kafkaErr("list transactions", err)
 				}
-			}
-			described, err := describeTxns(ctx, adm, ids)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			var out []txnJSON
-			for _, id := range ids {
-				l := listed[id]
-				j := txnJSON{TransactionalID: id, Coordinator: l.Coordinator, ProducerID: l.ProducerID, State: l.State, AgeMillis: -1}
-				if d, ok := described[id]; ok {
-					j = describedJSON(d, now)
+				var ids []string
+				for id := range listed {
+					// Brokers before ListTransactions v2 ignore the
+					// pattern, so filter here as well.
+					if re == nil || re.MatchString(id) {
+						ids = append(ids, id)
+					}
 				}
-				if olderThan > 0 && (j.AgeMillis < 0 || time.Duration(j.AgeMillis)*time.Millisecond < olderThan) {
-					continue
+				described, err := describeTxns(ctx, adm, ids)
+				if err != nil {
+					return err
 				}
-				out = append(out, j)
-			}
-			sort.Slice(out, func(i, k int) bool { return out[i].TransactionalID < out[k].TransactionalID })
-			t := newTable("TRANSACTIONAL ID", "COORDINATOR", "PRODUCER ID", "EPOCH", "STATE", "AGE")
-			for _, j := range out {
-				t.add(j.TransactionalID, j.Coordinator, j.ProducerID, j.ProducerEpoch, j.State, fmtAge(ageOf(j)))
-			}
-			if out == nil {
-				out = []txnJSON{}
-			}
-			return g.render(cmd.OutOrStdout(), out, t)
+				now := time.Now()
+				var out []txnJSON
+				for _, id := range ids {
+					l := listed[id]
+					j := txnJSON{TransactionalID: id, Coordinator: l.Coordinator, ProducerID: l.ProducerID, State: l.State, AgeMillis: -1}
+					if d, ok := described[id]; ok {
+						j = describedJSON(d, now)
+					}
+					if olderThan > 0 && (j.AgeMillis < 0 || time.Duration(j.AgeMillis)*time.Millisecond < olderThan) {
+						continue
+					}
+					out = append(out, j)
+				}
+				sort.Slice(out, func(i, k int) bool { return out[i].TransactionalID < out[k].TransactionalID })
+				t := newTable("TRANSACTIONAL ID", "COORDINATOR", "PRODUCER ID", "EPOCH", "STATE", "AGE")
+				for _, j := range out {
+					t.add(j.TransactionalID, j.Coordinator, j.ProducerID, j.ProducerEpoch, j.State, fmtAge(ageOf(j)))
+				}
+				if out == nil {
+					out = []txnJSON{}
+				}
+				return g.render(cmd.OutOrStdout(), out, t)
+			})
 		},
 	}
 	f := c.Flags()

@@ -89,28 +89,25 @@ sequence and timestamp, coordinator epoch, and the start offset of the
 producer's open transaction (-1 when none is open).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, adm, done, err := g.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			s, err := topicPartitions(ctx, adm, topic, partition)
-			if err != nil {
-				return err
-			}
-			producers, err := describeProducers(ctx, adm, s)
-			if err != nil {
-				return err
-			}
-			out := []producerJSON{}
-			t := newTable("TOPIC", "PARTITION", "LEADER", "PRODUCER ID", "EPOCH", "LAST SEQUENCE", "LAST TIMESTAMP", "COORDINATOR EPOCH", "TXN START OFFSET")
-			for _, p := range producers {
-				j := producerToJSON(p)
-				out = append(out, j)
-				t.add(p.Topic, p.Partition, p.Leader, p.ProducerID, p.ProducerEpoch, p.LastSequence,
-					fmtTime(millis(p.LastTimestamp)), p.CoordinatorEpoch, p.CurrentTxnStartOffset)
-			}
-			return g.render(cmd.OutOrStdout(), out, t)
+			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+				s, err := topicPartitions(ctx, adm, topic, partition)
+				if err != nil {
+					return err
+				}
+				producers, err := describeProducers(ctx, adm, s)
+				if err != nil {
+					return err
+				}
+				out := []producerJSON{}
+				t := newTable("TOPIC", "PARTITION", "LEADER", "PRODUCER ID", "EPOCH", "LAST SEQUENCE", "LAST TIMESTAMP", "COORDINATOR EPOCH", "TXN START OFFSET")
+				for _, p := range producers {
+					j := producerToJSON(p)
+					out = append(out, j)
+					t.add(p.Topic, p.Partition, p.Leader, p.ProducerID, p.ProducerEpoch, p.LastSequence,
+						fmtTime(millis(p.LastTimestamp)), p.CoordinatorEpoch, p.CurrentTxnStartOffset)
+				}
+				return g.render(cmd.OutOrStdout(), out, t)
+			})
 		},
 	}
 	c.Flags().StringVar(&topic, "topic", "", "topic to describe (required)")
