@@ -47,11 +47,7 @@ Prints what it will do and asks for confirmation unless --yes.`,
 				return usageErrorf("--partition and --start-offset must not be negative")
 			}
 			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				s, err := topicPartitions(ctx, adm, topic, partition)
-				if err != nil {
-					return err
-				}
-				producers, err := describeProducers(ctx, adm, s)
+				s, producers, err := producersOf(ctx, adm, topic, partition)
 				if err != nil {
 					return err
 				}

@@ -75,6 +75,17 @@ func describeProducers(ctx context.Context, adm *kadm.Client, s kadm.TopicsSet) 
 	return described.SortedProducers(), nil
 }
 
+// producersOf resolves --topic/--partition and describes the producers
+// of those partitions, returning both.
+func producersOf(ctx context.Context, adm *kadm.Client, topic string, partition int32) (kadm.TopicsSet, []kadm.DescribedProducer, error) {
+	s, err := topicPartitions(ctx, adm, topic, partition)
+	if err != nil {
+		return nil, nil, err
+	}
+	producers, err := describeProducers(ctx, adm, s)
+	return s, producers, err
+}
+
 // newTxnProducersCmd shows the producers writing to a topic's partitions.
 func newTxnProducersCmd(g *globals) *cobra.Command {
 	var (
@@ -90,11 +101,7 @@ producer's open transaction (-1 when none is open).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				s, err := topicPartitions(ctx, adm, topic, partition)
-				if err != nil {
-					return err
-				}
-				producers, err := describeProducers(ctx, adm, s)
+				_, producers, err := producersOf(ctx, adm, topic, partition)
 				if err != nil {
 					return err
 				}
