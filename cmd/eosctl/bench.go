@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,12 +75,12 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
 				o.Cases = []string{bench.AtMostOnce}
 			}
-			if g.brokersSet || os.Getenv("EOS_BROKERS") != "" {
-				cfg, err := g.pipelineConfig()
-				if err != nil {
-					return err
-				}
-				o.Brokers, o.Base = cfg.Brokers, &cfg
+			cfg, err := g.externalCluster()
+			if err != nil {
+				return err
+			}
+			if cfg != nil {
+				o.Brokers, o.Base = cfg.Brokers, cfg
 			}
 			if !inProcess {
 				exe, err := os.Executable()
@@ -92,7 +90,7 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 				o.Worker = []string{exe, "bench", "worker"}
 			}
 			o.Progress = cmd.ErrOrStderr()
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := untilSignal(cmd)
 			defer stop()
 			rep, err := bench.Run(ctx, o)
 			if err != nil {
@@ -117,11 +115,9 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 			return nil
 		},
 	}
+	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
-	f.IntVar(&o.Records, "records", 100_000, "records in the throughput phase of each run")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
-	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the input and output topics")
-	f.IntVar(&o.Keys, "keys", 1000, "distinct record keys")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
 	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, "most records in one batch of the Go cases")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per case; the median is reported with the min–max spread")
@@ -165,7 +161,7 @@ func newBenchWorkerCmd() *cobra.Command {
 			if err := json.Unmarshal([]byte(spec), &s); err != nil {
 				return usageErrorf("--spec: %v", err)
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := untilSignal(cmd)
 			defer stop()
 			return bench.Work(ctx, s, cmd.OutOrStdout())
 		},

@@ -2,9 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -32,18 +29,18 @@ func newDemoCmd(g *globals) *cobra.Command {
 			if !o.Guarantee.Valid() {
 				return usageErrorf("--guarantee must be one of %v, got %q", config.Guarantees(), guarantee)
 			}
-			if g.brokersSet || os.Getenv("EOS_BROKERS") != "" {
-				cfg, err := g.pipelineConfig()
-				if err != nil {
-					return err
-				}
-				o.Brokers, o.Base = cfg.Brokers, &cfg
+			cfg, err := g.externalCluster()
+			if err != nil {
+				return err
+			}
+			if cfg != nil {
+				o.Brokers, o.Base = cfg.Brokers, cfg
 			}
 			if verbose {
 				l, _ := zap.NewDevelopment()
 				o.Logger = l
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := untilSignal(cmd)
 			defer stop()
 			res, err := demo.Run(ctx, o)
 			if err != nil {
@@ -67,21 +64,11 @@ func newDemoCmd(g *globals) *cobra.Command {
 			if err := g.render(cmd.OutOrStdout(), res, t); err != nil {
 				return err
 			}
-			if !res.Pass {
-				if g.output != outputJSON {
-					fmt.Fprintln(cmd.OutOrStdout(), "VERDICT: FAIL — records were lost or repeated")
-				}
-				return errFindings
-			}
-			if g.output != outputJSON {
-				fmt.Fprintln(cmd.OutOrStdout(), "VERDICT: PASS — every record exactly once")
-			}
-			return nil
+			return g.verdict(cmd.OutOrStdout(), res.Pass, "every record exactly once", "records were lost or repeated")
 		},
 	}
+	workloadFlags(cmd, &o.Records, &o.Partitions, nil)
 	f := cmd.Flags()
-	f.IntVar(&o.Records, "records", 100_000, "records to seed")
-	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the demo topics")
 	f.IntVar(&o.FailEvery, "fail-every", 0, "inject a processing error (aborting its transaction) on one record in every N; default records/8")
 	f.IntVar(&o.PoisonEvry, "poison-every", 0, "make one record in every N undecodable, to be dead-lettered; default records/20")
 	f.IntVar(&o.Restarts, "restarts", 2, "graceful pipeline restarts spread over the run")

@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,13 +68,13 @@ With -o json, "failed" names every check the run failed.`,
 				return fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
 			}
 			o.Exe = exe
-			if g.brokersSet || os.Getenv("EOS_BROKERS") != "" {
-				cfg, err := g.pipelineConfig()
-				if err != nil {
-					return err
-				}
-				o.Brokers, o.Base = cfg.Brokers, cfg
-				o.WorkerArgs, o.WorkerEnv = g.workerFlags(cfg)
+			cfg, err := g.externalCluster()
+			if err != nil {
+				return err
+			}
+			if cfg != nil {
+				o.Brokers, o.Base = cfg.Brokers, *cfg
+				o.WorkerArgs, o.WorkerEnv = g.workerFlags(*cfg)
 			} else {
 				o.Base = config.Default()
 				if o.BrokerRestartCmd != "" {
@@ -97,7 +95,7 @@ With -o json, "failed" names every check the run failed.`,
 					fmt.Fprintln(errw, "verify:", line)
 				}
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := untilSignal(cmd)
 			defer stop()
 			res, err := chaos.Run(ctx, o)
 			bar.clear()
@@ -110,26 +108,16 @@ With -o json, "failed" names every check the run failed.`,
 			if err := g.render(cmd.OutOrStdout(), res, verifyTable(res)); err != nil {
 				return err
 			}
-			if !res.Pass {
-				if g.output != outputJSON {
-					fmt.Fprintf(cmd.OutOrStdout(), "VERDICT: FAIL — %s\n", strings.Join(res.Problems, "; "))
-				}
-				if res.LogDir != "" {
-					fmt.Fprintf(errw, "worker and broker logs kept in %s\n", res.LogDir)
-				}
-				return errFindings
+			if !res.Pass && res.LogDir != "" {
+				fmt.Fprintf(errw, "worker and broker logs kept in %s\n", res.LogDir)
 			}
-			if g.output != outputJSON {
-				fmt.Fprintf(cmd.OutOrStdout(), "VERDICT: PASS — every record exactly once, in order per key, through %d faults\n",
-					res.FaultsPlanned)
-			}
-			return nil
+			return g.verdict(cmd.OutOrStdout(), res.Pass,
+				fmt.Sprintf("every record exactly once, in order per key, through %d faults", res.FaultsPlanned),
+				strings.Join(res.Problems, "; "))
 		},
 	}
+	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
-	f.IntVar(&o.Records, "records", 100_000, "records to seed")
-	f.Int32Var(&o.Partitions, "partitions", 6, "partitions of the input and output topics")
-	f.IntVar(&o.Keys, "keys", 1000, "distinct keys the records are spread over")
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
 	f.IntVar(&o.Kills, "kills", 5, "SIGKILLs of a worker mid-transaction, each followed by a restart")
 	f.IntVar(&o.Terms, "terms", 2, "SIGTERMs of a worker, each followed by a restart")

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,7 +61,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			o.FirstCommit = func(after time.Duration) {
 				_ = out.Encode(chaos.WorkerEvent{Event: chaos.EventFirstCommit, Instance: instance, AfterMs: after.Milliseconds()})
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := untilSignal(cmd)
 			defer stop()
 			rep, err := chaos.RunWorker(ctx, o)
 			_ = out.Encode(rep)
