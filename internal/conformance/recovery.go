@@ -38,10 +38,8 @@ func SlowUpper(in, out string, per time.Duration, slowID int, slowFor time.Durat
 // the batch must end on time as records are processed, so every record
 // commits exactly once and the instance is never fenced.
 func SlowTransformCommitsInSmallBatches(t *testing.T, env *kafkatest.Env) {
-	tp := topics(t, env, 1, "in", "out")
-	in, out := tp[0], tp[1]
 	const n = 2000
-	Seed(t, env, in, n)
+	in, out := seededPair(t, env, 1, n)
 	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
 	cfg.TransactionTimeout = 2 * time.Second
 	x := Start(t, cfg, SlowUpper(in, out, 2*time.Millisecond, -1, 0))

@@ -56,6 +56,16 @@ func topics(t *testing.T, env *kafkatest.Env, partitions int32, prefixes ...stri
 	return names
 }
 
+// seededPair creates uniquely named input and output topics with
+// partitions each and seeds n records into the input, the start of most
+// scenarios.
+func seededPair(t *testing.T, env *kafkatest.Env, partitions int32, n int) (in, out string) {
+	t.Helper()
+	tp := topics(t, env, partitions, "in", "out")
+	Seed(t, env, tp[0], n)
+	return tp[0], tp[1]
+}
+
 // slow makes every batch take a little longer, so that joins, leaves and
 // fencing land while work is in flight.
 var slow = eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
@@ -67,10 +77,8 @@ var slow = eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
 // with the same instance id finishes; output and committed offsets are
 // exact.
 func ExactlyOnceAcrossRestart(t *testing.T, env *kafkatest.Env) {
-	tp := topics(t, env, 3, "in", "out")
-	in, out := tp[0], tp[1]
 	const n = 6000
-	Seed(t, env, in, n)
+	in, out := seededPair(t, env, 3, n)
 	app := env.Name("app")
 	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 500
@@ -115,9 +123,7 @@ func ExactlyOnceAcrossRestart(t *testing.T, env *kafkatest.Env) {
 // FailAbortsBatchInvisibly: a record failing under the Fail policy aborts
 // its batch; read_committed sees none of it though it was written.
 func FailAbortsBatchInvisibly(t *testing.T, env *kafkatest.Env) {
-	tp := topics(t, env, 1, "in", "out")
-	in, out := tp[0], tp[1]
-	Seed(t, env, in, 100)
+	in, out := seededPair(t, env, 1, 100)
 	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
 	cfg.CommitInterval = 2 * time.Second // all 100 records in one batch
 
@@ -199,10 +205,8 @@ func hasHeader(r *kgo.Record, k, v string) bool {
 // Rebalance: k instances join one by one mid-stream, then the first leaves
 // mid-stream; every input record commits exactly once across them.
 func Rebalance(t *testing.T, env *kafkatest.Env, k int) {
-	tp := topics(t, env, 6, "in", "out")
-	in, out := tp[0], tp[1]
 	const n = 20000
-	Seed(t, env, in, n)
+	in, out := seededPair(t, env, 6, n)
 	cfg := env.Config(env.Name("app"), "i0", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 200
 	runs := []*Run{Start(t, cfg, Upper(in, out, nil), slow)}
@@ -235,10 +239,8 @@ func Rebalance(t *testing.T, env *kafkatest.Env, k int) {
 // first, which stops with a FencedError naming its transactional.id; the
 // successor finishes exactly once.
 func ZombieIsFenced(t *testing.T, env *kafkatest.Env) {
-	tp := topics(t, env, 3, "in", "out")
-	in, out := tp[0], tp[1]
 	const n = 20000
-	Seed(t, env, in, n)
+	in, out := seededPair(t, env, 3, n)
 	app := env.Name("app")
 	cfg := env.Config(app, "same", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 200
@@ -289,10 +291,8 @@ var errStopBatch = errors.New("conformance: injected batch failure")
 // input. The output must hold no record twice, and each failure may lose
 // at most the one batch it hit.
 func AtMostOnceNeverRepeats(t *testing.T, env *kafkatest.Env) {
-	tp := topics(t, env, 3, "in", "out")
-	in, out := tp[0], tp[1]
 	const n, batch, commitFaults = 6000, 200, 3
-	Seed(t, env, in, n)
+	in, out := seededPair(t, env, 3, n)
 	app := env.Name("app")
 	cfg := env.Config(app, "a", config.AtMostOnce)
 	cfg.MaxBatchRecords = batch
