@@ -15,6 +15,22 @@ func testConfig(g config.Guarantee) config.Config {
 	return cfg
 }
 
+// pipelineClient builds a client from PipelineOptions without contacting
+// any broker, so that its options can be read back.
+func pipelineClient(t *testing.T, g config.Guarantee, user ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts, err := PipelineOptions(testConfig(g), []string{"in"}, user...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
 // The user's options come first, so they cannot switch off what the
 // guarantee depends on, while the options the runtime leaves alone hold.
 func TestPipelineOptionsUserCannotOverrideEssentials(t *testing.T) {
@@ -24,15 +40,7 @@ func TestPipelineOptionsUserCannotOverrideEssentials(t *testing.T) {
 		kgo.SeedBrokers("elsewhere:9092"),
 		kgo.FetchMaxWait(123 * time.Millisecond),
 	}
-	opts, err := PipelineOptions(testConfig(config.ExactlyOnce), []string{"in"}, user...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := pipelineClient(t, config.ExactlyOnce, user...)
 	if got := cl.OptValue(kgo.FetchIsolationLevel); got != int8(1) { // read_committed
 		t.Errorf("isolation level %v, want read_committed", got)
 	}
@@ -63,15 +71,7 @@ func TestPipelineOptionsPerGuarantee(t *testing.T) {
 		{config.AtMostOnce, false, false, kgo.NoAck()},
 	} {
 		t.Run(string(tc.g), func(t *testing.T) {
-			opts, err := PipelineOptions(testConfig(tc.g), []string{"in"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl, err := kgo.NewClient(opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
+			cl := pipelineClient(t, tc.g)
 			if got := cl.OptValue(kgo.TransactionalID) != ""; got != tc.txn {
 				t.Errorf("transactional: %v, want %v", got, tc.txn)
 			}
