@@ -62,12 +62,21 @@ func waitMembers(t *testing.T, adm *kadm.Client, group string, want ...string) {
 	}
 }
 
-func TestGroupLeaveRemovesStoppedStaticMember(t *testing.T) {
-	_, addr := newCluster(t, kfake.SeedTopics(2, "orders"))
+// twoStaticMembers starts a cluster whose group "pipe" has the static
+// members w-0 and w-1, consuming "orders" with partitions; it returns w-1's
+// client for the test to stop.
+func twoStaticMembers(t *testing.T, partitions int32) (string, *kadm.Client, *kgo.Client) {
+	t.Helper()
+	_, addr := newCluster(t, kfake.SeedTopics(partitions, "orders"))
 	adm := kadm.NewClient(newClient(t, addr))
 	joinStatic(t, addr, "pipe", "orders", "w-0")
 	stopped := joinStatic(t, addr, "pipe", "orders", "w-1")
 	waitMembers(t, adm, "pipe", "w-0", "w-1")
+	return addr, adm, stopped
+}
+
+func TestGroupLeaveRemovesStoppedStaticMember(t *testing.T) {
+	addr, adm, stopped := twoStaticMembers(t, 2)
 
 	// A static member does not leave on close: the group keeps waiting
 	// for it, which is why a scale-down needs the explicit leave.
@@ -92,11 +101,7 @@ func TestGroupLeaveRemovesStoppedStaticMember(t *testing.T) {
 }
 
 func TestGroupLeaveNamesUnknownInstance(t *testing.T) {
-	_, addr := newCluster(t, kfake.SeedTopics(1, "orders"))
-	adm := kadm.NewClient(newClient(t, addr))
-	joinStatic(t, addr, "pipe", "orders", "w-0")
-	stopped := joinStatic(t, addr, "pipe", "orders", "w-1")
-	waitMembers(t, adm, "pipe", "w-0", "w-1")
+	addr, adm, stopped := twoStaticMembers(t, 1)
 	stopped.Close()
 
 	// The known instance leaves even though the other is unknown; the
