@@ -11,7 +11,6 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
-	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // clusterEnv is the 3-broker cluster in EOS_KAFKA_CLUSTER_BROKERS with the
@@ -42,7 +41,7 @@ func TestOutputLeaderFailover(t *testing.T) {
 	env, node := clusterEnv(t)
 	in, out := env.Name("in"), env.Name("out")
 	env.CreateTopics(t, 6, in, out)
-	adm := kadm.NewClient(env.Client(t))
+	adm := env.Admin(t)
 	ctx := context.Background()
 	md, err := adm.Metadata(ctx, out)
 	if err != nil {

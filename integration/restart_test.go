@@ -35,7 +35,7 @@ func TestRestartAfterKillCommitsQuickly(t *testing.T) {
 		t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 		return child
 	}
-	adm := kadm.NewClient(env.Client(t))
+	adm := env.Admin(t)
 	committed := func() int64 {
 		offs, err := adm.FetchOffsets(context.Background(), app)
 		if err != nil {

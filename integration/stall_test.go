@@ -79,7 +79,7 @@ func TestStalledInstanceTransactionTimesOut(t *testing.T) {
 		_ = child.Process.Kill()
 		_ = child.Wait()
 	})
-	adm := kadm.NewClient(env.Client(t))
+	adm := env.Admin(t)
 	conformance.Until(t, 60*time.Second, "the worker to commit output", func() bool { return outputs(adm, out) >= 1000 })
 	// Stop the worker while its transaction is open: stop, look, and
 	// resume to try again if it had just committed.

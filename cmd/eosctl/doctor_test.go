@@ -193,7 +193,7 @@ func TestDoctorAsPipelinePrincipalDegrades(t *testing.T) {
 
 func TestDoctorExistingTransactionLog(t *testing.T) {
 	_, addr := newCluster(t)
-	env := &doctorEnv{ctx: context.Background(), adm: kadm.NewClient(newClient(t, addr))}
+	env := &doctorEnv{ctx: context.Background(), adm: newAdmin(t, addr)}
 	part := func(replicas, isr int) kadm.PartitionDetail {
 		p := kadm.PartitionDetail{}
 		for i := range replicas {

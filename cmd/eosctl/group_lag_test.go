@@ -13,7 +13,7 @@ import (
 func TestGroupLagSeparatesLSOFromHWM(t *testing.T) {
 	_, addr := newCluster(t, kfake.SeedTopics(2, "orders"))
 	produceCommitted(t, addr, "orders", "done", 3) // orders-0 offsets 0-5: 3 records, 3 markers
-	adm := kadm.NewClient(newClient(t, addr))
+	adm := newAdmin(t, addr)
 	var os kadm.Offsets
 	os.AddOffset("orders", 0, 2, -1)
 	if err := adm.CommitAllOffsets(context.Background(), "pipe", os); err != nil {

@@ -68,7 +68,7 @@ func waitMembers(t *testing.T, adm *kadm.Client, group string, want ...string) {
 func twoStaticMembers(t *testing.T, partitions int32) (string, *kadm.Client, *kgo.Client) {
 	t.Helper()
 	_, addr := newCluster(t, kfake.SeedTopics(partitions, "orders"))
-	adm := kadm.NewClient(newClient(t, addr))
+	adm := newAdmin(t, addr)
 	joinStatic(t, addr, "pipe", "orders", "w-0")
 	stopped := joinStatic(t, addr, "pipe", "orders", "w-1")
 	waitMembers(t, adm, "pipe", "w-0", "w-1")

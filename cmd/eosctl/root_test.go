@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -58,6 +59,12 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// newAdmin is an admin client on newClient, closed when t ends.
+func newAdmin(t *testing.T, addr string) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(newClient(t, addr))
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes to it.

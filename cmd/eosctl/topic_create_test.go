@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -64,7 +63,7 @@ func TestTopicCreate(t *testing.T) {
 			t.Errorf("%s has %d partitions, want %d", name, n, parts)
 		}
 	}
-	rcs, err := kadm.NewClient(newClient(t, addr)).DescribeTopicConfigs(context.Background(), "invoices")
+	rcs, err := newAdmin(t, addr).DescribeTopicConfigs(context.Background(), "invoices")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -16,7 +15,7 @@ func TestTopicList(t *testing.T) {
 	// kfake marks a topic internal by this config, as Kafka does
 	// __consumer_offsets and __transaction_state.
 	internal := "true"
-	if _, err := kadm.NewClient(newClient(t, addr)).CreateTopic(context.Background(), 2, 1,
+	if _, err := newAdmin(t, addr).CreateTopic(context.Background(), 2, 1,
 		map[string]*string{"kfake.is_internal": &internal}, "__internal"); err != nil {
 		t.Fatal(err)
 	}

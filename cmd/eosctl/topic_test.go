@@ -11,7 +11,7 @@ import (
 // topicsOn returns the topics of the cluster at addr, internal ones too.
 func topicsOn(t *testing.T, addr string) kadm.TopicDetails {
 	t.Helper()
-	details, err := kadm.NewClient(newClient(t, addr)).ListTopicsWithInternal(context.Background())
+	details, err := newAdmin(t, addr).ListTopicsWithInternal(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestTxnAbortUnblocksReadCommitted(t *testing.T) {
 	openTxn(t, addr, "orders", "app-1")              // offset 2, never ended
 	produceCommitted(t, addr, "orders", "after", 1)  // offsets 3, 4
 	forgetTransactions(c)
-	adm := kadm.NewClient(newClient(t, addr))
+	adm := newAdmin(t, addr)
 	if got := lastStable(t, adm); got != 2 {
 		t.Fatalf("LSO = %d before abort, want 2 (stuck at the open transaction)", got)
 	}

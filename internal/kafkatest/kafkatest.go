@@ -73,6 +73,12 @@ func (e *Env) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// Admin returns an admin client on a new Client, closed when t ends.
+func (e *Env) Admin(t testing.TB) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(e.Client(t))
+}
+
 // Name returns prefix plus a random suffix, so tests on a shared real
 // cluster never see each other's topics and groups.
 func (e *Env) Name(prefix string) string {
@@ -92,7 +98,7 @@ func (e *Env) CreateTopicsWith(t testing.TB, partitions int32, configs map[strin
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := kafkautil.CreateTopics(ctx, kadm.NewClient(e.Client(t)), partitions, -1, configs, topics...); err != nil {
+	if err := kafkautil.CreateTopics(ctx, e.Admin(t), partitions, -1, configs, topics...); err != nil {
 		t.Fatalf("create topics %v: %v", topics, err)
 	}
 }
