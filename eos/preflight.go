@@ -69,15 +69,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 // createTopics makes the missing topics as CreateTopics asked. Clients
 // that meet a topic before its metadata spreads retry until it has.
 func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
-	resps, err := adm.CreateTopics(ctx, r.create.partitions, r.create.replication, nil, missing...)
-	if err == nil {
-		for _, t := range missing {
-			if e := resps[t].Err; e != nil && !errors.Is(e, kerr.TopicAlreadyExists) {
-				err = fmt.Errorf("topic %q: %w", t, e)
-				break
-			}
-		}
-	}
+	err := kafkautil.RequestTopics(ctx, adm, r.create.partitions, r.create.replication, nil, missing...)
 	if err != nil {
 		return fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " "))
 	}

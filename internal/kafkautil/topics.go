@@ -19,6 +19,16 @@ import (
 // be there, and a retried request may have made them. ctx bounds the whole
 // call.
 func CreateTopics(ctx context.Context, adm *kadm.Client, partitions int32, replication int16, configs map[string]*string, topics ...string) error {
+	if err := RequestTopics(ctx, adm, partitions, replication, configs, topics...); err != nil {
+		return err
+	}
+	return awaitTopics(ctx, adm, topics)
+}
+
+// RequestTopics is CreateTopics without the wait for the metadata, for a
+// caller whose clients retry a topic they do not see yet (and whose admin
+// client may have cached the topics as missing).
+func RequestTopics(ctx context.Context, adm *kadm.Client, partitions int32, replication int16, configs map[string]*string, topics ...string) error {
 	resps, err := adm.CreateTopics(ctx, partitions, replication, configs, topics...)
 	if err != nil {
 		return err
@@ -33,10 +43,7 @@ func CreateTopics(ctx context.Context, adm *kadm.Client, partitions int32, repli
 			errs = append(errs, fmt.Errorf("topic %q: %w", t, r.Err))
 		}
 	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	return awaitTopics(ctx, adm, topics)
+	return errors.Join(errs...)
 }
 
 // awaitTopics polls the metadata until every topic is there with a leader
