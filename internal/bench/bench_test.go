@@ -113,10 +113,10 @@ func TestReportRatiosAndTargets(t *testing.T) {
 }
 
 func TestNiceTicks(t *testing.T) {
-	for _, max := range []float64{0, 0.7, 3, 99, 101, 123456, 3016.5} {
-		ticks, top := niceTicks(max)
-		if top < max || ticks[0] != 0 || ticks[len(ticks)-1] != top || len(ticks) > 7 {
-			t.Errorf("niceTicks(%v) = %v, %v", max, ticks, top)
+	for _, most := range []float64{0, 0.7, 3, 99, 101, 123456, 3016.5} {
+		ticks, top := niceTicks(most)
+		if top < most || ticks[0] != 0 || ticks[len(ticks)-1] != top || len(ticks) > 7 {
+			t.Errorf("niceTicks(%v) = %v, %v", most, ticks, top)
 		}
 	}
 }

@@ -74,7 +74,7 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 
 	var failed kafkautil.FirstError
 	promise := failed.Promise // bound once: a method value per record would allocate
-	max := cfg.MaxBatchRecords
+	limit := cfg.MaxBatchRecords
 	var n int
 	produce := func(r *kgo.Record) {
 		n++
@@ -83,7 +83,7 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 		}, promise)
 	}
 	for {
-		fs := sess.PollRecords(ctx, max)
+		fs := sess.PollRecords(ctx, limit)
 		if fs.IsClientClosed() || ctx.Err() != nil && fs.NumRecords() == 0 {
 			return nil
 		}
@@ -99,9 +99,9 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 		n = 0
 		deadline := time.Now().Add(cfg.CommitInterval)
 		fs.EachRecord(produce)
-		for n < max && ctx.Err() == nil && time.Until(deadline) > 0 {
+		for n < limit && ctx.Err() == nil && time.Until(deadline) > 0 {
 			pctx, cancel := context.WithDeadline(ctx, deadline)
-			more := sess.PollRecords(pctx, max-n)
+			more := sess.PollRecords(pctx, limit-n)
 			cancel()
 			if more.IsClientClosed() {
 				break
