@@ -1,0 +1,186 @@
+// Command dlq sends records it cannot decode to a dead-letter topic and, with
+// -replay, sends the dead letters back to the topic they came from.
+//
+// The pipeline copies payments from the topic payments to payments-valid;
+// a payment that is not valid JSON goes to payments-dlq with headers saying
+// why and where from. The replay is itself a pipeline, so each dead letter
+// goes back exactly once even if the replay is killed halfway.
+//
+//	go run ./examples/dlq -seed 100 -for 10s   # 10 of the 100 end in payments-dlq
+//	go run ./examples/dlq -replay -for 10s     # and go back to payments
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// Payment is a record of the topic payments, as JSON.
+type Payment struct {
+	ID      string `json:"id"`
+	Account string `json:"account"`
+	Cents   int64  `json:"cents"`
+}
+
+// pipeline copies payments to payments-valid. A record that does not
+// decode fails at its source node, whose policy dead-letters it.
+func pipeline() *topology.Topology {
+	top := topology.New("payments")
+	payments := topology.Source(top, "payments", "payments", codec.JSON[Payment]())
+	printed := topology.Peek(payments, "print", func(_ context.Context, _ []byte, p Payment) {
+		fmt.Printf("payment %s: %s %d cents\n", p.ID, p.Account, p.Cents)
+	})
+	topology.To(printed, "valid", "payments-valid", codec.JSON[Payment]())
+	top.OnError("payments", topology.DeadLetter("payments-dlq"))
+	return top
+}
+
+// letter is a dead letter on its way back: its original value and the
+// topic it was read from.
+type letter struct {
+	topic string
+	value []byte
+}
+
+// deadLetterHeaders are the headers DeadLetter adds to a record.
+var deadLetterHeaders = []string{
+	processor.HeaderNode, processor.HeaderError, processor.HeaderStack,
+	processor.HeaderSourceTopic, processor.HeaderSourcePartition,
+	processor.HeaderSourceOffset, processor.HeaderSourceTimestamp,
+}
+
+// replay sends each dead letter back to its source topic as it was read
+// there: same key, value, timestamp and headers, less those DeadLetter added.
+func replay() *topology.Topology {
+	top := topology.New("payments-replay")
+	dead := topology.Source(top, "dead-letters", "payments-dlq", codec.Bytes())
+	letters := topology.Process(dead, "unwrap", func(ctx processor.Context[letter], r processor.Record[[]byte]) error {
+		l := letter{topic: header(r, processor.HeaderSourceTopic), value: r.Value}
+		fmt.Printf("replaying %s/%s@%s (%s)\n", l.topic, header(r, processor.HeaderSourcePartition),
+			header(r, processor.HeaderSourceOffset), header(r, processor.HeaderError))
+		headers := slices.DeleteFunc(slices.Clone(r.Headers), func(h processor.Header) bool {
+			return slices.Contains(deadLetterHeaders, h.Key)
+		})
+		ctx.Emit(processor.Record[letter]{Key: r.Key, Value: l, Headers: headers, Timestamp: r.Timestamp})
+		return nil
+	})
+	topology.ToTopicFunc(letters, "to-source",
+		func(_ context.Context, r topology.Record[letter]) (string, error) { return r.Value.topic, nil }, // "" fails the record
+		codec.Func[letter]{EncodeFunc: func(l letter) ([]byte, error) { return l.value, nil }})
+	return top
+}
+
+// header is the value of the record's header key, "" without one.
+func header(r processor.Record[[]byte], key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func main() {
+	seed := flag.Int("seed", 0, "first produce this many sample payments to the topic payments, every 10th not JSON")
+	doReplay := flag.Bool("replay", false, "send the dead letters in payments-dlq back to their source topic")
+	runFor := flag.Duration("for", 0, "stop after this long (default: at SIGINT or SIGTERM)")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+	if err := run(ctx, *seed, *doReplay); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run(ctx context.Context, seed int, doReplay bool) error {
+	cfg := config.Default()
+	cfg.Brokers = []string{"127.0.0.1:9092"} // defaults that EOS_BROKERS, EOS_APP_ID
+	cfg.AppID = "dlq-example"                // and the other EOS_* variables override
+	cfg, err := config.FromEnv(cfg)
+	if err != nil {
+		return err
+	}
+	logger, err := zap.NewProduction()
+	if err != nil {
+		return err
+	}
+	defer logger.Sync()
+	if seed > 0 {
+		if err := seedPayments(ctx, cfg, seed); err != nil {
+			return fmt.Errorf("seeding payments: %w", err)
+		}
+		fmt.Printf("seeded %d payments\n", seed)
+	}
+
+	top := pipeline()
+	if doReplay {
+		top = replay()
+		cfg.AppID += "-replay" // its own consumer group and transactional ids
+	}
+	r, err := eos.New(cfg, top, eos.Logger(logger), eos.CreateTopics(3, -1))
+	if err != nil {
+		return err
+	}
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	s := r.Stats()
+	if doReplay {
+		fmt.Printf("done: %d dead letters replayed\n", s.RecordsOut)
+	} else {
+		fmt.Printf("done: %d payments in, %d dead-lettered\n", s.RecordsIn, s.DeadLettered)
+	}
+	return nil
+}
+
+// seedPayments produces n sample payments with a plain franz-go producer;
+// every 10th is cut short, so it does not decode.
+func seedPayments(ctx context.Context, cfg config.Config, n int) error {
+	opts, err := cfg.KgoOpts() // brokers, TLS and SASL as configured
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	// Make the topic as CreateTopics(3, -1) would; one that exists is fine.
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, -1, nil, "payments"); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return err
+	}
+	accounts := []string{"ada", "grace", "edsger"}
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		acct := accounts[i%len(accounts)]
+		v := fmt.Sprintf(`{"id":"p-%d","account":%q,"cents":%d}`, i, acct, 100+i*7%900)
+		if i%10 == 9 {
+			v = v[:len(v)/2] // poison: undecodable JSON
+		}
+		recs[i] = &kgo.Record{Topic: "payments", Key: []byte(acct), Value: []byte(v)}
+	}
+	return cl.ProduceSync(ctx, recs...).FirstErr()
+}
