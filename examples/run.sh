@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs each example against the brokers in EOS_BROKERS, seeding 100 records
+# and stopping it after a few seconds, and checks that it printed what its
+# README says. Exit status 1 names the example and shows its output.
+#
+#   EOS_BROKERS=127.0.0.1:9092 examples/run.sh [duration, default 10s]
+#
+# Each example resumes where its last run committed, so a run counts only
+# the records it seeded itself.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${EOS_BROKERS:?set EOS_BROKERS to the brokers to run against}"
+export EOS_BROKERS
+dur=${1:-10s}
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout
+
+# example NAME ARGS... -- PATTERN...: runs example NAME with ARGS and -for,
+# and fails unless every extended regexp PATTERN matches a line of its output.
+example() {
+	local name=$1 args=() status=0
+	shift
+	while [[ $1 != -- ]]; do args+=("$1"); shift; done
+	shift
+	echo "--- $name ${args[*]} -for $dur"
+	"$dir/$name" "${args[@]}" -for "$dur" >"$dir/out" 2>"$dir/log" || status=$?
+	grep -E '^(seeded|done):? ' "$dir/out" || true
+	local missing=()
+	for p in "$@"; do
+		grep -Eq "$p" "$dir/out" || missing+=("$p")
+	done
+	if ((status != 0 || ${#missing[@]} > 0)); then
+		echo "FAIL: $name ${args[*]}: exit status $status; no line matches: ${missing[*]}"
+		echo "its output:"; cat "$dir/out"
+		echo "its log (last 30 lines):"; tail -30 "$dir/log"
+		exit 1
+	fi
+}
+
+example orders -seed 100 -- \
+	'^seeded 100 orders$' '^invoice o-[0-9]+: [a-z]+ pays [0-9.]+$' \
+	'^done: 100 orders in, 53 records out, 3 dead-lettered, [0-9]+ transactions committed$'
+example dlq -seed 100 -- \
+	'^seeded 100 payments$' '^payment p-[0-9]+: [a-z]+ [0-9]+ cents$' '^done: 100 payments in, 10 dead-lettered$'
+example dlq -replay -- \
+	'^replaying payments/[0-9]+@[0-9]+ \(codec: json decode' '^done: 10 dead letters replayed$'
+example fanout -seed 100 -- \
+	'^seeded 100 events$' '^purchase: [a-z]+ paid [0-9]+ cents at store [0-9]+$' '^click: [a-z]+ to events-click$' \
+	'^done: 100 events in, 80 routed$'
+echo "examples: ok"
