@@ -1,8 +1,10 @@
 package eos_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // The conformance suite on the embedded broker; integration/ runs the same
@@ -104,5 +108,21 @@ func TestCloseIsIdempotentAndBounded(t *testing.T) {
 	}
 	if err := r.Run(context.Background()); !errors.Is(err, eos.ErrClosed) {
 		t.Fatalf("Run on a closed runner: %v", err)
+	}
+}
+
+// log_level below the logger's own level leaves the logger as it is,
+// without zap's complaint about lowering a level.
+func TestLogLevelBelowLoggersLevel(t *testing.T) {
+	var zapErrs bytes.Buffer
+	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel)
+	l := zap.New(core, zap.ErrorOutput(zapcore.AddSync(&zapErrs)))
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.LogLevel = []string{"127.0.0.1:9092"}, "app", "debug"
+	if _, err := eos.New(cfg, conformance.Upper("in", "out", nil), eos.Logger(l)); err != nil {
+		t.Fatal(err)
+	}
+	if zapErrs.Len() > 0 {
+		t.Fatalf("zap complained: %s", zapErrs.String())
 	}
 }

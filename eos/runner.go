@@ -158,7 +158,12 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	for _, o := range opts {
 		o.apply(r)
 	}
-	r.log = r.log.WithOptions(zap.IncreaseLevel(cfg.Level())).
+	if r.log.Core().Enabled(cfg.Level()) {
+		// log_level can only quiet the logger: one built for warnings
+		// stays at warnings (zap refuses to lower a level).
+		r.log = r.log.WithOptions(zap.IncreaseLevel(cfg.Level()))
+	}
+	r.log = r.log.
 		With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))
 	if cfg.Guarantee == config.ExactlyOnce && t != nil {
 		// A record retried for longer than a transaction may stay open

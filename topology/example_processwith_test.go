@@ -54,7 +54,7 @@ func ExampleProcessWith() {
 	//   Sub-topology: 0
 	//     Source: in (topic: amounts, codec: string)
 	//       --> to-eur
-	//     Processor: to-eur (Process)
+	//     Processor: to-eur (ProcessWith)
 	//       --> out
 	//       <-- in
 	//       on error: dead-letter(amounts-dlq)

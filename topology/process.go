@@ -15,7 +15,7 @@ import (
 // it emitted for that record is dropped and the node's error policy
 // applies.
 func Process[In, Out any](s Stream[In], name string, fn func(ctx processor.Context[Out], r Record[In]) error) Stream[Out] {
-	return process(s, name, fn == nil, func() processor.Processor[In, Out] { return processor.Func[In, Out](fn) })
+	return process(s, name, "Process", fn == nil, func() processor.Processor[In, Out] { return processor.Func[In, Out](fn) })
 }
 
 // ProcessWith runs a custom processor.Processor. newProcessor is called
@@ -23,7 +23,7 @@ func Process[In, Out any](s Stream[In], name string, fn func(ctx processor.Conte
 // then, and Close when the pipeline stops. An Init error stops the
 // pipeline before anything is consumed.
 func ProcessWith[In, Out any](s Stream[In], name string, newProcessor func() processor.Processor[In, Out]) Stream[Out] {
-	return process(s, name, newProcessor == nil, newProcessor)
+	return process(s, name, "ProcessWith", newProcessor == nil, newProcessor)
 }
 
 // procState is one engine's instance of a Process node.
@@ -67,9 +67,9 @@ func (c initCtx) Node() string { return c.node }
 
 var errNotStarted = errors.New("processor not started: the engine did not initialize this node")
 
-func process[In, Out any](s Stream[In], name string, isNil bool, newProc func() processor.Processor[In, Out]) Stream[Out] {
+func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc func() processor.Processor[In, Out]) Stream[Out] {
 	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "Process", func(n *Node) func(graph.Exec, Record[In]) error {
+	n := attach(s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[In]) error {
 		return func(x graph.Exec, r Record[In]) error {
 			st, _ := x.Slot(n.index).(*procState[In, Out])
 			if st == nil {

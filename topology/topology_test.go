@@ -236,3 +236,24 @@ func ExampleTopology_Describe() {
 	//       <-- big
 	//   Default on error: dead-letter(orders-dlq)
 }
+
+// Branch gives a record to the first predicate that accepts it, and drops a
+// record no predicate accepts.
+func TestBranchFirstMatchAndDrop(t *testing.T) {
+	top := topology.New("branch")
+	in := topology.Source(top, "in", "in", codec.String())
+	parts := topology.Branch(in, "size",
+		func(_ []byte, v string) bool { return len(v) > 3 },
+		func(_ []byte, v string) bool { return len(v) > 1 })
+	topology.To(parts[0], "long", "long", codec.String())
+	topology.To(parts[1], "short", "short", codec.String())
+	for value, want := range map[string]string{"hello": "long:k=hello", "hi": "short:k=hi", "x": ""} {
+		x, err := run(t, top, "in", "k", value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(outputs(x), " "); got != want {
+			t.Errorf("%q went to %q, want %q", value, got, want)
+		}
+	}
+}

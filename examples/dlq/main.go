@@ -18,7 +18,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 
 	"github.com/eosflow/eosflow/codec"
@@ -59,42 +58,25 @@ type letter struct {
 	value []byte
 }
 
-// deadLetterHeaders are the headers DeadLetter adds to a record.
-var deadLetterHeaders = []string{
-	processor.HeaderNode, processor.HeaderError, processor.HeaderStack,
-	processor.HeaderSourceTopic, processor.HeaderSourcePartition,
-	processor.HeaderSourceOffset, processor.HeaderSourceTimestamp,
-}
-
 // replay sends each dead letter back to its source topic as it was read
 // there: same key, value, timestamp and headers, less those DeadLetter added.
 func replay() *topology.Topology {
 	top := topology.New("payments-replay")
 	dead := topology.Source(top, "dead-letters", "payments-dlq", codec.Bytes())
 	letters := topology.Process(dead, "unwrap", func(ctx processor.Context[letter], r processor.Record[[]byte]) error {
-		l := letter{topic: header(r, processor.HeaderSourceTopic), value: r.Value}
-		fmt.Printf("replaying %s/%s@%s (%s)\n", l.topic, header(r, processor.HeaderSourcePartition),
-			header(r, processor.HeaderSourceOffset), header(r, processor.HeaderError))
-		headers := slices.DeleteFunc(slices.Clone(r.Headers), func(h processor.Header) bool {
-			return slices.Contains(deadLetterHeaders, h.Key)
-		})
-		ctx.Emit(processor.Record[letter]{Key: r.Key, Value: l, Headers: headers, Timestamp: r.Timestamp})
+		dl, ok := processor.ParseDeadLetter(r.Headers)
+		if !ok {
+			return errors.New("not a dead letter: no eosflow.source.topic header")
+		}
+		fmt.Printf("replaying %s/%d@%d (%s)\n", dl.Topic, dl.Partition, dl.Offset, dl.Error)
+		ctx.Emit(processor.Record[letter]{Key: r.Key, Value: letter{topic: dl.Topic, value: r.Value},
+			Headers: processor.WithoutDeadLetter(r.Headers), Timestamp: r.Timestamp})
 		return nil
 	})
 	topology.ToTopicFunc(letters, "to-source",
 		func(_ context.Context, r topology.Record[letter]) (string, error) { return r.Value.topic, nil }, // "" fails the record
 		codec.Func[letter]{EncodeFunc: func(l letter) ([]byte, error) { return l.value, nil }})
 	return top
-}
-
-// header is the value of the record's header key, "" without one.
-func header(r processor.Record[[]byte], key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
 
 func main() {
