@@ -193,3 +193,46 @@ func (l *lifecycle) Close() error {
 	l.closes.Add(1)
 	return nil
 }
+
+// A topic chosen per record that does not exist is the sink's error, named
+// with the command that creates it, under the sink's policy: dead-lettered
+// here, and under Fail it stops Run at once rather than looking like an
+// outage.
+func TestUnknownChosenTopicGoesToThePolicy(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out", "dlq")
+	const n = 100
+	conformance.Seed(t, env, "in", n)
+	build := func(policy topology.ErrorPolicy) *topology.Topology {
+		top := topology.New("route")
+		src := topology.Source(top, "in", "in", codec.Bytes())
+		topology.ToTopicFunc(src, "route", func(_ context.Context, r topology.Record[[]byte]) (string, error) {
+			if id, _ := verdict.ID(r.Value); id%10 == 0 {
+				return "nope", nil
+			}
+			return "out", nil
+		}, codec.Bytes())
+		top.OnError("route", policy)
+		return top
+	}
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), build(topology.DeadLetter("dlq")))
+	x.WaitCommitted(t, n, 60*time.Second)
+	dead := conformance.Drain(t, env, "dlq", n/10)
+	if len(dead) != n/10 || !conformance.HasHeaderContaining(dead[0], processor.HeaderError, `"nope"`) ||
+		!conformance.HasHeaderContaining(dead[0], processor.HeaderError, "eosctl topic create nope") {
+		t.Fatalf("want %d dead letters naming topic nope and how to create it, got %d", n/10, len(dead))
+	}
+	if v := verdict.Judge(n, conformance.Drain(t, env, "out", n-n/10)); v.Missing != n/10 || v.Duplicates != 0 {
+		t.Fatalf("out: %v, want all but the %d dead letters once", v, n/10)
+	}
+
+	begin := time.Now()
+	y := conformance.Start(t, env.Config("app2", "a", config.ExactlyOnce), build(topology.Fail()))
+	err := y.Wait(t, 30*time.Second)
+	if !errors.Is(err, processor.ErrUnknownTopic) || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("Run under Fail: %v, want ErrUnknownTopic naming nope", err)
+	}
+	if d := time.Since(begin); d > 15*time.Second {
+		t.Fatalf("took %s to stop", d)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -23,13 +24,45 @@ type topicLimits struct {
 
 // outputLimit is the engine's OutputLimits hook: outputs the broker
 // would refuse go through their sink's error policy before they are
-// produced, instead of aborting the whole batch.
-func (r *Runner) outputLimit(topic string) (int, bool) {
-	l, ok := r.limits[topic]
-	if !ok {
-		return 0, false
+// produced, instead of aborting the whole batch. A topic chosen per record
+// (ToTopicFunc) is looked up the first time it is used: if it does not
+// exist, the output is the sink's error naming it, rather than a produce
+// that fails until the batch aborts.
+func (r *Runner) outputLimit(topic string) (int, bool, error) {
+	if l, ok := r.limits[topic]; ok {
+		return l.maxBytes, l.compacted, nil
 	}
-	return l.maxBytes, l.compacted
+	if slices.Contains(r.top.OutputTopics(), topic) || r.admin == nil {
+		return 0, false, nil // checked by preflight
+	}
+	if seen, ok := r.missing[topic]; ok && time.Since(seen) < missingRecheck {
+		return 0, false, r.unknownTopic(topic)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
+	defer cancel()
+	details, err := kadm.NewClient(r.admin).ListTopics(ctx, topic)
+	if err != nil {
+		return 0, false, nil // the broker's answer to the produce decides
+	}
+	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		if r.missing == nil {
+			r.missing = make(map[string]time.Time)
+		}
+		r.missing[topic] = time.Now()
+		return 0, false, r.unknownTopic(topic)
+	}
+	delete(r.missing, topic)
+	return 0, false, nil
+}
+
+// missingRecheck is how long a topic found missing is taken as missing
+// before the broker is asked again (a topic created meanwhile may take as
+// long to show in the client's metadata anyway).
+const missingRecheck = 5 * time.Second
+
+func (r *Runner) unknownTopic(topic string) error {
+	return fmt.Errorf("%w: %q; create it with `eosctl topic create %s`, or return an existing topic from the ToTopicFunc function",
+		processor.ErrUnknownTopic, topic, topic)
 }
 
 // loadLimits reads max.message.bytes and cleanup.policy of the output

@@ -104,6 +104,7 @@ type Runner struct {
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 	partitionCounts   map[string]int32         // output topics' partition counts, when asked
+	missing           map[string]time.Time     // topics chosen per record found missing, and when
 }
 
 // Option configures a Runner.
@@ -131,7 +132,9 @@ func ClientOpts(opts ...kgo.Opt) Option {
 // replication replicas (-1 for either: the broker's default), overriding
 // the default of stopping with a *MissingTopicsError. It suits development
 // and examples; in production, create topics deliberately (`eosctl topic
-// create`), with the partition counts and configs they need.
+// create`), with the partition counts and configs they need. Topics chosen
+// per record (ToTopicFunc) are not known in advance and are not created; an
+// output to a missing one goes to its sink's error policy.
 func CreateTopics(partitions int32, replication int16) Option {
 	return optFunc(func(r *Runner) { r.create = &topicSpec{partitions, replication} })
 }

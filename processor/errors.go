@@ -49,3 +49,8 @@ var ErrNoKeyForCompactedTopic = errors.New("processor: output record has no key 
 // ErrPartitionOutOfRange means a sink's partitioner chose a partition the
 // topic does not have; it goes to the sink's error policy.
 var ErrPartitionOutOfRange = errors.New("processor: partition out of range for its topic")
+
+// ErrUnknownTopic means a sink chose a topic (ToTopicFunc) that does not
+// exist; it goes to the sink's error policy, since producing there would
+// fail until the batch aborted.
+var ErrUnknownTopic = errors.New("processor: output topic does not exist")

@@ -65,7 +65,7 @@ type Engine struct {
 	outIdx      int
 	outName     string
 
-	limits     func(topic string) (maxBytes int, compacted bool)
+	limits     func(topic string) (maxBytes int, compacted bool, err error)
 	limitTopic string                // topic of the last output checked
 	limit      topicLimit            // its limits
 	limitCache map[string]topicLimit // every topic asked so far
@@ -115,9 +115,10 @@ const RecordOverhead = 70
 // without a key for a compacted topic, is a NodeError of its sink wrapping
 // processor.ErrRecordTooLarge or processor.ErrNoKeyForCompactedTopic,
 // handled by the sink's final policy without retries; otherwise the broker
-// would reject it and abort the whole batch. fn is asked once per topic for
-// the engine's life.
-func OutputLimits(fn func(topic string) (maxBytes int, compacted bool)) Option {
+// would reject it and abort the whole batch. An error from fn (the topic
+// does not exist) is the sink's error likewise. fn is asked once per topic
+// for the engine's life, and again after an error.
+func OutputLimits(fn func(topic string) (maxBytes int, compacted bool, err error)) Option {
 	return optFunc(func(e *Engine) { e.limits = fn })
 }
 
@@ -418,7 +419,10 @@ func (e *Engine) checkLimits(o *graph.Output) error {
 	if o.Topic != e.limitTopic {
 		l, ok := e.limitCache[o.Topic]
 		if !ok {
-			maxBytes, compacted := e.limits(o.Topic)
+			maxBytes, compacted, err := e.limits(o.Topic)
+			if err != nil {
+				return err
+			}
 			l = topicLimit{maxBytes: maxBytes, compacted: compacted}
 			if e.limitCache == nil {
 				e.limitCache = map[string]topicLimit{}

@@ -16,13 +16,13 @@ import (
 
 func TestOutputLimits(t *testing.T) {
 	// "out" takes at most 200 bytes; "table" is compacted, with no size limit.
-	limits := func(asked map[string]int) func(string) (int, bool) {
-		return func(topic string) (int, bool) {
+	limits := func(asked map[string]int) func(string) (int, bool, error) {
+		return func(topic string) (int, bool, error) {
 			asked[topic]++
 			if topic == "table" {
-				return 0, true
+				return 0, true, nil
 			}
-			return 200, false
+			return 200, false, nil
 		}
 	}
 	fits := 200 - engine.RecordOverhead - 1 // value bytes that fit with key "k"
@@ -144,7 +144,7 @@ func BenchmarkProcessWithLimits(b *testing.B) {
 	top := topology.New("bench")
 	in := topology.Source(top, "in", "in", codec.Bytes())
 	topology.To(in, "out", "out", codec.Bytes())
-	p, err := engine.New(top, engine.OutputLimits(func(string) (int, bool) { return 1 << 20, true }))
+	p, err := engine.New(top, engine.OutputLimits(func(string) (int, bool, error) { return 1 << 20, true, nil }))
 	if err != nil {
 		b.Fatal(err)
 	}
