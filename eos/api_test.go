@@ -24,55 +24,77 @@ import (
 )
 
 // User code blocked on a call gets its context cancelled on shutdown: Run
-// returns promptly, the record it was on is not dead-lettered or lost but
-// left for the next run, and the output holds every record once.
+// returns promptly, and the record it was on is neither dead-lettered nor
+// counted. Under exactly-once the records before it in the batch commit
+// and it is redone by the next run; under at-most-once (whose offsets
+// commit before processing) it alone is lost, and the rest of its fetch is
+// still processed.
 func TestUserContextEndsOnShutdown(t *testing.T) {
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 1, "in", "out", "dlq")
-	const n, stuck = 20, 7
-	conformance.Seed(t, env, "in", n)
-	blocked := make(chan struct{})
-	var sawCancel atomic.Bool
-	build := func(block bool) *topology.Topology {
-		top := topology.New("ctx", topology.DefaultErrorPolicy(topology.DeadLetter("dlq")))
-		src := topology.Source(top, "in", "in", codec.Bytes())
-		up := topology.MapValues(src, "call-out", func(ctx context.Context, v []byte) ([]byte, error) {
-			if id, _ := verdict.ID(v); block && id == stuck {
-				close(blocked)
-				<-ctx.Done() // a call that waits for its context
-				sawCancel.Store(errors.Is(ctx.Err(), context.Canceled))
-				return nil, ctx.Err()
+	for _, g := range []config.Guarantee{config.ExactlyOnce, config.AtMostOnce} {
+		t.Run(string(g), func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 1, "in", "out", "dlq")
+			const n, stuck = 20, 7
+			conformance.Seed(t, env, "in", n)
+			blocked := make(chan struct{})
+			var sawCancel atomic.Bool
+			build := func(block bool) *topology.Topology {
+				top := topology.New("ctx", topology.DefaultErrorPolicy(topology.DeadLetter("dlq")))
+				src := topology.Source(top, "in", "in", codec.Bytes())
+				up := topology.MapValues(src, "call-out", func(ctx context.Context, v []byte) ([]byte, error) {
+					if id, _ := verdict.ID(v); block && id == stuck {
+						close(blocked)
+						<-ctx.Done() // a call that waits for its context
+						sawCancel.Store(errors.Is(ctx.Err(), context.Canceled))
+						return nil, ctx.Err()
+					}
+					return bytes.ToUpper(v), nil
+				})
+				topology.To(up, "out", "out", codec.Bytes())
+				return top
 			}
-			return bytes.ToUpper(v), nil
+			cfg := env.Config("app", "a", g)
+			cfg.CommitInterval = 8 * time.Second // the records before the stuck one share its batch
+			x := conformance.Start(t, cfg, build(true))
+			select {
+			case <-blocked:
+			case <-time.After(60 * time.Second):
+				t.Fatal("the stuck record was never reached")
+			}
+			begin := time.Now()
+			x.Stop()
+			if err := x.Wait(t, 30*time.Second); err != nil {
+				t.Fatalf("Run after shutdown: %v", err)
+			}
+			if !sawCancel.Load() {
+				t.Fatal("user code's context was not cancelled on shutdown")
+			}
+			if d := time.Since(begin); d > 15*time.Second {
+				t.Fatalf("shutdown took %s with user code waiting on its context", d)
+			}
+			s := x.R.Stats()
+			if s.DeadLettered != 0 || s.Committed == 0 {
+				t.Fatalf("stats %+v: want a commit and nothing dead-lettered", s)
+			}
+			switch g {
+			case config.ExactlyOnce:
+				if s.RecordsIn != stuck {
+					t.Fatalf("stats %+v: want the %d records before the stuck one committed", s, stuck)
+				}
+				y := conformance.Start(t, cfg, build(false))
+				y.WaitCommitted(t, n-stuck, 60*time.Second)
+				conformance.ExactlyOnce(t, env, "out", n)
+			case config.AtMostOnce:
+				if s.RecordsIn != n-1 {
+					t.Fatalf("stats %+v: want every record but the stuck one processed", s)
+				}
+				v := verdict.Judge(n, conformance.Drain(t, env, "out", n-1))
+				if v.Missing != 1 || v.Duplicates != 0 {
+					t.Fatalf("out: %v, want only the stuck record missing", v)
+				}
+			}
 		})
-		topology.To(up, "out", "out", codec.Bytes())
-		return top
 	}
-	cfg := env.Config("app", "a", config.ExactlyOnce)
-	cfg.MaxBatchRecords = 1 // records before the stuck one commit on their own
-	x := conformance.Start(t, cfg, build(true))
-	select {
-	case <-blocked:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the stuck record was never reached")
-	}
-	begin := time.Now()
-	x.Stop()
-	if err := x.Wait(t, 30*time.Second); err != nil {
-		t.Fatalf("Run after shutdown: %v", err)
-	}
-	if !sawCancel.Load() {
-		t.Fatal("user code's context was not cancelled on shutdown")
-	}
-	if d := time.Since(begin); d > 15*time.Second {
-		t.Fatalf("shutdown took %s with user code waiting on its context", d)
-	}
-	if s := x.R.Stats(); s.RecordsIn != stuck || s.DeadLettered != 0 {
-		t.Fatalf("stats %+v: want the %d records before the stuck one committed and nothing dead-lettered", s, stuck)
-	}
-	y := conformance.Start(t, cfg, build(false))
-	y.WaitCommitted(t, n-stuck, 60*time.Second)
-	conformance.ExactlyOnce(t, env, "out", n)
 }
 
 // Stats count outcomes of committed batches only: a batch that aborts and

@@ -37,8 +37,15 @@ type batch struct {
 	// interrupted: user code failed on a record whose context had ended
 	// (shutdown or revoke); the batch ends before that record.
 	interrupted bool
-	cut         atomic.Bool // the commit interval is spent: take no more records
-	cuttable    bool        // records may be left for the next batch (not at-most-once)
+	// revokes is the revoke count when the batch began; under exactly-once
+	// a revoke dooms the transaction, so the batch stops taking records.
+	revokes int64
+	revoked bool
+	// lost counts records interrupted under at-most-once, whose offsets
+	// were committed before they were processed.
+	lost     int
+	cut      atomic.Bool // the commit interval is spent: take no more records
+	cuttable bool        // records may be left for the next batch (not at-most-once)
 	// rest is, per partition, the first record polled but not processed;
 	// the consumer is rewound there so the batch commits only what it did.
 	rest map[string]map[int32]kgo.EpochOffset
@@ -149,7 +156,8 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 // newBatch starts a batch on s: its commit-interval timer, and the bound
 // on its produces.
 func (r *Runner) newBatch(ctx context.Context, s session) *batch {
-	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce}
+	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
+		revokes: r.contexts.revokes.Load()}
 	r.proc.Take() // outcomes of records no batch committed
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
 	// A full produce buffer blocks Produce; with the brokers gone it
@@ -201,7 +209,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 
 // stopped reports whether the batch takes no more records: a record
 // failed, was interrupted, or carried it past transaction_timeout.
-func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.slow != nil }
+func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.revoked || b.slow != nil }
 
 // process runs the records of fs through the engine until the batch
 // stops or its commit interval is spent (after at least one record).
@@ -209,6 +217,9 @@ func (b *batch) process(fs kgo.Fetches) {
 	r := b.r
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		for _, rec := range p.Records {
+			if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+				b.revoked = true
+			}
 			if b.stopped() || b.cut.Load() && b.cuttable && b.in > 0 {
 				if b.cuttable {
 					b.leave(rec)
@@ -225,6 +236,14 @@ func (b *batch) process(fs kgo.Fetches) {
 				outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
 			} else {
 				outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
+			}
+			if outcome == engine.Interrupted && !b.cuttable {
+				// At-most-once committed its offset already: it is lost,
+				// as a crash would lose it. The rest of the fetch is
+				// still processed, so a shutdown loses no more.
+				b.in--
+				b.lost++
+				continue
 			}
 			if outcome == engine.Interrupted || err != nil {
 				// Not done: the next run starts with it.
@@ -289,6 +308,10 @@ func (b *batch) decide() bool {
 func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 	r, s, ctx := b.r, b.s, b.ctx
 	b.tally = r.proc.Take()
+	if b.lost > 0 {
+		log.Warn("at-most-once: records whose processing was interrupted by shutdown are lost (their offsets were committed first)",
+			zap.Int("records", b.lost))
+	}
 	var offsets map[string]map[int32]kgo.EpochOffset
 	if commit && r.cfg.Guarantee != config.AtMostOnce {
 		offsets = s.client().UncommittedOffsets()
@@ -433,7 +456,7 @@ func (r *Runner) pollSize() int {
 // early, so slow processing makes smaller transactions, not rewinds.
 func (r *Runner) adaptPollSize(b *batch) {
 	switch {
-	case len(b.rest) > 0 && b.failed == nil:
+	case len(b.rest) > 0 && b.failed == nil && !b.interrupted && !b.revoked:
 		r.pollMax = max(1, b.in)
 	case len(b.rest) == 0 && r.pollMax < r.cfg.MaxBatchRecords:
 		r.pollMax = min(r.cfg.MaxBatchRecords, 2*r.pollMax)

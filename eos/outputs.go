@@ -45,10 +45,7 @@ func (r *Runner) outputLimit(topic string) (int, bool, error) {
 		return 0, false, nil // the broker's answer to the produce decides
 	}
 	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		if r.missing == nil {
-			r.missing = make(map[string]time.Time)
-		}
-		r.missing[topic] = time.Now()
+		r.noteMissing(topic)
 		return 0, false, r.unknownTopic(topic)
 	}
 	delete(r.missing, topic)
@@ -59,6 +56,13 @@ func (r *Runner) outputLimit(topic string) (int, bool, error) {
 // before the broker is asked again (a topic created meanwhile may take as
 // long to show in the client's metadata anyway).
 const missingRecheck = 5 * time.Second
+
+func (r *Runner) noteMissing(topic string) {
+	if r.missing == nil {
+		r.missing = make(map[string]time.Time)
+	}
+	r.missing[topic] = time.Now()
+}
 
 func (r *Runner) unknownTopic(topic string) error {
 	return fmt.Errorf("%w: %q; create it with `eosctl topic create %s`, or return an existing topic from the ToTopicFunc function",

@@ -1,9 +1,15 @@
 package eos
 
 import (
+	"errors"
+	"time"
+
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -12,10 +18,15 @@ import (
 // recordContexts hands out the context user code sees for a record: one per
 // input partition, cancelled when the partition is revoked or lost, when
 // the client that owns it is replaced, and on shutdown (its parent ends).
+// A revoked partition keeps its cancelled context until it is assigned
+// again, so its records still in hand see the revoke.
 type recordContexts struct {
 	mu     sync.Mutex
 	parent context.Context
 	byPart map[string]map[int32]partContext
+	// revokes counts revoke callbacks that took partitions away, so that a
+	// batch can tell one happened while it ran.
+	revokes atomic.Int64
 	// The consuming goroutine's last answer: records come in runs of one
 	// partition.
 	lastTopic string
@@ -41,8 +52,11 @@ func (c *recordContexts) reset(parent context.Context) {
 	c.parent, c.byPart, c.last = parent, nil, nil
 }
 
-// of returns the context of rec's partition.
+// of returns the context of rec's partition: live while the partition is
+// assigned, cancelled once it is revoked.
 func (c *recordContexts) of(rec *kgo.Record) context.Context {
+	// The cache serves live contexts only: a cancelled one may have been
+	// replaced by an assignment since.
 	if c.last != nil && rec.Partition == c.lastPart && rec.Topic == c.lastTopic && c.last.Err() == nil {
 		return c.last
 	}
@@ -60,7 +74,7 @@ func (c *recordContexts) of(rec *kgo.Record) context.Context {
 		c.byPart[rec.Topic] = ps
 	}
 	pc, ok := ps[rec.Partition]
-	if !ok || pc.ctx.Err() != nil {
+	if !ok {
 		pc.ctx, pc.cancel = context.WithCancel(c.parent)
 		ps[rec.Partition] = pc
 	}
@@ -69,14 +83,44 @@ func (c *recordContexts) of(rec *kgo.Record) context.Context {
 }
 
 // revoke cancels the contexts of partitions this instance no longer owns;
-// franz-go calls it from its rebalance callbacks.
+// franz-go calls it from its rebalance callbacks. The cancelled contexts
+// stay until assign.
 func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	took := false
 	for topic, parts := range gone {
 		for _, p := range parts {
-			if pc, ok := c.byPart[topic][p]; ok {
-				pc.cancel()
+			took = true
+			if c.byPart == nil {
+				c.byPart = make(map[string]map[int32]partContext)
+			}
+			ps := c.byPart[topic]
+			if ps == nil {
+				ps = make(map[int32]partContext)
+				c.byPart[topic] = ps
+			}
+			pc, ok := ps[p]
+			if !ok {
+				pc.ctx, pc.cancel = context.WithCancel(context.Background())
+				ps[p] = pc
+			}
+			pc.cancel()
+		}
+	}
+	if took {
+		c.revokes.Add(1)
+	}
+}
+
+// assign forgets the cancelled contexts of partitions assigned (again), so
+// their records get live ones.
+func (c *recordContexts) assign(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, parts := range got {
+		for _, p := range parts {
+			if pc, ok := c.byPart[topic][p]; ok && pc.ctx.Err() != nil {
 				delete(c.byPart[topic], p)
 			}
 		}
@@ -89,14 +133,21 @@ func (r *Runner) partitionCount(topic string) (int32, error) {
 	if n, ok := r.partitionCounts[topic]; ok {
 		return n, nil
 	}
+	if seen, ok := r.missing[topic]; ok && time.Since(seen) < missingRecheck {
+		return 0, r.unknownTopic(topic)
+	}
 	if r.admin == nil {
 		return 0, fmt.Errorf("the partition count of topic %q is unknown: no admin client", topic)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
 	defer cancel()
 	td, err := kadm.NewClient(r.admin).ListTopics(ctx, topic)
-	if err == nil {
+	if err == nil && !errors.Is(td.Error(), kerr.UnknownTopicOrPartition) {
 		err = td.Error()
+	}
+	if d, ok := td[topic]; err == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
+		r.noteMissing(topic)
+		return 0, r.unknownTopic(topic)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("reading the partition count of topic %q: %w; check it with `eosctl topic describe %s`", topic, err, topic)
@@ -112,13 +163,14 @@ func (r *Runner) partitionCount(topic string) (int32, error) {
 // choosingPartitioner honours the partition a sink chose for a record
 // (Partition 0 or more) and leaves the others to base, franz-go's default:
 // murmur2 of the key as Java clients compute it, sticky batches without
-// a key.
+// a key. franz-go calls a partitioner once per record unless it has
+// OnNewBatch (then a second time, with Partition already set), so the
+// wrapper must not have it: the default does not either.
 type choosingPartitioner struct{ base kgo.Partitioner }
 
 func (p choosingPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	tp := &choosingTopicPartitioner{base: p.base.ForTopic(topic)}
 	tp.backup, _ = tp.base.(kgo.TopicBackupPartitioner)
-	tp.onNew, _ = tp.base.(kgo.TopicPartitionerOnNewBatch)
 	return tp
 }
 
@@ -130,7 +182,6 @@ func defaultPartitioner() kgo.Partitioner {
 type choosingTopicPartitioner struct {
 	base   kgo.TopicPartitioner
 	backup kgo.TopicBackupPartitioner
-	onNew  kgo.TopicPartitionerOnNewBatch
 }
 
 func (p *choosingTopicPartitioner) RequiresConsistency(r *kgo.Record) bool {
@@ -152,10 +203,4 @@ func (p *choosingTopicPartitioner) PartitionByBackup(r *kgo.Record, n int, it kg
 		return p.backup.PartitionByBackup(r, n, it)
 	}
 	return p.base.Partition(r, n)
-}
-
-func (p *choosingTopicPartitioner) OnNewBatch() {
-	if p.onNew != nil {
-		p.onNew.OnNewBatch()
-	}
 }

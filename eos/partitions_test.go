@@ -26,8 +26,19 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 	if ctx1.Err() != nil {
 		t.Fatal("revoking a/0 ended a/1's context")
 	}
+	if c.of(a0).Err() == nil {
+		t.Fatal("a/0's records still in hand after its revoke got a live context")
+	}
+	if c.revokes.Load() != 1 {
+		t.Fatalf("revokes counted %d, want 1", c.revokes.Load())
+	}
+	c.revoke(context.Background(), nil, map[string][]int32{})
+	if c.revokes.Load() != 1 {
+		t.Fatal("a revoke of nothing counted")
+	}
+	c.assign(context.Background(), nil, map[string][]int32{"a": {0}})
 	if again := c.of(a0); again.Err() != nil {
-		t.Fatal("a/0 reassigned should get a live context")
+		t.Fatal("a/0 assigned again should get a live context")
 	}
 	c.reset(context.Background())
 	if ctx1.Err() == nil {
@@ -39,5 +50,25 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 	cancel()
 	if ctx.Err() == nil {
 		t.Fatal("shutdown left a record context live")
+	}
+}
+
+// franz-go partitions a record twice, the second time with Partition
+// already set, when the partitioner has OnNewBatch; the wrapper would then
+// take that index for a sink's choice. Neither it nor the default it wraps
+// may have it.
+func TestChoosingPartitionerIsPartitionedOnce(t *testing.T) {
+	if _, ok := defaultPartitioner().ForTopic("t").(kgo.TopicPartitionerOnNewBatch); ok {
+		t.Fatal("franz-go's default partitioner now has OnNewBatch; the wrapper must handle a second call")
+	}
+	tp := choosingPartitioner{defaultPartitioner()}.ForTopic("t")
+	if _, ok := tp.(kgo.TopicPartitionerOnNewBatch); ok {
+		t.Fatal("the wrapper has OnNewBatch")
+	}
+	if got := tp.Partition(&kgo.Record{Partition: 2}, 4); got != 2 {
+		t.Fatalf("a chosen partition went to %d", got)
+	}
+	if !tp.RequiresConsistency(&kgo.Record{Partition: 2}) {
+		t.Fatal("a chosen partition must index all partitions, not the writable ones")
 	}
 }

@@ -221,6 +221,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.preflight(ctx); err != nil {
 		return err
 	}
+	if ctx.Err() != nil {
+		return nil // stopped during preflight
+	}
 	if err := r.proc.Start(ctx); err != nil {
 		return err
 	}

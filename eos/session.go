@@ -123,7 +123,8 @@ func (r *Runner) newSession() (session, error) {
 		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
 	}
 	// User code's record contexts end with the partition.
-	opts = append(opts, kgo.OnPartitionsRevoked(r.contexts.revoke), kgo.OnPartitionsLost(r.contexts.revoke))
+	opts = append(opts, kgo.OnPartitionsRevoked(r.contexts.revoke), kgo.OnPartitionsLost(r.contexts.revoke),
+		kgo.OnPartitionsAssigned(r.contexts.assign))
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}

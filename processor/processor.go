@@ -40,7 +40,9 @@ type Context[Out any] interface {
 	context.Context
 	// Node is the name of the node running.
 	Node() string
-	// Emit passes r to every node fed by this one.
+	// Emit passes r to every node fed by this one. Its Topic, Partition
+	// and Offset are set to the input record's, and a zero Timestamp to
+	// the input's timestamp.
 	Emit(r Record[Out])
 	// EmitTo passes r only to the node called child, one fed by this one
 	// (as Kafka Streams' forward to a named child); an unknown name is an

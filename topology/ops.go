@@ -164,7 +164,8 @@ type keyValue[T any] struct {
 	val T
 }
 
-// Map replaces key and value with fn's results.
+// Map replaces key and value with fn's results. ctx is cancelled on
+// shutdown and when the record's partition is revoked.
 func Map[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]byte, Out, error)) Stream[Out] {
 	p := &port[Out]{}
 	n := attach(s, name, KindProcessor, "Map", func(n *Node) func(graph.Exec, Record[In]) error {
@@ -201,7 +202,8 @@ func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) St
 	return Stream[T]{n: n, p: p}
 }
 
-// FlatMap turns each record into zero or more records.
+// FlatMap turns each record into zero or more records. ctx is cancelled
+// on shutdown and when the record's partition is revoked.
 func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]KV[Out], error)) Stream[Out] {
 	p := &port[Out]{}
 	n := attach(s, name, KindProcessor, "FlatMap", func(n *Node) func(graph.Exec, Record[In]) error {
@@ -224,7 +226,9 @@ func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context
 }
 
 // Peek calls fn for each record, passing records through unchanged; for
-// side effects such as logging or metrics, which are not exactly-once.
+// side effects such as logging or metrics, which are not exactly-once (fn
+// runs again when a batch is redone). ctx is cancelled on shutdown and
+// when the record's partition is revoked.
 func Peek[T any](s Stream[T], name string, fn func(ctx context.Context, key []byte, v T)) Stream[T] {
 	p := &port[T]{}
 	n := attach(s, name, KindProcessor, "Peek", func(n *Node) func(graph.Exec, Record[T]) error {

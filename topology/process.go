@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
@@ -38,6 +39,21 @@ type procCtx[Out any] struct {
 	node string
 	port *port[Out]
 	out  []emitted[Out]
+	// The input record's coordinates and timestamp, given to what it
+	// emits.
+	topic     string
+	partition int32
+	offset    int64
+	timestamp time.Time
+}
+
+// derive sets what an emitted record takes from the input record.
+func (c *procCtx[Out]) derive(r Record[Out]) Record[Out] {
+	r.Topic, r.Partition, r.Offset = c.topic, c.partition, c.offset
+	if r.Timestamp.IsZero() {
+		r.Timestamp = c.timestamp
+	}
+	return r
 }
 
 // emitted is one Emit (to == "") or EmitTo.
@@ -48,13 +64,13 @@ type emitted[Out any] struct {
 
 func (c *procCtx[Out]) Node() string { return c.node }
 
-func (c *procCtx[Out]) Emit(r Record[Out]) { c.out = append(c.out, emitted[Out]{r: r}) }
+func (c *procCtx[Out]) Emit(r Record[Out]) { c.out = append(c.out, emitted[Out]{r: c.derive(r)}) }
 
 func (c *procCtx[Out]) EmitTo(child string, r Record[Out]) error {
 	if child == "" || !c.port.has(child) {
 		return fmt.Errorf("EmitTo(%q): no such node fed by %q; its children are: %s", child, c.node, c.port.names())
 	}
-	c.out = append(c.out, emitted[Out]{to: child, r: r})
+	c.out = append(c.out, emitted[Out]{to: child, r: c.derive(r)})
 	return nil
 }
 
@@ -78,6 +94,7 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 			for attempt := 0; ; attempt++ {
 				x.Enter(n.index)
 				st.ctx.Context, st.ctx.out = x.Context(), st.ctx.out[:0]
+				st.ctx.topic, st.ctx.partition, st.ctx.offset, st.ctx.timestamp = r.Topic, r.Partition, r.Offset, r.Timestamp
 				err := st.proc.Process(&st.ctx, r)
 				if err == nil {
 					break

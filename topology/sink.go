@@ -22,7 +22,8 @@ type sinkOpt[T any] func(*sinkConf[T])
 func (f sinkOpt[T]) applySink(c *sinkConf[T]) { f(c) }
 
 // Partitioner makes the sink choose each output's partition with fn, given
-// the record and the topic's partition count, overriding the default:
+// the record and the topic's partition count (read once per topic for the
+// run), overriding the default:
 // Kafka's murmur2 hash of the key modulo the partition count, as the Java
 // producer and Kafka Streams compute it, so every client agrees where a
 // key lives (records without a key are spread in sticky batches). A
@@ -41,8 +42,9 @@ func To[T any](s Stream[T], name, topic string, c codec.Codec[T], opts ...SinkOp
 }
 
 // ToTopicFunc writes each record to the topic topicOf chooses for it; an
-// error, or an empty topic, is an error of the sink, handled by its error
-// policy.
+// error, an empty topic or one that does not exist is an error of the
+// sink, handled by its error policy. ctx is cancelled on shutdown and when
+// the record's partition is revoked.
 func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Context, r Record[T]) (string, error), c codec.Codec[T], opts ...SinkOption[T]) {
 	n := sink(s, name, "", c, topicOf, opts)
 	if n != nil {

@@ -151,6 +151,7 @@ func (e *Engine) Partitioned() bool { return e.g.Partitioned }
 // Start runs the Init of every node that has one (custom processors), in
 // the order they were added; ctx ends when the pipeline stops. It is
 // called once before the first record; Process calls it if nobody did.
+// If an Init fails, the nodes started before it are closed.
 func (e *Engine) Start(ctx context.Context) error {
 	if e.started {
 		return nil
@@ -162,6 +163,11 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 		slot, err := n.Init(ctx)
 		if err != nil {
+			// Those started before it are closed, as if the pipeline
+			// had stopped.
+			if cerr := e.Close(); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
 			return err
 		}
 		e.slots[i] = slot

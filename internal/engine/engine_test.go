@@ -140,9 +140,6 @@ func TestStatsAndInvalidTopology(t *testing.T) {
 	}
 }
 
-// A cancelled context (a shutdown in progress) must not change what the
-// policies do: the open batch still commits, so a record under Skip or
-// DeadLetter must not turn into a failure that aborts it. A retry's wait is
 // A record whose user code fails after its context ended (a shutdown or a
 // revoke) is Interrupted under every policy: nothing is emitted, dead
 // lettered or skipped, and no retry waits, since the failure is most
@@ -185,7 +182,8 @@ func TestFailureAfterContextEndsIsInterrupted(t *testing.T) {
 	}
 }
 
-// policy without waiting out the backoff.
+// A retry whose wait is cut short by cancellation ends the record as
+// Interrupted at once, without waiting out the backoff.
 func TestRetryStopsWhenContextEnds(t *testing.T) {
 	calls := 0
 	p, _ := engine.New(build(topology.Retry(100, time.Hour, topology.Skip()), &calls))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
@@ -88,3 +89,67 @@ func TestPartitionerOutOfRange(t *testing.T) {
 		t.Fatalf("negative partition under Fail: %v", err)
 	}
 }
+
+// What Process emits carries the input record's coordinates (and its
+// timestamp when the emit has none), as every other operator's output
+// does, so a downstream sink sees where the record came from.
+func TestProcessEmitsKeepSourceCoordinates(t *testing.T) {
+	top := topology.New("p")
+	src := topology.Source(top, "in", "in", codec.String())
+	made := topology.Process(src, "make", func(ctx processor.Context[string], r processor.Record[string]) error {
+		ctx.Emit(processor.Record[string]{Value: r.Value}) // built from scratch
+		return nil
+	})
+	topology.ToTopicFunc(made, "out", func(_ context.Context, r topology.Record[string]) (string, error) {
+		return fmt.Sprintf("%s-%d-%d-%d", r.Topic, r.Partition, r.Offset, r.Timestamp.UnixMilli()), nil
+	}, codec.String())
+	e, err := engine.New(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	in := &kgo.Record{Topic: "in", Partition: 3, Offset: 12, Timestamp: time.UnixMilli(5000), Value: []byte("v")}
+	if _, err := e.Process(context.Background(), in, func(r *kgo.Record) { got = r.Topic }); err != nil {
+		t.Fatal(err)
+	}
+	if got != "in-3-12-5000" {
+		t.Fatalf("emitted record saw %q, want in-3-12-5000", got)
+	}
+}
+
+// If a custom processor's Init fails, those started before it are closed
+// and the error names the failing node.
+func TestInitFailureClosesStartedProcessors(t *testing.T) {
+	first := &lifecycle{}
+	top := topology.New("p")
+	src := topology.Source(top, "in", "in", codec.String())
+	a := topology.ProcessWith(src, "first", func() processor.Processor[string, string] { return first })
+	b := topology.ProcessWith(a, "second", func() processor.Processor[string, string] { return &lifecycle{initErr: errors.New("no database")} })
+	topology.To(b, "out", "out", codec.String())
+	e, err := engine.New(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = e.Start(context.Background())
+	var ne *topology.NodeError
+	if !errors.As(err, &ne) || ne.Node != "second" || !strings.Contains(err.Error(), "no database") {
+		t.Fatalf("Start: %v, want a NodeError of second naming the cause", err)
+	}
+	if first.inits != 1 || first.closes != 1 {
+		t.Fatalf("first: %d inits, %d closes; want 1 and 1", first.inits, first.closes)
+	}
+}
+
+type lifecycle struct {
+	inits, closes int
+	initErr       error
+}
+
+func (l *lifecycle) Init(processor.InitContext) error { l.inits++; return l.initErr }
+
+func (l *lifecycle) Process(ctx processor.Context[string], r processor.Record[string]) error {
+	ctx.Emit(r)
+	return nil
+}
+
+func (l *lifecycle) Close() error { l.closes++; return nil }
