@@ -3,6 +3,7 @@ module github.com/eosflow/eosflow
 go 1.26.8
 
 require (
+	github.com/google/btree v1.1.3
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
 	github.com/spf13/cobra v1.10.2

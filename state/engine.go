@@ -1,0 +1,117 @@
+package state
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// NoOffset is the changelog offset of a store that has applied nothing
+// yet: restore it from the start of its changelog partition.
+const NoOffset int64 = -1
+
+// Task is one input partition, the unit that owns a store's data: its
+// store's changelog partition has the same number.
+type Task struct {
+	Topic     string
+	Partition int32
+}
+
+// String names the task in errors and logs as topic/partition.
+func (t Task) String() string { return t.Topic + "/" + strconv.Itoa(int(t.Partition)) }
+
+// dirName is the task's directory under a state directory.
+func (t Task) dirName() string { return t.Topic + "-" + strconv.Itoa(int(t.Partition)) }
+
+// Write is one changelog record: the last write of a batch to a key, or a
+// record read back from the changelog on restore. A nil Value deletes the
+// key (a Kafka tombstone); a Put of an empty value has a non-nil empty
+// Value, so the two stay distinct on the changelog.
+type Write struct {
+	Key   []byte
+	Value []byte
+}
+
+// Entry is one key and its value, as Range yields them.
+type Entry[K, V any] struct {
+	Key   K
+	Value V
+}
+
+// Engine opens the Backend of one store of one task. Users choose an
+// engine as a value (Memory(), Pebble()); the runtime calls Open through
+// the package-level Open when a task is assigned and closes the Store
+// when it is revoked.
+type Engine interface {
+	// String names the engine in topology descriptions.
+	String() string
+	// Open opens, creating it if needed, the backend of store name for
+	// task under the state directory dir. Names are already validated.
+	Open(dir, name string, task Task) (Backend, error)
+}
+
+// Backend is the committed data of one store of one task. Its only write
+// is Apply, which moves data and the changelog offset together, so the
+// two can never disagree. A Backend must allow Get and Range to run
+// concurrently with Apply.
+type Backend interface {
+	// Get returns a copy of key's value, and whether key exists.
+	Get(key []byte) (value []byte, ok bool, err error)
+	// Range calls fn for each key in [start, end) in ascending byte
+	// order (nil start: from the first key; nil end: to the last) until
+	// fn returns false. key and value are valid only during the call.
+	Range(start, end []byte, fn func(key, value []byte) bool) error
+	// Offset is the changelog offset of the last write applied, or
+	// NoOffset.
+	Offset() (int64, error)
+	// Apply applies writes in order (a nil Value deletes) and records
+	// offset as the last applied changelog offset, atomically: after a
+	// crash, either all of it is visible or none of it is. It must not
+	// keep references to the writes' slices.
+	Apply(writes []Write, offset int64) error
+	// Close releases the backend; what Apply returned for stays applied.
+	Close() error
+}
+
+// Open opens the store name of task with engine e under the state
+// directory dir, with an empty overlay. The runtime calls it when the
+// task is assigned, then restores from Offset()+1, and calls Close when
+// the task is revoked.
+func Open(e Engine, dir, name string, task Task) (*Store, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine for store %q", ErrInvalid, name)
+	}
+	if err := validName("store name", name); err != nil {
+		return nil, err
+	}
+	if err := validName("topic", task.Topic); err != nil {
+		return nil, err
+	}
+	if task.Partition < 0 {
+		return nil, fmt.Errorf("%w: negative partition %d for store %q", ErrInvalid, task.Partition, name)
+	}
+	b, err := e.Open(dir, name, task)
+	if err != nil {
+		return nil, &StoreError{Store: name, Task: task, Op: "open " + e.String(), Err: err}
+	}
+	off, err := b.Offset()
+	if err != nil {
+		_ = b.Close()
+		return nil, &StoreError{Store: name, Task: task, Op: "read offset", Err: err}
+	}
+	return newStore(name, task, b, off), nil
+}
+
+// validName accepts what Kafka accepts in topic names, so a name can
+// also be a directory name and part of a changelog topic's name.
+func validName(what, s string) error {
+	if s == "" || s == "." || s == ".." || len(s) > 249 {
+		return fmt.Errorf("%w: %s %q: use 1 to 249 of [a-zA-Z0-9._-], not . or ..", ErrInvalid, what, s)
+	}
+	for _, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: %s %q has %q: use only [a-zA-Z0-9._-]", ErrInvalid, what, s, c)
+		}
+	}
+	return nil
+}

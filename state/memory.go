@@ -1,0 +1,80 @@
+package state
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/google/btree"
+)
+
+type memoryEngine struct{}
+
+// Memory keeps each store in an ordered in-memory tree. Nothing survives
+// Close, so every assignment restores the whole changelog partition: the
+// right engine for small state, tests, and pipelines that restart rarely.
+func Memory() Engine { return memoryEngine{} }
+
+func (memoryEngine) String() string { return "memory" }
+
+func (memoryEngine) Open(string, string, Task) (Backend, error) {
+	return &memoryBackend{tree: btree.NewG(32, lessWrite), offset: NoOffset}, nil
+}
+
+// memoryBackend applies a write under one lock, so readers see all of it
+// or none of it. Range iterates a copy-on-write clone of the tree, so a
+// slow reader neither blocks Apply nor sees half of one.
+type memoryBackend struct {
+	mu     sync.RWMutex
+	tree   *btree.BTreeG[Write]
+	offset int64
+}
+
+func (m *memoryBackend) Get(key []byte) ([]byte, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	w, ok := m.tree.Get(Write{Key: key})
+	if !ok {
+		return nil, false, nil
+	}
+	return bytes.Clone(w.Value), true, nil
+}
+
+func (m *memoryBackend) Range(start, end []byte, fn func(key, value []byte) bool) error {
+	m.mu.Lock() // Clone writes to the tree's copy-on-write bookkeeping
+	t := m.tree.Clone()
+	m.mu.Unlock()
+	visit := func(w Write) bool { return fn(w.Key, w.Value) }
+	if end == nil {
+		t.AscendGreaterOrEqual(Write{Key: start}, visit)
+	} else {
+		t.AscendRange(Write{Key: start}, Write{Key: end}, visit)
+	}
+	return nil
+}
+
+func (m *memoryBackend) Offset() (int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.offset, nil
+}
+
+func (m *memoryBackend) Apply(writes []Write, offset int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range writes {
+		if w.Value == nil {
+			m.tree.Delete(w)
+			continue
+		}
+		m.tree.ReplaceOrInsert(Write{Key: bytes.Clone(w.Key), Value: bytes.Clone(w.Value)})
+	}
+	m.offset = offset
+	return nil
+}
+
+func (m *memoryBackend) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tree.Clear(false)
+	return nil
+}

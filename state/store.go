@@ -1,0 +1,271 @@
+package state
+
+import (
+	"bytes"
+	"iter"
+	"sync"
+
+	"github.com/google/btree"
+)
+
+// Store is one store of one task: the engine's committed data under the
+// overlay of the open batch. Its methods are safe for concurrent use,
+// except that Close must not run while a Range is being iterated.
+type Store struct {
+	name string
+	task Task
+	b    Backend
+
+	mu      sync.Mutex
+	overlay *btree.BTreeG[Write] // the batch's writes; a nil Value is a tombstone
+	offset  int64                // the backend's applied changelog offset
+	closed  bool
+}
+
+func lessWrite(a, b Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }
+
+func newStore(name string, task Task, b Backend, offset int64) *Store {
+	return &Store{name: name, task: task, b: b, offset: offset, overlay: btree.NewG(32, lessWrite)}
+}
+
+// Name is the store's name in the topology; it names the changelog topic.
+func (s *Store) Name() string { return s.name }
+
+// Task is the input partition that owns the store.
+func (s *Store) Task() Task { return s.task }
+
+// Offset is the last changelog offset the engine applied (NoOffset if
+// none): restore from Offset()+1.
+func (s *Store) Offset() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.offset
+}
+
+// Get returns key's value as the batch sees it: the overlay's write if
+// the batch wrote key, else the engine's. The value is a copy.
+func (s *Store) Get(key []byte) ([]byte, bool, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false, ErrClosed
+	}
+	if w, ok := s.overlay.Get(Write{Key: key}); ok {
+		s.mu.Unlock()
+		if w.Value == nil {
+			return nil, false, nil
+		}
+		return bytes.Clone(w.Value), true, nil
+	}
+	s.mu.Unlock()
+	v, ok, err := s.b.Get(key)
+	if err != nil {
+		return nil, false, s.fail("get", err)
+	}
+	return v, ok, nil
+}
+
+// Put sets key to value in the batch's overlay; nil value is stored as an
+// empty value (use Delete to delete). Both slices are copied.
+func (s *Store) Put(key, value []byte) error {
+	if value == nil {
+		value = []byte{}
+	}
+	return s.write(Write{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+}
+
+// Delete deletes key in the batch's overlay: a tombstone that hides the
+// engine's value and goes to the changelog as a nil value.
+func (s *Store) Delete(key []byte) error {
+	return s.write(Write{Key: bytes.Clone(key)})
+}
+
+func (s *Store) write(w Write) error {
+	if w.Key == nil {
+		w.Key = []byte{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.overlay.ReplaceOrInsert(w)
+	return nil
+}
+
+// Changes returns the batch's last write per key, in key order: the
+// records to produce to the changelog partition in the batch's
+// transaction. A nil Value is a delete. The slices belong to the overlay:
+// do not modify them.
+func (s *Store) Changes() []Write {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Write, 0, s.overlay.Len())
+	s.overlay.Ascend(func(w Write) bool { out = append(out, w); return true })
+	return out
+}
+
+// Commit writes the overlay and offset, the changelog offset of the
+// batch's last change, to the engine in one atomic write and empties the
+// overlay. Call it only after the transaction that carried Changes
+// committed. A batch that wrote nothing commits nothing. After an error
+// the overlay is gone and the engine may be behind the changelog: close,
+// reopen and restore.
+func (s *Store) Commit(offset int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.overlay.Len() == 0 {
+		return nil
+	}
+	if offset <= s.offset {
+		return &OffsetError{Store: s.name, Task: s.task, Applied: s.offset, Got: offset}
+	}
+	writes := make([]Write, 0, s.overlay.Len())
+	s.overlay.Ascend(func(w Write) bool { writes = append(writes, w); return true })
+	s.overlay.Clear(false)
+	if err := s.b.Apply(writes, offset); err != nil {
+		return s.fail("commit", err)
+	}
+	s.offset = offset
+	return nil
+}
+
+// Abort drops the overlay: the batch's transaction aborted, and the
+// engine never saw its writes.
+func (s *Store) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overlay.Clear(false)
+}
+
+// Restore applies changelog records read back from the changelog, in
+// their order, and offset, the offset of the last of them, in one atomic
+// write. Call it between batches, in batches of records; the writes'
+// slices are not kept.
+func (s *Store) Restore(writes []Write, offset int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.overlay.Len() != 0 {
+		return ErrBatchOpen
+	}
+	if offset <= s.offset {
+		return &OffsetError{Store: s.name, Task: s.task, Applied: s.offset, Got: offset}
+	}
+	if err := s.b.Apply(writes, offset); err != nil {
+		return s.fail("restore", err)
+	}
+	s.offset = offset
+	return nil
+}
+
+// Close drops the overlay and closes the engine's backend; it is
+// idempotent. What Commit and Restore wrote stays (in a persistent
+// engine).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.overlay.Clear(false)
+	if err := s.b.Close(); err != nil {
+		return s.fail("close", err)
+	}
+	return nil
+}
+
+func (s *Store) fail(op string, err error) error {
+	return &StoreError{Store: s.name, Task: s.task, Op: op, Err: err}
+}
+
+// Range yields the entries with keys in [start, end) in key order, the
+// overlay merged over the engine (nil start: from the first key; nil
+// end: to the last). Keys and values are copies. An error is yielded
+// once, last.
+func (s *Store) Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error] {
+	return func(yield func(Entry[[]byte, []byte], error) bool) {
+		if end != nil && bytes.Compare(start, end) >= 0 {
+			return
+		}
+		ov, err := s.overlayRange(start, end)
+		if err != nil {
+			yield(Entry[[]byte, []byte]{}, err)
+			return
+		}
+		i, stopped := 0, false
+		emit := func(k, v []byte) bool {
+			if !yield(Entry[[]byte, []byte]{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
+				stopped = true
+			}
+			return !stopped
+		}
+		err = s.b.Range(start, end, func(k, v []byte) bool {
+			for ; i < len(ov) && bytes.Compare(ov[i].Key, k) < 0; i++ {
+				if ov[i].Value != nil && !emit(ov[i].Key, ov[i].Value) {
+					return false
+				}
+			}
+			if i < len(ov) && bytes.Equal(ov[i].Key, k) {
+				w := ov[i]
+				i++
+				return w.Value == nil || emit(w.Key, w.Value)
+			}
+			return emit(k, v)
+		})
+		if stopped {
+			return
+		}
+		if err != nil {
+			yield(Entry[[]byte, []byte]{}, s.fail("range", err))
+			return
+		}
+		for ; i < len(ov); i++ {
+			if ov[i].Value != nil && !emit(ov[i].Key, ov[i].Value) {
+				return
+			}
+		}
+	}
+}
+
+// Prefix yields the entries whose keys start with prefix, like Range.
+func (s *Store) Prefix(prefix []byte) iter.Seq2[Entry[[]byte, []byte], error] {
+	return s.Range(prefix, prefixEnd(prefix))
+}
+
+// prefixEnd is the first key after every key that starts with p, or nil
+// when there is none (p is all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// overlayRange snapshots the overlay's writes in [start, end).
+func (s *Store) overlayRange(start, end []byte) ([]Write, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var out []Write
+	collect := func(w Write) bool { out = append(out, w); return true }
+	switch {
+	case end == nil:
+		s.overlay.AscendGreaterOrEqual(Write{Key: start}, collect)
+	default:
+		s.overlay.AscendRange(Write{Key: start}, Write{Key: end}, collect)
+	}
+	return out, nil
+}
