@@ -19,6 +19,7 @@ type engineCase struct {
 func engineCases() []engineCase {
 	return []engineCase{
 		{name: "memory", engine: Memory},
+		{name: "pebble", engine: func() Engine { return Pebble() }, persistent: true},
 	}
 }
 

@@ -1,0 +1,141 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestPebbleCrash commits batches, then opens a crash image of the
+// filesystem (only what was synced survives, as after a power cut): the
+// store must hold exactly the data of the offset it reports, and
+// restoring the changelog from there must reach the final state.
+func TestPebbleCrash(t *testing.T) {
+	for _, unsynced := range []int{0, 30, 100} {
+		t.Run(fmt.Sprintf("unsynced %d%%", unsynced), func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			e := &pebbleEngine{fs: fs, memTableSize: 256 << 10}
+			s, err := Open(e, "/state", "counts", task)
+			must(t, err)
+			defer s.Close()
+			log := changelog(6000, 7)
+			for i := range log {
+				log[i].Value = pad(log[i].Value)
+			}
+			const batch = 20
+			for i := 0; i < len(log); i += batch {
+				for _, w := range log[i : i+batch] {
+					if w.Value == nil {
+						must(t, s.Delete(w.Key))
+					} else {
+						must(t, s.Put(w.Key, w.Value))
+					}
+				}
+				must(t, s.Commit(int64(i+batch-1)))
+			}
+			rng := rand.New(rand.NewPCG(uint64(unsynced), 1))
+			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rng})
+
+			r, err := Open(&pebbleEngine{fs: crashed}, "/state", "counts", task)
+			must(t, err)
+			defer r.Close()
+			off := r.Offset()
+			t.Logf("crash image applied up to offset %d of %d", off, len(log)-1)
+			if unsynced == 0 && off >= int64(len(log)-1) {
+				t.Fatalf("nothing was lost (offset %d): the crash did not drop the memtable", off)
+			}
+			if got, want := entries(t, r, nil, nil), model(log[:off+1]); !slices.Equal(got, want) {
+				t.Fatalf("data does not match offset %d:\n got %d entries\nwant %d entries", off, len(got), len(want))
+			}
+			must(t, r.Restore(log[off+1:], int64(len(log)-1)))
+			if got, want := entries(t, r, nil, nil), model(log); !slices.Equal(got, want) {
+				t.Fatal("restore from the crash image's offset did not reach the final state")
+			}
+		})
+	}
+}
+
+// pad makes values large enough for memtables to fill and flush.
+func pad(v []byte) []byte {
+	if v == nil {
+		return nil
+	}
+	return append(v, make([]byte, 200)...)
+}
+
+func TestPebbleLayout(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"counts", "sessions"} {
+		s, err := Open(Pebble(CacheSize(1<<20), MemTableSize(1<<20)), dir, name, task)
+		must(t, err)
+		put(t, s, "k", name)
+		must(t, s.Commit(0))
+		must(t, s.Close())
+	}
+	for _, name := range []string{"counts", "sessions"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, "orders-3", name, "MANIFEST-*")); len(m) == 0 {
+			t.Errorf("store %s: no pebble database in <dir>/orders-3/%s", name, name)
+		}
+		s, err := Open(Pebble(), dir, name, task)
+		must(t, err)
+		wantGet(t, s, "k", name, true) // the stores do not share data
+		must(t, s.Close())
+	}
+}
+
+// TestPebbleKeyspace puts keys that look like the engine's own.
+func TestPebbleKeyspace(t *testing.T) {
+	s, err := Open(Pebble(), t.TempDir(), "counts", task)
+	must(t, err)
+	defer s.Close()
+	keys := []string{"", "m", "moffset", "offset", "d", "\x00", "\xff\xff"}
+	for _, k := range keys {
+		put(t, s, k, "v")
+	}
+	must(t, s.Commit(12))
+	if got := entries(t, s, nil, nil); len(got) != len(keys) {
+		t.Fatalf("Range = %q, want %d entries", got, len(keys))
+	}
+	if s.Offset() != 12 {
+		t.Fatalf("Offset = %d", s.Offset())
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	must(t, os.WriteFile(file, nil, 0o644))
+	cases := []struct {
+		name    string
+		e       Engine
+		dir     string
+		store   string
+		task    Task
+		wantErr error
+	}{
+		{"nil engine", nil, "d", "s", task, ErrInvalid},
+		{"empty store name", Memory(), "d", "", task, ErrInvalid},
+		{"dotdot store name", Memory(), "d", "..", task, ErrInvalid},
+		{"slash in store name", Memory(), "d", "a/b", task, ErrInvalid},
+		{"slash in topic", Memory(), "d", "s", Task{Topic: "../x"}, ErrInvalid},
+		{"negative partition", Memory(), "d", "s", Task{Topic: "t", Partition: -1}, ErrInvalid},
+		{"pebble without dir", Pebble(), "", "s", task, ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := Open(c.e, c.dir, c.store, c.task); !errors.Is(err, c.wantErr) {
+				t.Fatalf("Open = %v, want %v", err, c.wantErr)
+			}
+		})
+	}
+	_, err := Open(Pebble(), file, "s", task) // the state directory is a file
+	var se *StoreError
+	if !errors.As(err, &se) || se.Store != "s" || se.Task != task {
+		t.Fatalf("Open under a file = %v, want a *StoreError naming the store", err)
+	}
+}
