@@ -7,11 +7,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 )
 
-// Range and Prefix order keys by their encoded bytes, so a key codec must
-// preserve order (a < b exactly when Encode(a) sorts before Encode(b))
-// for ranges to mean what they say. The codecs below do. codec.JSON does
-// not order numbers numerically: 10 encodes as "10", which sorts before
-// "9"; use it for keys only when Range order does not matter.
+// Key codecs: their encodings sort as their values do (see KV).
 
 // StringKey encodes strings as their UTF-8 bytes, which sort bytewise in
 // code point order; Prefix on it finds keys by string prefix.

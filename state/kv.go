@@ -9,8 +9,11 @@ import (
 
 // KV is a Store with typed keys and values, encoded by codecs, so that
 // user code works with its own types and gets errors naming the store and
-// key when a codec fails. The key codec must preserve order for Range to
-// make sense (see StringKey, Int64Key).
+// key when a codec fails. Range and Prefix order keys by their encoded
+// bytes, so the key codec must preserve order (a < b exactly when a's
+// encoding sorts before b's) for ranges to mean what they say.
+// StringKey, Int64Key and Uint64Key do; codec.JSON does not order
+// numbers numerically (10 encodes as "10", which sorts before "9").
 type KV[K, V any] struct {
 	s     *Store
 	key   codec.Codec[K]

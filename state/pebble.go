@@ -47,8 +47,8 @@ type pebbleEngine struct {
 // never disagree. The write-ahead log is disabled: the changelog, not the
 // database, is the source of truth. A crash loses at most the writes
 // since the last memtable flush, data and offset together, and the
-// restore reads them again from the changelog; in exchange every Commit
-// saves a log write and an fsync. Close flushes, so a clean shutdown
+// restore reads them again from the changelog; in exchange no Commit
+// writes a log, let alone syncs one. Close flushes, so a clean shutdown
 // loses nothing.
 func Pebble(opts ...PebbleOption) Engine {
 	e := &pebbleEngine{}

@@ -108,9 +108,10 @@ func (s *Store) Changes() []Write {
 // Commit writes the overlay and offset, the changelog offset of the
 // batch's last change, to the engine in one atomic write and empties the
 // overlay. Call it only after the transaction that carried Changes
-// committed. A batch that wrote nothing commits nothing. After an error
-// the overlay is gone and the engine may be behind the changelog: close,
-// reopen and restore.
+// committed. A batch that wrote nothing commits nothing. An offset not
+// after Offset() is refused with an *OffsetError and changes nothing.
+// After an engine error the overlay is gone and the engine may be behind
+// the changelog: close, reopen and restore.
 func (s *Store) Commit(offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
