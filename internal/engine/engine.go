@@ -14,6 +14,7 @@ import (
 
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -70,6 +71,9 @@ type Engine struct {
 	limit      topicLimit            // its limits
 	limitCache map[string]topicLimit // every topic asked so far
 	partitions func(topic string) (int32, error)
+	stores     func(name string, task state.Task) (*state.Store, error)
+	curTopic   string // the current record's topic and partition: its task
+	curPart    int32
 
 	lastTopic string       // topic of the previous record
 	lastSrc   graph.Source // its source; nil before the first record
@@ -97,6 +101,13 @@ func Sleep(fn func(context.Context, time.Duration) error) Option {
 // their own partitioner; without it such sinks fail.
 func Partitions(fn func(topic string) (int32, error)) Option {
 	return optFunc(func(e *Engine) { e.partitions = fn })
+}
+
+// Stores gives user code the stores of the current record's task: fn
+// returns the store called name of task, ready for the batch. Without it a
+// topology with stores fails on its first record.
+func Stores(fn func(name string, task state.Task) (*state.Store, error)) Option {
+	return optFunc(func(e *Engine) { e.stores = fn })
 }
 
 // RecordOverhead is what OutputLimits adds to an output's key, value and
@@ -147,6 +158,9 @@ func New(t *topology.Topology, opts ...Option) (*Engine, error) {
 // Partitioned reports whether a sink chooses its own partitions, so that
 // the producer must honour a record's partition.
 func (e *Engine) Partitioned() bool { return e.g.Partitioned }
+
+// StoreSpecs lists the stores the topology declares.
+func (e *Engine) StoreSpecs() []graph.Store { return e.g.Stores }
 
 // Start runs the Init of every node that has one (custom processors), in
 // the order they were added; ctx ends when the pipeline stops. It is
@@ -237,6 +251,7 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
 	}
 	e.ctx = ctx
+	e.curTopic, e.curPart = r.Topic, r.Partition
 	e.pending = e.pending[:0]
 	e.pendingNode = e.pendingNode[:0]
 	err := e.run(src, r)
@@ -376,6 +391,14 @@ func (e *Engine) Partitions(topic string) (int32, error) {
 		return 0, fmt.Errorf("the partition count of topic %q is unknown here", topic)
 	}
 	return e.partitions(topic)
+}
+
+// Store implements graph.Exec.
+func (e *Engine) Store(name string) (*state.Store, error) {
+	if e.stores == nil {
+		return nil, fmt.Errorf("store %q: this engine has no stores", name)
+	}
+	return e.stores(name, state.Task{Topic: e.curTopic, Partition: e.curPart})
 }
 
 // currentName names the node Enter last named, for attributing a panic.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -30,6 +31,9 @@ type Exec interface {
 	Slot(node int) any
 	// Partitions is the partition count of an output topic.
 	Partitions(topic string) (int32, error)
+	// Store is the store called name of the current record's task (its
+	// input partition), restored and with the batch's overlay.
+	Store(name string) (*state.Store, error)
 }
 
 // AnyPartition in Output.Partition lets the producer choose the partition
@@ -59,8 +63,18 @@ type Node struct {
 	Close func(slot any) error
 }
 
+// Store is a state store the topology declares. Its tasks are the
+// partitions of Source, the one input topic whose records reach the nodes
+// that use it; its changelog has as many partitions.
+type Store struct {
+	Name   string
+	Engine state.Engine
+	Source string
+}
+
 // Graph is a compiled topology.
 type Graph struct {
+	Stores  []Store
 	Nodes   []Node
 	Sources map[string]Source // by input topic
 	Default Policy
