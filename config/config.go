@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -147,6 +148,10 @@ type Config struct {
 	// its partitions back without a rebalance. EOS_LEAVE_GROUP_ON_CLOSE.
 	// Default: false.
 	LeaveGroupOnClose bool `yaml:"leave_group_on_close"`
+	// StateDir is where persistent state stores keep their data, one
+	// directory per task and store. EOS_STATE_DIR. Default: empty, which
+	// is StateDirFor's choice under the system's temporary directory.
+	StateDir string `yaml:"state_dir"`
 	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
 	// level. EOS_LOG_LEVEL. Default: info.
 	LogLevel string `yaml:"log_level"`
@@ -247,4 +252,14 @@ func (c Config) Level() zapcore.Level {
 		return zapcore.ErrorLevel
 	}
 	return zapcore.InfoLevel
+}
+
+// StateDirFor is where state stores live: StateDir if set, else
+// <temp dir>/eosflow/<app_id>/<instance_id>, so that two instances on one
+// machine never share a store.
+func (c Config) StateDirFor() string {
+	if c.StateDir != "" {
+		return c.StateDir
+	}
+	return filepath.Join(os.TempDir(), "eosflow", c.AppID, c.InstanceID)
 }
