@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -97,6 +98,9 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 	if err := r.settlePending(ctx); err != nil {
 		return false, err
 	}
+	if r.state != nil {
+		r.state.reload()
+	}
 	lastBatch := time.Now()
 	for {
 		if ctx.Err() != nil {
@@ -125,12 +129,27 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			}
 			continue
 		}
+		if r.state != nil {
+			r.state.sync()
+		}
 		committed, err := r.runBatch(ctx, s, fetches, log)
 		if committed {
 			progressed = true
 		}
 		if err != nil {
 			return progressed, err
+		}
+		if len(r.restorePending) > 0 {
+			// Between batches, with no transaction open: records of
+			// these tasks were left for after their stores catch up.
+			tasks := make([]state.Task, 0, len(r.restorePending))
+			for t := range r.restorePending {
+				tasks = append(tasks, t)
+			}
+			clear(r.restorePending)
+			if err := r.restore(ctx, r.state.owned(tasks)); err != nil {
+				return progressed, err
+			}
 		}
 		lastBatch = time.Now()
 	}
@@ -226,16 +245,33 @@ func (b *batch) process(fs kgo.Fetches) {
 				}
 				return
 			}
+			if r.state != nil && r.state.needs(rec) {
+				// Its stores must catch up first, outside any
+				// transaction: end the batch and restore.
+				if r.restorePending == nil {
+					r.restorePending = make(map[state.Task]bool)
+				}
+				r.restorePending[state.Task{Topic: rec.Topic, Partition: rec.Partition}] = true
+				b.leave(rec)
+				b.cut.Store(true)
+				return
+			}
 			b.in++
 			b.cur = rec
 			var (
 				outcome engine.Outcome
 				err     error
 			)
+			if r.state != nil {
+				r.state.beginRecord()
+			}
 			if rej, ok := r.rejectionOf(rec); ok {
 				outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
 			} else {
 				outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
+			}
+			if r.state != nil && outcome != engine.Processed {
+				r.state.failRecord()
 			}
 			if outcome == engine.Interrupted && !b.cuttable {
 				// At-most-once committed its offset already: it is lost,
@@ -316,7 +352,17 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 	if commit && r.cfg.Guarantee != config.AtMostOnce {
 		offsets = s.client().UncommittedOffsets()
 	}
+	if commit && r.state != nil {
+		r.state.produceChanges(func(rec *kgo.Record) { s.produce(b.produceCtx, rec) })
+	}
 	committed, endErr := s.end(commit)
+	if r.state != nil {
+		if committed && endErr == nil {
+			r.state.committed()
+		} else {
+			r.state.aborted()
+		}
+	}
 	member, gen := s.client().GroupMetadata()
 	if member != "" {
 		r.ownMembers[member] = true

@@ -63,6 +63,17 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return &MissingTopicsError{Topics: missing, Brokers: r.cfg.Brokers}
 	}
 	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
+	if r.state != nil {
+		parts := map[string]int32{}
+		for _, t := range r.top.InputTopics() {
+			if d, ok := details[t]; ok && d.Err == nil {
+				parts[t] = int32(len(d.Partitions))
+			} else if r.create != nil {
+				parts[t] = r.create.partitions
+			}
+		}
+		return r.changelogs(pctx, kadm.NewClient(cl), parts)
+	}
 	return nil
 }
 

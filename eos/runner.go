@@ -18,6 +18,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -50,6 +51,10 @@ type Stats struct {
 	// Retries counts retried calls of user code (the waits of Retry
 	// policies) in batches that committed.
 	Retries uint64
+	// Restored counts changelog records applied to state stores while
+	// restoring them (on assignment, and after a batch that did not
+	// commit cleanly).
+	Restored uint64
 	// Redone counts input records whose outputs may have been written
 	// although their batch did not commit its offsets (idempotent and
 	// at-least-once only: a failed or lost offset commit, a produce
@@ -84,7 +89,7 @@ type Runner struct {
 	closeErr error
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
-	deadLettered, skipped, retries                              atomic.Uint64
+	deadLettered, skipped, retries, restored                    atomic.Uint64
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
@@ -104,6 +109,8 @@ type Runner struct {
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 	partitionCounts   map[string]int32         // output topics' partition counts, when asked
+	state             *taskStores              // the topology's state stores; nil without
+	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
 	missing           map[string]time.Time     // topics chosen per record found missing, and when
 }
 
@@ -175,11 +182,18 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 			return nil, fmt.Errorf("%w (transaction_timeout %s)", err, cfg.TransactionTimeout)
 		}
 	}
-	proc, err := engine.New(t, engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount))
+	proc, err := engine.New(t, engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount),
+		engine.Stores(func(name string, task state.Task) (*state.Store, error) { return r.state.store(name, task) }))
 	if err != nil {
 		return nil, err
 	}
 	r.proc = proc
+	if specs := proc.StoreSpecs(); len(specs) > 0 {
+		if cfg.Guarantee == config.AtMostOnce {
+			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)
+		}
+		r.state = newTaskStores(specs, cfg.StateDirFor(), cfg.AppID, r.log)
+	}
 	return r, nil
 }
 
@@ -189,6 +203,7 @@ func (r *Runner) Stats() Stats {
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
 		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
+		Restored: r.restored.Load(),
 	}
 }
 
@@ -230,6 +245,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer func() {
 		if cerr := r.proc.Close(); cerr != nil {
 			r.log.Warn("closing processors", zap.Error(cerr))
+		}
+		if r.state != nil {
+			r.state.closeAll()
 		}
 	}()
 	r.log.Info("starting", zap.String("transactional_id", r.cfg.TransactionalID()),

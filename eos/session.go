@@ -118,13 +118,15 @@ func (r *Runner) newSession() (session, error) {
 	// The client's own warnings and errors (connection loss, retries) go
 	// to the same structured log.
 	opts = append(opts, kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
-	if r.proc.Partitioned() {
-		// Some sink chooses partitions: honour them, hash the rest.
+	if r.proc.Partitioned() || r.state != nil {
+		// Some sink chooses partitions, or changelogs go to their task's
+		// partition: honour them, hash the rest.
 		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
 	}
-	// User code's record contexts end with the partition.
-	opts = append(opts, kgo.OnPartitionsRevoked(r.contexts.revoke), kgo.OnPartitionsLost(r.contexts.revoke),
-		kgo.OnPartitionsAssigned(r.contexts.assign))
+	// User code's record contexts, and tasks' stores, follow the
+	// assignment.
+	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
+		kgo.OnPartitionsAssigned(r.onAssigned))
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}
@@ -298,4 +300,19 @@ func (s *plainSession) close() {
 	defer cancel()
 	_ = s.cl.Flush(ctx)
 	s.cl.CloseAllowingRebalance()
+}
+
+// onAssigned and onRevoked are the rebalance callbacks.
+func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string][]int32) {
+	r.contexts.assign(ctx, cl, got)
+	if r.state != nil {
+		r.state.assign(got)
+	}
+}
+
+func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
+	r.contexts.revoke(ctx, cl, gone)
+	if r.state != nil {
+		r.state.revoke(gone)
+	}
 }

@@ -20,6 +20,16 @@ type Store struct {
 	overlay *btree.BTreeG[Write] // the batch's writes; a nil Value is a tombstone
 	offset  int64                // the backend's applied changelog offset
 	closed  bool
+	// The overlay as it was at Mark, for each key written since: what
+	// Rollback puts back.
+	marked bool
+	undo   []undoWrite
+}
+
+// undoWrite is a key's overlay entry before the current record wrote it.
+type undoWrite struct {
+	prev Write
+	had  bool // the overlay held prev; else the key was not in it
 }
 
 func lessWrite(a, b Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }
@@ -89,8 +99,49 @@ func (s *Store) write(w Write) error {
 	if s.closed {
 		return ErrClosed
 	}
+	if s.marked && !s.undone(w.Key) {
+		prev, had := s.overlay.Get(w)
+		if !had {
+			prev = Write{Key: w.Key}
+		}
+		s.undo = append(s.undo, undoWrite{prev: prev, had: had})
+	}
 	s.overlay.ReplaceOrInsert(w)
 	return nil
+}
+
+// undone reports whether key's earlier overlay entry is already saved.
+func (s *Store) undone(key []byte) bool {
+	for _, u := range s.undo {
+		if bytes.Equal(u.prev.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// Mark starts a savepoint: the runtime calls it before a record first
+// writes to the store, so that Rollback can undo that record's writes
+// alone (a record that fails and is dead-lettered or skipped must leave
+// no state behind, while the rest of its batch commits).
+func (s *Store) Mark() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marked, s.undo = true, s.undo[:0]
+}
+
+// Rollback undoes the writes since Mark, leaving the overlay as it was.
+func (s *Store) Rollback() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		if u := s.undo[i]; u.had {
+			s.overlay.ReplaceOrInsert(u.prev)
+		} else {
+			s.overlay.Delete(u.prev)
+		}
+	}
+	s.marked, s.undo = false, s.undo[:0]
 }
 
 // Changes returns the batch's last write per key, in key order: the
@@ -127,6 +178,7 @@ func (s *Store) Commit(offset int64) error {
 	writes := make([]Write, 0, s.overlay.Len())
 	s.overlay.Ascend(func(w Write) bool { writes = append(writes, w); return true })
 	s.overlay.Clear(false)
+	s.marked, s.undo = false, s.undo[:0]
 	if err := s.b.Apply(writes, offset); err != nil {
 		return s.fail("commit", err)
 	}
@@ -140,6 +192,7 @@ func (s *Store) Abort() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.overlay.Clear(false)
+	s.marked, s.undo = false, s.undo[:0]
 }
 
 // Restore applies changelog records read back from the changelog, in

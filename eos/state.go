@@ -1,0 +1,452 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/state"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+)
+
+// ChangelogTopic is the compacted topic that holds a store's committed
+// state, one partition per task: app ID, store name, "changelog".
+func ChangelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
+
+// taskStores keeps the state stores of the tasks this instance runs. A task
+// (an input partition) is ready once its stores caught up with their
+// changelogs since it was last assigned; its records wait until then. A
+// batch's writes stay in the stores' overlays: their last value per key goes
+// to the changelog inside the batch's transaction, and only a committed
+// batch applies them (Commit); any other outcome drops them (Abort) and has
+// the task restored from the changelog, which says what committed.
+type taskStores struct {
+	specs    []graph.Store
+	bySource map[string][]graph.Store // stores whose tasks are a source topic's partitions
+	dir      string
+	appID    string
+	log      *zap.Logger
+
+	open  map[state.Task]map[string]*state.Store
+	ready map[state.Task]bool
+	dirty map[*state.Store]state.Task // written in the current batch
+	last  map[*state.Store]*kgo.Record
+	// Savepoints per record: the stores the current record reached, each
+	// marked once, so that a record that fails leaves no writes behind.
+	seq     uint64
+	markSeq map[*state.Store]uint64
+	touched []*state.Store
+
+	mu            sync.Mutex
+	own           map[state.Task]bool // assigned to this instance now
+	assigned      map[state.Task]bool // since the last batch: must catch up first
+	revoked       map[state.Task]bool // since the last batch: close after it
+	allNeedReload bool                // a new client: every task catches up
+}
+
+func newTaskStores(specs []graph.Store, dir, appID string, log *zap.Logger) *taskStores {
+	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, dir: dir, appID: appID, log: log,
+		open: map[state.Task]map[string]*state.Store{}, ready: map[state.Task]bool{},
+		dirty: map[*state.Store]state.Task{}, last: map[*state.Store]*kgo.Record{}, markSeq: map[*state.Store]uint64{},
+		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
+	for _, s := range specs {
+		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
+	}
+	return ts
+}
+
+// assign and revoke note rebalances; franz-go calls them from its
+// callbacks, the batch loop acts on them between batches.
+func (ts *taskStores) assign(got map[string][]int32) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for topic, parts := range got {
+		for _, p := range parts {
+			t := state.Task{Topic: topic, Partition: p}
+			ts.assigned[t], ts.revoked[t], ts.own[t] = true, false, true
+		}
+	}
+}
+
+func (ts *taskStores) revoke(gone map[string][]int32) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for topic, parts := range gone {
+		for _, p := range parts {
+			t := state.Task{Topic: topic, Partition: p}
+			ts.revoked[t] = true
+			delete(ts.own, t)
+		}
+	}
+}
+
+// reload makes every task catch up before its next record: a new client
+// may have been given partitions another instance wrote meanwhile.
+func (ts *taskStores) reload() {
+	ts.mu.Lock()
+	ts.allNeedReload = true
+	ts.mu.Unlock()
+}
+
+// sync applies the rebalances noted since the last batch; called between
+// batches, with no transaction open.
+func (ts *taskStores) sync() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.allNeedReload {
+		clear(ts.ready)
+		ts.allNeedReload = false
+	}
+	for t := range ts.assigned {
+		delete(ts.ready, t)
+	}
+	clear(ts.assigned)
+	for t, gone := range ts.revoked {
+		if gone {
+			ts.closeTask(t)
+		}
+	}
+	clear(ts.revoked)
+}
+
+func (ts *taskStores) closeTask(t state.Task) {
+	for name, s := range ts.open[t] {
+		delete(ts.markSeq, s)
+		s.Abort()
+		if err := s.Close(); err != nil {
+			ts.log.Warn("closing a state store", zap.String("store", name), zap.Stringer("task", t), zap.Error(err))
+		}
+	}
+	delete(ts.open, t)
+	delete(ts.ready, t)
+}
+
+// owned keeps the tasks this instance is assigned now: a record fetched
+// before its partition was revoked needs no restore.
+func (ts *taskStores) owned(tasks []state.Task) []state.Task {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := tasks[:0]
+	for _, t := range tasks {
+		if ts.own[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// needs reports whether rec's task has stores that have not caught up.
+func (ts *taskStores) needs(rec *kgo.Record) bool {
+	if len(ts.bySource[rec.Topic]) == 0 {
+		return false
+	}
+	return !ts.ready[state.Task{Topic: rec.Topic, Partition: rec.Partition}]
+}
+
+// store is the engine's Stores hook: the store called name of task, marked
+// as written by the batch.
+func (ts *taskStores) store(name string, task state.Task) (*state.Store, error) {
+	s := ts.open[task][name]
+	if s == nil || !ts.ready[task] {
+		return nil, fmt.Errorf("store %q of task %s is not open here; it is read by nodes fed by another topic", name, task)
+	}
+	ts.dirty[s] = task
+	if ts.markSeq[s] != ts.seq {
+		s.Mark()
+		ts.markSeq[s] = ts.seq
+		ts.touched = append(ts.touched, s)
+	}
+	return s, nil
+}
+
+// beginRecord starts a record: its writes can be undone alone.
+func (ts *taskStores) beginRecord() {
+	ts.seq++
+	ts.touched = ts.touched[:0]
+}
+
+// failRecord undoes the writes of a record that was not processed
+// (dead-lettered, skipped, interrupted or failed), while the batch's other
+// writes stay.
+func (ts *taskStores) failRecord() {
+	for _, s := range ts.touched {
+		s.Rollback()
+	}
+	ts.touched = ts.touched[:0]
+}
+
+// produceChanges hands each written store's last value per key to the
+// producer, for its changelog partition, inside the batch's transaction.
+func (ts *taskStores) produceChanges(produce func(*kgo.Record)) {
+	for s, task := range ts.dirty {
+		topic := ChangelogTopic(ts.appID, s.Name())
+		for _, w := range s.Changes() {
+			rec := &kgo.Record{Topic: topic, Partition: task.Partition, Key: w.Key, Value: w.Value}
+			produce(rec)
+			ts.last[s] = rec
+		}
+	}
+}
+
+// committed applies the batch's overlays, each with the changelog offset
+// it reached; a store that fails to is restored before its next record.
+func (ts *taskStores) committed() {
+	for s, task := range ts.dirty {
+		rec := ts.last[s]
+		if rec == nil {
+			s.Abort() // read, not written
+			continue
+		}
+		if err := s.Commit(rec.Offset); err != nil {
+			ts.log.Warn("applying a committed batch to its state store failed; restoring it from its changelog",
+				zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
+			s.Abort()
+			delete(ts.ready, task)
+		}
+	}
+	clear(ts.dirty)
+	clear(ts.last)
+}
+
+// aborted drops the batch's overlays. The tasks catch up from their
+// changelogs before their next record, since a batch whose outcome was
+// unknown may have committed.
+func (ts *taskStores) aborted() {
+	for s, task := range ts.dirty {
+		s.Abort()
+		delete(ts.ready, task)
+	}
+	clear(ts.dirty)
+	clear(ts.last)
+}
+
+// closeAll closes every store; Run calls it when it returns.
+func (ts *taskStores) closeAll() {
+	for t := range ts.open {
+		ts.closeTask(t)
+	}
+}
+
+// restore opens and catches up the stores of tasks, reading their
+// changelogs read_committed from each store's offset to the changelog's
+// last stable offset, as it was when the restore began. It holds no
+// transaction open, however long it takes.
+func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
+	ts := r.state
+	if len(tasks) == 0 {
+		return nil
+	}
+	targets := map[string]map[int32]*restoreTarget{}
+	var topics []string
+	for _, t := range tasks {
+		if ts.open[t] == nil {
+			ts.open[t] = map[string]*state.Store{}
+		}
+		for _, spec := range ts.bySource[t.Topic] {
+			s := ts.open[t][spec.Name]
+			if s == nil {
+				var err error
+				if s, err = state.Open(spec.Engine, ts.dir, spec.Name, t); err != nil {
+					return fmt.Errorf("eos: opening state store %q of task %s in %s: %w", spec.Name, t, ts.dir, err)
+				}
+				ts.open[t][spec.Name] = s
+			}
+			topic := ChangelogTopic(ts.appID, spec.Name)
+			if targets[topic] == nil {
+				targets[topic] = map[int32]*restoreTarget{}
+				topics = append(topics, topic)
+			}
+			targets[topic][t.Partition] = &restoreTarget{store: s, task: t}
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	ends, err := kadm.NewClient(r.admin).ListCommittedOffsets(lctx, topics...)
+	cancel()
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return &rebuildError{fmt.Errorf("reading the end of changelogs %v: %w", topics, err)}
+	}
+	consume := map[string]map[int32]kgo.Offset{}
+	remaining := 0
+	for topic, ps := range targets {
+		for p, tg := range ps {
+			o, ok := ends.Lookup(topic, p)
+			if !ok {
+				return fmt.Errorf("eos: changelog %s has no partition %d; its partition count must equal the input's (inspect with `eosctl topic describe %s`)", topic, p, topic)
+			}
+			tg.end = o.Offset
+			from := tg.store.Offset() + 1
+			if from > tg.end {
+				return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
+					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
+			}
+			if from == tg.end {
+				continue
+			}
+			if consume[topic] == nil {
+				consume[topic] = map[int32]kgo.Offset{}
+			}
+			consume[topic][p] = kgo.NewOffset().At(from)
+			remaining++
+		}
+	}
+	if remaining > 0 {
+		if err := r.readChangelogs(ctx, consume, targets, remaining); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil // shutting down: the tasks stay unrestored
+		}
+	}
+	for _, t := range tasks {
+		ts.ready[t] = true
+	}
+	return nil
+}
+
+// restoreTarget is one store's changelog partition being read.
+type restoreTarget struct {
+	store *state.Store
+	task  state.Task
+	end   int64 // the last stable offset when the restore began
+	done  bool
+}
+
+// readChangelogs reads the partitions in consume until each reaches its
+// target's end, applying its records to the target's store. Control
+// records are kept so that the position is known even when the end is a
+// transaction marker, which is never delivered as a record otherwise.
+func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int32]kgo.Offset, targets map[string]map[int32]*restoreTarget, left int) error {
+	opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	begin, logged, progressed := time.Now(), time.Now(), time.Now()
+	var applied uint64
+	for left > 0 && ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		for _, fe := range fs.Errors() {
+			switch {
+			case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
+			case kafkautil.IsFatal(fe.Err):
+				return fmt.Errorf("eos: restoring from %s/%d: %w; grant the app Read on its changelogs", fe.Topic, fe.Partition, fe.Err)
+			default:
+				r.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
+			}
+		}
+		var ferr error
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			tg := targets[p.Topic][p.Partition]
+			if tg == nil || tg.done || ferr != nil {
+				return
+			}
+			var writes []state.Write
+			last := int64(-1)
+			for _, rec := range p.Records {
+				if rec.Offset >= tg.end {
+					break
+				}
+				last = rec.Offset
+				if !rec.Attrs.IsControl() {
+					writes = append(writes, state.Write{Key: rec.Key, Value: rec.Value})
+				}
+			}
+			if last < 0 {
+				return
+			}
+			if err := tg.store.Restore(writes, last); err != nil {
+				ferr = fmt.Errorf("eos: restoring state store %q of task %s from %s/%d: %w", tg.store.Name(), tg.task, p.Topic, p.Partition, err)
+				return
+			}
+			applied += uint64(len(writes))
+			progressed = time.Now()
+			if last+1 >= tg.end {
+				tg.done = true
+				left--
+			}
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if time.Since(logged) >= 5*time.Second {
+			logged = time.Now()
+			r.log.Info("restoring state from changelogs", zap.Uint64("records", applied), zap.Int("partitions_left", left),
+				zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
+		}
+		if waited := time.Since(progressed); waited > r.cfg.RecoveryTimeout {
+			return fmt.Errorf("eos: restoring state: no changelog record for %s with %d partitions left (recovery_timeout %s); inspect with `eosctl topic describe` and `eosctl txn hanging`",
+				waited.Round(time.Second), left, r.cfg.RecoveryTimeout)
+		}
+	}
+	r.restored.Add(applied)
+	if applied > 0 {
+		r.log.Info("state restored", zap.Uint64("records", applied), zap.Duration("took", time.Since(begin)))
+	}
+	return nil
+}
+
+// changelogs makes sure every store's changelog exists, compacted, with
+// as many partitions as the store's source topic; partitions gives the
+// source topics' partition counts.
+func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions map[string]int32) error {
+	if r.state == nil {
+		return nil
+	}
+	want := map[string]int32{}
+	var names []string
+	for _, s := range r.state.specs {
+		topic := ChangelogTopic(r.cfg.AppID, s.Name)
+		if partitions[s.Source] <= 0 {
+			return fmt.Errorf("eos: the partition count of %s, the input of store %q, is unknown, so its changelog %s cannot be made to match; create %s first (`eosctl topic create %s --partitions N`)",
+				s.Source, s.Name, topic, s.Source, s.Source)
+		}
+		want[topic] = partitions[s.Source]
+		names = append(names, topic)
+	}
+	sort.Strings(names)
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("eos: listing changelog topics: %w", err)
+	}
+	compact := "compact"
+	for _, topic := range names {
+		d, ok := details[topic]
+		switch {
+		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
+			resp, err := adm.CreateTopic(ctx, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic)
+			if err == nil {
+				err = resp.Err
+			}
+			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+				return fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --config cleanup.policy=compact`", topic, err, topic, want[topic])
+			}
+			r.log.Info("created changelog topic", zap.String("topic", topic), zap.Int32("partitions", want[topic]))
+		case d.Err != nil:
+			return fmt.Errorf("eos: changelog %s: %w", topic, d.Err)
+		case int32(len(d.Partitions)) != want[topic]:
+			return fmt.Errorf("eos: changelog %s has %d partitions, but its store's input has %d: a task's state lives in the changelog partition of the same number; recreate it (`eosctl topic delete %s`, then restart)",
+				topic, len(d.Partitions), want[topic], topic)
+		}
+	}
+	return nil
+}
