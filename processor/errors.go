@@ -54,3 +54,9 @@ var ErrPartitionOutOfRange = errors.New("processor: partition out of range for i
 // exist; it goes to the sink's error policy, since producing there would
 // fail until the batch aborted.
 var ErrUnknownTopic = errors.New("processor: output topic does not exist")
+
+// ErrStoreNotConnected means a Process function asked for a store that is
+// not connected to its node. A node sees only the stores it declares, so
+// that the topology knows every store's users and can check that they
+// share one input topic; connect the store with topology.UseStores.
+var ErrStoreNotConnected = errors.New("processor: store not connected to this node")

@@ -9,6 +9,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -48,6 +49,14 @@ type Context[Out any] interface {
 	// (as Kafka Streams' forward to a named child); an unknown name is an
 	// error listing the children.
 	EmitTo(child string, r Record[Out]) error
+	// Store is the store called name of the record's task (its input
+	// partition), as the batch sees it: reads see the batch's writes,
+	// and writes reach the store's changelog in the batch's transaction
+	// or, if the batch aborts, nowhere. Only the stores connected to the
+	// node (topology.UseStores) can be used; any other name is an error
+	// wrapping ErrStoreNotConnected that lists the node's stores. See KV
+	// for typed access.
+	Store(name string) (*state.Store, error)
 }
 
 // InitContext is what a Processor gets when its node starts: a context

@@ -30,6 +30,11 @@ func (t *Topology) compile() (*graph.Graph, error) {
 		g.Nodes[i] = graph.Node{Name: n.name, Policy: n.Policy().p, Init: n.init, Close: n.close}
 		g.Partitioned = g.Partitioned || n.partitioned
 	}
+	users := t.storeUsers()
+	for _, d := range t.stores {
+		// Validate made sure that every store has users fed by one topic.
+		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: sourceTopics(users[d.name])[0]})
+	}
 	for topic, n := range t.byTopic {
 		g.Sources[topic] = n.source
 	}

@@ -6,7 +6,9 @@ import (
 )
 
 // Describe prints the graph as text, one block per connected sub-topology,
-// in the spirit of Kafka Streams' Topology#describe.
+// in the spirit of Kafka Streams' Topology#describe, then the state stores
+// with their engines, changelog topics (the application id is the
+// runtime's, so it is shown as <app_id>) and the nodes that use them.
 func (t *Topology) Describe() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Topology: %s\n", t.name)
@@ -28,7 +30,11 @@ func (t *Topology) Describe() string {
 				}
 				fmt.Fprintf(&b, "    Sink: %s (topic: %s, codec: %s%s)\n", n.name, topic, n.codec, part)
 			default:
-				fmt.Fprintf(&b, "    Processor: %s (%s)\n", n.name, n.op)
+				stores := ""
+				if len(n.stores) > 0 {
+					stores = ", stores: " + strings.Join(n.stores, ", ")
+				}
+				fmt.Fprintf(&b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
 			}
 			if len(n.children) > 0 {
 				fmt.Fprintf(&b, "      --> %s\n", joinNames(n.children))
@@ -39,6 +45,17 @@ func (t *Topology) Describe() string {
 			if n.policy != nil {
 				fmt.Fprintf(&b, "      on error: %s\n", n.policy)
 			}
+		}
+	}
+	users := t.storeUsers()
+	for _, d := range t.stores {
+		engine := "<nil>"
+		if d.engine != nil {
+			engine = d.engine.String()
+		}
+		fmt.Fprintf(&b, "  Store: %s (engine: %s, changelog: %s)\n", d.name, engine, ChangelogTopic("<app_id>", d.name))
+		if us := users[d.name]; len(us) > 0 {
+			fmt.Fprintf(&b, "      used by: %s\n", joinNames(us))
 		}
 	}
 	fmt.Fprintf(&b, "  Default on error: %s\n", t.defaultPolicy)

@@ -4,27 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
 )
 
 // Process runs fn for each record with the whole record at hand (key,
 // value, headers, timestamp, source partition and offset) and a
 // processor.Context to emit any number of records with. If fn fails, what
 // it emitted for that record is dropped and the node's error policy
-// applies.
-func Process[In, Out any](s Stream[In], name string, fn func(ctx processor.Context[Out], r Record[In]) error) Stream[Out] {
-	return process(s, name, "Process", fn == nil, func() processor.Processor[In, Out] { return processor.Func[In, Out](fn) })
+// applies. With UseStores, fn reads and writes state stores through ctx.
+func Process[In, Out any](s Stream[In], name string, fn func(ctx processor.Context[Out], r Record[In]) error, opts ...ProcessOption) Stream[Out] {
+	return process(s, name, "Process", fn == nil, func() processor.Processor[In, Out] { return processor.Func[In, Out](fn) }, opts)
 }
 
 // ProcessWith runs a custom processor.Processor. newProcessor is called
 // once per running pipeline instance, before its first record; Init runs
 // then, and Close when the pipeline stops. An Init error stops the
-// pipeline before anything is consumed.
-func ProcessWith[In, Out any](s Stream[In], name string, newProcessor func() processor.Processor[In, Out]) Stream[Out] {
-	return process(s, name, "ProcessWith", newProcessor == nil, newProcessor)
+// pipeline before anything is consumed. With UseStores, the processor
+// reads and writes state stores through the Context of each record (not
+// in Init: a store belongs to the task of the record at hand).
+func ProcessWith[In, Out any](s Stream[In], name string, newProcessor func() processor.Processor[In, Out], opts ...ProcessOption) Stream[Out] {
+	return process(s, name, "ProcessWith", newProcessor == nil, newProcessor, opts)
 }
 
 // procState is one engine's instance of a Process node.
@@ -39,6 +44,11 @@ type procCtx[Out any] struct {
 	node string
 	port *port[Out]
 	out  []emitted[Out]
+	x    graph.Exec // the engine running the record
+	// stores are the node's connected stores; views are the typed
+	// views processor.KV made of them.
+	stores []string
+	views  map[string]any
 	// The input record's coordinates and timestamp, given to what it
 	// emits.
 	topic     string
@@ -74,6 +84,37 @@ func (c *procCtx[Out]) EmitTo(child string, r Record[Out]) error {
 	return nil
 }
 
+// Store implements processor.Context: the connected store name of the
+// record's task.
+func (c *procCtx[Out]) Store(name string) (*state.Store, error) {
+	if !slices.Contains(c.stores, name) {
+		if len(c.stores) == 0 {
+			return nil, fmt.Errorf("%w: store %q: node %q has no stores; connect it with topology.UseStores(%q)",
+				processor.ErrStoreNotConnected, name, c.node, name)
+		}
+		return nil, fmt.Errorf("%w: store %q: node %q uses only [%s]; connect it with topology.UseStores(%q)",
+			processor.ErrStoreNotConnected, name, c.node, strings.Join(c.stores, ", "), name)
+	}
+	return taskStore(c.x, name)
+}
+
+// StoreViews keeps the typed views processor.KV makes.
+func (c *procCtx[Out]) StoreViews() map[string]any {
+	if c.views == nil {
+		c.views = map[string]any{}
+	}
+	return c.views
+}
+
+// taskStore is the store called name of the record's task.
+func taskStore(x graph.Exec, name string) (*state.Store, error) {
+	s, err := x.Store(name)
+	if err == nil && s == nil {
+		err = fmt.Errorf("store %q: the runtime has no store of that name for this record's task", name)
+	}
+	return s, err
+}
+
 type initCtx struct {
 	context.Context
 	node string
@@ -83,7 +124,13 @@ func (c initCtx) Node() string { return c.node }
 
 var errNotStarted = errors.New("processor not started: the engine did not initialize this node")
 
-func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc func() processor.Processor[In, Out]) Stream[Out] {
+func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc func() processor.Processor[In, Out], opts []ProcessOption) Stream[Out] {
+	var conf procConf
+	for _, o := range opts {
+		if o != nil {
+			o.applyProcess(&conf)
+		}
+	}
 	p := &port[Out]{}
 	n := attach(s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[In]) error {
 		return func(x graph.Exec, r Record[In]) error {
@@ -93,7 +140,7 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 			}
 			for attempt := 0; ; attempt++ {
 				x.Enter(n.index)
-				st.ctx.Context, st.ctx.out = x.Context(), st.ctx.out[:0]
+				st.ctx.Context, st.ctx.out, st.ctx.x = x.Context(), st.ctx.out[:0], x
 				st.ctx.topic, st.ctx.partition, st.ctx.offset, st.ctx.timestamp = r.Topic, r.Partition, r.Offset, r.Timestamp
 				err := st.proc.Process(&st.ctx, r)
 				if err == nil {
@@ -121,6 +168,9 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 	})
 	t := s.topology()
 	t.nilFunc(n, isNil)
+	if n != nil {
+		n.stores = conf.stores
+	}
 	if n != nil && !isNil {
 		n.init = func(ctx context.Context) (any, error) {
 			proc := newProc()
@@ -130,7 +180,7 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 			if err := proc.Init(initCtx{ctx, name}); err != nil {
 				return nil, &NodeError{Node: name, Err: fmt.Errorf("init: %w", err)}
 			}
-			return &procState[In, Out]{proc: proc, ctx: procCtx[Out]{node: name, port: p}}, nil
+			return &procState[In, Out]{proc: proc, ctx: procCtx[Out]{node: name, port: p, stores: conf.stores}}, nil
 		}
 		n.close = func(v any) error {
 			if st, ok := v.(*procState[In, Out]); ok {

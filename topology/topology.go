@@ -57,7 +57,8 @@ type Node struct {
 	// init makes an engine's instance of a Process node, close ends it.
 	init        func(context.Context) (any, error)
 	close       func(any) error
-	partitioned bool // a sink with its own Partitioner
+	partitioned bool     // a sink with its own Partitioner
+	stores      []string // the stores the node may use, in declaration order
 }
 
 // Name is the node's unique name.
@@ -71,6 +72,10 @@ func (n *Node) Op() string { return n.op }
 
 // Topic is the topic a source reads or a static sink writes, else "".
 func (n *Node) Topic() string { return n.topic }
+
+// Stores names the state stores n uses: those connected with UseStores,
+// or an aggregation's own store.
+func (n *Node) Stores() []string { return n.stores }
 
 // Parents are the nodes feeding n.
 func (n *Node) Parents() []*Node { return n.parents }
@@ -97,6 +102,8 @@ type Topology struct {
 	problems      []error
 	defaultPolicy ErrorPolicy
 	policies      map[string]ErrorPolicy
+	stores        []*storeDecl
+	storeByName   map[string]*storeDecl
 }
 
 // Option configures a Topology.
@@ -120,6 +127,7 @@ func New(name string, opts ...Option) *Topology {
 		byTopic:       map[string]*Node{},
 		defaultPolicy: Fail(),
 		policies:      map[string]ErrorPolicy{},
+		storeByName:   map[string]*storeDecl{},
 	}
 	for _, o := range opts {
 		o.apply(t)

@@ -22,7 +22,7 @@ func (t *Topology) Validate() error {
 			sinks++
 		default:
 			if len(n.children) == 0 {
-				add(n.name, "%s output goes nowhere; end the path with To or ToTopicFunc", n.op)
+				add(n.name, "%s output goes nowhere; %s", n.op, endPath(n.op))
 			}
 		}
 	}
@@ -48,10 +48,22 @@ func (t *Topology) Validate() error {
 	if p := t.defaultPolicy.check(); p != "" {
 		add("", "default error policy: %s", p)
 	}
+	t.storeProblems(add)
 	if cyc := t.cycle(); cyc != nil {
 		add(cyc[0], "cycle: %v; a pipeline must be acyclic", cyc)
 	}
 	return errors.Join(errs...)
+}
+
+// endPath says how to use the output of a node made by op.
+func endPath(op string) string {
+	switch op {
+	case "GroupByKey":
+		return "aggregate it with Count, Reduce or Aggregate"
+	case "Count", "Reduce", "Aggregate":
+		return "write its updates with ToTable, or turn them into a stream with ToStream"
+	}
+	return "end the path with To or ToTopicFunc"
 }
 
 func (t *Topology) nodeNames() []string {
