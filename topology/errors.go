@@ -76,3 +76,8 @@ func (e *RetryTimeError) Error() string {
 func (e *RetryTimeError) Is(target error) bool {
 	return target == ErrRetryTooLong || target == ErrInvalid
 }
+
+// ErrNoKey matches the error of an aggregation (Count, Reduce, Aggregate)
+// given a record without a key: it has no group to count it in. The
+// node's error policy applies to it, without retries.
+var ErrNoKey = errors.New("topology: record has no key")

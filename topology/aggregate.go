@@ -1,0 +1,211 @@
+package topology
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/state"
+)
+
+// Grouped is a stream made ready for an aggregation (Count, Reduce,
+// Aggregate) that keeps one value per key. The zero Grouped is invalid;
+// get one from GroupByKey.
+type Grouped[T any] struct{ s Stream[T] }
+
+// Node is the node that grouped the stream.
+func (g Grouped[T]) Node() *Node { return g.s.n }
+
+// Table is what an aggregation keeps, seen as a stream of updates: for
+// each input record, the record's key and the key's new aggregate. Turn
+// it into a Stream with ToStream, or write it with ToTable. The zero
+// Table is invalid; get tables from the aggregations.
+type Table[V any] struct{ s Stream[V] }
+
+// Node is the aggregation that emits the updates.
+func (t Table[V]) Node() *Node { return t.s.n }
+
+// GroupByKey groups s by the records' own keys, for an aggregation. The
+// records keep their keys and partitions: nothing is repartitioned, so
+// each key must already live in one partition of the source topic (as it
+// does when producers partition by key, or after a sink that does), and
+// each task aggregates the keys of its own partition. A record without a
+// key (nil) is an error of the aggregation.
+func GroupByKey[T any](s Stream[T], name string) Grouped[T] {
+	p := &port[T]{}
+	n := attach(s, name, KindProcessor, "GroupByKey", func(n *Node) func(graph.Exec, Record[T]) error {
+		return func(x graph.Exec, r Record[T]) error {
+			x.Enter(n.index)
+			return p.push(x, r)
+		}
+	})
+	return Grouped[T]{Stream[T]{n: n, p: p}}
+}
+
+// Count counts the records of each key, in a store of engine named after
+// the node, and emits each record's key with the key's new count.
+//
+// Like every aggregation, it writes the store before it emits the update,
+// in the record's processing, so the runtime commits both in the batch's
+// transaction or neither. A record without a key, and a value the store's
+// codec cannot encode or decode, are errors of the node (its policy
+// applies, without retries); a failure of the store itself fails the
+// batch whatever the policy, since the record is not at fault.
+func Count[T any](g Grouped[T], name string, engine state.Engine) Table[int64] {
+	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
+	return aggregate(g, name, "Count", engine, countCodec{}, add)
+}
+
+// Reduce combines the values of each key with fn, in a store of engine
+// named after the node, its values encoded by valueCodec: a key's first
+// value is kept as it is, and each later one is combined with what the
+// store holds, fn(ctx, acc, v). Each record's key is emitted with the
+// key's new value. ctx is cancelled on shutdown and when the record's
+// partition is revoked.
+func Reduce[V any](g Grouped[V], name string, fn func(ctx context.Context, acc, v V) (V, error), engine state.Engine, valueCodec codec.Codec[V]) Table[V] {
+	var step func(context.Context, aggIn[V, V]) (V, error)
+	if fn != nil {
+		step = func(ctx context.Context, in aggIn[V, V]) (V, error) {
+			if !in.found {
+				return in.v, nil
+			}
+			return fn(ctx, in.acc, in.v)
+		}
+	}
+	return aggregate(g, name, "Reduce", engine, valueCodec, step)
+}
+
+// Aggregate folds the values of each key into an aggregate of another
+// type, in a store of engine named after the node, the aggregates encoded
+// by aggCodec: a key's first record starts from init(), and each record
+// gives fn(ctx, key, v, acc) as the key's new aggregate, which is emitted
+// with the record's key. ctx is cancelled on shutdown and when the
+// record's partition is revoked.
+func Aggregate[T, A any](g Grouped[T], name string, init func() A, fn func(ctx context.Context, key []byte, v T, acc A) (A, error), engine state.Engine, aggCodec codec.Codec[A]) Table[A] {
+	var step func(context.Context, aggIn[T, A]) (A, error)
+	if init != nil && fn != nil {
+		step = func(ctx context.Context, in aggIn[T, A]) (A, error) {
+			acc := in.acc
+			if !in.found {
+				acc = init()
+			}
+			return fn(ctx, in.key, in.v, acc)
+		}
+	}
+	return aggregate(g, name, "Aggregate", engine, aggCodec, step)
+}
+
+// aggIn is what one step of an aggregation gets.
+type aggIn[T, A any] struct {
+	key   []byte
+	v     T
+	acc   A    // the key's aggregate, if found
+	found bool // whether the store held one
+}
+
+// aggregate adds an aggregation node owning a store of its name: for each
+// record it reads the key's aggregate, computes the next with step, writes
+// it and only then emits it, all within the record's processing, so that
+// the batch's overlay and its outputs commit or abort together.
+func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) Table[A] {
+	p := &port[A]{}
+	n := attach(g.s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[T]) error {
+		return func(x graph.Exec, r Record[T]) error {
+			x.Enter(n.index)
+			if r.Key == nil {
+				return &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s aggregates by key, and a record without one has no aggregate "+
+					"(Kafka Streams drops such records; here the node's error policy applies: Skip() drops them); "+
+					"set a key before GroupByKey, or Filter keyless records out", ErrNoKey, op)}
+			}
+			st, err := taskStore(x, name)
+			if err != nil {
+				return storeFailed(x, n, err)
+			}
+			in := aggIn[T, A]{key: r.Key, v: r.Value}
+			b, found, err := st.Get(r.Key)
+			if err != nil {
+				return storeFailed(x, n, err)
+			}
+			if found {
+				if in.acc, err = c.Decode(b); err != nil {
+					return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
+				}
+				in.found = true
+			}
+			acc, err := call(x, n, step, in)
+			if err != nil {
+				return err
+			}
+			if b, err = c.Encode(acc); err != nil {
+				return &NodeError{Node: n.name, Err: codecError(st, "encode value", r.Key, err)}
+			}
+			if err := st.Put(r.Key, b); err != nil {
+				return storeFailed(x, n, err)
+			}
+			return p.push(x, Record[A]{Key: r.Key, Value: acc, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+		}
+	})
+	if n == nil {
+		return Table[A]{}
+	}
+	t := n.t
+	t.nilFunc(n, step == nil)
+	if c == nil {
+		t.problem(name, "%s has no codec for its store's values; pass codec.JSON[T]() or your own", op)
+	}
+	n.stores = []string{name}
+	t.declareStore(name, engine, n)
+	return Table[A]{Stream[A]{n: n, p: p}}
+}
+
+// storeFailed is the error of an aggregation whose store failed. That is
+// no fault of the record, so no error policy applies: the batch fails (its
+// transaction aborts) unless the record's context ended, in which case
+// the store was most likely closed by a revoke and the record is left for
+// the partition's next owner.
+func storeFailed(x graph.Exec, n *Node, err error) error {
+	if x.Context().Err() != nil {
+		return &NodeError{Node: n.name, Err: err}
+	}
+	return fmt.Errorf("node %q: %w", n.name, err)
+}
+
+func codecError(st *state.Store, op string, key []byte, err error) error {
+	return &state.CodecError{Store: st.Name(), Task: st.Task(), Op: op, Key: fmt.Sprintf("%q", key), Err: err}
+}
+
+// ToStream turns a table's updates into a stream, for further operators.
+func ToStream[V any](tbl Table[V], name string) Stream[V] {
+	p := &port[V]{}
+	n := attach(tbl.s, name, KindProcessor, "ToStream", func(n *Node) func(graph.Exec, Record[V]) error {
+		return func(x graph.Exec, r Record[V]) error {
+			x.Enter(n.index)
+			return p.push(x, r)
+		}
+	})
+	return Stream[V]{n: n, p: p}
+}
+
+// ToTable writes a table's updates to topic, keyed, encoding values with
+// c, as To does. A compacted topic suits it: compaction keeps each key's
+// latest aggregate, so the topic reads as the table itself.
+func ToTable[V any](tbl Table[V], name, topic string, c codec.Codec[V], opts ...SinkOption[V]) {
+	To(tbl.s, name, topic, c, opts...)
+}
+
+// countCodec stores counts as 8 big-endian bytes, as Kafka's
+// LongSerializer writes them, so a changelog reads the same from Java.
+type countCodec struct{}
+
+func (countCodec) Encode(v int64) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
+}
+
+func (countCodec) Decode(b []byte) (int64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("count has %d bytes, want 8", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}
