@@ -1,0 +1,129 @@
+package topology_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+)
+
+// Count keeps a count per key in a store named after its node, and emits
+// each record's key with its new count. The store's changelog topic takes
+// the application id the pipeline runs under.
+func ExampleCount() {
+	top := topology.New("wordcount")
+	lines := topology.Source(top, "in", "lines", codec.String())
+	words := topology.FlatMap(lines, "split", func(_ context.Context, _ []byte, line string) ([]topology.KV[string], error) {
+		var out []topology.KV[string]
+		for _, w := range strings.Fields(line) {
+			out = append(out, topology.KV[string]{Key: []byte(w), Value: w})
+		}
+		return out, nil
+	})
+	counts := topology.Count(topology.GroupByKey(words, "by-word"), "counts", state.Memory())
+	topology.To(topology.ToStream(counts, "count-updates"), "out", "word-counts", codec.JSON[int64]())
+	fmt.Println(top.Validate())
+	fmt.Print(top.Describe())
+	// Output:
+	// <nil>
+	// Topology: wordcount
+	//   Sub-topology: 0
+	//     Source: in (topic: lines, codec: string)
+	//       --> split
+	//     Processor: split (FlatMap)
+	//       --> by-word
+	//       <-- in
+	//     Processor: by-word (GroupByKey)
+	//       --> counts
+	//       <-- split
+	//     Processor: counts (Count, stores: counts)
+	//       --> count-updates
+	//       <-- by-word
+	//     Processor: count-updates (ToStream)
+	//       --> out
+	//       <-- counts
+	//     Sink: out (topic: word-counts, codec: json)
+	//       <-- count-updates
+	//   Store: counts (engine: memory, changelog: <app_id>-counts-changelog)
+	//       used by: counts
+	//   Default on error: fail
+}
+
+// Aggregate folds each key's values into an aggregate of another type,
+// here the number and sum of a customer's orders, and ToTable writes every
+// update to a topic (a compacted one keeps each customer's latest).
+func ExampleAggregate() {
+	type totals struct {
+		Orders int     `json:"orders"`
+		Sum    float64 `json:"sum"`
+	}
+	top := topology.New("totals")
+	orders := topology.Source(top, "orders", "orders-by-customer", codec.JSON[float64]())
+	byCustomer := topology.GroupByKey(orders, "by-customer")
+	sums := topology.Aggregate(byCustomer, "customer-totals",
+		func() totals { return totals{} },
+		func(_ context.Context, _ []byte, amount float64, acc totals) (totals, error) {
+			return totals{Orders: acc.Orders + 1, Sum: acc.Sum + amount}, nil
+		},
+		state.Pebble(), codec.JSON[totals]())
+	topology.ToTable(sums, "out", "customer-totals", codec.JSON[totals]())
+	top.OnError("customer-totals", topology.Skip()) // e.g. orders without a customer key
+	fmt.Print(top.Describe())
+	// Output:
+	// Topology: totals
+	//   Sub-topology: 0
+	//     Source: orders (topic: orders-by-customer, codec: json)
+	//       --> by-customer
+	//     Processor: by-customer (GroupByKey)
+	//       --> customer-totals
+	//       <-- orders
+	//     Processor: customer-totals (Aggregate, stores: customer-totals)
+	//       --> out
+	//       <-- by-customer
+	//       on error: skip
+	//     Sink: out (topic: customer-totals, codec: json)
+	//       <-- customer-totals
+	//   Store: customer-totals (engine: pebble, changelog: <app_id>-customer-totals-changelog)
+	//       used by: customer-totals
+	//   Default on error: fail
+}
+
+// A Process function uses the stores connected to its node, here through
+// processor.KV for typed keys and values: it passes on a record only the
+// first time its key is seen.
+func ExampleProcess_store() {
+	top := topology.New("dedupe")
+	events := topology.Source(top, "in", "events", codec.Bytes())
+	top.AddStore("seen", state.Memory())
+	firsts := topology.Process(events, "first-only", func(ctx processor.Context[[]byte], r processor.Record[[]byte]) error {
+		seen, err := processor.KV(ctx, "seen", state.StringKey(), codec.JSON[bool]())
+		if err != nil {
+			return err
+		}
+		_, dup, err := seen.Get(string(r.Key))
+		if err != nil || dup {
+			return err
+		}
+		ctx.Emit(r)
+		return seen.Put(string(r.Key), true)
+	}, topology.UseStores("seen"))
+	topology.To(firsts, "out", "events-deduped", codec.Bytes())
+	fmt.Print(top.Describe())
+	// Output:
+	// Topology: dedupe
+	//   Sub-topology: 0
+	//     Source: in (topic: events, codec: bytes)
+	//       --> first-only
+	//     Processor: first-only (Process, stores: seen)
+	//       --> out
+	//       <-- in
+	//     Sink: out (topic: events-deduped, codec: bytes)
+	//       <-- first-only
+	//   Store: seen (engine: memory, changelog: <app_id>-seen-changelog)
+	//       used by: first-only
+	//   Default on error: fail
+}
