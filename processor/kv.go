@@ -12,8 +12,8 @@ import (
 //
 // Calling it for every record is cheap: the Context keeps the view it made
 // and returns it again while the record's task, the store and the codecs
-// are the same (codecs are compared with ==; a codec whose type cannot be
-// compared, such as codec.Func, gets a new view each call).
+// are the same (codecs are compared with ==; codecs that cannot be
+// compared, such as codec.Func, get a new view each call).
 func KV[K, V, Out any](ctx Context[Out], name string, key codec.Codec[K], value codec.Codec[V]) (*state.KV[K, V], error) {
 	s, err := ctx.Store(name)
 	if err != nil {
@@ -29,7 +29,7 @@ func KV[K, V, Out any](ctx Context[Out], name string, key codec.Codec[K], value 
 	if err != nil {
 		return nil, err
 	}
-	if cache != nil {
+	if cache != nil && canCompare(key) && canCompare(value) {
 		cache.StoreViews()[name] = &kvView[K, V]{kv: kv, key: key, value: value}
 	}
 	return kv, nil
@@ -50,14 +50,21 @@ type kvView[K, V any] struct {
 	value codec.Codec[V]
 }
 
-// same reports a == b for codecs, without panicking on types that cannot
-// be compared.
-func same(a, b any) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	if reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.ValueOf(a).Comparable() {
+// canCompare reports whether c's type can be compared with ==. Its value
+// may still hold something that cannot (an interface field holding a
+// func), which same survives.
+func canCompare(c any) bool { t := reflect.TypeOf(c); return t != nil && t.Comparable() }
+
+// same reports a == b for a cached codec a, without panicking when they
+// cannot be compared after all.
+func same(a, b any) (eq bool) {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) || !canCompare(b) {
 		return false
 	}
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
 	return a == b
 }
