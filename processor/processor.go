@@ -56,6 +56,11 @@ type Context[Out any] interface {
 	// node (topology.UseStores) can be used; any other name is an error
 	// wrapping ErrStoreNotConnected that lists the node's stores. See KV
 	// for typed access.
+	//
+	// Writes are not undone when the function fails on a record: under
+	// Retry it runs again over its own writes, and under Skip or
+	// DeadLetter they stay in the batch (only Fail aborts it). Write
+	// after the calls that can fail, or make the writes idempotent.
 	Store(name string) (*state.Store, error)
 }
 
