@@ -11,16 +11,13 @@ import (
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 )
-
-// ChangelogTopic is the compacted topic that holds a store's committed
-// state, one partition per task: app ID, store name, "changelog".
-func ChangelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
 
 // taskStores keeps the state stores of the tasks this instance runs. A task
 // (an input partition) is ready once its stores caught up with their
@@ -188,7 +185,7 @@ func (ts *taskStores) failRecord() {
 // producer, for its changelog partition, inside the batch's transaction.
 func (ts *taskStores) produceChanges(produce func(*kgo.Record)) {
 	for s, task := range ts.dirty {
-		topic := ChangelogTopic(ts.appID, s.Name())
+		topic := topology.ChangelogTopic(ts.appID, s.Name())
 		for _, w := range s.Changes() {
 			rec := &kgo.Record{Topic: topic, Partition: task.Partition, Key: w.Key, Value: w.Value}
 			produce(rec)
@@ -260,7 +257,7 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 				}
 				ts.open[t][spec.Name] = s
 			}
-			topic := ChangelogTopic(ts.appID, spec.Name)
+			topic := topology.ChangelogTopic(ts.appID, spec.Name)
 			if targets[topic] == nil {
 				targets[topic] = map[int32]*restoreTarget{}
 				topics = append(topics, topic)
@@ -415,7 +412,7 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 	want := map[string]int32{}
 	var names []string
 	for _, s := range r.state.specs {
-		topic := ChangelogTopic(r.cfg.AppID, s.Name)
+		topic := topology.ChangelogTopic(r.cfg.AppID, s.Name)
 		if partitions[s.Source] <= 0 {
 			return fmt.Errorf("eos: the partition count of %s, the input of store %q, is unknown, so its changelog %s cannot be made to match; create %s first (`eosctl topic create %s --partitions N`)",
 				s.Source, s.Name, topic, s.Source, s.Source)

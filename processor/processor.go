@@ -57,10 +57,11 @@ type Context[Out any] interface {
 	// wrapping ErrStoreNotConnected that lists the node's stores. See KV
 	// for typed access.
 	//
-	// Writes are not undone when the function fails on a record: under
-	// Retry it runs again over its own writes, and under Skip or
-	// DeadLetter they stay in the batch (only Fail aborts it). Write
-	// after the calls that can fail, or make the writes idempotent.
+	// When a record is not processed in the end (dead-lettered, skipped,
+	// failed, or interrupted by shutdown), the runtime undoes all its
+	// store writes. Under Retry, though, the function runs again over
+	// its own earlier attempt's writes: write after the calls that can
+	// fail, or make the writes idempotent.
 	Store(name string) (*state.Store, error)
 }
 

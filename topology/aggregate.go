@@ -54,8 +54,8 @@ func GroupByKey[T any](s Stream[T], name string) Grouped[T] {
 // applies, without retries); a failure of the store itself fails the
 // batch whatever the policy, since the record is not at fault. If a node
 // after the aggregation fails on the record and its policy skips or
-// dead-letters it, the update stays in the store although it was not
-// emitted.
+// dead-letters it, the runtime undoes the record's store writes too: a
+// record either counts with its outputs or not at all.
 func Count[T any](g Grouped[T], name string, engine state.Engine) Table[int64] {
 	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
 	return aggregate(g, name, "Count", engine, countCodec{}, add)
