@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -111,7 +113,33 @@ func TestStatefulCountExactlyOnce(t *testing.T) {
 				}
 			}
 			checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
+			cfgs, err := kadm.NewClient(env.Client(t)).DescribeTopicConfigs(context.Background(), topology.ChangelogTopic("app", "counts"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rc, err := cfgs.On(topology.ChangelogTopic("app", "counts"), nil); err != nil || !compacted(rc) {
+				t.Fatalf("the changelog the runtime made is not compacted: %v %v", rc, err)
+			}
 		})
+	}
+}
+
+func compacted(rc kadm.ResourceConfig) bool {
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
+			return true
+		}
+	}
+	return false
+}
+
+// State needs its changelog committed with its input offsets, which
+// at-most-once does not do: New refuses the combination.
+func TestStateRefusesAtMostOnce(t *testing.T) {
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.Guarantee = []string{"127.0.0.1:9092"}, "app", config.AtMostOnce
+	if _, err := eos.New(cfg, countTopology("in", "out", state.Memory())); err == nil || !strings.Contains(err.Error(), "exactly-once") {
+		t.Fatalf("New: %v, want a refusal naming exactly-once", err)
 	}
 }
 
@@ -183,4 +211,112 @@ func seedFrom(t *testing.T, env *kafkatest.Env, topic string, from, to int) {
 	if err := cl.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A commit that landed although its answer was lost: the runtime cannot
+// know whether the batch's state committed, so it drops the overlay and
+// restores the task from the changelog, which says it did. Counts go on
+// from there, neither lost nor doubled.
+func TestStateAfterUnknownCommitOutcome(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	const n, keys = 3000, 97
+	conformance.Seed(t, env, "in", n)
+	var fired, applied atomic.Bool
+	fwd := env.Client(t)
+	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		end := req.(*kmsg.EndTxnRequest)
+		if !end.Commit || fired.Load() {
+			return nil, nil, false
+		}
+		fired.Store(true)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := end.RequestWith(context.Background(), fwd)
+			applied.Store(err == nil && resp.ErrorCode == 0)
+		}()
+		env.Fake.SleepControl(func() { <-done })
+		return nil, errors.New("connection dropped after the commit applied"), true
+	})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 500
+	x := conformance.Start(t, cfg, countTopology("in", "out", state.Memory()))
+	x.WaitCommitted(t, n, 60*time.Second)
+	if !applied.Load() {
+		t.Fatal("the forwarded commit never applied; the test proves nothing")
+	}
+	checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
+}
+
+// Tasks move with their state when instances join: the joining instance
+// restores what the others committed, and every key still counts 1, 2, …
+// n_k across the moves.
+func TestStateMovesWithRebalances(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 6, "in", "out")
+	const n, keys = 6000, 97
+	conformance.Seed(t, env, "in", n/3)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 200
+	cfg.StateDir = t.TempDir()
+	var runs []*conformance.Run
+	total := func() (in uint64) {
+		for _, x := range runs {
+			in += x.R.Stats().RecordsIn
+		}
+		return in
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		c := cfg
+		c.InstanceID = id
+		c.StateDir = fmt.Sprintf("%s/%s", cfg.StateDir, id)
+		x := conformance.Start(t, c, countTopology("in", "out", state.Memory()))
+		runs = append(runs, x)
+		waitAssigned(t, env, "app", id)
+		if i > 0 {
+			seedFrom(t, env, "in", i*n/3, (i+1)*n/3)
+		}
+		// The newcomer took partitions whose counts the others made.
+		deadline := time.Now().Add(90 * time.Second)
+		for x.R.Stats().RecordsIn == 0 || total() < uint64((i+1)*n/3) {
+			if time.Now().After(deadline) {
+				for j, y := range runs {
+					t.Logf("instance %d: %+v", j, y.R.Stats())
+				}
+				t.Fatalf("timed out waiting for %s counting, %d records in all", id, (i+1)*n/3)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var restored uint64
+	for _, x := range runs[1:] {
+		restored += x.R.Stats().Restored
+	}
+	if restored == 0 {
+		t.Fatal("the instances that joined restored nothing: no task moved with its state")
+	}
+	t.Logf("the joining instances restored %d changelog records", restored)
+	checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
+}
+
+// waitAssigned waits until the group gives instance some partitions, so
+// that records seeded next reach it.
+func waitAssigned(t *testing.T, env *kafkatest.Env, group, instance string) {
+	t.Helper()
+	adm := kadm.NewClient(env.Client(t))
+	conformance.Until(t, 60*time.Second, instance+" assigned partitions", func() bool {
+		described, err := adm.DescribeGroups(context.Background(), group)
+		if err != nil {
+			return false
+		}
+		for _, m := range described[group].Members {
+			if m.InstanceID != nil && *m.InstanceID == instance {
+				if ca, ok := m.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }
