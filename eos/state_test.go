@@ -2,8 +2,6 @@ package eos_test
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,52 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// countTopology counts the records of each key of in, writing each new
-// count to out.
-func countTopology(in, out string, e state.Engine) *topology.Topology {
-	top := topology.New("count")
-	src := topology.Source(top, "in", in, codec.Bytes())
-	counts := topology.Count(topology.GroupByKey(src, "by-key"), "counts", e)
-	topology.ToTable(counts, "out", out, codec.JSON[int64]())
-	return top
-}
-
-// checkCounts fails t unless, for every key, the counts in out are 1, 2,
-// … n_k in order (no lost update, no double count), and the changelog's
-// last value per key is n_k.
-func checkCounts(t *testing.T, env *kafkatest.Env, out, changelog string, n, keys int) {
-	t.Helper()
-	want := map[string]int64{}
-	for i := 0; i < n; i++ {
-		want[string(verdict.Key(i, keys))]++
-	}
-	seen := map[string]int64{}
-	for _, r := range conformance.Drain(t, env, out, n) {
-		var c int64
-		if err := json.Unmarshal(r.Value, &c); err != nil {
-			t.Fatalf("output %q: %v", r.Value, err)
-		}
-		if k := string(r.Key); c != seen[k]+1 {
-			t.Fatalf("key %s: count %d after %d: a lost or doubled update", k, c, seen[k])
-		}
-		seen[string(r.Key)] = c
-	}
-	last := map[string]int64{}
-	for _, r := range conformance.Drain(t, env, changelog, len(want)) {
-		if len(r.Value) == 8 {
-			last[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
-		}
-	}
-	for k, n := range want {
-		if seen[k] != n || last[k] != n {
-			t.Fatalf("key %s: output reached %d, changelog %d, want %d", k, seen[k], last[k], n)
-		}
-	}
-}
 
 // Counting per key stays exactly-once across aborted transactions (the
 // state of an aborted batch is dropped and restored) and a restart (the
@@ -81,21 +35,21 @@ func TestStatefulCountExactlyOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")
-			const n, keys = 3000, 97 // conformance.Seed's keys
+			const n = 3000
 			conformance.Seed(t, env, "in", n/2)
 			h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
 			cfg := env.Config("app", "a", config.ExactlyOnce)
 			cfg.MaxBatchRecords = 200
 			cfg.StateDir = t.TempDir()
-			x := conformance.Start(t, cfg, countTopology("in", "out", tc.engine))
+			x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", tc.engine))
 			x.WaitCommitted(t, n/2, 60*time.Second)
 			x.Stop()
 			if err := x.Wait(t, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			first := x.R.Stats()
-			seedFrom(t, env, "in", n/2, n)
-			y := conformance.Start(t, cfg, countTopology("in", "out", tc.engine))
+			conformance.SeedRange(t, env, "in", n/2, n)
+			y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", tc.engine))
 			y.WaitCommitted(t, n/2, 60*time.Second)
 			if h.Hits() == 0 {
 				t.Fatal("no transaction was failed")
@@ -112,7 +66,7 @@ func TestStatefulCountExactlyOnce(t *testing.T) {
 					t.Fatalf("the second run restored %d records: pebble should resume from its applied offset, which a clean stop left at the changelog's end", s.Restored)
 				}
 			}
-			checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
+			conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
 			cfgs, err := kadm.NewClient(env.Client(t)).DescribeTopicConfigs(context.Background(), topology.ChangelogTopic("app", "counts"))
 			if err != nil {
 				t.Fatal(err)
@@ -138,7 +92,7 @@ func compacted(rc kadm.ResourceConfig) bool {
 func TestStateRefusesAtMostOnce(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.Guarantee = []string{"127.0.0.1:9092"}, "app", config.AtMostOnce
-	if _, err := eos.New(cfg, countTopology("in", "out", state.Memory())); err == nil || !strings.Contains(err.Error(), "exactly-once") {
+	if _, err := eos.New(cfg, conformance.CountTopology("in", "out", state.Memory())); err == nil || !strings.Contains(err.Error(), "exactly-once") {
 		t.Fatalf("New: %v, want a refusal naming exactly-once", err)
 	}
 }
@@ -190,26 +144,13 @@ func TestChangelogPartitionMismatch(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "in", "out")
 	env.CreateTopics(t, 2, topology.ChangelogTopic("app", "counts"))
-	r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), countTopology("in", "out", state.Memory()))
+	r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), conformance.CountTopology("in", "out", state.Memory()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = r.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "2 partitions") || !strings.Contains(err.Error(), "has 3") {
 		t.Fatalf("Run: %v, want the partition mismatch named", err)
-	}
-}
-
-// seedFrom writes records from..to-1 to topic, keyed as conformance.Seed
-// keys them.
-func seedFrom(t *testing.T, env *kafkatest.Env, topic string, from, to int) {
-	t.Helper()
-	cl := env.Client(t)
-	for i := from; i < to; i++ {
-		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: verdict.Key(i, 97), Value: verdict.Value(i, 40)}, nil)
-	}
-	if err := cl.Flush(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -220,7 +161,7 @@ func seedFrom(t *testing.T, env *kafkatest.Env, topic string, from, to int) {
 func TestStateAfterUnknownCommitOutcome(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "in", "out")
-	const n, keys = 3000, 97
+	const n = 3000
 	conformance.Seed(t, env, "in", n)
 	var fired, applied atomic.Bool
 	fwd := env.Client(t)
@@ -241,82 +182,10 @@ func TestStateAfterUnknownCommitOutcome(t *testing.T) {
 	})
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 500
-	x := conformance.Start(t, cfg, countTopology("in", "out", state.Memory()))
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
 	x.WaitCommitted(t, n, 60*time.Second)
 	if !applied.Load() {
 		t.Fatal("the forwarded commit never applied; the test proves nothing")
 	}
-	checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
-}
-
-// Tasks move with their state when instances join: the joining instance
-// restores what the others committed, and every key still counts 1, 2, …
-// n_k across the moves.
-func TestStateMovesWithRebalances(t *testing.T) {
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 6, "in", "out")
-	const n, keys = 6000, 97
-	conformance.Seed(t, env, "in", n/3)
-	cfg := env.Config("app", "a", config.ExactlyOnce)
-	cfg.MaxBatchRecords = 200
-	cfg.StateDir = t.TempDir()
-	var runs []*conformance.Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
-	for i, id := range []string{"a", "b", "c"} {
-		c := cfg
-		c.InstanceID = id
-		c.StateDir = fmt.Sprintf("%s/%s", cfg.StateDir, id)
-		x := conformance.Start(t, c, countTopology("in", "out", state.Memory()))
-		runs = append(runs, x)
-		waitAssigned(t, env, "app", id)
-		if i > 0 {
-			seedFrom(t, env, "in", i*n/3, (i+1)*n/3)
-		}
-		// The newcomer took partitions whose counts the others made.
-		deadline := time.Now().Add(90 * time.Second)
-		for x.R.Stats().RecordsIn == 0 || total() < uint64((i+1)*n/3) {
-			if time.Now().After(deadline) {
-				for j, y := range runs {
-					t.Logf("instance %d: %+v", j, y.R.Stats())
-				}
-				t.Fatalf("timed out waiting for %s counting, %d records in all", id, (i+1)*n/3)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-	var restored uint64
-	for _, x := range runs[1:] {
-		restored += x.R.Stats().Restored
-	}
-	if restored == 0 {
-		t.Fatal("the instances that joined restored nothing: no task moved with its state")
-	}
-	t.Logf("the joining instances restored %d changelog records", restored)
-	checkCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n, keys)
-}
-
-// waitAssigned waits until the group gives instance some partitions, so
-// that records seeded next reach it.
-func waitAssigned(t *testing.T, env *kafkatest.Env, group, instance string) {
-	t.Helper()
-	adm := kadm.NewClient(env.Client(t))
-	conformance.Until(t, 60*time.Second, instance+" assigned partitions", func() bool {
-		described, err := adm.DescribeGroups(context.Background(), group)
-		if err != nil {
-			return false
-		}
-		for _, m := range described[group].Members {
-			if m.InstanceID != nil && *m.InstanceID == instance {
-				if ca, ok := m.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
-					return true
-				}
-			}
-		}
-		return false
-	})
+	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -134,4 +135,25 @@ func ExactlyOnce(t *testing.T, env *kafkatest.Env, out string, n int) verdict.Ve
 		t.Fatalf("exactly-once violated: %v", v)
 	}
 	return v
+}
+
+// WaitAssigned waits until group gives instance some partitions, so that
+// records seeded next can reach it.
+func WaitAssigned(t *testing.T, env *kafkatest.Env, group, instance string) {
+	t.Helper()
+	adm := kadm.NewClient(env.Client(t))
+	Until(t, 90*time.Second, instance+" assigned partitions", func() bool {
+		described, err := adm.DescribeGroups(context.Background(), group)
+		if err != nil {
+			return false
+		}
+		for _, m := range described[group].Members {
+			if m.InstanceID != nil && *m.InstanceID == instance {
+				if ca, ok := m.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	})
 }

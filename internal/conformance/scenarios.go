@@ -15,6 +15,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,6 +41,9 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"TopologyCodecsEndToEnd", TopologyCodecsEndToEnd},
 		{"SlowTransformCommitsInSmallBatches", SlowTransformCommitsInSmallBatches},
 		{"OversizedOutputGoesThroughPolicy", OversizedOutputGoesThroughPolicy},
+		{"StatefulCountAcrossRestartMemory", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Memory()) }},
+		{"StatefulCountAcrossRestartPebble", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Pebble()) }},
+		{"StatefulRebalanceThreeInstances", func(t *testing.T, env *kafkatest.Env) { StatefulRebalance(t, env, 3) }},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
 	}

@@ -1,0 +1,139 @@
+package conformance
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SeedKeys is how many distinct keys Seed and SeedRange spread records over.
+const SeedKeys = 97
+
+// CountTopology counts the records of each key of in (a store called
+// "counts" in engine e), writing each new count to out as JSON.
+func CountTopology(in, out string, e state.Engine) *topology.Topology {
+	top := topology.New("count")
+	src := topology.Source(top, "in", in, codec.Bytes())
+	counts := topology.Count(topology.GroupByKey(src, "by-key"), "counts", e)
+	topology.ToTable(counts, "out", out, codec.JSON[int64]())
+	return top
+}
+
+// SeedRange writes records from..to-1 to topic, keyed as Seed keys them.
+func SeedRange(t *testing.T, env *kafkatest.Env, topic string, from, to int) {
+	t.Helper()
+	cl := env.Client(t)
+	for i := from; i < to; i++ {
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: verdict.Key(i, SeedKeys), Value: verdict.Value(i, 40)}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// CheckCounts fails t unless, for every key of records 0..n-1, the counts
+// in out are 1, 2, … n_k in order (no lost update, no double count), and
+// the changelog's last value per key is n_k.
+func CheckCounts(t *testing.T, env *kafkatest.Env, out, changelog string, n int) {
+	t.Helper()
+	want := map[string]int64{}
+	for i := 0; i < n; i++ {
+		want[string(verdict.Key(i, SeedKeys))]++
+	}
+	seen := map[string]int64{}
+	for _, r := range Drain(t, env, out, n) {
+		var c int64
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			t.Fatalf("output %q: %v", r.Value, err)
+		}
+		if k := string(r.Key); c != seen[k]+1 {
+			t.Fatalf("key %s: count %d after %d: a lost or doubled update", k, c, seen[k])
+		}
+		seen[string(r.Key)] = c
+	}
+	last := map[string]int64{}
+	for _, r := range Drain(t, env, changelog, len(want)) {
+		if len(r.Value) == 8 {
+			last[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+		}
+	}
+	for k, n := range want {
+		if seen[k] != n || last[k] != n {
+			t.Fatalf("key %s: output reached %d, changelog %d, want %d", k, seen[k], last[k], n)
+		}
+	}
+}
+
+// StatefulCountAcrossRestart counts per key with engine, stops the
+// pipeline half way and starts a new one: the new one restores its store
+// (memory: from the changelog; pebble: from its own offset) and every key
+// counts 1, 2, … n_k exactly once.
+func StatefulCountAcrossRestart(t *testing.T, env *kafkatest.Env, engine state.Engine) {
+	const n = 2000
+	in, out := seededPair(t, env, 3, n/2)
+	app := env.Name("count")
+	cfg := env.Config(app, "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 300
+	cfg.StateDir = t.TempDir()
+	x := Start(t, cfg, CountTopology(in, out, engine))
+	x.WaitCommitted(t, n/2, 90*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	SeedRange(t, env, in, n/2, n)
+	y := Start(t, cfg, CountTopology(in, out, engine))
+	y.WaitCommitted(t, n/2, 90*time.Second)
+	t.Logf("%s: restored %d changelog records on restart", engine, y.R.Stats().Restored)
+	CheckCounts(t, env, out, topology.ChangelogTopic(app, "counts"), n)
+}
+
+// StatefulRebalance starts instances one after another while counting:
+// each newcomer takes tasks, and their state, from the others.
+func StatefulRebalance(t *testing.T, env *kafkatest.Env, instances int) {
+	n := 1000 * instances
+	in, out := seededPair(t, env, 6, n/instances)
+	app := env.Name("count")
+	cfg := env.Config(app, "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 200
+	var runs []*Run
+	total := func() (in uint64) {
+		for _, x := range runs {
+			in += x.R.Stats().RecordsIn
+		}
+		return in
+	}
+	for i := 0; i < instances; i++ {
+		c := cfg
+		c.InstanceID = fmt.Sprintf("i%d", i)
+		c.StateDir = t.TempDir()
+		x := Start(t, c, CountTopology(in, out, state.Memory()))
+		runs = append(runs, x)
+		WaitAssigned(t, env, app, c.InstanceID)
+		if i > 0 {
+			SeedRange(t, env, in, i*n/instances, (i+1)*n/instances)
+		}
+		Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*n/instances), func() bool {
+			return total() >= uint64((i+1)*n/instances)
+		})
+	}
+	var restored uint64
+	for _, x := range runs[1:] {
+		restored += x.R.Stats().Restored
+	}
+	if restored == 0 {
+		t.Fatal("the instances that joined restored nothing: no task moved with its state")
+	}
+	CheckCounts(t, env, out, topology.ChangelogTopic(app, "counts"), n)
+}
