@@ -5,8 +5,14 @@
 // read_committed, during the run and after it. It is the engine behind
 // `eosctl verify`, modelled on Apache Kafka's transactions_test.py.
 //
+// The stateless pipeline upper-cases each record and is judged record by
+// record; the counting pipeline counts each key in a state store and is
+// judged key by key: its output must be 1, 2, … n_k and its changelog must
+// end at n_k.
+//
 // A verifier that cannot fail proves nothing: under at-least-once the same
-// chaos must show duplicates, and under at-most-once missing records.
+// chaos must show duplicates (repeated or lost counts, for the counting
+// pipeline), and under at-most-once missing records.
 package chaos
 
 import (
@@ -25,6 +31,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -54,6 +61,12 @@ type Options struct {
 	Base config.Config
 	// Guarantee the workers run with; default exactly-once.
 	Guarantee config.Guarantee
+	// Pipeline the workers run; default PipelineUpper.
+	Pipeline PipelineKind
+	// State is the store engine of PipelineCount; default StateMemory.
+	// Each worker keeps its stores in its own directory under the run's
+	// log directory, across its restarts; the run removes them at its end.
+	State StateKind
 	// Records to seed; default 100,000.
 	Records int
 	// Partitions of the input and output topics; default 6.
@@ -114,9 +127,16 @@ type Progress struct {
 // Result is the verdict of a run and what was injected to get it.
 type Result struct {
 	verdict.Verdict
+	// Counts is the key-by-key verdict of PipelineCount; nil for
+	// PipelineUpper, whose ids Verdict judges instead.
+	*verdict.Counts
+	Pipeline string `json:"pipeline"`
+	State    string `json:"state,omitempty"` // the store engine of the counting pipeline
 	// Pass is true when the output is the input exactly once, in order
-	// per key, the live reader saw no duplicate, every planned fault was
-	// injected in time, and no worker stopped on its own.
+	// per key (for the counting pipeline: every key's counts are 1, 2, …
+	// n_k and its changelog ends at n_k), the live reader saw no duplicate,
+	// every planned fault was injected in time, and no worker stopped on
+	// its own.
 	Pass     bool     `json:"pass"`
 	Problems []string `json:"problems,omitempty"` // why Pass is false, in words
 	// Failed names the checks behind Problems, one per entry, so scripts
@@ -126,6 +146,7 @@ type Result struct {
 	Broker    string    `json:"broker"`
 	Input     string    `json:"input_topic"`
 	Output    string    `json:"output_topic"`
+	Changelog string    `json:"changelog_topic,omitempty"` // the counting pipeline's store changelog
 	Workers   int       `json:"workers"`
 
 	WorkerKills    int `json:"worker_kills"`
@@ -206,6 +227,15 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0:
 		return fmt.Errorf("--commit-delay, --session-timeout and --duration must not be negative")
+	case o.Pipeline != "" && o.Pipeline != PipelineUpper && o.Pipeline != PipelineCount:
+		return fmt.Errorf("--pipeline must be %s or %s, got %q", PipelineUpper, PipelineCount, o.Pipeline)
+	case o.State != "" && o.State != StateMemory && o.State != StatePebble:
+		return fmt.Errorf("--state must be %s or %s, got %q", StateMemory, StatePebble, o.State)
+	case o.State != "" && o.Pipeline != PipelineCount:
+		return fmt.Errorf("--state %s needs --pipeline %s: the %s pipeline keeps no state", o.State, PipelineCount, PipelineUpper)
+	case o.Pipeline == PipelineCount && o.Guarantee == config.AtMostOnce:
+		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
+			PipelineCount, config.AtMostOnce)
 	}
 	return nil
 }
@@ -213,6 +243,12 @@ func (o Options) Validate() error {
 func (o *Options) defaults() {
 	if o.Guarantee == "" {
 		o.Guarantee = config.ExactlyOnce
+	}
+	if o.Pipeline == "" {
+		o.Pipeline = PipelineUpper
+	}
+	if o.Pipeline == PipelineCount && o.State == "" {
+		o.State = StateMemory
 	}
 	if o.Records == 0 {
 		o.Records = 100_000
@@ -257,6 +293,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	o.defaults()
 	began := time.Now()
 	res.Guarantee, res.Workers, res.Seed, res.AbortedRecords = string(o.Guarantee), o.Workers, o.Seed, -1
+	res.Pipeline, res.State = string(o.Pipeline), string(o.State)
+	counting := o.Pipeline == PipelineCount
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed>>1^0x9e3779b97f4a7c15))
 
 	logDir, tempLogs := o.LogDir, o.LogDir == ""
@@ -296,6 +334,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	app := "eosverify-" + suffix
 	res.Input, res.Output = app+"-in", app+"-out"
+	if counting {
+		res.Changelog = topology.ChangelogTopic(app, CountStore)
+	}
 	cfg := o.Base
 	cfg.Brokers = br.addrs()
 	if cfg.ConnectTimeout <= 0 {
@@ -318,7 +359,11 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_, _ = adm.DeleteGroups(dctx, app)
-			_, _ = adm.DeleteTopics(dctx, res.Input, res.Output)
+			topics := []string{res.Input, res.Output}
+			if counting {
+				topics = append(topics, res.Changelog)
+			}
+			_, _ = adm.DeleteTopics(dctx, topics...)
 		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -335,7 +380,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("chaos: reading the input's end offsets: %w", err)
 	}
 
-	live, err := startLiveReader(base, res.Output, o.Records)
+	live, err := startLiveReader(base, res.Output, o.Records, counting)
 	if err != nil {
 		return res, err
 	}
@@ -347,11 +392,26 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if res.Rate == 0 {
 		res.Rate = autoRate(o.Records, o.Workers, len(plan))
 	}
+	var stateDir string
+	if counting {
+		// Each worker id keeps its stores across its restarts, so pebble
+		// resumes from its applied offset after a SIGKILL; they go when
+		// the run ends, after the workers (deferred before them).
+		stateDir = filepath.Join(logDir, "state")
+		if err := os.MkdirAll(stateDir, 0o755); err != nil {
+			return res, fmt.Errorf("chaos: making the workers' state directory: %w", err)
+		}
+		defer os.RemoveAll(stateDir)
+	}
 	fl := &fleet{
-		exe: o.Exe, env: o.WorkerEnv, logDir: logDir,
+		exe: o.Exe, env: o.WorkerEnv, logDir: logDir, stateDir: stateDir,
 		procs: map[string]*proc{}, pending: map[string]time.Time{},
 		argsFor: func(id string) []string {
-			return append([]string{"verify", "worker",
+			var state []string
+			if counting {
+				state = []string{"--pipeline", string(o.Pipeline), "--state", string(o.State), "--state-dir", filepath.Join(stateDir, id)}
+			}
+			return append(append([]string{"verify", "worker",
 				"--brokers", strings.Join(br.addrs(), ","),
 				"--app", app, "--instance", id, "--in", res.Input, "--out", res.Output,
 				"--guarantee", string(o.Guarantee),
@@ -360,7 +420,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				"--abort-rate", strconv.FormatFloat(o.AbortRate, 'g', -1, 64),
 				"--batch-records", strconv.Itoa(o.BatchRecords),
 				"--session-timeout", o.SessionTimeout.String(),
-			}, o.WorkerArgs...)
+			}, state...), o.WorkerArgs...)
 		},
 	}
 	defer func() {
@@ -382,6 +442,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	event("seeded %d records over %d partitions into %s; %d workers, %s, %d faults planned, rate %d records/s per worker",
 		o.Records, o.Partitions, res.Input, o.Workers, o.Guarantee, len(plan), res.Rate)
+	if counting {
+		event("pipeline %s with %s state, changelog %s; each worker keeps its stores in %s, across its restarts, removed at the end",
+			o.Pipeline, o.State, res.Changelog, filepath.Join(stateDir, "<worker>"))
+	}
 	for range o.Workers {
 		if _, err := fl.add(); err != nil {
 			return res, err
@@ -523,7 +587,20 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if dctx.Err() != nil {
 		return res, fmt.Errorf("chaos: reading the output did not finish: %w", dctx.Err())
 	}
-	res.Verdict = verdict.Judge(o.Records, out)
+	if counting {
+		changelog, err := verdict.Drain(dctx, base, res.Changelog, min(o.Records, o.Keys), time.Second)
+		if err != nil {
+			return res, fmt.Errorf("chaos: reading the changelog: %w", err)
+		}
+		if dctx.Err() != nil {
+			return res, fmt.Errorf("chaos: reading the changelog did not finish: %w", dctx.Err())
+		}
+		var c verdict.Counts
+		res.Verdict, c = verdict.JudgeCounts(o.Records, o.Keys, out, changelog)
+		res.Counts = &c
+	} else {
+		res.Verdict = verdict.Judge(o.Records, out)
+	}
 	if o.Guarantee == config.ExactlyOnce {
 		n, err := countUncommitted(dctx, base, res.Output, len(out), time.Second)
 		if err == nil {
@@ -534,6 +611,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Failed, res.Problems = problems(res, int(live.unknown.Load()))
 	res.Pass = len(res.Problems) == 0
 	event("verdict: %s", res.Verdict)
+	if res.Counts != nil {
+		event("count verdict: %s", res.Counts)
+	}
 	return res, nil
 }
 
@@ -554,6 +634,18 @@ const (
 	// record. That guarantee may lose records but never repeat one, so
 	// this is a broken guarantee, not the control's expected failure.
 	ProblemAtMostOnceRepeated Problem = "at_most_once_repeated"
+	// ProblemCountGaps: a key's counts skipped a value, a lost update
+	// (counting pipeline).
+	ProblemCountGaps Problem = "count_gaps"
+	// ProblemCountRepeats: a key's count was emitted again, or an input
+	// was counted twice (counting pipeline).
+	ProblemCountRepeats Problem = "count_repeats"
+	// ProblemCountFinalMismatch: a key's last count is not its number of
+	// input records (counting pipeline).
+	ProblemCountFinalMismatch Problem = "count_final_mismatch"
+	// ProblemChangelogMismatch: a key's last value in the store's
+	// changelog is not its number of input records (counting pipeline).
+	ProblemChangelogMismatch Problem = "changelog_mismatch"
 	// ProblemOutOfOrder: a key's records reached the output out of order.
 	ProblemOutOfOrder Problem = "out_of_order"
 	// ProblemUnknown: output records carry no seeded id.
@@ -594,6 +686,14 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.Guarantee == string(config.AtMostOnce) && (r.Duplicates > 0 || r.LiveDuplicates > 0), ProblemAtMostOnceRepeated,
 		"at-most-once repeated records (%d duplicates in the output, %d seen live): it may lose records but must never repeat one",
 		r.Duplicates, r.LiveDuplicates)
+	if c := r.Counts; c != nil {
+		add(c.CountGaps > 0, ProblemCountGaps, "%d counts were skipped: lost updates", c.CountGaps)
+		add(c.CountRepeats > 0, ProblemCountRepeats, "%d output counts repeat one their key had reached: double counts", c.CountRepeats)
+		add(c.CountFinalMismatch > 0, ProblemCountFinalMismatch, "%d of %d keys end on a count other than their number of input records",
+			c.CountFinalMismatch, c.CountKeys)
+		add(c.ChangelogMismatch > 0, ProblemChangelogMismatch, "%d of %d keys end in the changelog %s on a value other than their number of input records",
+			c.ChangelogMismatch, c.CountKeys, r.Changelog)
+	}
 	add(r.OutOfOrder > 0, ProblemOutOfOrder, "%d output records came before an earlier record of their key", r.OutOfOrder)
 	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
 	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)

@@ -24,6 +24,10 @@ func TestProblems(t *testing.T) {
 			[]Problem{ProblemMissing, ProblemAtMostOnceRepeated, ProblemLiveDuplicates}},
 		{"at-least-once control repeats", Result{Guarantee: "at-least-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 12, Duplicates: 2}, LiveDuplicates: 2}, 0,
 			[]Problem{ProblemDuplicates, ProblemLiveDuplicates}},
+		{"count, clean", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 10}, Counts: &verdict.Counts{CountKeys: 3}}, 0, nil},
+		{"count, every violation", Result{Guarantee: "at-least-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 12},
+			Counts: &verdict.Counts{CountKeys: 3, CountGaps: 1, CountRepeats: 2, CountFinalMismatch: 1, ChangelogMismatch: 1}, LiveDuplicates: 2}, 0,
+			[]Problem{ProblemCountGaps, ProblemCountRepeats, ProblemCountFinalMismatch, ProblemChangelogMismatch, ProblemLiveDuplicates}},
 		{"everything else", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{OutOfOrder: 1, Unknown: 1}, TimedOut: true, FaultsPlanned: 3, FaultsNotInjected: 1}, 2,
 			[]Problem{ProblemOutOfOrder, ProblemUnknown, ProblemLiveUnknown, ProblemTimedOut, ProblemFaultsNotInjected}},
 	} {
@@ -39,6 +43,29 @@ func TestProblems(t *testing.T) {
 				if w == "" {
 					t.Fatal("an empty message")
 				}
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string // "" accepts
+	}{
+		{"upper by default", Options{Exe: "x"}, ""},
+		{"count", Options{Exe: "x", Pipeline: PipelineCount}, ""},
+		{"count on pebble under at-least-once", Options{Exe: "x", Pipeline: PipelineCount, State: StatePebble, Guarantee: "at-least-once"}, ""},
+		{"unknown pipeline", Options{Exe: "x", Pipeline: "sum"}, "--pipeline"},
+		{"unknown state", Options{Exe: "x", Pipeline: PipelineCount, State: "rocks"}, "--state"},
+		{"state without count", Options{Exe: "x", State: StateMemory}, "--pipeline count"},
+		{"count at most once", Options{Exe: "x", Pipeline: PipelineCount, Guarantee: "at-most-once"}, "at-most-once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.o.Validate()
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("Validate() = %v, want %q", err, tc.want)
 			}
 		})
 	}

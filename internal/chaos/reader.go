@@ -12,7 +12,8 @@ import (
 // liveReader reads the output read_committed while the workers run, as
 // Kafka's own transaction tests do. It must never see a record twice: a
 // duplicate here is either a duplicate in the log or an aborted record
-// that read_committed let through.
+// that read_committed let through. Reading the counting pipeline, a
+// duplicate is a count its key had already reached.
 type liveReader struct {
 	read, dups, unknown atomic.Int64
 	last                atomic.Int64 // unix nanoseconds of the last record
@@ -21,8 +22,8 @@ type liveReader struct {
 }
 
 // startLiveReader starts reading topic from its start; n is how many ids
-// were seeded.
-func startLiveReader(base []kgo.Opt, topic string, n int) (*liveReader, error) {
+// were seeded, and counts says the values are counts rather than ids.
+func startLiveReader(base []kgo.Opt, topic string, n int, counts bool) (*liveReader, error) {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -38,12 +39,24 @@ func startLiveReader(base []kgo.Opt, topic string, n int) (*liveReader, error) {
 		defer close(r.done)
 		defer cl.Close()
 		seen := make([]bool, n)
+		tr := verdict.NewCountTracker()
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			got := false
 			fs.EachRecord(func(rec *kgo.Record) {
 				got = true
 				r.read.Add(1)
+				if counts {
+					c, ok := verdict.ParseCount(rec.Value)
+					if !ok {
+						r.unknown.Add(1)
+						return
+					}
+					before := tr.Repeats
+					tr.Add(string(rec.Key), c)
+					r.dups.Add(int64(tr.Repeats - before))
+					return
+				}
 				id, ok := verdict.ID(rec.Value)
 				switch {
 				case !ok || id < 0 || id >= n:

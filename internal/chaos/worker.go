@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"go.uber.org/zap"
 )
@@ -21,11 +22,13 @@ import (
 // policy does, and its supervisor restarts it.
 var ErrInjected = errors.New("chaos: injected processing error")
 
-// WorkerOptions shape one worker process: an eos.Runner running the
-// upper-casing sample pipeline from In to Out.
+// WorkerOptions shape one worker process: an eos.Runner running a sample
+// pipeline from In to Out.
 type WorkerOptions struct {
-	Config      config.Config // brokers, app id, instance id, guarantee, TLS, SASL
+	Config      config.Config // brokers, app id, instance id, guarantee, state dir, TLS, SASL
 	In, Out     string        // input and output topics
+	Pipeline    PipelineKind  // which sample pipeline; default PipelineUpper
+	State       StateKind     // the store engine of PipelineCount; default StateMemory
 	Rate        int           // records per second this worker processes at most; 0: unlimited
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
@@ -115,12 +118,16 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
-	if o.AbortRate < 0 || o.AbortRate > 1 {
-		return rep, fmt.Errorf("chaos: abort rate %v is not a probability; give a value from 0 to 1", o.AbortRate)
+	if err := o.Validate(); err != nil {
+		return rep, err
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), rand.Uint64()))
 	p := newPacer(o.Rate)
-	r, err := eos.New(o.Config, Pipeline(o.In, o.Out, p.wait), eos.Logger(o.Logger),
+	top, err := o.topology(p.wait)
+	if err != nil {
+		return rep, err
+	}
+	r, err := eos.New(o.Config, top, eos.Logger(o.Logger),
 		eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
 			time.Sleep(o.CommitDelay)
 			if o.AbortRate > 0 && rng.Float64() < o.AbortRate {
@@ -146,6 +153,16 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	rep.RecordsIn, rep.RecordsOut = st.RecordsIn, st.RecordsOut
 	rep.Committed, rep.Aborted, rep.Rebuilds = st.Committed, st.Aborted, st.Rebuilds
 	return rep, err
+}
+
+// Validate checks the options a worker cannot run without: a refusal
+// here is one no restart can fix.
+func (o WorkerOptions) Validate() error {
+	if o.AbortRate < 0 || o.AbortRate > 1 {
+		return fmt.Errorf("chaos: abort rate %v is not a probability; give a value from 0 to 1", o.AbortRate)
+	}
+	_, err := o.topology(nil)
+	return err
 }
 
 // firstCommitPoll is how often a worker looks for its first commit.
@@ -193,6 +210,76 @@ func stopReason(ctx context.Context, err error) StopReason {
 		return StopUnreachable
 	}
 	return StopError
+}
+
+// PipelineKind names a sample pipeline the workers can run.
+type PipelineKind string
+
+const (
+	// PipelineUpper upper-cases every value, keeping the key: stateless,
+	// judged record by record (Pipeline).
+	PipelineUpper PipelineKind = "upper"
+	// PipelineCount counts the records of each key and emits the key's new
+	// count: stateful, judged key by key (CountPipeline).
+	PipelineCount PipelineKind = "count"
+)
+
+// StateKind names the store engine of PipelineCount.
+type StateKind string
+
+const (
+	StateMemory StateKind = "memory" // state.Memory: restored in full on every assignment
+	StatePebble StateKind = "pebble" // state.Pebble: on disk, resumes from its applied offset
+)
+
+// CountStore is the store CountPipeline counts in; its changelog is
+// topology.ChangelogTopic(appID, CountStore).
+const CountStore = "counts"
+
+// engine is the state engine k names.
+func (k StateKind) engine() (state.Engine, error) {
+	switch k {
+	case StateMemory, "":
+		return state.Memory(), nil
+	case StatePebble:
+		return state.Pebble(), nil
+	}
+	return nil, fmt.Errorf("chaos: state %q is not one of %s, %s", k, StateMemory, StatePebble)
+}
+
+// topology builds the pipeline o names.
+func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
+	switch o.Pipeline {
+	case PipelineUpper, "":
+		if o.State != "" {
+			return nil, fmt.Errorf("chaos: state %q needs pipeline %s; %s keeps none", o.State, PipelineCount, PipelineUpper)
+		}
+		return Pipeline(o.In, o.Out, before), nil
+	case PipelineCount:
+		e, err := o.State.engine()
+		if err != nil {
+			return nil, err
+		}
+		return CountPipeline(o.In, o.Out, e, before), nil
+	}
+	return nil, fmt.Errorf("chaos: pipeline %q is not one of %s, %s", o.Pipeline, PipelineUpper, PipelineCount)
+}
+
+// CountPipeline is the stateful sample topology: it counts the records of
+// each key of in, in the store CountStore of engine e, and writes each
+// record's key with the key's new count (decimal text, the JSON of an
+// int64) to out. before runs ahead of each record; nil skips it.
+func CountPipeline(in, out string, e state.Engine, before func()) *topology.Topology {
+	top := topology.New("verify-count")
+	src := topology.Source(top, "input", in, codec.Bytes())
+	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
+		if before != nil {
+			before()
+		}
+	})
+	counts := topology.Count(topology.GroupByKey(paced, "by-key"), CountStore, e)
+	topology.ToTable(counts, "output", out, codec.JSON[int64]())
+	return top
 }
 
 // Pipeline is the sample topology the workers run: it upper-cases every

@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -110,6 +111,70 @@ func TestStopReason(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := stopReason(tc.ctx, tc.err); got != tc.want {
 				t.Fatalf("stopReason = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunWorkerCounts(t *testing.T) {
+	for _, st := range []StateKind{StateMemory, StatePebble} {
+		t.Run(string(st), func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			in, out := env.Name("in"), env.Name("out")
+			env.CreateTopics(t, 3, in, out)
+			const n, keys = 1500, 40
+			if err := verdict.Seed(context.Background(), env.Client(t), in, n, keys, 16); err != nil {
+				t.Fatal(err)
+			}
+			app := env.Name("app")
+			cfg := env.Config(app, "worker-0", config.ExactlyOnce)
+			cfg.StateDir = t.TempDir()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := RunWorker(ctx, WorkerOptions{Config: cfg, In: in, Out: out, Pipeline: PipelineCount, State: st})
+				done <- err
+			}()
+			base := []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}
+			dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer dcancel()
+			recs, err := verdict.Drain(dctx, base, out, n, 500*time.Millisecond)
+			cancel()
+			if werr := <-done; werr != nil {
+				t.Fatalf("worker stopped with %v", werr)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			changelog, err := verdict.Drain(dctx, base, topology.ChangelogTopic(app, CountStore), keys, 500*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, c := verdict.JudgeCounts(n, keys, recs, changelog)
+			if v.RecordsOut != n || v.Unknown != 0 || !c.OK() || c.CountKeys != keys {
+				t.Fatalf("verdict %s; %s", v, c)
+			}
+		})
+	}
+}
+
+func TestWorkerOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    WorkerOptions
+		ok   bool
+	}{
+		{"upper by default", WorkerOptions{}, true},
+		{"count, memory by default", WorkerOptions{Pipeline: PipelineCount}, true},
+		{"count on pebble", WorkerOptions{Pipeline: PipelineCount, State: StatePebble}, true},
+		{"unknown pipeline", WorkerOptions{Pipeline: "sum"}, false},
+		{"unknown state", WorkerOptions{Pipeline: PipelineCount, State: "rocks"}, false},
+		{"state without count", WorkerOptions{State: StatePebble}, false},
+		{"abort rate", WorkerOptions{AbortRate: -1}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.o.Validate(); (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
 		})
 	}

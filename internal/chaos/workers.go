@@ -118,14 +118,17 @@ func (p *proc) report() (WorkerReport, bool) {
 // fleet starts, signals and restarts the worker processes. Only the
 // supervisor's loop uses it, so it needs no locks.
 type fleet struct {
-	exe     string
-	env     []string
-	logDir  string
-	argsFor func(id string) []string
-	procs   map[string]*proc // the current process of each worker id
-	pending map[string]time.Time
-	began   time.Time // when the first worker started, for failure times
-	next    int       // the number of the next worker id to hand out
+	exe    string
+	env    []string
+	logDir string
+	// stateDir holds one directory per worker id for its state stores,
+	// kept across its restarts; "" when the pipeline keeps no state.
+	stateDir string
+	argsFor  func(id string) []string
+	procs    map[string]*proc // the current process of each worker id
+	pending  map[string]time.Time
+	began    time.Time // when the first worker started, for failure times
+	next     int       // the number of the next worker id to hand out
 	// killRestarts counts processes started after a SIGKILL, and
 	// firstCommits holds how long those that committed took to.
 	killRestarts int
@@ -180,6 +183,9 @@ func (f *fleet) start(id string) error {
 		return fmt.Errorf("chaos: starting worker %s (%s): %w", id, f.exe, err)
 	}
 	fmt.Fprintf(lf, "--- %s started pid %d\n", time.Now().Format(time.RFC3339Nano), p.cmd.Process.Pid)
+	if f.stateDir != "" {
+		fmt.Fprintf(lf, "--- state stores in %s\n", filepath.Join(f.stateDir, id))
+	}
 	go func() {
 		err := p.cmd.Wait()
 		p.code = 0
