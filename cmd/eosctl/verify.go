@@ -20,13 +20,16 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	var (
 		o         chaos.Options
 		guarantee string
+		pipeline  string
+		stateKind string
 		verbose   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Prove exactly-once under killed workers, aborted transactions, rebalances and broker restarts",
 		Long: `verify seeds --records numbered, keyed records, runs --workers worker processes of a sample
-pipeline (it upper-cases each value) in one consumer group, and meanwhile:
+pipeline (--pipeline upper, the default, upper-cases each value) in one consumer group,
+and meanwhile:
   - SIGKILLs workers in the middle of transactions (--kills) and restarts them
     under the same instance id, so each fences its zombie; how long each
     restarted worker takes to its first commit is reported
@@ -43,6 +46,18 @@ the SIGKILL or SIGTERM verify sent it or an injected processing error — even
 though verify restarts it so the run completes: a pipeline that stops by
 itself needs a human. worker_failures names each with its error.
 
+--pipeline count runs a stateful pipeline instead: it counts each key's
+records in a state store (--state memory, the default, or pebble) and emits
+the key's new count for every record. The verdict then goes key by key: a
+key seeded n times must show exactly 1, 2, … n in order in the output, and
+its store's changelog must end at n (8 big-endian bytes). Skipped counts
+(count_gaps: lost updates), counts emitted again (count_repeats: double
+counts), a last count other than n (count_final_mismatch) and a changelog
+that ends elsewhere (changelog_mismatch) each exit 1. Every worker keeps its
+stores in its own directory under the log directory, across its restarts
+(pebble resumes from its applied offset after a SIGKILL); they are removed
+when the run ends.
+
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and restarts it with SIGKILL on the same port and data. With
 --brokers it runs against that cluster and restarts it with
@@ -54,15 +69,19 @@ Negative controls: the same chaos under --guarantee at-least-once must report
 duplicates, and under at-most-once missing records — a verifier that cannot
 fail proves nothing. At-most-once may lose records but never repeat one: a
 duplicate under it is reported as its own failure, at_most_once_repeated.
+Under at-least-once the count pipeline must fail the count checks.
 With -o json, "failed" names every check the run failed.`,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
+  eosctl verify --pipeline count --state pebble --records 5000 --kills 3
+  eosctl verify --pipeline count --guarantee at-least-once   # must fail with repeated or lost counts
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Guarantee = config.Guarantee(guarantee)
+			o.Pipeline, o.State = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind)
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
@@ -111,8 +130,11 @@ With -o json, "failed" names every check the run failed.`,
 			if !res.Pass && res.LogDir != "" {
 				fmt.Fprintf(errw, "worker and broker logs kept in %s\n", res.LogDir)
 			}
-			return g.verdict(cmd.OutOrStdout(), res.Pass,
-				fmt.Sprintf("every record exactly once, in order per key, through %d faults", res.FaultsPlanned),
+			claim := fmt.Sprintf("every record exactly once, in order per key, through %d faults", res.FaultsPlanned)
+			if res.Counts != nil {
+				claim = fmt.Sprintf("every key counted 1, 2, … n exactly once, in order, its changelog ending at n, through %d faults", res.FaultsPlanned)
+			}
+			return g.verdict(cmd.OutOrStdout(), res.Pass, claim,
 				strings.Join(res.Problems, "; "))
 		},
 	}
@@ -132,12 +154,18 @@ With -o json, "failed" names every check the run failed.`,
 	f.DurationVar(&o.Duration, "duration", 15*time.Minute, "limit for the whole run; a run still going then fails"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record) or count (counts per key in a state store, judged per key)")
+	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count: memory (default) or pebble")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each injected fault and event to stderr")
 	_ = cmd.RegisterFlagCompletionFunc("guarantee", cobra.FixedCompletions(
 		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
 		cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(
+		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount)}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
+		[]string{string(chaos.StateMemory), string(chaos.StatePebble)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("log-dir")
 	cmd.AddCommand(newVerifyWorkerCmd(g))
 	return cmd
@@ -148,12 +176,24 @@ func verifyTable(r chaos.Result) *table {
 	t := newTable("field", "value")
 	t.add("broker", r.Broker)
 	t.add("guarantee", r.Guarantee)
+	if r.Counts != nil {
+		t.add("pipeline", fmt.Sprintf("%s (%s state)", r.Pipeline, r.State))
+	}
 	t.add("topics", r.Input+" → "+r.Output)
 	t.add("records in", r.RecordsIn)
 	t.add("records out", r.RecordsOut)
-	t.add("missing", r.Missing)
-	t.add("duplicates", r.Duplicates)
-	t.add("out of order", r.OutOfOrder)
+	if c := r.Counts; c != nil {
+		t.add("keys", c.CountKeys)
+		t.add("count gaps", fmt.Sprintf("%d (counts skipped: lost updates)", c.CountGaps))
+		t.add("count repeats", fmt.Sprintf("%d (counts emitted again: double counts)", c.CountRepeats))
+		t.add("count final mismatch", fmt.Sprintf("%d (keys whose last count is not their input count)", c.CountFinalMismatch))
+		t.add("changelog mismatch", fmt.Sprintf("%d (keys whose changelog %s ends elsewhere; %d records read)", c.ChangelogMismatch, r.Changelog, c.ChangelogRead))
+		t.add("unreadable", r.Unknown)
+	} else {
+		t.add("missing", r.Missing)
+		t.add("duplicates", r.Duplicates)
+		t.add("out of order", r.OutOfOrder)
+	}
 	t.add("live read_committed reads", fmt.Sprintf("%d (%d duplicates)", r.LiveRead, r.LiveDuplicates))
 	t.add("workers", fmt.Sprintf("%d (+%d added, -%d removed, %d starts)", r.Workers, r.WorkersAdded, r.WorkersRemoved, r.WorkerStarts))
 	t.add("worker kills", r.WorkerKills)

@@ -27,6 +27,12 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"broker restarts without command", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "1"}, "--broker-restart-cmd"},
 		{"argument", []string{"verify", "now"}, "unknown command"},
 		{"worker without topics", []string{"verify", "worker", "--app", "a", "--instance", "w"}, "required flag"},
+		{"unknown pipeline", []string{"verify", "--pipeline", "sum"}, "--pipeline"},
+		{"unknown state", []string{"verify", "--pipeline", "count", "--state", "rocks"}, "--state"},
+		{"state without the count pipeline", []string{"verify", "--state", "pebble"}, "--pipeline count"},
+		{"count at most once", []string{"verify", "--pipeline", "count", "--guarantee", "at-most-once"}, "at-most-once"},
+		{"worker with an unknown pipeline", []string{"verify", "worker", "--app", "a", "--instance", "w", "--in", "i", "--out", "o",
+			"--brokers", "127.0.0.1:1", "--pipeline", "sum"}, "pipeline"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
@@ -48,6 +54,31 @@ func TestVerifyWorkerIsHidden(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "--broker-restart-cmd") || strings.Contains(out.String(), "Available Commands") {
 		t.Fatalf("help should list verify's flags and hide the worker:\n%s", out.String())
+	}
+	for _, want := range []string{"--pipeline", "--state", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help does not mention %q", want)
+		}
+	}
+}
+
+func TestVerifyTableCounts(t *testing.T) {
+	r := chaos.Result{
+		Verdict:  verdict.Verdict{RecordsIn: 10, RecordsOut: 12},
+		Counts:   &verdict.Counts{CountKeys: 3, CountRepeats: 2, CountFinalMismatch: 1, ChangelogRead: 9},
+		Pipeline: "count", State: "pebble", Changelog: "app-counts-changelog", AbortedRecords: -1,
+	}
+	var b bytes.Buffer
+	if err := verifyTable(r).write(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"count (pebble state)", "count gaps", "count repeats", "count final mismatch", "changelog mismatch", "app-counts-changelog"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "out of order") {
+		t.Errorf("the count table shows the per-record checks it does not make:\n%s", b.String())
 	}
 }
 

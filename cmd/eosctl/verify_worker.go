@@ -33,6 +33,9 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 		guarantee      string
 		sessionTimeout time.Duration
 		batchRecords   int
+		pipeline       string
+		stateKind      string
+		stateDir       string
 	)
 	cmd := &cobra.Command{
 		Use:    "worker",
@@ -49,7 +52,14 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			cfg.SessionTimeout = sessionTimeout
 			cfg.RebalanceTimeout = max(10*time.Second, 2*sessionTimeout)
 			cfg.MaxBatchRecords = batchRecords
+			if stateDir != "" {
+				cfg.StateDir = stateDir
+			}
 			o.Config = cfg
+			o.Pipeline, o.State = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind)
+			if err := o.Validate(); err != nil {
+				return usageError{err} // a restart cannot fix it: verify stops
+			}
 			zc := zap.NewProductionConfig()
 			zc.OutputPaths = []string{"stderr"}
 			if l, err := zc.Build(); err == nil {
@@ -87,6 +97,9 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	f.Float64Var(&o.AbortRate, "abort-rate", 0, "probability per batch of an injected processing error")
 	f.DurationVar(&sessionTimeout, "session-timeout", 6*time.Second, "group session timeout"+durationFlagHelp)
 	f.IntVar(&batchRecords, "batch-records", 500, "most records in one batch")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline: upper (stateless) or count (a state store per key)")
+	f.StringVar(&stateKind, "state", "", "store engine of the count pipeline: memory (default) or pebble")
+	f.StringVar(&stateDir, "state-dir", "", "directory of the state stores, kept across restarts; default state_dir (EOS_STATE_DIR)")
 	for _, name := range []string{"app", "instance", "in", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
