@@ -141,6 +141,9 @@ func TestVerifyExactlyOncePassesUnderChaos(t *testing.T) {
 			t.Errorf("-o json lacks %q", k)
 		}
 	}
+	if _, ok := raw["count_gaps"]; ok || res.Pipeline != "upper" || res.Counts != nil {
+		t.Errorf("pipeline %q with count fields: the default must stay the stateless upper pipeline", res.Pipeline)
+	}
 }
 
 func TestVerifyAtLeastOnceControlFindsDuplicates(t *testing.T) {
@@ -153,6 +156,89 @@ func TestVerifyAtMostOnceControlFindsMissing(t *testing.T) {
 	t.Parallel()
 	res, _, code := verify(t, append(chaosArgs, "--guarantee", "at-most-once")...)
 	checkAtMostOnce(t, res, code)
+}
+
+// countArgs is the fault load of the counting pipeline's runs on the
+// embedded broker: 50 keys of 80 records each, so every key's count climbs
+// through the kills, aborts and rebalances. No broker restart, for the
+// reason eoChaosArgs gives.
+var countArgs = []string{"--pipeline", "count", "--records", "4000", "--keys", "50", "--workers", "2", "--kills", "3",
+	"--broker-restarts", "0", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "2m"}
+
+func TestVerifyCountMemoryExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(countArgs, "--state", "memory")...)
+	checkCountsExactlyOnce(t, res, raw, code, 4000, 50, 3)
+}
+
+func TestVerifyCountPebbleExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(countArgs, "--state", "pebble")...)
+	checkCountsExactlyOnce(t, res, raw, code, 4000, 50, 3)
+}
+
+// Under at-least-once the runtime keeps state too, but a batch's outputs
+// and changelog are not atomic with its input offsets: a worker killed or
+// failed mid-batch leaves counts in the output that its successor, from
+// the state the changelog says committed, emits again (or, the other way
+// round, counts beyond the input). The count checks must catch it.
+func TestVerifyCountAtLeastOnceControlFails(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(countArgs, "--state", "memory", "--guarantee", "at-least-once")...)
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
+	}
+	if res.Counts == nil {
+		t.Fatalf("no count verdict in %+v", res)
+	}
+	c := res.Counts
+	t.Logf("count verdict: %s", c)
+	if c.CountGaps+c.CountRepeats+c.CountFinalMismatch+c.ChangelogMismatch == 0 {
+		t.Errorf("count verdict %s: the same chaos under at-least-once must repeat or lose counts", c)
+	}
+	if !res.Fails(chaos.ProblemCountRepeats) && !res.Fails(chaos.ProblemCountGaps) && !res.Fails(chaos.ProblemCountFinalMismatch) {
+		t.Errorf("failed checks %v name no count check", res.Failed)
+	}
+	if res.WorkerKills != 3 || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, faults not injected %d: want 3 and 0", res.WorkerKills, res.FaultsNotInjected)
+	}
+	checkFailsOnly(t, res, chaos.ProblemCountGaps, chaos.ProblemCountRepeats, chaos.ProblemCountFinalMismatch,
+		chaos.ProblemChangelogMismatch, chaos.ProblemLiveDuplicates)
+}
+
+// checkCountsExactlyOnce asserts a passing count run: every key's counts
+// 1…n_k once each in the output, its changelog ending at n_k, nothing
+// repeated live, and the faults fired and hit open transactions.
+func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, code, records, keys, kills int) {
+	t.Helper()
+	if code != 0 || !res.Pass {
+		t.Fatalf("exit %d, problems %v", code, res.Problems)
+	}
+	if res.Counts == nil || res.Pipeline != "count" {
+		t.Fatalf("pipeline %q, count verdict %v: not a count run", res.Pipeline, res.Counts)
+	}
+	c := res.Counts
+	if !c.OK() || c.CountKeys != keys || res.RecordsOut != records || res.Unknown != 0 || res.LiveDuplicates != 0 {
+		t.Errorf("count verdict %s, verdict %s, live duplicates %d", c, res.Verdict, res.LiveDuplicates)
+	}
+	if c.ChangelogRead < keys {
+		t.Errorf("read %d changelog records for %d keys", c.ChangelogRead, keys)
+	}
+	if res.WorkerKills != kills || res.FaultsNotInjected != 0 || res.WorkerTerms == 0 || res.WorkersAdded == 0 || res.WorkersRemoved == 0 {
+		t.Errorf("kills %d (want %d), terms %d, added %d, removed %d, faults not injected %d",
+			res.WorkerKills, kills, res.WorkerTerms, res.WorkersAdded, res.WorkersRemoved, res.FaultsNotInjected)
+	}
+	if res.AbortedRecords <= 0 {
+		t.Errorf("no aborted records in the output log: the kills missed every open transaction")
+	}
+	for _, k := range []string{"pipeline", "state", "count_keys", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("-o json lacks %q", k)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(res.LogDir, "state")); err == nil {
+		t.Errorf("the workers' state directory is still there with %d entries", len(entries))
+	}
 }
 
 // TestVerifyRealBroker is the CI run against a real Apache Kafka: at least
