@@ -159,22 +159,22 @@ func TestVerifyAtMostOnceControlFindsMissing(t *testing.T) {
 }
 
 // countArgs is the fault load of the counting pipeline's runs on the
-// embedded broker: 50 keys of 80 records each, so every key's count climbs
+// embedded broker: 50 keys of 60 records each, so every key's count climbs
 // through the kills, aborts and rebalances. No broker restart, for the
 // reason eoChaosArgs gives.
-var countArgs = []string{"--pipeline", "count", "--records", "4000", "--keys", "50", "--workers", "2", "--kills", "3",
+var countArgs = []string{"--pipeline", "count", "--records", "3000", "--keys", "50", "--workers", "2", "--kills", "3",
 	"--broker-restarts", "0", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "2m"}
 
 func TestVerifyCountMemoryExactlyOnce(t *testing.T) {
 	t.Parallel()
 	res, raw, code := verify(t, append(countArgs, "--state", "memory")...)
-	checkCountsExactlyOnce(t, res, raw, code, 4000, 50, 3)
+	checkCountsExactlyOnce(t, res, raw, code, 3000, 50, 3)
 }
 
 func TestVerifyCountPebbleExactlyOnce(t *testing.T) {
 	t.Parallel()
 	res, raw, code := verify(t, append(countArgs, "--state", "pebble")...)
-	checkCountsExactlyOnce(t, res, raw, code, 4000, 50, 3)
+	checkCountsExactlyOnce(t, res, raw, code, 3000, 50, 3)
 }
 
 // Under at-least-once the runtime keeps state too, but a batch's outputs
