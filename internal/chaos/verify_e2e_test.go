@@ -270,6 +270,14 @@ func TestVerifyRealBroker(t *testing.T) {
 		checkExactlyOnce(t, res, 100000, 10, 2)
 		checkRestarts(t, res, maxRestartToFirstCommit)
 	})
+	t.Run("count with pebble state", func(t *testing.T) {
+		res, raw, code := verify(t, append(real, "--pipeline", "count", "--state", "pebble", "--records", "20000", "--keys", "200",
+			"--workers", "3", "--kills", "5", "--broker-restarts", "1", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "4m")...)
+		checkCountsExactlyOnce(t, res, raw, code, 20000, 200, 5)
+		if res.BrokerRestarts != 1 {
+			t.Errorf("broker restarts %d, want 1", res.BrokerRestarts)
+		}
+	})
 	controls := append(real, "--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 		"--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")
 	t.Run("at-least-once control", func(t *testing.T) {
