@@ -148,9 +148,10 @@ type Config struct {
 	// its partitions back without a rebalance. EOS_LEAVE_GROUP_ON_CLOSE.
 	// Default: false.
 	LeaveGroupOnClose bool `yaml:"leave_group_on_close"`
-	// StateDir is where persistent state stores keep their data, one
-	// directory per task and store. EOS_STATE_DIR. Default: empty, which
-	// is StateDirFor's choice under the system's temporary directory.
+	// StateDir is where persistent state stores keep their data, under
+	// <app_id>/<instance_id>/, one directory per task and store.
+	// EOS_STATE_DIR. Default: empty, which is <temp dir>/eosflow (see
+	// StateDirFor).
 	StateDir string `yaml:"state_dir"`
 	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
 	// level. EOS_LOG_LEVEL. Default: info.
@@ -254,12 +255,14 @@ func (c Config) Level() zapcore.Level {
 	return zapcore.InfoLevel
 }
 
-// StateDirFor is where state stores live: StateDir if set, else
-// <temp dir>/eosflow/<app_id>/<instance_id>, so that two instances on one
-// machine never share a store.
+// StateDirFor is where this instance's state stores live:
+// <state_dir>/<app_id>/<instance_id>, with state_dir defaulting to
+// <temp dir>/eosflow, so that two applications or two instances sharing a
+// state_dir never share a store.
 func (c Config) StateDirFor() string {
-	if c.StateDir != "" {
-		return c.StateDir
+	base := c.StateDir
+	if base == "" {
+		base = filepath.Join(os.TempDir(), "eosflow")
 	}
-	return filepath.Join(os.TempDir(), "eosflow", c.AppID, c.InstanceID)
+	return filepath.Join(base, c.AppID, c.InstanceID)
 }

@@ -29,7 +29,7 @@
 //	connect_timeout      EOS_CONNECT_TIMEOUT             10s
 //	recovery_timeout     EOS_RECOVERY_TIMEOUT            5m
 //	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false
-//	state_dir            EOS_STATE_DIR                   <temp>/eosflow/<app_id>/<instance_id>
+//	state_dir            EOS_STATE_DIR                   <temp>/eosflow (stores under <app_id>/<instance_id>)
 //	log_level            EOS_LOG_LEVEL                   info
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -173,6 +174,12 @@ func (r *Runner) noteRejection(s session) {
 			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
 		return
 	}
+	if r.isChangelog(rec.Topic) {
+		// State, not an output: no policy can drop it.
+		r.deadLetterRefused = fmt.Errorf("eos: a changelog record of %s (key %q, %d bytes) was refused by the broker: %w; raise the changelog's max.message.bytes, or keep smaller values in the store",
+			rec.Topic, rec.Key, len(rec.Key)+len(rec.Value), err)
+		return
+	}
 	src, ok := rec.Context.(*outputSource)
 	if !ok || src.in == nil {
 		r.attribute = true
@@ -190,4 +197,17 @@ func (r *Runner) noteRejection(s session) {
 	r.rejected[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
 	r.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
 		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
+}
+
+// isChangelog reports whether topic is one of the topology's changelogs.
+func (r *Runner) isChangelog(topic string) bool {
+	if r.state == nil {
+		return false
+	}
+	for _, s := range r.state.specs {
+		if topology.ChangelogTopic(r.cfg.AppID, s.Name) == topic {
+			return true
+		}
+	}
+	return false
 }

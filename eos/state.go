@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -265,8 +266,12 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 			targets[topic][t.Partition] = &restoreTarget{store: s, task: t}
 		}
 	}
+	// The target is the high watermark, not the last stable offset: a
+	// previous owner's committed batch whose marker has not reached the
+	// changelog yet sits above the LSO, and must not be missed. Reading
+	// read_committed waits at an open transaction until it ends.
 	lctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-	ends, err := kadm.NewClient(r.admin).ListCommittedOffsets(lctx, topics...)
+	ends, err := kadm.NewClient(r.admin).ListEndOffsets(lctx, topics...)
 	cancel()
 	if err == nil {
 		err = ends.Error()
@@ -330,6 +335,7 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		return err
 	}
 	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // a store must not skip records it never saw
 		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -347,6 +353,9 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
 			case kafkautil.IsFatal(fe.Err):
 				return fmt.Errorf("eos: restoring from %s/%d: %w; grant the app Read on its changelogs", fe.Topic, fe.Partition, fe.Err)
+			case errors.Is(fe.Err, kerr.OffsetOutOfRange):
+				return fmt.Errorf("eos: restoring from %s/%d: the changelog no longer holds the offset the store needs next (deleted or truncated): %w; delete the task's directory under %s to restore it in full",
+					fe.Topic, fe.Partition, fe.Err, r.state.dir)
 			default:
 				r.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
 			}
@@ -390,9 +399,11 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			r.log.Info("restoring state from changelogs", zap.Uint64("records", applied), zap.Int("partitions_left", left),
 				zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
 		}
-		if waited := time.Since(progressed); waited > r.cfg.RecoveryTimeout {
-			return fmt.Errorf("eos: restoring state: no changelog record for %s with %d partitions left (recovery_timeout %s); inspect with `eosctl topic describe` and `eosctl txn hanging`",
-				waited.Round(time.Second), left, r.cfg.RecoveryTimeout)
+		if waited := time.Since(progressed); waited > r.stallBound() {
+			// An open transaction of another producer holds the
+			// read_committed position back; a new client tries again.
+			return &rebuildError{fmt.Errorf("restoring state: no changelog record for %s with %d partitions left; inspect with `eosctl topic describe` and `eosctl txn hanging`",
+				waited.Round(time.Second), left)}
 		}
 	}
 	r.restored.Add(applied)
@@ -443,6 +454,31 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 		case int32(len(d.Partitions)) != want[topic]:
 			return fmt.Errorf("eos: changelog %s has %d partitions, but its store's input has %d: a task's state lives in the changelog partition of the same number; recreate it (`eosctl topic delete %s`, then restart)",
 				topic, len(d.Partitions), want[topic], topic)
+		default:
+			if err := r.checkCompacted(ctx, adm, topic); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkCompacted refuses an existing changelog whose records expire: the
+// state would expire with them.
+func (r *Runner) checkCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+	configs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		r.log.Info("changelog cleanup.policy unknown", zap.String("topic", topic), zap.Error(err))
+		return nil
+	}
+	rc, err := configs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		return nil
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil && !strings.Contains(*c.Value, "compact") {
+			return fmt.Errorf("eos: changelog %s has cleanup.policy=%s: its records, and the state they hold, would expire; make it compacted (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact) or delete it so the runtime makes it",
+				topic, *c.Value, topic)
 		}
 	}
 	return nil

@@ -189,3 +189,38 @@ func TestStateAfterUnknownCommitOutcome(t *testing.T) {
 	}
 	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
 }
+
+// An existing changelog whose records expire (cleanup.policy=delete) would
+// lose the state with them: Run refuses it, naming the fix.
+func TestChangelogMustBeCompacted(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	del := "delete"
+	env.CreateTopicsWith(t, 3, map[string]*string{"cleanup.policy": &del}, topology.ChangelogTopic("app", "counts"))
+	r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), conformance.CountTopology("in", "out", state.Memory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "cleanup.policy=delete") || !strings.Contains(err.Error(), "compact") {
+		t.Fatalf("Run: %v, want the changelog's policy named with the fix", err)
+	}
+}
+
+// A changelog record the broker refuses cannot go to any error policy (it
+// is state, not an output): Run stops, naming the changelog and the limit
+// to raise, instead of redoing the batch until recovery_timeout.
+func TestRefusedChangelogRecordStopsRun(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 10)
+	changelog := topology.ChangelogTopic("app", "counts")
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: changelog, Err: kerr.MessageTooLarge, Count: -1})
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), conformance.CountTopology("in", "out", state.Memory()))
+	err := x.Wait(t, 30*time.Second)
+	if h.Hits() == 0 {
+		t.Fatal("the fault never hit")
+	}
+	if err == nil || !strings.Contains(err.Error(), changelog) || !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Fatalf("Run: %v, want an error naming the changelog and max.message.bytes", err)
+	}
+}

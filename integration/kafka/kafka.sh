@@ -215,7 +215,13 @@ cluster_id() {
 	local f="$LAYOUT_DIR/cluster.id"
 	if [[ ! -s $f ]]; then
 		# A Kafka cluster id is a base64url-encoded (unpadded) 16-byte UUID.
-		head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n' >"$f"
+		# One starting with '-' reads as an option to kafka-storage (Kafka's
+		# own generator skips those too), so draw again.
+		local id=-
+		while [[ $id == -* ]]; do
+			id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		done
+		printf '%s' "$id" >"$f"
 	fi
 	cat "$f"
 }
