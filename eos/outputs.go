@@ -33,24 +33,13 @@ func (r *Runner) outputLimit(topic string) (int, bool, error) {
 	if l, ok := r.limits[topic]; ok {
 		return l.maxBytes, l.compacted, nil
 	}
-	if slices.Contains(r.top.OutputTopics(), topic) || r.admin == nil {
+	if r.staticOutputs[topic] || r.admin == nil {
 		return 0, false, nil // checked by preflight
 	}
-	if seen, ok := r.missing[topic]; ok && time.Since(seen) < missingRecheck {
-		return 0, false, r.unknownTopic(topic)
+	if _, err := r.outputTopic(topic); errors.Is(err, processor.ErrUnknownTopic) {
+		return 0, false, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
-	defer cancel()
-	details, err := kadm.NewClient(r.admin).ListTopics(ctx, topic)
-	if err != nil {
-		return 0, false, nil // the broker's answer to the produce decides
-	}
-	if d, ok := details[topic]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		r.noteMissing(topic)
-		return 0, false, r.unknownTopic(topic)
-	}
-	delete(r.missing, topic)
-	return 0, false, nil
+	return 0, false, nil // other lookup errors: the broker's answer to the produce decides
 }
 
 // missingRecheck is how long a topic found missing is taken as missing

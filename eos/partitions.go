@@ -130,6 +130,14 @@ func (c *recordContexts) assign(_ context.Context, _ *kgo.Client, got map[string
 // partitionCount is the partition count of an output topic, for sinks with
 // their own partitioner; asked once per topic.
 func (r *Runner) partitionCount(topic string) (int32, error) {
+	return r.outputTopic(topic)
+}
+
+// outputTopic looks up an output topic once: its partition count, or that
+// it does not exist (asked again after missingRecheck). Both a sink's
+// partitioner and the check of topics chosen per record use it, so one
+// lookup serves both.
+func (r *Runner) outputTopic(topic string) (int32, error) {
 	if n, ok := r.partitionCounts[topic]; ok {
 		return n, nil
 	}
@@ -152,6 +160,7 @@ func (r *Runner) partitionCount(topic string) (int32, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the partition count of topic %q: %w; check it with `eosctl topic describe %s`", topic, err, topic)
 	}
+	delete(r.missing, topic)
 	n := int32(len(td[topic].Partitions))
 	if r.partitionCounts == nil {
 		r.partitionCounts = make(map[string]int32)

@@ -117,24 +117,7 @@ func TestUnknownCommitOutcomeIsSettled(t *testing.T) {
 	env.CreateTopics(t, 3, "in", "out")
 	const n = 3000
 	conformance.Seed(t, env, "in", n)
-	var fired, applied atomic.Bool
-	fwd := env.Client(t)
-	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		end := req.(*kmsg.EndTxnRequest)
-		if !end.Commit || fired.Load() {
-			return nil, nil, false
-		}
-		fired.Store(true)
-		// Apply the commit on another connection, then drop this one.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			resp, err := end.RequestWith(context.Background(), fwd)
-			applied.Store(err == nil && resp.ErrorCode == 0)
-		}()
-		env.Fake.SleepControl(func() { <-done })
-		return nil, errors.New("connection dropped after the commit applied"), true
-	})
+	applied := loseFirstCommitAnswer(t, env)
 	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 5,
 		When: func(kmsg.Request) bool { return applied.Load() }})
 	cfg := env.Config("app", "a", config.ExactlyOnce)
@@ -447,4 +430,29 @@ func TestIdleOnTransactionalInputIsNotAStall(t *testing.T) {
 		t.Fatalf("an idle pipeline was taken for a stalled one: %+v", s)
 	}
 	conformance.ExactlyOnce(t, env, "out", n)
+}
+
+// loseFirstCommitAnswer makes the first committing EndTxn apply on the
+// coordinator (forwarded on another connection) while the client's own
+// connection drops, so the client never learns the outcome. The result
+// reports whether the forwarded commit applied.
+func loseFirstCommitAnswer(t *testing.T, env *kafkatest.Env) *atomic.Bool {
+	var fired, applied atomic.Bool
+	fwd := env.Client(t)
+	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		end := req.(*kmsg.EndTxnRequest)
+		if !end.Commit || fired.Load() {
+			return nil, nil, false
+		}
+		fired.Store(true)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := end.RequestWith(context.Background(), fwd)
+			applied.Store(err == nil && resp.ErrorCode == 0)
+		}()
+		env.Fake.SleepControl(func() { <-done })
+		return nil, errors.New("connection dropped after the commit applied"), true
+	})
+	return &applied
 }

@@ -112,6 +112,7 @@ type Runner struct {
 	state             *taskStores              // the topology's state stores; nil without
 	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
 	missing           map[string]time.Time     // topics chosen per record found missing, and when
+	staticOutputs     map[string]bool          // output topics known before running, checked by preflight
 }
 
 // Option configures a Runner.
@@ -188,6 +189,10 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		return nil, err
 	}
 	r.proc = proc
+	r.staticOutputs = make(map[string]bool)
+	for _, topic := range t.OutputTopics() {
+		r.staticOutputs[topic] = true
+	}
 	if specs := proc.StoreSpecs(); len(specs) > 0 {
 		if cfg.Guarantee == config.AtMostOnce {
 			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)

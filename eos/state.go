@@ -441,11 +441,7 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 		d, ok := details[topic]
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
-			resp, err := adm.CreateTopic(ctx, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic)
-			if err == nil {
-				err = resp.Err
-			}
-			if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			if err := kafkautil.RequestTopics(ctx, adm, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
 				return fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --config cleanup.policy=compact`", topic, err, topic, want[topic])
 			}
 			r.log.Info("created changelog topic", zap.String("topic", topic), zap.Int32("partitions", want[topic]))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,23 +162,7 @@ func TestStateAfterUnknownCommitOutcome(t *testing.T) {
 	env.CreateTopics(t, 3, "in", "out")
 	const n = 3000
 	conformance.Seed(t, env, "in", n)
-	var fired, applied atomic.Bool
-	fwd := env.Client(t)
-	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		end := req.(*kmsg.EndTxnRequest)
-		if !end.Commit || fired.Load() {
-			return nil, nil, false
-		}
-		fired.Store(true)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			resp, err := end.RequestWith(context.Background(), fwd)
-			applied.Store(err == nil && resp.ErrorCode == 0)
-		}()
-		env.Fake.SleepControl(func() { <-done })
-		return nil, errors.New("connection dropped after the commit applied"), true
-	})
+	applied := loseFirstCommitAnswer(t, env)
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 500
 	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
