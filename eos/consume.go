@@ -435,6 +435,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 		return false, nil
 	}
 	r.countCommitted(b, gen, log)
+	r.notePurge(offsets)
 	if r.attribute && !r.rejectionSeen {
 		r.attribute = false
 	}

@@ -63,18 +63,18 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return &MissingTopicsError{Topics: missing, Brokers: r.cfg.Brokers}
 	}
 	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
-	if r.state != nil {
-		parts := map[string]int32{}
-		for _, t := range r.top.InputTopics() {
-			if d, ok := details[t]; ok && d.Err == nil {
-				parts[t] = int32(len(d.Partitions))
-			} else if r.create != nil {
-				parts[t] = r.create.partitions
-			}
+	parts := map[string]int32{}
+	for _, t := range r.top.InputTopics() {
+		if d, ok := details[t]; ok && d.Err == nil {
+			parts[t] = int32(len(d.Partitions))
+		} else if r.create != nil {
+			parts[t] = r.create.partitions
 		}
-		return r.changelogs(pctx, kadm.NewClient(cl), parts)
 	}
-	return nil
+	if err := r.repartitions(pctx, kadm.NewClient(cl), parts); err != nil {
+		return err
+	}
+	return r.changelogs(pctx, kadm.NewClient(cl), parts)
 }
 
 // createTopics makes the missing topics as CreateTopics asked. Clients

@@ -194,7 +194,7 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.admin)
-	inputs := r.top.InputTopics()
+	inputs := r.inputs
 	stable, err := adm.ListCommittedOffsets(actx, inputs...)
 	if err != nil {
 		if ctx.Err() != nil {

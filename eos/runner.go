@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -113,6 +115,13 @@ type Runner struct {
 	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
 	missing           map[string]time.Time     // topics chosen per record found missing, and when
 	staticOutputs     map[string]bool          // output topics known before running, checked by preflight
+	inputs            []string                 // the topics consumed: the sources' and the repartition topics
+	repartitioned     map[string]bool          // the repartition topics
+	purgeEvery        time.Duration            // PurgeInterval
+	purgeTo           kadm.Offsets             // committed offsets of repartition topics not yet purged to
+	lastPurge         time.Time                // when the last purge started
+	purging           atomic.Bool              // a purge is running
+	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
 }
 
 // Option configures a Runner.
@@ -165,7 +174,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1}
+	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -183,7 +192,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 			return nil, fmt.Errorf("%w (transaction_timeout %s)", err, cfg.TransactionTimeout)
 		}
 	}
-	proc, err := engine.New(t, engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount),
+	proc, err := engine.New(t, engine.AppID(cfg.AppID), engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount),
 		engine.Stores(func(name string, task state.Task) (*state.Store, error) { return r.state.store(name, task) }))
 	if err != nil {
 		return nil, err
@@ -193,6 +202,15 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	for _, topic := range t.OutputTopics() {
 		r.staticOutputs[topic] = true
 	}
+	r.inputs = t.InputTopics()
+	r.repartitioned = make(map[string]bool)
+	for _, rp := range proc.Repartitions() {
+		r.staticOutputs[rp.Topic] = true
+		r.repartitioned[rp.Topic] = true
+		r.inputs = append(r.inputs, rp.Topic)
+	}
+	slices.Sort(r.inputs)
+	r.purgeTo = kadm.Offsets{}
 	if specs := proc.StoreSpecs(); len(specs) > 0 {
 		if cfg.Guarantee == config.AtMostOnce {
 			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)
@@ -238,6 +256,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 
 	defer r.closeAdmin()
+	defer r.purgeWG.Wait()
 	if err := r.preflight(ctx); err != nil {
 		return err
 	}
@@ -256,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 	}()
 	r.log.Info("starting", zap.String("transactional_id", r.cfg.TransactionalID()),
-		zap.Strings("inputs", r.top.InputTopics()), zap.Strings("outputs", r.top.OutputTopics()))
+		zap.Strings("inputs", r.inputs), zap.Strings("outputs", r.top.OutputTopics()))
 	return r.superviseSessions(ctx)
 }
 

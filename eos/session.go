@@ -111,7 +111,7 @@ func (e *unknownOutcomeError) Error() string {
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
 func (r *Runner) newSession() (session, error) {
-	opts, err := kafkautil.PipelineOptions(r.cfg, r.top.InputTopics(), r.extra...)
+	opts, err := kafkautil.PipelineOptions(r.cfg, r.inputs, r.extra...)
 	if err != nil {
 		return nil, err
 	}

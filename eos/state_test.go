@@ -25,37 +25,46 @@ import (
 
 // Counting per key stays exactly-once across aborted transactions (the
 // state of an aborted batch is dropped and restored) and a restart (the
-// next runner restores its stores from the changelog), for both engines.
+// next runner restores its stores from the changelog), for both engines,
+// and with the records re-keyed through a repartition topic (GroupBy),
+// whose writes commit in the same transactions.
 func TestStatefulCountExactlyOnce(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		engine state.Engine
-	}{{"memory", state.Memory()}, {"pebble", state.Pebble()}} {
+		name    string
+		engine  state.Engine
+		grouped bool
+	}{{"memory", state.Memory(), false}, {"pebble", state.Pebble(), false}, {"groupby-memory", state.Memory(), true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")
 			const n = 3000
-			conformance.Seed(t, env, "in", n/2)
+			top, seed, reads := conformance.CountTopology, conformance.SeedRange, uint64(n/2)
+			if tc.grouped {
+				// Every record is read twice: from the input, then from
+				// the repartition topic.
+				top, seed, reads = conformance.GroupedCountTopology, conformance.SeedValues, n
+			}
+			seed(t, env, "in", 0, n/2)
 			h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
 			cfg := env.Config("app", "a", config.ExactlyOnce)
 			cfg.MaxBatchRecords = 200
 			cfg.StateDir = t.TempDir()
-			x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", tc.engine))
-			x.WaitCommitted(t, n/2, 60*time.Second)
+			x := conformance.Start(t, cfg, top("in", "out", tc.engine))
+			x.WaitCommitted(t, reads, 60*time.Second)
 			x.Stop()
 			if err := x.Wait(t, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			first := x.R.Stats()
-			conformance.SeedRange(t, env, "in", n/2, n)
-			y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", tc.engine))
-			y.WaitCommitted(t, n/2, 60*time.Second)
+			seed(t, env, "in", n/2, n)
+			y := conformance.Start(t, cfg, top("in", "out", tc.engine))
+			y.WaitCommitted(t, reads, 60*time.Second)
 			if h.Hits() == 0 {
 				t.Fatal("no transaction was failed")
 			}
 			s := y.R.Stats()
 			t.Logf("first run %+v; second run %+v", first, s)
-			switch tc.name {
+			switch tc.engine.String() {
 			case "memory":
 				if s.Restored == 0 {
 					t.Fatal("the second run restored nothing, yet its memory stores started empty")

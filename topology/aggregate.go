@@ -12,10 +12,11 @@ import (
 
 // Grouped is a stream made ready for an aggregation (Count, Reduce,
 // Aggregate) that keeps one value per key. The zero Grouped is invalid;
-// get one from GroupByKey.
+// get one from GroupByKey or GroupBy.
 type Grouped[T any] struct{ s Stream[T] }
 
-// Node is the node that grouped the stream.
+// Node is the node that feeds the aggregation: the GroupByKey node, or
+// for a repartitioned stream the source that reads the repartition topic.
 func (g Grouped[T]) Node() *Node { return g.s.n }
 
 // Table is what an aggregation keeps, seen as a stream of updates: for
@@ -27,13 +28,40 @@ type Table[V any] struct{ s Stream[V] }
 // Node is the aggregation that emits the updates.
 func (t Table[V]) Node() *Node { return t.s.n }
 
-// GroupByKey groups s by the records' own keys, for an aggregation. The
-// records keep their keys and partitions: nothing is repartitioned, so
-// each key must already live in one partition of the source topic (as it
-// does when producers partition by key, or after a sink that does), and
-// each task aggregates the keys of its own partition. A record without a
-// key (nil) is an error of the aggregation.
-func GroupByKey[T any](s Stream[T], name string) Grouped[T] {
+// GroupByKey groups s by the records' own keys, for an aggregation.
+//
+// When keys come unchanged from the input topics, nothing is
+// repartitioned: each key must already live in one partition of its topic
+// (as it does when producers partition by key), and each task aggregates
+// the keys of its own partition. After a node that may change keys (Map,
+// FlatMap, Process, ProcessWith) the records of one key may sit in any
+// partition, so they must go through a repartition topic as GroupBy's do:
+// pass Repartition(codec) (Validate asks for it). Repartition(codec) also
+// repartitions a stream whose keys are unchanged, for inputs not
+// partitioned by key.
+//
+// A record without a key (nil) is an error of the aggregation, or of this
+// node when it repartitions.
+func GroupByKey[T any](s Stream[T], name string, opts ...GroupOption) Grouped[T] {
+	conf := groupConfOf(opts)
+	if t := s.topology(); t != nil {
+		by := rekeyed(s.n)
+		if conf.codec != nil || conf.partitions != 0 || by != "" {
+			c, ok := conf.codec.(codec.Codec[T])
+			if !ok {
+				p := codecProblem[T]("GroupByKey", conf.codec)
+				if conf.codec == nil && by != "" {
+					var zero T
+					p = fmt.Sprintf("GroupByKey follows %s, which may change keys, so the records of one key may sit in several partitions "+
+						"and each task would aggregate them apart; send them through a repartition topic, as Kafka Streams does: "+
+						"pass topology.Repartition(codec.JSON[%T]()) or another codec for the values, or group with GroupBy", by, zero)
+				}
+				t.problem(name, "%s", p)
+				c = nil
+			}
+			return repartition(s, name, "GroupByKey", nil, c, conf.partitions)
+		}
+	}
 	p := &port[T]{}
 	n := attach(s, name, KindProcessor, "GroupByKey", func(n *Node) func(graph.Exec, Record[T]) error {
 		return func(x graph.Exec, r Record[T]) error {

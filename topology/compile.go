@@ -7,19 +7,22 @@ import (
 )
 
 func init() {
-	graph.Compile = func(v any) (*graph.Graph, error) {
+	graph.Compile = func(v any, appID string) (*graph.Graph, error) {
 		t, ok := v.(*Topology)
 		if !ok || t == nil {
 			return nil, fmt.Errorf("topology: no topology to run (got %T); build one with topology.New", v)
 		}
-		return t.compile()
+		return t.compile(appID)
 	}
 }
 
-// compile validates t and returns what the engine runs.
-func (t *Topology) compile() (*graph.Graph, error) {
+// compile validates t and returns what the engine runs for the app appID.
+func (t *Topology) compile(appID string) (*graph.Graph, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
+	}
+	if appID == "" {
+		appID = AppIDPlaceholder
 	}
 	g := &graph.Graph{
 		Nodes:   make([]graph.Node, len(t.nodes)),
@@ -33,10 +36,16 @@ func (t *Topology) compile() (*graph.Graph, error) {
 	users := t.storeUsers()
 	for _, d := range t.stores {
 		// Validate made sure that every store has users fed by one topic.
-		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: sourceTopics(users[d.name])[0]})
+		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: resolveAll(t, sourceTopics(users[d.name]), appID)[0]})
 	}
 	for topic, n := range t.byTopic {
 		g.Sources[topic] = n.source
 	}
+	for _, n := range t.nodes {
+		if n.kind == KindSource && n.internal != "" {
+			g.Sources[n.resolvedTopic(appID)] = n.source
+		}
+	}
+	g.Repartitions = t.repartitions(appID)
 	return g, nil
 }

@@ -6,7 +6,9 @@ import (
 )
 
 // Describe prints the graph as text, one block per connected sub-topology,
-// in the spirit of Kafka Streams' Topology#describe, then the state stores
+// in the spirit of Kafka Streams' Topology#describe (a repartition topic
+// ends one sub-topology and starts another), then the repartition
+// topics, the state stores
 // with their engines, changelog topics (the application id is the
 // runtime's, so it is shown as <app_id>) and the nodes that use them.
 func (t *Topology) Describe() string {
@@ -18,8 +20,16 @@ func (t *Topology) Describe() string {
 		for _, n := range nodes {
 			switch n.kind {
 			case KindSource:
-				fmt.Fprintf(&b, "    Source: %s (topic: %s, codec: %s)\n", n.name, n.topic, n.codec)
+				kind := "topic"
+				if n.internal != "" {
+					kind = "repartition topic"
+				}
+				fmt.Fprintf(&b, "    Source: %s (%s: %s, codec: %s)\n", n.name, kind, n.topic, n.codec)
 			case KindSink:
+				if n.internal != "" {
+					fmt.Fprintf(&b, "    Sink: %s (%s, repartition topic: %s, codec: %s)\n", n.name, n.op, n.topic, n.codec)
+					break
+				}
 				topic := n.topic
 				if topic == "" {
 					topic = "<chosen per record>"
@@ -46,6 +56,17 @@ func (t *Topology) Describe() string {
 				fmt.Fprintf(&b, "      on error: %s\n", n.policy)
 			}
 		}
+	}
+	for _, n := range t.nodes {
+		if n.kind != KindSink || n.internal == "" {
+			continue
+		}
+		parts := fmt.Sprintf("as many as the largest of %s", strings.Join(sourceTopics(n.parents), ", "))
+		if n.partitionCount > 0 {
+			parts = fmt.Sprint(n.partitionCount)
+		}
+		fmt.Fprintf(&b, "  Repartition topic: %s (partitions: %s)\n", n.topic, parts)
+		fmt.Fprintf(&b, "      written by: %s, read by: %s-repartition-source\n", n.name, n.name)
 	}
 	users := t.storeUsers()
 	for _, d := range t.stores {

@@ -12,8 +12,10 @@ import (
 )
 
 // Count keeps a count per key in a store named after its node, and emits
-// each record's key with its new count. The store's changelog topic takes
-// the application id the pipeline runs under.
+// each record's key with its new count. FlatMap gives the words as keys,
+// so the words of every line go through a repartition topic to the task
+// that counts them. The internal topics take the application id the
+// pipeline runs under.
 func ExampleCount() {
 	top := topology.New("wordcount")
 	lines := topology.Source(top, "in", "lines", codec.String())
@@ -24,7 +26,7 @@ func ExampleCount() {
 		}
 		return out, nil
 	})
-	counts := topology.Count(topology.GroupByKey(words, "by-word"), "counts", state.Memory())
+	counts := topology.Count(topology.GroupByKey(words, "by-word", topology.Repartition(codec.String())), "counts", state.Memory())
 	topology.To(topology.ToStream(counts, "count-updates"), "out", "word-counts", codec.JSON[int64]())
 	fmt.Println(top.Validate())
 	fmt.Print(top.Describe())
@@ -37,17 +39,21 @@ func ExampleCount() {
 	//     Processor: split (FlatMap)
 	//       --> by-word
 	//       <-- in
-	//     Processor: by-word (GroupByKey)
-	//       --> counts
+	//     Sink: by-word (GroupByKey, repartition topic: <app_id>-by-word-repartition, codec: string)
 	//       <-- split
+	//   Sub-topology: 1
+	//     Source: by-word-repartition-source (repartition topic: <app_id>-by-word-repartition, codec: string)
+	//       --> counts
 	//     Processor: counts (Count, stores: counts)
 	//       --> count-updates
-	//       <-- by-word
+	//       <-- by-word-repartition-source
 	//     Processor: count-updates (ToStream)
 	//       --> out
 	//       <-- counts
 	//     Sink: out (topic: word-counts, codec: json)
 	//       <-- count-updates
+	//   Repartition topic: <app_id>-by-word-repartition (partitions: as many as the largest of lines)
+	//       written by: by-word, read by: by-word-repartition-source
 	//   Store: counts (engine: memory, changelog: <app_id>-counts-changelog)
 	//       used by: counts
 	//   Default on error: fail
@@ -125,5 +131,45 @@ func ExampleProcess_store() {
 	//       <-- first-only
 	//   Store: seen (engine: memory, changelog: <app_id>-seen-changelog)
 	//       used by: first-only
+	//   Default on error: fail
+}
+
+// GroupBy counts orders per customer though they are keyed by order id:
+// each order goes, under its customer, through the repartition topic of
+// the GroupBy node, and the count runs in a second sub-topology that reads
+// it.
+func ExampleGroupBy() {
+	type order struct {
+		Customer string
+		Total    int
+	}
+	top := topology.New("orders-per-customer")
+	orders := topology.Source(top, "orders", "orders", codec.JSON[order]())
+	byCustomer := topology.GroupBy(orders, "by-customer", func(_ context.Context, _ []byte, o order) ([]byte, error) {
+		return []byte(o.Customer), nil
+	}, topology.Repartition(codec.JSON[order]()))
+	topology.ToTable(topology.Count(byCustomer, "per-customer", state.Pebble()), "out", "orders-per-customer", codec.JSON[int64]())
+	fmt.Println(top.Validate())
+	fmt.Print(top.Describe())
+	// Output:
+	// <nil>
+	// Topology: orders-per-customer
+	//   Sub-topology: 0
+	//     Source: orders (topic: orders, codec: json)
+	//       --> by-customer
+	//     Sink: by-customer (GroupBy, repartition topic: <app_id>-by-customer-repartition, codec: json)
+	//       <-- orders
+	//   Sub-topology: 1
+	//     Source: by-customer-repartition-source (repartition topic: <app_id>-by-customer-repartition, codec: json)
+	//       --> per-customer
+	//     Processor: per-customer (Count, stores: per-customer)
+	//       --> out
+	//       <-- by-customer-repartition-source
+	//     Sink: out (topic: orders-per-customer, codec: json)
+	//       <-- per-customer
+	//   Repartition topic: <app_id>-by-customer-repartition (partitions: as many as the largest of orders)
+	//       written by: by-customer, read by: by-customer-repartition-source
+	//   Store: per-customer (engine: pebble, changelog: <app_id>-per-customer-changelog)
+	//       used by: per-customer
 	//   Default on error: fail
 }

@@ -56,6 +56,7 @@ func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
 		return nil, fmt.Errorf("store %q is not declared", name)
 	}
 	opts = append([]engine.Option{
+		engine.AppID(rigApp),
 		engine.Sleep(func(context.Context, time.Duration) error { return nil }),
 		engine.Stores(provide),
 	}, opts...)
@@ -67,8 +68,17 @@ func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
 	return r
 }
 
+// rigApp is the application id of a rig.
+const rigApp = "app"
+
+// rigPartitions is the partition count of every repartition topic in a
+// rig.
+const rigPartitions = 2
+
 // send processes one record and returns its outcome and its outputs as
-// "topic:key=value".
+// "topic:key=value". Outputs to a repartition topic are not returned but
+// processed next, from the partition Kafka's partitioner gives their
+// keys, as the runtime reads them back after a commit.
 func (r *rig) send(topic string, partition int32, key, value string) (engine.Outcome, []string, error) {
 	r.t.Helper()
 	var k []byte
@@ -76,10 +86,28 @@ func (r *rig) send(topic string, partition int32, key, value string) (engine.Out
 		k = []byte(key)
 	}
 	var out []string
+	var again []*kgo.Record
 	got, err := r.e.Process(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: k, Value: []byte(value)}, func(o *kgo.Record) {
+		if strings.HasPrefix(o.Topic, rigApp+"-") && strings.HasSuffix(o.Topic, "-repartition") {
+			again = append(again, o)
+			return
+		}
 		out = append(out, fmt.Sprintf("%s:%s=%s", o.Topic, o.Key, o.Value))
 	})
+	for _, o := range again {
+		if err != nil {
+			break
+		}
+		var more []string
+		got, more, err = r.send(o.Topic, repartitionOf(o.Key), string(o.Key), string(o.Value))
+		out = append(out, more...)
+	}
 	return got, out, err
+}
+
+// repartitionOf is the partition of key in a repartition topic of the rig.
+func repartitionOf(key []byte) int32 {
+	return int32(kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: key}, rigPartitions))
 }
 
 // must processes one record that must succeed.
@@ -140,14 +168,21 @@ func wordCount(engine state.Engine) *topology.Topology {
 	top := topology.New("wordcount")
 	lines := topology.Source(top, "in", "lines", codec.String())
 	words := topology.FlatMap(lines, "split", splitWords)
-	counts := topology.Count(topology.GroupByKey(words, "by-word"), "counts", engine)
+	counts := topology.Count(topology.GroupByKey(words, "by-word", topology.Repartition(codec.String())), "counts", engine)
 	topology.To(topology.ToStream(counts, "count-updates"), "out", "word-counts", codec.JSON[int64]())
 	return top
 }
 
-// Count keeps one count per key and task: each partition of the source
-// counts its own records; a commit keeps the counts and an abort drops
-// the batch's.
+// wordTask is the task that counts word: the partition of the repartition
+// topic that its key hashes to.
+func wordTask(word string) (string, int32) {
+	return topology.RepartitionTopic(rigApp, "by-word"), repartitionOf([]byte(word))
+}
+
+// Count keeps one count per key: after a re-key (FlatMap) the words of
+// every input partition go through the repartition topic to the task
+// that owns the word; a commit keeps the counts and an abort drops the
+// batch's.
 func TestCountPerKeyAndTask(t *testing.T) {
 	for _, eng := range []state.Engine{state.Memory(), state.Pebble()} {
 		t.Run(eng.String(), func(t *testing.T) {
@@ -157,26 +192,30 @@ func TestCountPerKeyAndTask(t *testing.T) {
 			}; !slices.Equal(got, want) {
 				t.Fatalf("first line: %v, want %v", got, want)
 			}
-			if got, want := r.must("lines", 1, "", "to do"), []string{"word-counts:to=1", "word-counts:do=1"}; !slices.Equal(got, want) {
-				t.Fatalf("partition 1 has its own counts: %v, want %v", got, want)
+			if got, want := r.must("lines", 1, "", "to do"), []string{"word-counts:to=3", "word-counts:do=1"}; !slices.Equal(got, want) {
+				t.Fatalf("a word from another input partition counts on: %v, want %v", got, want)
 			}
 			r.commit()
-			if got, want := r.must("lines", 0, "", "to"), []string{"word-counts:to=3"}; !slices.Equal(got, want) {
+			if got, want := r.must("lines", 0, "", "to"), []string{"word-counts:to=4"}; !slices.Equal(got, want) {
 				t.Fatalf("after commit: %v, want %v", got, want)
 			}
 			r.abort()
-			if got, want := r.must("lines", 0, "", "to"), []string{"word-counts:to=3"}; !slices.Equal(got, want) {
+			if got, want := r.must("lines", 1, "", "to"), []string{"word-counts:to=4"}; !slices.Equal(got, want) {
 				t.Fatalf("after abort the batch is redone from the committed count: %v, want %v", got, want)
 			}
-			if got := r.must("lines", 1, "", "do"); !slices.Equal(got, []string{"word-counts:do=2"}) {
-				t.Fatalf("partition 1: %v", got)
+			if got := r.must("lines", 0, "", "do"); !slices.Equal(got, []string{"word-counts:do=2"}) {
+				t.Fatalf("do: %v", got)
 			}
 			// Counts are 8 big-endian bytes in the store, as Kafka's
-			// LongSerializer writes them.
-			if v, ok := r.get("counts", "lines", 0, "be"); !ok || v != "\x00\x00\x00\x00\x00\x00\x00\x02" {
+			// LongSerializer writes them, in the task that owns the word.
+			topic, part := wordTask("be")
+			if v, ok := r.get("counts", topic, part, "be"); !ok || v != "\x00\x00\x00\x00\x00\x00\x00\x02" {
 				t.Fatalf("stored count of be: %q %v", v, ok)
 			}
-			if got, want := r.e.StoreSpecs(), 1; len(got) != want || got[0].Name != "counts" || got[0].Source != "lines" || got[0].Engine != eng {
+			if _, ok := r.get("counts", topic, 1-part, "be"); ok {
+				t.Fatal("be is counted in a second task")
+			}
+			if got, want := r.e.StoreSpecs(), 1; len(got) != want || got[0].Name != "counts" || got[0].Source != topic || got[0].Engine != eng {
 				t.Fatalf("StoreSpecs: %+v", got)
 			}
 		})
@@ -413,7 +452,7 @@ func TestAggregationStoreFailureFailsBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := e.Process(context.Background(), &kgo.Record{Topic: "lines", Value: []byte("a")}, func(*kgo.Record) {})
+	got, err := e.Process(context.Background(), &kgo.Record{Topic: topology.RepartitionTopic(topology.AppIDPlaceholder, "by-word"), Key: []byte("a"), Value: []byte("a")}, func(*kgo.Record) {})
 	var ne *topology.NodeError
 	if got != engine.Failed || !strings.Contains(fmt.Sprint(err), "disk on fire") || !strings.Contains(fmt.Sprint(err), `node "counts"`) || errors.As(err, &ne) {
 		t.Fatalf("outcome %v, error %v; want Failed, not a NodeError", got, err)

@@ -59,6 +59,13 @@ type Node struct {
 	close       func(any) error
 	partitioned bool     // a sink with its own Partitioner
 	stores      []string // the stores the node may use, in declaration order
+	rekeys      bool     // the node may change keys (Map, FlatMap, Process)
+	// internal is the suffix of the app's internal topic that a
+	// repartition sink writes or its source reads ("<node>-repartition");
+	// topic then holds the name with AppIDPlaceholder.
+	internal       string
+	partitionCount int32 // a repartition sink's RepartitionPartitions, 0 if unset
+	writer         *Node // a repartition source's sink
 }
 
 // Name is the node's unique name.
@@ -71,7 +78,13 @@ func (n *Node) Kind() Kind { return n.kind }
 func (n *Node) Op() string { return n.op }
 
 // Topic is the topic a source reads or a static sink writes, else "".
+// Internal topics (a GroupBy's repartition topic) are named with
+// AppIDPlaceholder, since the application id is the runtime's.
 func (n *Node) Topic() string { return n.topic }
+
+// Internal reports whether n's topic is one of the app's internal topics,
+// which the runtime names after the application id and creates.
+func (n *Node) Internal() bool { return n.internal != "" }
 
 // Stores names the state stores n uses: those connected with UseStores,
 // or an aggregation's own store.
@@ -154,7 +167,8 @@ func (t *Topology) OnError(name string, p ErrorPolicy) *Topology {
 	return t
 }
 
-// InputTopics lists the topics the sources read, sorted.
+// InputTopics lists the topics the sources read, sorted; internal topics
+// (see RepartitionTopic) are not included.
 func (t *Topology) InputTopics() []string {
 	out := make([]string, 0, len(t.byTopic))
 	for topic := range t.byTopic {
@@ -165,11 +179,12 @@ func (t *Topology) InputTopics() []string {
 }
 
 // OutputTopics lists the topics known before running: static sinks and
-// dead-letter topics, sorted. Topics chosen per record are not included.
+// dead-letter topics, sorted. Topics chosen per record and internal
+// topics are not included.
 func (t *Topology) OutputTopics() []string {
 	set := map[string]bool{}
 	for _, n := range t.nodes {
-		if n.kind == KindSink && n.topic != "" {
+		if n.kind == KindSink && n.topic != "" && n.internal == "" {
 			set[n.topic] = true
 		}
 		own := n.Policy().p
@@ -194,6 +209,10 @@ func (t *Topology) problem(node, format string, args ...any) {
 // add registers a node, recording naming mistakes for Validate.
 func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Node {
 	n := &Node{t: t, index: len(t.nodes), name: name, kind: kind, op: op}
+	switch op {
+	case "Map", "FlatMap", "Process", "ProcessWith":
+		n.rekeys = true
+	}
 	switch {
 	case name == "":
 		t.problem("", "a %s node has an empty name; give every node a unique name", op)

@@ -18,6 +18,9 @@ func (t *Topology) Validate() error {
 		switch n.kind {
 		case KindSource:
 			sources++
+			if n.writer != nil && len(n.children) == 0 {
+				add(n.writer.name, "%s output goes nowhere; %s", n.writer.op, endPath(n.writer.op))
+			}
 		case KindSink:
 			sinks++
 		default:
@@ -58,7 +61,7 @@ func (t *Topology) Validate() error {
 // endPath says how to use the output of a node made by op.
 func endPath(op string) string {
 	switch op {
-	case "GroupByKey":
+	case "GroupByKey", "GroupBy":
 		return "aggregate it with Count, Reduce or Aggregate"
 	case "Count", "Reduce", "Aggregate":
 		return "write its updates with ToTable, or turn them into a stream with ToStream"

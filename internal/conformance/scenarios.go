@@ -44,6 +44,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"StatefulCountAcrossRestartMemory", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Memory()) }},
 		{"StatefulCountAcrossRestartPebble", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Pebble()) }},
 		{"StatefulRebalanceThreeInstances", func(t *testing.T, env *kafkatest.Env) { StatefulRebalance(t, env, 3) }},
+		{"GroupByCountsExactlyOnce", GroupByCountsExactlyOnce},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
 	}

@@ -10,10 +10,12 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -97,6 +99,104 @@ func StatefulCountAcrossRestart(t *testing.T, env *kafkatest.Env, engine state.E
 	y.WaitCommitted(t, n/2, 90*time.Second)
 	t.Logf("%s: restored %d changelog records on restart", engine, y.R.Stats().Restored)
 	CheckCounts(t, env, out, topology.ChangelogTopic(app, "counts"), n)
+}
+
+// GroupedCountTopology counts the records of in by their values, whatever
+// their keys: GroupBy sends them through the repartition topic of its node
+// "by-value", and the store "counts" (engine e) has that topic's
+// partitions as its tasks. Each new count goes to out as JSON, keyed by
+// the value.
+func GroupedCountTopology(in, out string, e state.Engine) *topology.Topology {
+	top := topology.New("count-by-value")
+	src := topology.Source(top, "in", in, codec.Bytes())
+	g := topology.GroupBy(src, "by-value", func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
+		topology.Repartition(codec.Bytes()))
+	topology.ToTable(topology.Count(g, "counts", e), "out", out, codec.JSON[int64]())
+	return top
+}
+
+// SeedValues writes records from..to-1 to topic, each under a key of its
+// own (so they spread over every partition) with the value that Seed
+// would give record i as its key: CheckCounts then applies to a count by
+// value.
+func SeedValues(t *testing.T, env *kafkatest.Env, topic string, from, to int) {
+	t.Helper()
+	cl := env.Client(t)
+	for i := from; i < to; i++ {
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("r%d", i)), Value: verdict.Key(i, SeedKeys)}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// GroupByCountsExactlyOnce counts records by a key taken from their
+// values, through a repartition topic, while a second instance joins and
+// takes tasks of both sub-topologies: every key must count 1, 2, … n_k
+// exactly once. The runtime must have made the repartition topic as a
+// delete-policy topic with the input's partition count, and purged the
+// records the group had committed past.
+func GroupByCountsExactlyOnce(t *testing.T, env *kafkatest.Env) {
+	const n = 2000
+	names := topics(t, env, 3, "in", "out")
+	in, out := names[0], names[1]
+	SeedValues(t, env, in, 0, n/2)
+	app := env.Name("grouped")
+	cfg := env.Config(app, "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 200
+	var runs []*Run
+	total := func() (in uint64) {
+		for _, x := range runs {
+			in += x.R.Stats().RecordsIn
+		}
+		return in
+	}
+	for i, instance := range []string{"a", "b"} {
+		c := cfg
+		c.InstanceID = instance
+		c.StateDir = t.TempDir()
+		runs = append(runs, Start(t, c, GroupedCountTopology(in, out, state.Memory()), eos.PurgeInterval(100*time.Millisecond)))
+		WaitAssigned(t, env, app, instance)
+		if i > 0 {
+			SeedValues(t, env, in, n/2, n)
+		}
+		// Each record is read twice: from the input, then re-keyed
+		// from the repartition topic.
+		Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*n/2), func() bool { return total() >= uint64((i+1)*n) })
+	}
+	CheckCounts(t, env, out, topology.ChangelogTopic(app, "counts"), n)
+
+	rep := topology.RepartitionTopic(app, "by-value")
+	adm := kadm.NewClient(env.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	details, err := adm.ListTopics(ctx, rep)
+	if err != nil || details[rep].Err != nil || len(details[rep].Partitions) != 3 {
+		t.Fatalf("repartition topic %s: %+v %v; want 3 partitions, as its input", rep, details[rep], err)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := cfgs.On(rep, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "delete") {
+			t.Fatalf("repartition topic %s has cleanup.policy=%v, want delete", rep, c.Value)
+		}
+	}
+	// A commit after the purge interval deletes what the group consumed.
+	Until(t, 60*time.Second, "the repartition topic purged", func() bool {
+		starts, err := adm.ListStartOffsets(ctx, rep)
+		if err != nil {
+			return false
+		}
+		var purged int64
+		starts.Each(func(o kadm.ListedOffset) { purged += o.Offset })
+		return purged > 0
+	})
 }
 
 // StatefulRebalance starts instances one after another while counting:

@@ -79,6 +79,10 @@ type Engine struct {
 	lastSrc   graph.Source // its source; nil before the first record
 
 	tally Tally
+
+	appID        string
+	lastInternal string // suffix of the last internal topic written
+	internalName string // its full name
 }
 
 // Option configures an Engine.
@@ -91,6 +95,11 @@ func (f optFunc) apply(e *Engine) { f(e) }
 // Logger sets where skips, dead letters and retries are logged, overriding
 // the default no-op logger.
 func Logger(l *zap.Logger) Option { return optFunc(func(e *Engine) { e.log = l }) }
+
+// AppID sets the application id, which names the internal topics
+// (repartition topics) the engine writes and reads; without it they are
+// named with topology.AppIDPlaceholder.
+func AppID(id string) Option { return optFunc(func(e *Engine) { e.appID = id }) }
 
 // Sleep replaces the retry wait, so tests need not wait for real.
 func Sleep(fn func(context.Context, time.Duration) error) Option {
@@ -144,14 +153,15 @@ func New(t *topology.Topology, opts ...Option) (*Engine, error) {
 	if t == nil {
 		return nil, errors.New("eos: nil topology; build one with topology.New")
 	}
-	g, err := graph.Compile(t)
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{g: g, log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background(), outIdx: -1, slots: make([]any, len(g.Nodes))}
+	e := &Engine{log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background(), outIdx: -1}
 	for _, o := range opts {
 		o.apply(e)
 	}
+	g, err := graph.Compile(t, e.appID)
+	if err != nil {
+		return nil, err
+	}
+	e.g, e.slots = g, make([]any, len(g.Nodes))
 	return e, nil
 }
 
@@ -433,6 +443,12 @@ func (e *Engine) Retry(node int, attempt int, err error) bool {
 // Emit implements graph.Exec, holding outputs until the record is done.
 // With OutputLimits it first checks o against its topic's limits.
 func (e *Engine) Emit(node int, o graph.Output) error {
+	if o.Internal {
+		if o.Topic != e.lastInternal {
+			e.lastInternal, e.internalName = o.Topic, e.resolve(o.Topic)
+		}
+		o.Topic = e.internalName
+	}
 	if e.limits != nil {
 		if err := e.checkLimits(&o); err != nil {
 			return &topology.NodeError{Node: e.g.Nodes[node].Name, Err: err}
@@ -442,6 +458,19 @@ func (e *Engine) Emit(node int, o graph.Output) error {
 	e.pendingNode = append(e.pendingNode, node)
 	return nil
 }
+
+// resolve names the app's internal topic whose suffix is suffix.
+func (e *Engine) resolve(suffix string) string {
+	id := e.appID
+	if id == "" {
+		id = topology.AppIDPlaceholder
+	}
+	return id + "-" + suffix
+}
+
+// Repartitions lists the topology's repartition topics, named after the
+// app id: the runtime creates them and reads them as inputs.
+func (e *Engine) Repartitions() []graph.Repartition { return e.g.Repartitions }
 
 // checkLimits returns why the broker would reject o, or nil.
 func (e *Engine) checkLimits(o *graph.Output) error {

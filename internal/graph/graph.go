@@ -48,6 +48,9 @@ type Output struct {
 	Value     []byte
 	Headers   []kgo.RecordHeader
 	Timestamp time.Time
+	// Internal says Topic is the suffix of one of the app's internal
+	// topics: the engine writes to "<app_id>-<Topic>".
+	Internal bool
 }
 
 // Source runs one input record through the graph from a source node.
@@ -72,18 +75,30 @@ type Store struct {
 	Source string
 }
 
+// Repartition is an internal topic through which records are re-keyed:
+// written by one sub-topology and read as a source by another.
+type Repartition struct {
+	Topic string // resolved with the app id
+	// Partitions is the count to create it with; 0 means as many as the
+	// largest of From, the input topics upstream of the writing node.
+	Partitions int32
+	From       []string
+}
+
 // Graph is a compiled topology.
 type Graph struct {
-	Stores  []Store
-	Nodes   []Node
-	Sources map[string]Source // by input topic
-	Default Policy
+	Stores       []Store
+	Repartitions []Repartition
+	Nodes        []Node
+	Sources      map[string]Source // by input topic
+	Default      Policy
 	// Partitioned says a sink chooses its own partitions (Output.Partition
 	// is not always AnyPartition).
 	Partitioned bool
 }
 
-// Compile turns a validated *topology.Topology into a Graph. Package
-// topology sets it when it is initialized, so that the engine can reach
-// what the topology keeps unexported.
-var Compile func(topology any) (*Graph, error)
+// Compile turns a validated *topology.Topology into a Graph for the app
+// whose id is appID, which names the internal topics. Package topology
+// sets it when it is initialized, so that the engine can reach what the
+// topology keeps unexported.
+var Compile func(topology any, appID string) (*Graph, error)
