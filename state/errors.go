@@ -16,6 +16,11 @@ var ErrClosed = errors.New("state: store closed")
 // writes; restore only between batches (commit or abort first).
 var ErrBatchOpen = errors.New("state: restore while a batch has uncommitted writes: commit or abort it first")
 
+// ErrInUse means Inspect found a store that a running instance has open:
+// pebble allows one process per database, so its offset cannot be read
+// until that instance stops or the task moves elsewhere.
+var ErrInUse = errors.New("state: store in use by a running instance")
+
 // ErrOffset matches every *OffsetError.
 var ErrOffset = errors.New("state: changelog offset out of order")
 
