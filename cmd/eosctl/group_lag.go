@@ -57,42 +57,67 @@ on that partition; if it stays there, look for a hanging transaction with
 				if len(committed) == 0 {
 					return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
 				}
-				topics := committed.Partitions().Topics()
-				hwm, err := adm.ListEndOffsets(ctx, topics...)
+				rows, err := groupLag(ctx, adm, committed, committed.Partitions().Topics())
 				if err != nil {
-					return kafkaErr("list end offsets", err)
+					return err
 				}
-				lso, err := adm.ListCommittedOffsets(ctx, topics...)
-				if err != nil {
-					return kafkaErr("list last stable offsets", err)
-				}
-				res := groupLagJSON{Group: group, Partitions: lagRows(committed, hwm, lso)}
-				t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
-				for _, r := range res.Partitions {
-					res.TotalHWM += max(r.LagHWM, 0)
-					res.TotalLSO += max(r.LagLSO, 0)
-					note := ""
-					if r.OpenTransaction {
-						note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
-					}
-					t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
-						offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
-				}
-				return g.render(cmd.OutOrStdout(), res, t)
+				res := groupLagJSON{Group: group, Partitions: rows}
+				res.TotalHWM, res.TotalLSO = lagTotals(rows)
+				return g.render(cmd.OutOrStdout(), res, lagTable(rows))
 			})
 		},
 	}
 }
 
+// groupLag reads the HWM and LSO of every partition of topics and joins
+// them with a group's committed offsets: `group lag` asks for the topics the
+// group committed, `app describe` also for its repartition topics, which
+// may have no commit yet.
+func groupLag(ctx context.Context, adm *kadm.Client, committed kadm.OffsetResponses, topics []string) ([]partitionLagJSON, error) {
+	if len(topics) == 0 {
+		return nil, nil
+	}
+	hwm, err := adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, kafkaErr("list end offsets", err)
+	}
+	lso, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		return nil, kafkaErr("list last stable offsets", err)
+	}
+	return lagRows(committed, hwm, lso), nil
+}
+
+// lagTotals sums the known lags of rows, to HWM and to LSO.
+func lagTotals(rows []partitionLagJSON) (hwm, lso int64) {
+	for _, r := range rows {
+		hwm += max(r.LagHWM, 0)
+		lso += max(r.LagLSO, 0)
+	}
+	return hwm, lso
+}
+
+// lagTable is the table of lag rows, flagging partitions whose LSO is
+// held back by a transaction.
+func lagTable(rows []partitionLagJSON) *table {
+	t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
+	for _, r := range rows {
+		note := ""
+		if r.OpenTransaction {
+			note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
+		}
+		t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
+			offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
+	}
+	return t
+}
+
 // lagRows joins committed offsets with the HWM and LSO of every partition
-// of the committed topics; a partition without a commit has committed -1 and
-// its lag is the whole log (-1 when the offsets are unknown).
+// listed; a partition without a commit has committed -1 and its lag is the
+// whole log (-1 when the offsets are unknown).
 func lagRows(committed kadm.OffsetResponses, hwm, lso kadm.ListedOffsets) []partitionLagJSON {
 	var rows []partitionLagJSON
 	hwm.Each(func(h kadm.ListedOffset) {
-		if _, ok := committed[h.Topic]; !ok {
-			return
-		}
 		r := partitionLagJSON{Topic: h.Topic, Partition: h.Partition, Committed: -1, HighWatermark: -1, LastStableOffset: -1, LagHWM: -1, LagLSO: -1}
 		if h.Err == nil {
 			r.HighWatermark = h.Offset
