@@ -151,6 +151,7 @@ func newRootCmd() *cobra.Command {
 		newTxnCmd(g),
 		newGroupCmd(g),
 		newTopicCmd(g),
+		newAppCmd(g),
 		newDoctorCmd(g),
 		newDedupCmd(g),
 		newDevCmd(g),
