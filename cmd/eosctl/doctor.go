@@ -88,6 +88,12 @@ warn or fail with the fix:
     transaction.max.timeout.ms, session_timeout within the group limits
   - transactional ids of the app in the old app_id-instance_id form, which
     earlier versions used (this one uses app_id:instance_id)
+  - the app's internal topics: each changelog (app_id-STORE-changelog) must
+    be compacted and each repartition topic (app_id-NODE-repartition) must
+    not be; every partition needs a leader and enough in-sync replicas for
+    acks=all, min.insync.replicas must not exceed the replicas; a changelog
+    whose partition count matches no known input (--input-topic, --topic,
+    the topics the group committed) is flagged
   - with an authorizer, the ACLs the pipeline's principal needs:
     IdempotentWrite on the cluster, Write and Describe on its transactional
     ids (the prefix app_id:), Read on its group, Read on input and Write on
@@ -160,6 +166,7 @@ func (e *doctorEnv) run() (findings, error) {
 	e.checkTxnLog(&fs)
 	e.checkPipeline(&fs)
 	e.checkLegacyTxnIDs(&fs)
+	e.checkInternalTopics(&fs)
 	if err := e.checkACLs(&fs); err != nil {
 		return nil, err
 	}
