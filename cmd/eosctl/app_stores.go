@@ -180,8 +180,12 @@ func (d *appDescriber) countBehind(stores []storeStateJSON) {
 			case sp.to < s.ChangelogEnd:
 				s.Detail = fmt.Sprintf("counted up to the last stable offset %d; a transaction is open after it", sp.to)
 			case s.BehindRecords == 0:
+				// A store's offset is its batch's last record; the
+				// commit marker follows it, which a restore skips.
 				s.Restore = restoreDone
-				s.Detail = "only transaction markers or aborted records follow its offset"
+				if s.BehindOffsets > 1 {
+					s.Detail = fmt.Sprintf("the %d offsets after it are transaction markers or aborted records", s.BehindOffsets)
+				}
 			}
 		}
 	}
