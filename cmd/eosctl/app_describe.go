@@ -105,6 +105,8 @@ Topics are matched by name, so an app "orders" would also claim the topics of
 an app "orders-eu"; those are left out when a group "orders-eu" exists.`,
 		Example: "  eosctl app describe orders\n  eosctl app describe --config pipeline.yaml -o json\n  eosctl app describe orders --state-dir /var/lib/eosflow",
 		Args:    usageArgs(cobra.MaximumNArgs(1)),
+		// An app id is not a file; completing it would need the brokers.
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.pipelineConfig()
 			if err != nil {
