@@ -22,7 +22,7 @@ func RepartitionTopic(appID, node string) string {
 	return appID + "-" + node + "-repartition"
 }
 
-// GroupOption tunes GroupBy and GroupByKey.
+// GroupOption tunes GroupBy, GroupByKey and Through.
 type GroupOption interface{ applyGroup(*groupConf) }
 
 type groupConf struct {
@@ -81,6 +81,25 @@ func GroupBy[T any](s Stream[T], name string, key func(ctx context.Context, k []
 		t.nilFunc(t.byName[name], key == nil)
 	}
 	return g
+}
+
+// Through sends s through the repartition topic "<app_id>-<name>-repartition",
+// partitioned by each record's key, and returns the stream read back from
+// it: every record of a key then reaches the one task that owns the key.
+// Put it before Process nodes whose store must see each key in one task
+// when keys changed upstream or come from several input topics (Merge
+// them, then Through). It needs Repartition(codec); RepartitionPartitions
+// applies as for GroupBy, and so do the transaction and the purge.
+func Through[T any](s Stream[T], name string, opts ...GroupOption) Stream[T] {
+	conf := groupConfOf(opts)
+	c, ok := conf.codec.(codec.Codec[T])
+	if !ok {
+		if t := s.topology(); t != nil {
+			t.problem(name, "%s", codecProblem[T]("Through", conf.codec))
+		}
+		c = nil
+	}
+	return repartition(s, name, "Through", nil, c, conf.partitions).s
 }
 
 // groupConfOf applies opts.

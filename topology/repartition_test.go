@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 )
@@ -170,5 +171,41 @@ func TestChainedRepartitions(t *testing.T) {
 	}
 	if s := top.Describe(); strings.Count(s, "Sub-topology:") != 3 {
 		t.Fatalf("want three sub-topologies:\n%s", s)
+	}
+}
+
+// A store used from two input topics is one store once they are merged and
+// sent Through a repartition topic: every key reaches one task, whichever
+// topic it came from.
+func TestThroughServesStoreOfTwoInputs(t *testing.T) {
+	top := topology.New("t").AddStore("seen", state.Memory())
+	a := topology.Source(top, "a", "clicks", codec.String())
+	b := topology.Source(top, "b", "views", codec.String())
+	both := topology.Through(topology.Merge("both", a, b), "by-user", topology.Repartition(codec.String()))
+	firsts := topology.Process(both, "first-seen", func(ctx processor.Context[string], r topology.Record[string]) error {
+		seen, err := processor.KV(ctx, "seen", state.StringKey(), codec.String())
+		if err != nil {
+			return err
+		}
+		if _, ok, err := seen.Get(string(r.Key)); err != nil || ok {
+			return err
+		}
+		ctx.Emit(r)
+		return seen.Put(string(r.Key), r.Value)
+	}, topology.UseStores("seen"))
+	topology.To(firsts, "out", "first-seen", codec.String())
+	if err := top.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, top)
+	var got []string
+	got = append(got, r.must("clicks", 0, "u1", "click")...)
+	got = append(got, r.must("views", 1, "u1", "view")...)
+	got = append(got, r.must("views", 1, "u2", "view")...)
+	if want := []string{"first-seen:u1=click", "first-seen:u2=view"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %v, want %v", got, want)
+	}
+	if s := top.Describe(); !strings.Contains(s, "Sink: by-user (Through, repartition topic: <app_id>-by-user-repartition, codec: string)") {
+		t.Fatalf("Describe:\n%s", s)
 	}
 }

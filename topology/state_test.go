@@ -493,8 +493,8 @@ func TestValidateStores(t *testing.T) {
 			a := topology.Process(in, "a", keep, topology.UseStores("s"))
 			b := topology.Process(other, "b", keep, topology.UseStores("s"))
 			return topology.Merge("m", a, b)
-		}, "a", `store "s" is used by "a", "b", fed by several input topics [t t2]; a store's tasks are the partitions of one input topic, ` +
-			`and stores over co-partitioned topics are not supported yet: write the streams to one topic (Merge, then To) and read it back`},
+		}, "a", `store "s" is used by "a", "b", fed by several input topics [t t2]; a store's tasks are the partitions of one topic: ` +
+			`Merge the streams and send them through a repartition topic before the nodes that use the store (topology.Through(merged, name, topology.Repartition(codec))`},
 		{"merged topics into one store user", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
 			other := topology.Source(top, "in2", "t2", codec.String())
 			top.AddStore("s", state.Memory())

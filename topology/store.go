@@ -160,9 +160,10 @@ func (t *Topology) storeProblems(add func(node, format string, args ...any)) {
 			continue
 		}
 		if topics := sourceTopics(us); len(topics) > 1 {
-			add(us[0].name, "store %q is used by %s, fed by several input topics %v; a store's tasks are the partitions of one input topic, "+
-				"and stores over co-partitioned topics are not supported yet: write the streams to one topic (Merge, then To) and read it "+
-				"back with a second Source whose nodes use the store, or give each input topic its own store", d.name, quoteNames(us), topics)
+			add(us[0].name, "store %q is used by %s, fed by several input topics %v; a store's tasks are the partitions of one topic: "+
+				"Merge the streams and send them through a repartition topic before the nodes that use the store "+
+				"(topology.Through(merged, name, topology.Repartition(codec)), or GroupByKey with Repartition for an aggregation), "+
+				"or give each input topic its own store", d.name, quoteNames(us), topics)
 		}
 	}
 }

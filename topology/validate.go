@@ -63,6 +63,8 @@ func endPath(op string) string {
 	switch op {
 	case "GroupByKey", "GroupBy":
 		return "aggregate it with Count, Reduce or Aggregate"
+	case "Through":
+		return "end the path with To or ToTopicFunc, or aggregate it"
 	case "Count", "Reduce", "Aggregate":
 		return "write its updates with ToTable, or turn them into a stream with ToStream"
 	}
