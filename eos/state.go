@@ -294,8 +294,10 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
 			}
 			if from == tg.end {
+				tg.done = true // caught up already
 				continue
 			}
+			tg.pos = from
 			if consume[topic] == nil {
 				consume[topic] = map[int32]kgo.Offset{}
 			}
@@ -322,6 +324,7 @@ type restoreTarget struct {
 	store *state.Store
 	task  state.Task
 	end   int64 // the last stable offset when the restore began
+	pos   int64 // the next offset to read
 	done  bool
 }
 
@@ -385,6 +388,7 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 				return
 			}
 			applied += uint64(len(writes))
+			tg.pos = last + 1
 			progressed = time.Now()
 			if last+1 >= tg.end {
 				tg.done = true
@@ -396,8 +400,16 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		}
 		if time.Since(logged) >= 5*time.Second {
 			logged = time.Now()
+			var offsetsLeft int64
+			for _, ps := range targets {
+				for _, tg := range ps {
+					if !tg.done {
+						offsetsLeft += tg.end - tg.pos
+					}
+				}
+			}
 			r.log.Info("restoring state from changelogs", zap.Uint64("records", applied), zap.Int("partitions_left", left),
-				zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
+				zap.Int64("offsets_left", offsetsLeft), zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
 		}
 		if waited := time.Since(progressed); waited > r.stallBound() {
 			// An open transaction of another producer holds the
