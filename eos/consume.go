@@ -119,6 +119,9 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			return progressed, err
 		}
 		if fetches.NumRecords() == 0 {
+			if r.state != nil {
+				r.state.sync() // close the stores of revoked tasks while idle too
+			}
 			s.idle()
 			if waited := time.Since(lastBatch); waited > r.stallBound() {
 				if err := r.checkStall(ctx, waited); err != nil {
