@@ -26,19 +26,26 @@ import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 
 /**
  * Kafka Streams side of the eosflow benchmark.
  *
- * <p>Topology: source IN (byte[] key, byte[] value) → mapValues(ASCII uppercase) → sink OUT,
- * keys unchanged, no state stores. The transform is the one the Go pipeline runs: every value
- * byte in 'a'..'z' becomes its uppercase letter (minus 32), every other byte is copied
- * unchanged, into a new array.
+ * <p>Topology {@code upper} (the default): source IN (byte[] key, byte[] value) →
+ * mapValues(ASCII uppercase) → sink OUT, keys unchanged, no state stores. The transform is the
+ * one the Go pipeline runs: every value byte in 'a'..'z' becomes its uppercase letter (minus
+ * 32), every other byte is copied unchanged, into a new array.
+ *
+ * <p>Topology {@code count}: source IN → groupByKey → count in the RocksDB store "counts" →
+ * toStream → sink OUT, each key with its new count as 8 big-endian bytes (LongSerializer), the
+ * bytes eosflow's count pipeline writes. The record cache is {@code --cache-max-bytes}
+ * (statestore.cache.max.bytes): 0 emits every update, as eosflow does; Kafka Streams' default
+ * (10 MB) coalesces updates of a key between commits and emits fewer.
  *
  * <p>stdout carries only protocol lines: {@code READY} once the application first reaches
- * RUNNING, and {@code PROCESSED N} when {@code --expect N} records went through the transform.
- * Everything else goes to stderr.
+ * RUNNING, and {@code PROCESSED N} when {@code --expect N} input records were seen (by the
+ * transform, or by a peek ahead of groupByKey). Everything else goes to stderr.
  *
  * <p>Exit codes: 0 after {@code PROCESSED N} and a clean close; 1 when Kafka Streams fails or
  * does not close in time; 2 for bad flags, an unreachable broker or a missing topic.
@@ -65,6 +72,9 @@ public final class StreamsBench {
         long commitIntervalMs = 100;
         int threads = 1;
         long expect = 0; // 0: run until SIGTERM
+        String topology = "upper";
+        long cacheMaxBytes = -1; // -1: Kafka Streams' default
+        String stateDir; // null: Kafka Streams' default
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -93,6 +103,9 @@ public final class StreamsBench {
                     case "--commit-interval-ms" -> o.commitIntervalMs = parseLong(flag, value, 0);
                     case "--threads" -> o.threads = (int) parseLong(flag, value, 1);
                     case "--expect" -> o.expect = parseLong(flag, value, 1);
+                    case "--topology" -> o.topology = value;
+                    case "--cache-max-bytes" -> o.cacheMaxBytes = parseLong(flag, value, 0);
+                    case "--state-dir" -> o.stateDir = value;
                     default -> throw new UsageException("unknown flag " + flag);
                 }
             }
@@ -103,6 +116,9 @@ public final class StreamsBench {
                     && !o.guarantee.equals(StreamsConfig.AT_LEAST_ONCE)) {
                 throw new UsageException("--guarantee must be exactly_once_v2 or at_least_once, got "
                         + o.guarantee);
+            }
+            if (!o.topology.equals("upper") && !o.topology.equals("count")) {
+                throw new UsageException("--topology must be upper or count, got " + o.topology);
             }
             return o;
         }
@@ -136,7 +152,10 @@ public final class StreamsBench {
             "  --guarantee G                exactly_once_v2 (default) or at_least_once",
             "  --commit-interval-ms MS      commit.interval.ms (default 100)",
             "  --threads N                  num.stream.threads (default 1)",
-            "  --expect N                   print PROCESSED N and exit 0 after N records",
+            "  --expect N                   print PROCESSED N and exit 0 after N input records",
+            "  --topology T                 upper (default: mapValues) or count (groupByKey().count())",
+            "  --cache-max-bytes B          statestore.cache.max.bytes (default: Kafka Streams' 10 MB)",
+            "  --state-dir DIR              state.dir (default: Kafka Streams' <tmp>/kafka-streams)",
             "stdout: READY once RUNNING; PROCESSED N when --expect is reached.");
 
     /** ASCII-uppercases value into a new array: 'a'..'z' minus 32, other bytes unchanged. */
@@ -152,9 +171,26 @@ public final class StreamsBench {
         return out;
     }
 
+    /** The name of the count topology's store; its changelog is APP_ID-counts-changelog. */
+    static final String COUNT_STORE = "counts";
+
     static Topology topology(Options o, Properties config, AtomicLong processed, long expect,
             CountDownLatch reached) {
         StreamsBuilder builder = new StreamsBuilder(new TopologyConfig(new StreamsConfig(config)));
+        if (o.topology.equals("count")) {
+            builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                    .peek((k, v) -> {
+                        // Counts input records, as the upper topology counts transform calls.
+                        if (processed.incrementAndGet() == expect) {
+                            reached.countDown();
+                        }
+                    })
+                    .groupByKey()
+                    .count(Materialized.as(COUNT_STORE))
+                    .toStream()
+                    .to(o.output, Produced.with(Serdes.ByteArray(), Serdes.Long()));
+            return builder.build();
+        }
         builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
                 .mapValues(v -> {
                     // Counts transform calls. Under exactly_once_v2 a record re-processed after an
@@ -179,6 +215,12 @@ public final class StreamsBench {
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), LINGER_MS);
+        if (o.cacheMaxBytes >= 0) {
+            p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, o.cacheMaxBytes);
+        }
+        if (o.stateDir != null) {
+            p.put(StreamsConfig.STATE_DIR_CONFIG, o.stateDir);
+        }
         // No global state here; opting in to the 5.0 behaviour only silences a startup warning.
         // The partition assignor re-reads the config from the main consumer's settings, so the
         // flag goes there too.
@@ -276,9 +318,11 @@ public final class StreamsBench {
             System.exit(f.code);
         }
 
-        System.err.printf("streams-bench: kafka-streams %s, %s, commit.interval.ms=%d, "
-                        + "num.stream.threads=%d, linger.ms=%d, %s -> %s, application.id=%s%n",
-                kafkaVersion(), o.guarantee, o.commitIntervalMs, o.threads, LINGER_MS,
+        System.err.printf("streams-bench: kafka-streams %s, topology %s, %s, commit.interval.ms=%d, "
+                        + "num.stream.threads=%d, linger.ms=%d, statestore.cache.max.bytes=%s, "
+                        + "%s -> %s, application.id=%s%n",
+                kafkaVersion(), o.topology, o.guarantee, o.commitIntervalMs, o.threads, LINGER_MS,
+                o.cacheMaxBytes >= 0 ? Long.toString(o.cacheMaxBytes) : "default",
                 o.input, o.output, o.appId);
 
         AtomicLong processed = new AtomicLong();
