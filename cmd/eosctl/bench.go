@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,11 +52,35 @@ process instead, and CPU and memory then include the load generator, the output
 reader and the embedded broker.
 
 Runs are interleaved (each case once, then again) and reported as the median
-with the min–max spread. Without --brokers it uses an embedded broker.`,
+with the min–max spread. Without --brokers it uses an embedded broker.
+
+--pipeline count moves a stateful workload instead: GroupByKey → Count →
+ToTable, each record emitting its key's new count as 8 big-endian bytes (what
+Kafka's LongSerializer writes), over --keys keys (default 10000 here), so that
+counts accumulate. Its cases:
+
+  exactly-once/memory    this framework, exactly-once, state.Memory()
+  exactly-once/pebble    the same with state.Pebble() in a fresh temp directory
+  kafka-streams          groupByKey().count() (RocksDB), exactly_once_v2, record
+                         cache off (statestore.cache.max.bytes=0): every update
+                         emitted, as the framework does
+  kafka-streams/cached   the same with Kafka Streams' default 10 MB cache, which
+                         emits a key's latest count per commit instead
+
+Records/s count input records; the reader checks each key's counts (none
+repeated, none above the key's records, the last equal to them). The other
+guarantees do not apply (at-most-once refuses state). --restore-keys N adds
+restore/memory and restore/pebble: a changelog is filled with N distinct keys
+and a fresh instance (pebble from an empty directory) is timed restoring it
+from the broker; records/s is changelog records over the time the runtime
+spent restoring. List only restore/memory,restore/pebble in --cases to run
+nothing else.`,
 		Example: `  eosctl bench --records 20000 --repeat 1
   eosctl bench --brokers 127.0.0.1:9092 --records 500000 --repeat 3 --chart bench.svg
   eosctl bench --brokers 127.0.0.1:9092 --sweep                  # exactly-once at 10ms, 50ms, 100ms, 500ms
-  eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 -o json   # CI, under 3 minutes`,
+  eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 -o json   # CI, under 3 minutes
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline count --records 200000 --repeat 1
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline count --restore-keys 1000000 --cases restore/memory,restore/pebble`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if chart != "" && !strings.EqualFold(filepath.Ext(chart), ".svg") {
@@ -67,13 +92,32 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 			if o.Warmup == 0 {
 				o.Warmup = -1 // bench.Options: none
 			}
+			valid := bench.CasesFor(o.Pipeline)
+			if valid == nil {
+				return usageErrorf("--pipeline %q: unknown pipeline; use %s", o.Pipeline, strings.Join(bench.Pipelines(), " or "))
+			}
+			if o.RestoreKeys < 0 || o.RestoreKeys > 0 && o.Pipeline != bench.PipelineCount {
+				return usageErrorf("--restore-keys %d: restores measure the count pipeline's state; give a positive number with --pipeline count", o.RestoreKeys)
+			}
+			if o.Pipeline == bench.PipelineCount && !cmd.Flags().Changed("keys") {
+				o.Keys = countKeys
+			}
+			if !cmd.Flags().Changed("cases") {
+				o.Cases = nil // the pipeline's own
+			}
 			for _, c := range o.Cases {
-				if !validCase(c) {
-					return usageErrorf("--cases: unknown case %q; use %s", c, strings.Join(bench.Cases(), ", "))
+				if !slices.Contains(valid, c) {
+					return usageErrorf("--cases: case %q is not one of --pipeline %s; use %s", c, o.Pipeline, strings.Join(valid, ", "))
+				}
+				if (c == bench.RestoreMemory || c == bench.RestorePebble) && o.RestoreKeys == 0 {
+					return usageErrorf("--cases %s: give the changelog keys to restore with --restore-keys N", c)
 				}
 			}
 			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
 				o.Cases = []string{bench.AtMostOnce}
+				if o.Pipeline == bench.PipelineCount {
+					o.Cases = []string{bench.CountMemory}
+				}
 			}
 			cfg, err := g.externalCluster()
 			if err != nil {
@@ -117,6 +161,9 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 	}
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
+	f.Lookup("keys").Usage += fmt.Sprintf(" (--pipeline count: %d unless given)", countKeys)
+	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee) or count (stateful GroupByKey → Count)")
+	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble)")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
 	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, "most records in one batch of the Go cases")
@@ -127,25 +174,21 @@ with the min–max spread. Without --brokers it uses an embedded broker.`,
 	f.DurationSliceVar(&o.Sweep, "sweep", nil, "also run exactly-once at each of these commit intervals; --sweep alone means "+
 		"10ms,50ms,100ms,500ms (give values with =). Without --cases only at-most-once runs besides")
 	f.Lookup("sweep").NoOptDefVal = "10ms,50ms,100ms,500ms"
-	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated")
+	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated (--pipeline count: "+strings.Join(bench.CountCases(), ", ")+")")
 	f.StringVar(&chart, "chart", "", "write an SVG chart of throughput and p99 per case to this file")
 	f.BoolVar(&inProcess, "in-process", false, "run the Go cases inside this process instead of child processes")
 	f.StringVar(&o.StreamsJar, "streams-jar", "", "the Kafka Streams app; default bench/streams/target/streams-bench.jar, built with mvn if missing")
 	f.DurationVar(&o.RunTimeout, "run-timeout", 10*time.Minute, "give up on a run when a phase takes longer"+durationFlagHelp)
-	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(bench.Cases(), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(append(bench.Cases(), bench.CountCases()...), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(bench.Pipelines(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("chart", "svg")
 	cmd.AddCommand(newBenchWorkerCmd())
 	return cmd
 }
 
-func validCase(c string) bool {
-	for _, k := range bench.Cases() {
-		if c == k {
-			return true
-		}
-	}
-	return false
-}
+// countKeys is --keys under --pipeline count unless given: enough keys to
+// spread over every partition, few enough that counts accumulate.
+const countKeys = 10_000
 
 // newBenchWorkerCmd is the child process bench starts for each Go case:
 // the pipeline alone, so that its CPU and memory are measured alone.
@@ -173,7 +216,11 @@ func newBenchWorkerCmd() *cobra.Command {
 
 // benchTable is the human rendering: one row per case.
 func benchTable(rep *bench.Report) *table {
-	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", "×AT-MOST-ONCE")
+	ref, refHead := bench.AtMostOnce, "×AT-MOST-ONCE"
+	if rep.Pipeline == bench.PipelineCount {
+		ref, refHead = bench.KafkaStreams, "×KAFKA-STREAMS"
+	}
+	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
 	for _, r := range rep.Results {
 		if r.Runs == 0 {
 			why := "failed"
@@ -184,8 +231,14 @@ func benchTable(rep *bench.Report) *table {
 			continue
 		}
 		ratio := "-"
-		if r.RatioToAtMostOnce != nil {
-			ratio = fmt.Sprintf("%.2f", *r.RatioToAtMostOnce)
+		if v, ok := r.Ratios[ref]; ok {
+			ratio = fmt.Sprintf("%.2f", v)
+		} else if r.Name == ref {
+			ratio = "1.00"
+		}
+		mbs := fmt.Sprintf("%.1f", r.MBPerSec)
+		if r.RestoreKeys > 0 {
+			mbs = "-"
 		}
 		lat := func(v float64) string {
 			if r.LatencySamples == 0 {
@@ -199,7 +252,7 @@ func benchTable(rep *bench.Report) *table {
 		}
 		t.add(r.Name,
 			fmt.Sprintf("%.0f", r.RecordsPerSec), fmt.Sprintf("(%.0f–%.0f)", r.RecordsPerSecMin, r.RecordsPerSecMax),
-			fmt.Sprintf("%.1f", r.MBPerSec),
+			mbs,
 			lat(r.P50MS), lat(r.P99MS), p99spread, lat(r.P999MS),
 			fmt.Sprintf("%.2f", r.CPUSeconds), fmt.Sprintf("%.2f", r.CPUMicrosPerRecord),
 			dedupsize.HumanBytes(float64(r.PeakRSSBytes)), ratio)
@@ -210,8 +263,12 @@ func benchTable(rep *bench.Report) *table {
 // benchNotes explains the table: the workload, what was measured, the
 // goals, and why a case did not run.
 func benchNotes(w io.Writer, rep *bench.Report, chart string) {
-	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s\n",
-		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker)
+	pipeline := ""
+	if rep.Pipeline == bench.PipelineCount {
+		pipeline = "; a count per key, records/s of input records"
+	}
+	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s%s\n",
+		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker, pipeline)
 	if rep.LatencyRecs > 0 {
 		fmt.Fprintf(w, "latency: %d records paced at %d/s, from the input's send to a read_committed reader receiving the output\n", rep.LatencyRecs, rep.LatencyRate)
 	}
@@ -220,6 +277,12 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 		if r.Measured != "" && !measured[r.Measured] {
 			measured[r.Measured] = true
 			fmt.Fprintf(w, "CPU (measured window) and peak RSS: %s\n", r.Measured)
+		}
+	}
+	for _, r := range rep.Results {
+		if r.RestoreKeys > 0 && r.Runs > 0 {
+			fmt.Fprintf(w, "%s: %d changelog records (distinct keys) restored from the broker by a fresh instance in %.2f s of restore "+
+				"(records/s above), %.2f s from its start\n", r.Name, r.RestoreKeys, r.RestoreSeconds, r.RestoreWallSeconds)
 		}
 	}
 	for _, r := range rep.Results {

@@ -107,15 +107,95 @@ func TestBenchTableAndSweep(t *testing.T) {
 }
 
 func TestBenchUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "--cases", "twice"},
-		{"bench", "--chart", "x.png"},
-		{"bench", "--warmup", "1.5"},
-		{"bench", "worker", "--spec", "{"},
+	for _, tc := range []struct {
+		args []string
+		want []string // in the error message
+	}{
+		{[]string{"bench", "--cases", "twice"}, []string{"raw-franz-go"}},
+		{[]string{"bench", "--chart", "x.png"}, nil},
+		{[]string{"bench", "--warmup", "1.5"}, nil},
+		{[]string{"bench", "worker", "--spec", "{"}, nil},
+		{[]string{"bench", "--pipeline", "bogus"}, []string{`"bogus"`, "upper", "count"}},
+		{[]string{"bench", "--pipeline", "count", "--cases", "at-most-once"}, []string{"exactly-once/memory", "kafka-streams/cached"}},
+		{[]string{"bench", "--pipeline", "count", "--cases", "restore/memory"}, []string{"--restore-keys"}},
+		{[]string{"bench", "--restore-keys", "1000"}, []string{"--pipeline count"}},
+		{[]string{"bench", "--pipeline", "count", "--restore-keys", "-1"}, []string{"--restore-keys"}},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), args, nil, &out, &errb); code != exitUsage {
-			t.Errorf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, errb.String())
+		if code := run(context.Background(), tc.args, nil, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d; stderr %s", tc.args, code, exitUsage, errb.String())
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errb.String(), w) {
+				t.Errorf("%v: the error does not name %s: %s", tc.args, w, errb.String())
+			}
+		}
+	}
+}
+
+// The count pipeline on the embedded broker: both engines count every
+// key right (the reader fails a run whose last count of a key differs
+// from the key's records, or that repeats or exceeds one), and both
+// restore every changelog record before counting on (a key's output
+// after the restore must be 2).
+func TestBenchCount(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four pipelines")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "count",
+		"--records", "3000", "--keys", "70", "--partitions", "3", "--batch-records", "250", "--commit-interval", "20ms",
+		"--repeat", "1", "--rate", "2000", "--latency-duration", "500ms", "--restore-keys", "2000", "--run-timeout", "90s",
+		"--streams-jar", filepath.Join(t.TempDir(), "absent.jar"), "-o", "json"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	var results []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
+	}
+	var names []string
+	byName := map[string]map[string]any{}
+	for _, r := range results {
+		names = append(names, r["name"].(string))
+		byName[r["name"].(string)] = r
+		if r["pipeline"] != bench.PipelineCount || r["keys"].(float64) != 70 {
+			t.Errorf("%v: workload %v over %v keys", r["name"], r["pipeline"], r["keys"])
+		}
+	}
+	if got := strings.Join(names, ","); got != strings.Join(bench.CountCases(), ",") {
+		t.Fatalf("rows %s, want %s", got, strings.Join(bench.CountCases(), ","))
+	}
+	for _, name := range []string{bench.KafkaStreams, bench.KafkaStreamsCached} {
+		if r := byName[name]; r["skipped"] == nil || r["runs"].(float64) != 0 {
+			t.Errorf("%s on the embedded broker should be skipped with a reason: %v", name, r)
+		}
+	}
+	for _, name := range []string{bench.CountMemory, bench.CountPebble, bench.RestoreMemory, bench.RestorePebble} {
+		r := byName[name]
+		if r["error"] != nil {
+			t.Fatalf("%s failed: %v", name, r["error"])
+		}
+		if r["runs"].(float64) != 1 || r["records_per_sec"].(float64) <= 0 || r["peak_rss_bytes"].(float64) <= 0 {
+			t.Errorf("%s: implausible measurement: %v", name, r)
+		}
+		if r["duplicates"].(float64) != 0 || r["missing"].(float64) != 0 {
+			t.Errorf("%s: wrong counts: %v", name, r)
+		}
+	}
+	for _, name := range []string{bench.CountMemory, bench.CountPebble} {
+		if r := byName[name]; r["latency_samples"].(float64) == 0 || r["p99_ms"].(float64) <= 0 || r["restore_keys"] != nil {
+			t.Errorf("%s: latency not measured: %v", name, r)
+		}
+	}
+	for _, name := range []string{bench.RestoreMemory, bench.RestorePebble} {
+		r := byName[name]
+		if r["restore_keys"].(float64) != 2000 || r["restore_seconds"].(float64) <= 0 ||
+			r["restore_wall_seconds"].(float64) < r["restore_seconds"].(float64) {
+			t.Errorf("%s: restore not measured: %v", name, r)
+		}
+		if want := 2000 / r["restore_seconds"].(float64); abs(r["records_per_sec"].(float64)-want) > 1e-6*want {
+			t.Errorf("%s: records/s %v, want restore_keys/restore_seconds %v", name, r["records_per_sec"], want)
 		}
 	}
 }

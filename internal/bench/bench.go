@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,10 +32,62 @@ const (
 	KafkaStreams = "kafka-streams" // the Java app in bench/streams, exactly_once_v2
 )
 
-// Cases lists every case in report order.
+// Cases lists every case of the upper pipeline in report order.
 func Cases() []string {
 	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, RawFranzGo, KafkaStreams}
 }
+
+// Pipelines: the workloads a bench can move.
+const (
+	// PipelineUpper upper-cases values, stateless: every guarantee, raw
+	// franz-go and Kafka Streams compare on it.
+	PipelineUpper = "upper"
+	// PipelineCount counts the records of each key and emits each key's
+	// new count (Int64BE): stateful, so exactly-once with a state engine
+	// against Kafka Streams' groupByKey().count().
+	PipelineCount = "count"
+)
+
+// Pipelines lists the workloads, the default first.
+func Pipelines() []string { return []string{PipelineUpper, PipelineCount} }
+
+// Case names of the count pipeline. Kafka Streams runs it as KafkaStreams
+// with its record cache off (statestore.cache.max.bytes=0), so that it
+// emits every update as the framework does, and as KafkaStreamsCached
+// with its default cache, which coalesces a key's updates between commits.
+const (
+	CountMemory        = "exactly-once/memory" // state.Memory
+	CountPebble        = "exactly-once/pebble" // state.Pebble in a fresh directory
+	KafkaStreamsCached = "kafka-streams/cached"
+	// RestoreMemory and RestorePebble time a fresh instance restoring
+	// Options.RestoreKeys changelog records from the broker.
+	RestoreMemory = "restore/memory"
+	RestorePebble = "restore/pebble"
+)
+
+// CountCases lists every case of the count pipeline in report order; the
+// restore cases run only with Options.RestoreKeys set.
+func CountCases() []string {
+	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble}
+}
+
+// CasesFor lists the cases of pipeline in report order; nil for an
+// unknown pipeline.
+func CasesFor(pipeline string) []string {
+	switch pipeline {
+	case PipelineUpper, "":
+		return Cases()
+	case PipelineCount:
+		return CountCases()
+	}
+	return nil
+}
+
+// State engines of the count pipeline, by name.
+const (
+	StateMemory = "memory"
+	StatePebble = "pebble"
+)
 
 // Engines: what moves the records in a case.
 const (
@@ -47,15 +101,21 @@ var DefaultSweep = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond,
 
 // Options shape one bench. Zero values take the defaults named.
 type Options struct {
-	Brokers        []string       // empty: an embedded kfake broker in this process
-	Base           *config.Config // TLS and SASL for a real cluster; nil: none
-	Records        int            // records in the throughput phase; default 100,000
-	RecordSize     int            // value bytes; default 100
-	Partitions     int32          // of the input and output topics; default 6
-	Keys           int            // distinct keys; default 1,000
-	CommitInterval time.Duration  // default config.DefaultCommitInterval (100ms)
-	BatchRecords   int            // most records per batch; default config.DefaultMaxBatchRecords
-	Repeat         int            // runs per case; default 3
+	Brokers    []string       // empty: an embedded kfake broker in this process
+	Base       *config.Config // TLS and SASL for a real cluster; nil: none
+	Records    int            // records in the throughput phase; default 100,000
+	RecordSize int            // value bytes; default 100
+	Partitions int32          // of the input and output topics; default 6
+	Keys       int            // distinct keys; default 1,000, 10,000 for PipelineCount
+	// Pipeline is the workload: PipelineUpper (default) or PipelineCount.
+	Pipeline string
+	// RestoreKeys, with PipelineCount, adds the restore cases: a changelog
+	// is filled with this many distinct keys, and a fresh instance of each
+	// engine is timed restoring it. 0: no restore cases.
+	RestoreKeys    int
+	CommitInterval time.Duration // default config.DefaultCommitInterval (100ms)
+	BatchRecords   int           // most records per batch; default config.DefaultMaxBatchRecords
+	Repeat         int           // runs per case; default 3
 	// Warmup is the share of each phase left out of its measurement: the
 	// first records of the throughput phase (start-up, group join, JIT)
 	// and of the latency phase. Default 0.2.
@@ -67,7 +127,8 @@ type Options struct {
 	LatencyDuration time.Duration
 	// Sweep adds an exactly-once case for each commit interval.
 	Sweep []time.Duration
-	// Cases to run, by name; default all of Cases().
+	// Cases to run, by name; default every case of the pipeline
+	// (CasesFor), the restore cases only with RestoreKeys set.
 	Cases []string
 	// Worker is the command line (program and leading arguments) that runs
 	// a WorkerSpec given as --spec JSON, e.g. eosctl bench worker. Each Go
@@ -89,8 +150,14 @@ func (o *Options) defaults() {
 			*v = d
 		}
 	}
+	if o.Pipeline == "" {
+		o.Pipeline = PipelineUpper
+	}
 	def(&o.Records, 100_000)
 	def(&o.RecordSize, 100)
+	if o.Pipeline == PipelineCount {
+		def(&o.Keys, 10_000)
+	}
 	def(&o.Keys, 1000)
 	def(&o.BatchRecords, config.DefaultMaxBatchRecords)
 	def(&o.Repeat, 3)
@@ -114,20 +181,39 @@ func (o *Options) defaults() {
 		o.RunTimeout = 10 * time.Minute
 	}
 	if len(o.Cases) == 0 {
-		o.Cases = Cases()
+		for _, c := range CasesFor(o.Pipeline) {
+			if !isRestore(c) || o.RestoreKeys > 0 {
+				o.Cases = append(o.Cases, c)
+			}
+		}
 	}
 }
 
+func isRestore(c string) bool { return c == RestoreMemory || c == RestorePebble }
+
 // validate checks the case names and numbers after defaults.
 func (o *Options) validate() error {
+	valid := CasesFor(o.Pipeline)
+	if valid == nil {
+		return fmt.Errorf("bench: unknown pipeline %q; use %s", o.Pipeline, strings.Join(Pipelines(), " or "))
+	}
 	for _, c := range o.Cases {
 		ok := false
-		for _, k := range Cases() {
+		for _, k := range valid {
 			ok = ok || c == k
 		}
 		if !ok {
-			return fmt.Errorf("bench: unknown case %q; use %s", c, strings.Join(Cases(), ", "))
+			return fmt.Errorf("bench: case %q is not one of pipeline %s; use %s", c, o.Pipeline, strings.Join(valid, ", "))
 		}
+		if isRestore(c) && o.RestoreKeys <= 0 {
+			return fmt.Errorf("bench: case %s needs the number of changelog keys to restore; set RestoreKeys (--restore-keys)", c)
+		}
+	}
+	if o.RestoreKeys < 0 {
+		return fmt.Errorf("bench: restore keys %d must not be negative", o.RestoreKeys)
+	}
+	if o.RestoreKeys > 0 && o.Pipeline != PipelineCount {
+		return fmt.Errorf("bench: restoring measures the count pipeline's state; use pipeline %s with restore keys", PipelineCount)
 	}
 	if o.RecordSize < 40 {
 		return fmt.Errorf("bench: record size %d is too small; values carry an id and a send time, use at least 40 bytes", o.RecordSize)
@@ -142,6 +228,7 @@ func (o *Options) validate() error {
 
 // Workload is what every case of a bench moved.
 type Workload struct {
+	Pipeline     string  `json:"pipeline"`
 	Broker       string  `json:"broker"`
 	Records      int     `json:"records"`
 	RecordSize   int     `json:"record_size"`
@@ -188,10 +275,21 @@ type Result struct {
 	RatioToAtMostOnce *float64           `json:"ratio_to_at_most_once"`
 	Ratios            map[string]float64 `json:"ratios,omitempty"`
 	Targets           []Target           `json:"targets,omitempty"`
-	Missing           int                `json:"missing"`
-	Duplicates        int                `json:"duplicates"`
-	Skipped           string             `json:"skipped,omitempty"`
-	Error             string             `json:"error,omitempty"`
+	// Missing is input records no output accounted for; Duplicates,
+	// outputs that accounted for a record again (for the count pipeline: a
+	// key's count repeated, going back, or above the key's records).
+	Missing    int `json:"missing"`
+	Duplicates int `json:"duplicates"`
+	// A restore case's RecordsPerSec is changelog records applied per
+	// second: RestoreKeys over RestoreSeconds, the time the runtime spent
+	// restoring (reading the changelogs from the broker and applying them
+	// to the engine). RestoreWallSeconds runs from the fresh instance's
+	// start to its stores caught up: group join and store opening too.
+	RestoreKeys        int     `json:"restore_keys,omitempty"`
+	RestoreSeconds     float64 `json:"restore_seconds,omitempty"`
+	RestoreWallSeconds float64 `json:"restore_wall_seconds,omitempty"`
+	Skipped            string  `json:"skipped,omitempty"`
+	Error              string  `json:"error,omitempty"`
 	Workload
 }
 
@@ -226,22 +324,38 @@ type caseSpec struct {
 	commit    time.Duration
 	streams   *streamsApp
 	skipped   string
+	pipeline  string
+	state     string // engine of a count case: StateMemory or StatePebble
+	cache     int64  // Kafka Streams' statestore.cache.max.bytes; -1: its default
+	restore   bool   // a restore case
 }
 
 func (o *Options) plan() []caseSpec {
 	var cs []caseSpec
 	for _, k := range o.Cases {
-		c := caseSpec{name: k, kind: k, commit: o.CommitInterval, engine: EngineFramework, guarantee: k}
+		c := caseSpec{name: k, kind: k, commit: o.CommitInterval, engine: EngineFramework, guarantee: k, pipeline: o.Pipeline, cache: -1}
 		switch k {
 		case RawFranzGo:
 			c.engine, c.guarantee = EngineFranzGo, ExactlyOnce
-		case KafkaStreams:
-			c.engine, c.guarantee = EngineStreams, "exactly_once_v2"
+		case KafkaStreams, KafkaStreamsCached:
+			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
+			if o.Pipeline == PipelineCount && k == KafkaStreams {
+				c.cache = 0
+			}
+		case CountMemory, RestoreMemory:
+			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StateMemory
+		case CountPebble, RestorePebble:
+			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StatePebble
 		}
+		c.restore = isRestore(k)
 		cs = append(cs, c)
 	}
 	for _, d := range o.Sweep {
-		cs = append(cs, caseSpec{name: ExactlyOnce + "@" + d.String(), kind: ExactlyOnce, engine: EngineFramework, guarantee: ExactlyOnce, commit: d})
+		c := caseSpec{name: ExactlyOnce + "@" + d.String(), kind: ExactlyOnce, engine: EngineFramework, guarantee: ExactlyOnce, commit: d, pipeline: o.Pipeline, cache: -1}
+		if o.Pipeline == PipelineCount {
+			c.name, c.state = CountMemory+"@"+d.String(), StateMemory
+		}
+		cs = append(cs, c)
 	}
 	return cs
 }
@@ -260,7 +374,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Base != nil {
 		cfg = *o.Base
 	}
-	if len(o.Brokers) == 0 {
+	embedded := len(o.Brokers) == 0
+	if embedded {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
 		if err != nil {
 			return nil, fmt.Errorf("bench: starting the embedded broker: %w", err)
@@ -291,6 +406,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cases[i].kind != KafkaStreams {
 			continue
 		}
+		if o.Pipeline == PipelineCount && embedded {
+			// Kafka Streams describes the configs of its internal topics
+			// and fails on kfake's answer (a config source of -1).
+			cases[i].skipped = "Kafka Streams' state store setup fails on the embedded broker (it cannot read kfake's topic config answers); give --brokers of an Apache Kafka"
+			progressf(o.Progress, "%s skipped: %s", cases[i].name, cases[i].skipped)
+			continue
+		}
 		app, err := findStreams(ctx, &o)
 		if err != nil {
 			if !errors.Is(err, errSkipped) {
@@ -310,7 +432,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if c.skipped != "" {
 				continue
 			}
-			r, err := h.runOnce(ctx, c, rep)
+			run := h.runOnce
+			if c.restore {
+				run = h.runRestore
+			}
+			r, err := run(ctx, c, rep)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -320,6 +446,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			runs[i] = append(runs[i], r)
+			if c.restore {
+				progressf(o.Progress, "run %d/%d %s: %d changelog records restored in %s (%.0f records/s), %s from start, cpu %.2fs",
+					rep+1, o.Repeat, c.name, o.RestoreKeys, r.restoreTook.Round(time.Millisecond), r.rate, r.restoreWall.Round(time.Millisecond), r.cpu.Seconds())
+				continue
+			}
 			progressf(o.Progress, "run %d/%d %s: %.0f records/s, p50 %s p99 %s, cpu %.2fs",
 				rep+1, o.Repeat, c.name, r.rate, fmtDur(r.p50), fmtDur(r.p99), r.cpu.Seconds())
 		}
@@ -347,6 +478,9 @@ type runResult struct {
 	samples        int
 	missing, dups  int
 	measured       string
+	// A restore case's: time the runtime spent restoring, and from the
+	// instance's start to its stores caught up.
+	restoreTook, restoreWall time.Duration
 }
 
 func (h *harness) latencyRecords() int {
@@ -358,13 +492,22 @@ func (h *harness) latencyRecords() int {
 
 func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, error) {
 	o := h.o
-	slug := strings.NewReplacer("@", "-", ".", "_").Replace(c.name)
-	id := fmt.Sprintf("eosbench-%s-%d-%06x", slug, rep+1, rand.Uint32()&0xffffff)
+	id := runID(c, rep)
 	in, out := id+"-in", id+"-out"
 	if err := h.createTopics(ctx, in, out); err != nil {
 		return runResult{}, err
 	}
-	defer h.deleteTopics(in, out)
+	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore))
+	if c.state != "" {
+		if err := h.createChangelog(ctx, id); err != nil {
+			return runResult{}, err
+		}
+	}
+	stateDir, err := h.stateDir(c)
+	if err != nil {
+		return runResult{}, err
+	}
+	defer os.RemoveAll(stateDir)
 	if err := h.seed(ctx, in, o.Records); err != nil {
 		return runResult{}, fmt.Errorf("seeding %s: %w", in, err)
 	}
@@ -385,7 +528,11 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		}
 	}
 	lat := h.latencyRecords()
-	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, sample(&cpu0), sample(&cpu1))
+	var acct accountant
+	if c.pipeline == PipelineCount {
+		acct = newCountAccount(o.Keys, o.Records, lat, 0)
+	}
+	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
 	if err != nil {
 		return runResult{}, err
 	}
@@ -393,7 +540,7 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	go obs.run(octx)
 	defer func() { stopObs(); obs.close() }()
 
-	p, measured, err := h.start(ctx, c, id, in, out)
+	p, measured, err := h.start(ctx, c, id, in, out, stateDir, 0)
 	if err != nil {
 		return runResult{}, err
 	}
@@ -405,15 +552,8 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		}
 	}()
 	started := time.Now()
-	readyWait := 2 * time.Minute
-	select {
-	case <-p.ready():
-	case <-p.exited():
-		return runResult{}, stoppedEarly(p, c.name)
-	case <-time.After(readyWait):
-		return runResult{}, fmt.Errorf("%s did not start within %s", c.name, readyWait)
-	case <-ctx.Done():
-		return runResult{}, ctx.Err()
+	if err := h.awaitReady(ctx, p, c.name); err != nil {
+		return runResult{}, err
 	}
 	readyCPU, _, _ := procStats(p.pid())
 	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name, o.Records); err != nil {
@@ -421,7 +561,7 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	}
 	if lat > 0 {
 		errc := make(chan error, 1)
-		go func() { errc <- h.pace(ctx, in, o.Records, lat) }()
+		go func() { errc <- h.pace(ctx, in, o.Records, lat, obs.sent) }()
 		if err := h.await(ctx, p, obs.doneCh, obs, c.name, o.Records+lat); err != nil {
 			return runResult{}, err
 		}
@@ -455,6 +595,40 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	return r, nil
 }
 
+// runID names a run's topics, consumer group and transactional ids.
+func runID(c caseSpec, rep int) string {
+	slug := strings.NewReplacer("@", "-", ".", "_", "/", "-").Replace(c.name)
+	return fmt.Sprintf("eosbench-%s-%d-%06x", slug, rep+1, rand.Uint32()&0xffffff)
+}
+
+// stateDir is a fresh directory for the state of case c, which the caller
+// removes; "" when c keeps no state on disk.
+func (h *harness) stateDir(c caseSpec) (string, error) {
+	if c.state != StatePebble && (c.engine != EngineStreams || c.pipeline != PipelineCount) {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "eosbench-state-")
+	if err != nil {
+		return "", fmt.Errorf("a state directory for %s: %w; set TMPDIR to a writable directory", c.name, err)
+	}
+	return dir, nil
+}
+
+// awaitReady waits for a started pipeline to say it runs.
+func (h *harness) awaitReady(ctx context.Context, p pipeline, name string) error {
+	readyWait := 2 * time.Minute
+	select {
+	case <-p.ready():
+		return nil
+	case <-p.exited():
+		return stoppedEarly(p, name)
+	case <-time.After(readyWait):
+		return fmt.Errorf("%s did not start within %s", name, readyWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // await waits until done is closed, failing if the pipeline exits, ctx
 // ends or RunTimeout passes.
 func (h *harness) await(ctx context.Context, p pipeline, done <-chan struct{}, obs *observer, name string, want int) error {
@@ -481,10 +655,19 @@ func stoppedEarly(p pipeline, name string) error {
 	return fmt.Errorf("%s stopped before its output was complete", name)
 }
 
-// start launches case c's pipeline on topics in and out.
-func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out string) (pipeline, string, error) {
+// start launches case c's pipeline on topics in and out, its state (if
+// any) in stateDir; restore > 0 makes a worker report when its stores
+// restored that many changelog records.
+func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDir string, restore int) (pipeline, string, error) {
 	if c.engine == EngineStreams {
-		ch, err := startChild(c.name, c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit), nil)
+		argv := c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit)
+		if c.pipeline == PipelineCount {
+			argv = append(argv, "--topology", PipelineCount, "--state-dir", stateDir)
+			if c.cache >= 0 {
+				argv = append(argv, "--cache-max-bytes", strconv.FormatInt(c.cache, 10))
+			}
+		}
+		ch, err := startChild(c.name, argv, nil)
 		return ch, "child process (JVM)", err
 	}
 	spec := WorkerSpec{
@@ -492,6 +675,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out string) 
 		SASLMechanism: h.cfg.SASL.Mechanism, SASLUser: h.cfg.SASL.Username,
 		Input: in, Output: out, AppID: appID,
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
+		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
 	}
 	if len(h.o.Worker) == 0 {
 		resetPeakRSS()
@@ -542,9 +726,9 @@ func (h *harness) seed(ctx context.Context, topic string, n int) error {
 }
 
 // pace produces n latency-phase records, ids from first on, at Rate per
-// second, each carrying its send time, with its own client so that no
-// batching delay of the seeding client is counted.
-func (h *harness) pace(ctx context.Context, topic string, first, n int) error {
+// second, each carrying its send time (also told to noteSent), with its own
+// client so that no batching delay of the seeding client is counted.
+func (h *harness) pace(ctx context.Context, topic string, first, n int, noteSent func(id int, t time.Time)) error {
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), h.base...), kgo.ProducerLinger(0))...)
 	if err != nil {
 		return err
@@ -566,6 +750,7 @@ func (h *harness) pace(ctx context.Context, topic string, first, n int) error {
 		for ; sent < due; sent++ {
 			id := first + sent
 			now := time.Now()
+			noteSent(id, now)
 			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, now, h.o.RecordSize), Timestamp: now}, promise)
 		}
 	}

@@ -18,8 +18,17 @@ var engineColor = map[string]string{
 
 // WriteSVG draws rep as two bar charts side by side, one row per case:
 // throughput (median records/s, whiskers from min to max) and p99 latency
-// (median, whiskers from min to max).
+// (median, whiskers from min to max). Restore cases, whose records/s are
+// changelog records and which have no latency, are left out.
 func WriteSVG(w io.Writer, rep *Report) error {
+	shown := *rep
+	shown.Results = nil
+	for _, r := range rep.Results {
+		if r.RestoreKeys == 0 {
+			shown.Results = append(shown.Results, r)
+		}
+	}
+	rep = &shown
 	const (
 		rowH   = 30
 		top    = 70
@@ -44,6 +53,9 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
 	p(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	title := fmt.Sprintf("eosctl bench: %d records × %d B, %d partitions, on %s", rep.Records, rep.RecordSize, rep.Partitions, rep.Broker)
+	if rep.Pipeline == PipelineCount {
+		title = fmt.Sprintf("eosctl bench --pipeline count: %d records over %d keys, %d partitions, on %s", rep.Records, rep.Keys, rep.Partitions, rep.Broker)
+	}
 	p(`<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", 10, esc(title))
 	sub := fmt.Sprintf("median of runs, whiskers min–max; p99 from %d records/s paced input to a read_committed reader", rep.LatencyRate)
 	p(`<text x="%d" y="40" fill="#555">%s</text>`+"\n", 10, esc(sub))

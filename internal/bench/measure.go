@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -65,19 +66,23 @@ func digits(b []byte) (int64, []byte, bool) {
 // would, and times what it sees: when the warm-up share and the whole of
 // the throughput phase became visible, and the latency of every
 // latency-phase record from its input's produce call to being received.
+// Its accountant says which input records an output record accounts for.
 type observer struct {
-	cl        *kgo.Client
-	phase1    int // ids below are the pre-seeded throughput phase
-	total     int // ids below are expected at all
-	warm1     int // visible phase-1 records that end the warm-up
-	warmID    int // latency-phase ids below are warm-up
-	onWarm    func()
-	onPhase1  func()
-	seen      []uint8
+	cl       *kgo.Client
+	phase1   int // ids below are the pre-seeded throughput phase
+	total    int // ids below are expected at all
+	warm1    int // visible phase-1 records that end the warm-up
+	warmID   int // latency-phase ids below are warm-up
+	onWarm   func()
+	onPhase1 func()
+	acct     accountant
+	// sentAt holds the send time (unix nanoseconds) of each latency-phase
+	// record, by id-phase1, for outputs that do not carry it.
+	sentAt    []atomic.Int64
 	mu        sync.Mutex
-	distinct1 int // distinct phase-1 ids seen
-	distinct  int
-	dups      int
+	distinct1 int // phase-1 input records the outputs account for
+	distinct  int // input records the outputs account for
+	dups      int // outputs accounting for a record again
 	unknown   int
 	warmAt    time.Time
 	warmCount int
@@ -88,7 +93,15 @@ type observer struct {
 	stopped   chan struct{}
 }
 
-func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float64, onWarm, onPhase1 func()) (*observer, error) {
+// accountant credits an output record to the input records it stands for,
+// updating o's counters (o.mu is held).
+type accountant interface {
+	record(o *observer, r *kgo.Record, now time.Time)
+}
+
+// newObserver reads topic; acct nil means the upper pipeline's outputs,
+// one per input record, each carrying its input's id.
+func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float64, acct accountant, onWarm, onPhase1 func()) (*observer, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -99,6 +112,9 @@ func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float
 	if err != nil {
 		return nil, err
 	}
+	if acct == nil {
+		acct = &idAccount{seen: make([]uint8, phase1+latency)}
+	}
 	o := &observer{
 		cl:       cl,
 		phase1:   phase1,
@@ -107,7 +123,8 @@ func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float
 		warmID:   phase1 + int(float64(latency)*warmup),
 		onWarm:   onWarm,
 		onPhase1: onPhase1,
-		seen:     make([]uint8, phase1+latency),
+		acct:     acct,
+		sentAt:   make([]atomic.Int64, latency),
 		lat:      make([]time.Duration, 0, latency),
 		phase1Ch: make(chan struct{}),
 		doneCh:   make(chan struct{}),
@@ -127,7 +144,7 @@ func (o *observer) run(ctx context.Context) {
 			return
 		}
 		o.mu.Lock()
-		fs.EachRecord(func(r *kgo.Record) { o.record(r, now) })
+		fs.EachRecord(func(r *kgo.Record) { o.acct.record(o, r, now) })
 		// Thresholds are checked per poll: everything one poll returned
 		// became visible at the same moment.
 		if o.warmAt.IsZero() && o.distinct1 >= o.warm1 {
@@ -151,18 +168,28 @@ func (o *observer) run(ctx context.Context) {
 	}
 }
 
-// record accounts for one output record; o.mu is held.
-func (o *observer) record(r *kgo.Record, now time.Time) {
+// sent notes when latency-phase record id was produced.
+func (o *observer) sent(id int, t time.Time) {
+	if i := id - o.phase1; i >= 0 && i < len(o.sentAt) {
+		o.sentAt[i].Store(t.UnixNano())
+	}
+}
+
+// idAccount accounts for the upper pipeline's outputs: one per input
+// record, its value carrying the input's id (and send time).
+type idAccount struct{ seen []uint8 }
+
+func (a *idAccount) record(o *observer, r *kgo.Record, now time.Time) {
 	id, sent, ok := parseValue(r.Value)
 	if !ok || id < 0 || id >= o.total {
 		o.unknown++
 		return
 	}
-	if o.seen[id] > 0 {
+	if a.seen[id] > 0 {
 		o.dups++
 		return
 	}
-	o.seen[id] = 1
+	a.seen[id] = 1
 	o.distinct++
 	switch {
 	case id < o.phase1:
@@ -170,6 +197,73 @@ func (o *observer) record(r *kgo.Record, now time.Time) {
 	case id >= o.warmID && sent > 0:
 		o.lat = append(o.lat, now.Sub(time.Unix(0, sent)))
 	}
+}
+
+// countAccount accounts for the count pipeline's outputs: key "k<n>" with
+// the key's new count (Int64BE). Input record id has key id%keys, so the
+// c-th count of key k stands for input id k+(c-1-base)*keys, and a count
+// that reaches c accounts for every record of the key up to it, also when
+// updates in between were coalesced (Kafka Streams' record cache). A count
+// at or below one already seen, or above the key's number of records, is a
+// record counted twice (dups); what no count reached is missing.
+type countAccount struct {
+	keys  int
+	base  int32   // each key's count before the run (restored state)
+	max   []int32 // highest count seen per key, from base
+	want1 []int32 // count per key once phase 1 is in
+	want  []int32 // count per key once everything is in
+}
+
+// newCountAccount expects inputs 0..phase1+latency-1 over keys keys, on
+// top of a count of base per key.
+func newCountAccount(keys, phase1, latency int, base int32) *countAccount {
+	a := &countAccount{keys: keys, base: base, max: make([]int32, keys), want1: make([]int32, keys), want: make([]int32, keys)}
+	per := func(n, k int) int32 {
+		c := n / keys
+		if k < n%keys {
+			c++
+		}
+		return int32(c)
+	}
+	for k := range keys {
+		a.max[k] = base
+		a.want1[k] = base + per(phase1, k)
+		a.want[k] = base + per(phase1+latency, k)
+	}
+	return a
+}
+
+func (a *countAccount) record(o *observer, r *kgo.Record, now time.Time) {
+	k, ok := parseKey(r.Key)
+	c, err := decodeCount(r.Value)
+	if !ok || k >= a.keys || err != nil || c > 1<<31-1 {
+		o.unknown++
+		return
+	}
+	got := int32(c)
+	old := a.max[k]
+	if got <= old || got > a.want[k] {
+		o.dups++
+		return
+	}
+	a.max[k] = got
+	o.distinct += int(got - old)
+	o.distinct1 += int(min(got, a.want1[k]) - min(old, a.want1[k]))
+	id := k + int(got-1-a.base)*a.keys
+	if id >= o.warmID && id >= o.phase1 && id-o.phase1 < len(o.sentAt) {
+		if sent := o.sentAt[id-o.phase1].Load(); sent > 0 {
+			o.lat = append(o.lat, now.Sub(time.Unix(0, sent)))
+		}
+	}
+}
+
+// parseKey reads the n of a key "k<n>" as key writes it.
+func parseKey(b []byte) (int, bool) {
+	if len(b) < 2 || b[0] != 'k' {
+		return 0, false
+	}
+	n, rest, ok := digits(b[1:])
+	return int(n), ok && len(rest) == 0
 }
 
 // progress reports distinct and duplicate records so far.

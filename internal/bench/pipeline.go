@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -139,4 +141,37 @@ func fatalFetchError(fs kgo.Fetches) error {
 		}
 	}
 	return nil
+}
+
+// CountStore is the store the count pipeline counts in, on both sides:
+// its changelog is topology.ChangelogTopic(appID, CountStore), the name
+// Kafka Streams gives the changelog of Materialized.as("counts") too.
+const CountStore = "counts"
+
+// Int64BE encodes counts as 8 big-endian bytes, the bytes Kafka's
+// LongSerializer writes, so that the count outputs of the framework and of
+// Kafka Streams compare byte for byte.
+func Int64BE() codec.Codec[int64] {
+	return codec.Func[int64]{
+		EncodeFunc: func(v int64) ([]byte, error) { return binary.BigEndian.AppendUint64(nil, uint64(v)), nil },
+		DecodeFunc: decodeCount,
+	}
+}
+
+func decodeCount(b []byte) (int64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("a count has 8 bytes (big-endian, as LongSerializer writes), got %d", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}
+
+// CountTopology is the framework side of the stateful benchmark: input →
+// GroupByKey → Count in the store CountStore of engine e → ToTable(output),
+// every input record emitting its key with the key's new count (Int64BE).
+func CountTopology(name, input, output string, e state.Engine) *topology.Topology {
+	top := topology.New(name)
+	in := topology.Source(top, "in", input, codec.Bytes())
+	counts := topology.Count(topology.GroupByKey(in, "by-key"), CountStore, e)
+	topology.ToTable(counts, "out", output, Int64BE())
+	return top
 }

@@ -29,7 +29,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Report {
 	o := h.o
 	w := Workload{
-		Broker: h.broker, Records: o.Records, RecordSize: o.RecordSize, Partitions: o.Partitions,
+		Pipeline: o.Pipeline, Broker: h.broker, Records: o.Records, RecordSize: o.RecordSize, Partitions: o.Partitions,
 		Keys: o.Keys, BatchRecords: o.BatchRecords, Warmup: o.Warmup,
 		LatencyRate: o.Rate, LatencyRecs: h.latencyRecords(),
 	}
@@ -45,8 +45,10 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		if c.engine == EngineStreams {
 			res.BatchRecords = 0 // Kafka Streams batches by its own max.poll.records
 		}
-		var rate, p50, p99, p999, cpu, cpuRec, rss []float64
+		var rate, p50, p99, p999, cpu, cpuRec, rss, took, wall []float64
 		for _, r := range runs[i] {
+			took = append(took, r.restoreTook.Seconds())
+			wall = append(wall, r.restoreWall.Seconds())
 			rate = append(rate, r.rate)
 			p50 = append(p50, ms(r.p50))
 			p99 = append(p99, ms(r.p99))
@@ -61,6 +63,12 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		}
 		res.RecordsPerSec, res.RecordsPerSecMin, res.RecordsPerSecMax = spread(rate)
 		res.MBPerSec = res.RecordsPerSec * float64(o.RecordSize) / 1e6
+		if c.restore {
+			res.MBPerSec = 0
+			res.RestoreKeys = o.RestoreKeys
+			res.RestoreSeconds, _, _ = spread(took)
+			res.RestoreWallSeconds, _, _ = spread(wall)
+		}
 		res.P50MS, _, _ = spread(p50)
 		res.P99MS, res.P99MSMin, res.P99MSMax = spread(p99)
 		res.P999MS, _, _ = spread(p999)
@@ -70,6 +78,8 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		res.PeakRSSBytes = int64(peak)
 		rep.Results = append(rep.Results, res)
 	}
+	// Ratios compare like with like: throughput with throughput, restore
+	// rate with restore rate.
 	byName := map[string]*Result{}
 	for i := range rep.Results {
 		if r := &rep.Results[i]; r.Runs > 0 {
@@ -82,7 +92,7 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			continue
 		}
 		for name, other := range byName {
-			if name == r.Name {
+			if name == r.Name || (r.RestoreKeys > 0) != (other.RestoreKeys > 0) {
 				continue
 			}
 			if r.Ratios == nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,11 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // EnvSASLPassword carries the SASL password to worker processes, which get
@@ -32,6 +38,15 @@ type WorkerSpec struct {
 	AppID          string        `json:"app_id"`
 	CommitInterval time.Duration `json:"commit_interval"`
 	BatchRecords   int           `json:"batch_records"`
+	// Pipeline is PipelineUpper (default) or PipelineCount, whose store
+	// engine State names (StateMemory or StatePebble), kept in StateDir
+	// (config state_dir; empty: its default).
+	Pipeline string `json:"pipeline,omitempty"`
+	State    string `json:"state,omitempty"`
+	StateDir string `json:"state_dir,omitempty"`
+	// RestoreRecords, when positive, makes the worker print a
+	// RestoredLine once its stores restored that many changelog records.
+	RestoreRecords int `json:"restore_records,omitempty"`
 }
 
 // Config is the pipeline configuration spec describes; the SASL password
@@ -46,6 +61,9 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	cfg.CommitInterval = s.CommitInterval
 	cfg.MaxBatchRecords = s.BatchRecords
 	cfg.Guarantee = config.Guarantee(s.Case)
+	if s.StateDir != "" {
+		cfg.StateDir = s.StateDir
+	}
 	if s.Case == RawFranzGo {
 		cfg.Guarantee = config.ExactlyOnce
 	}
@@ -74,12 +92,133 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 	if !cfg.Guarantee.Valid() {
 		return fmt.Errorf("bench worker: unknown case %q", spec.Case)
 	}
-	r, err := NewRunner(cfg, spec.Input, spec.Output)
+	var top *topology.Topology
+	switch spec.Pipeline {
+	case PipelineUpper, "":
+		if spec.State != "" || spec.RestoreRecords > 0 {
+			return fmt.Errorf("bench worker: pipeline %s keeps no state; use pipeline %s with a state engine or restore", PipelineUpper, PipelineCount)
+		}
+		top = Topology(cfg.AppID, spec.Input, spec.Output)
+	case PipelineCount:
+		e, err := engine(spec.State)
+		if err != nil {
+			return err
+		}
+		top = CountTopology(cfg.AppID, spec.Input, spec.Output, e)
+	default:
+		return fmt.Errorf("bench worker: unknown pipeline %q; use %s", spec.Pipeline, strings.Join(Pipelines(), " or "))
+	}
+	var (
+		opts []eos.Option
+		rl   *restoreLog
+	)
+	if spec.RestoreRecords > 0 {
+		rl = &restoreLog{}
+		opts = append(opts, eos.Logger(zap.New(rl)))
+	}
+	r, err := eos.New(cfg, top, opts...)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(ready, ReadyLine)
-	return r.Run(ctx)
+	if rl == nil {
+		return r.Run(ctx)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchRestore(wctx, r, rl, spec.RestoreRecords, time.Now(), ready)
+	}()
+	err = r.Run(ctx)
+	stopWatch()
+	<-watched
+	return err
+}
+
+// engine is the state engine name names.
+func engine(name string) (state.Engine, error) {
+	switch name {
+	case StateMemory:
+		return state.Memory(), nil
+	case StatePebble:
+		return state.Pebble(), nil
+	}
+	return nil, fmt.Errorf("bench worker: state engine %q is not one of %s, %s", name, StateMemory, StatePebble)
+}
+
+// RestoredLine starts the line a worker prints once its stores restored
+// WorkerSpec.RestoreRecords changelog records; a Restored as JSON follows.
+const RestoredLine = "RESTORED"
+
+// Restored is what a worker measured of its restore.
+type Restored struct {
+	// Records is Stats.Restored: changelog records applied.
+	Records uint64 `json:"records"`
+	// Took is the time the runtime spent restoring, summed over its
+	// restores, as it logs them ("state restored", took); 0 when it
+	// logged none.
+	Took time.Duration `json:"took"`
+	// Wall is from Run's start to Stats.Restored reaching the target.
+	Wall time.Duration `json:"wall"`
+}
+
+// restoredMessage and its fields are what eos logs when a restore ends.
+const restoredMessage = "state restored"
+
+// restoreLog is a zap core keeping only the runtime's restore durations.
+type restoreLog struct {
+	mu      sync.Mutex
+	took    time.Duration
+	records uint64
+}
+
+func (l *restoreLog) Enabled(lvl zapcore.Level) bool    { return lvl >= zapcore.InfoLevel }
+func (l *restoreLog) With([]zapcore.Field) zapcore.Core { return l }
+func (l *restoreLog) Sync() error                       { return nil }
+func (l *restoreLog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == restoredMessage {
+		return ce.AddCore(e, l)
+	}
+	return ce
+}
+
+func (l *restoreLog) Write(_ zapcore.Entry, fields []zapcore.Field) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range fields {
+		switch {
+		case f.Key == "took" && f.Type == zapcore.DurationType:
+			l.took += time.Duration(f.Integer)
+		case f.Key == "records" && f.Type == zapcore.Uint64Type:
+			l.records += uint64(f.Integer)
+		}
+	}
+	return nil
+}
+
+// watchRestore prints a RestoredLine to w once r restored want records.
+func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, start time.Time, w io.Writer) {
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		got := r.Stats().Restored
+		if got < uint64(want) {
+			continue
+		}
+		rep := Restored{Records: got, Wall: time.Since(start)}
+		rl.mu.Lock()
+		rep.Took = rl.took
+		rl.mu.Unlock()
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(w, "%s %s\n", RestoredLine, b)
+		return
+	}
 }
 
 // pipeline is a running process under test: a goroutine of this process
@@ -91,62 +230,88 @@ type pipeline interface {
 	ready() <-chan struct{}
 	// exited is closed if the pipeline stops on its own (a failure).
 	exited() <-chan struct{}
+	// restored delivers the worker's RestoredLine, if it prints one.
+	restored() <-chan Restored
 	// stop ends the pipeline and returns why it failed, if it did.
 	stop() error
 }
 
 // inProcess runs a Go case in a goroutine of this process.
 type inProcess struct {
-	cancel context.CancelFunc
-	readyc chan struct{}
-	done   chan struct{}
-	err    error
+	cancel    context.CancelFunc
+	readyc    chan struct{}
+	restoredc chan Restored
+	done      chan struct{}
+	err       error
 }
 
 func startInProcess(ctx context.Context, spec WorkerSpec) *inProcess {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &inProcess{cancel: cancel, readyc: make(chan struct{}), done: make(chan struct{})}
+	p := &inProcess{cancel: cancel, readyc: make(chan struct{}), restoredc: make(chan Restored, 1), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		p.err = Work(ctx, spec, &lineSignal{line: ReadyLine, c: p.readyc})
+		p.err = Work(ctx, spec, &lineSignal{line: ReadyLine, c: p.readyc, restored: p.restoredc})
 	}()
 	return p
 }
 
-func (p *inProcess) pid() int                { return 0 }
-func (p *inProcess) ready() <-chan struct{}  { return p.readyc }
-func (p *inProcess) exited() <-chan struct{} { return p.done }
+func (p *inProcess) pid() int                  { return 0 }
+func (p *inProcess) ready() <-chan struct{}    { return p.readyc }
+func (p *inProcess) exited() <-chan struct{}   { return p.done }
+func (p *inProcess) restored() <-chan Restored { return p.restoredc }
 func (p *inProcess) stop() error {
 	p.cancel()
 	<-p.done
 	return p.err
 }
 
-// lineSignal closes c when line is written to it.
+// lineSignal closes c when line is written to it, and passes a
+// RestoredLine on to restored.
 type lineSignal struct {
-	line string
-	c    chan struct{}
-	once sync.Once
+	line     string
+	c        chan struct{}
+	restored chan Restored
+	once     sync.Once
 }
 
 func (l *lineSignal) Write(b []byte) (int, error) {
-	if strings.TrimSpace(string(b)) == l.line {
+	text := strings.TrimSpace(string(b))
+	if text == l.line {
 		l.once.Do(func() { close(l.c) })
 	}
+	passRestored(text, l.restored)
 	return len(b), nil
+}
+
+// passRestored sends what a RestoredLine says to c, if line is one and c
+// has room.
+func passRestored(line string, c chan Restored) {
+	rest, ok := strings.CutPrefix(line, RestoredLine+" ")
+	if !ok {
+		return
+	}
+	var r Restored
+	if json.Unmarshal([]byte(rest), &r) != nil {
+		return
+	}
+	select {
+	case c <- r:
+	default:
+	}
 }
 
 // child is a pipeline in its own process: an eosctl bench worker or the
 // Kafka Streams app. Its stdout is scanned for ReadyLine; the tail of its
 // stderr is kept for error messages.
 type child struct {
-	name   string
-	cmd    *exec.Cmd
-	readyc chan struct{}
-	done   chan struct{}
-	werr   error
-	stderr *tailBuffer
-	killed bool
+	name      string
+	cmd       *exec.Cmd
+	readyc    chan struct{}
+	restoredc chan Restored
+	done      chan struct{}
+	werr      error
+	stderr    *tailBuffer
+	killed    bool
 }
 
 func startChild(name string, argv []string, env []string) (*child, error) {
@@ -156,7 +321,7 @@ func startChild(name string, argv []string, env []string) (*child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &child{name: name, cmd: cmd, readyc: make(chan struct{}), done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
+	c := &child{name: name, cmd: cmd, readyc: make(chan struct{}), restoredc: make(chan Restored, 1), done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, argv[0], err)
@@ -165,9 +330,11 @@ func startChild(name string, argv []string, env []string) (*child, error) {
 		var once sync.Once
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if strings.TrimSpace(sc.Text()) == ReadyLine {
+			line := strings.TrimSpace(sc.Text())
+			if line == ReadyLine {
 				once.Do(func() { close(c.readyc) })
 			}
+			passRestored(line, c.restoredc)
 		}
 		c.werr = cmd.Wait()
 		close(c.done)
@@ -175,9 +342,10 @@ func startChild(name string, argv []string, env []string) (*child, error) {
 	return c, nil
 }
 
-func (c *child) pid() int                { return c.cmd.Process.Pid }
-func (c *child) ready() <-chan struct{}  { return c.readyc }
-func (c *child) exited() <-chan struct{} { return c.done }
+func (c *child) pid() int                  { return c.cmd.Process.Pid }
+func (c *child) ready() <-chan struct{}    { return c.readyc }
+func (c *child) exited() <-chan struct{}   { return c.done }
+func (c *child) restored() <-chan Restored { return c.restoredc }
 
 // stop sends SIGTERM, so the pipeline commits its open batch and leaves
 // the group, and kills it after 45 seconds.
