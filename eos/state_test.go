@@ -216,3 +216,15 @@ func TestRefusedChangelogRecordStopsRun(t *testing.T) {
 		t.Fatalf("Run: %v, want an error naming the changelog and max.message.bytes", err)
 	}
 }
+
+// Final window results stay exactly once when commits fail: an aborted
+// batch's emissions, window removals and stream time are undone together,
+// and the redone batch emits them once.
+func TestWindowedFinalResultsUnderFailedCommits(t *testing.T) {
+	env := kafkatest.Fake(t)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 4})
+	conformance.WindowedFinalResultsExactlyOnce(t, env, state.Memory())
+	if h.Hits() == 0 {
+		t.Fatal("no commit was failed")
+	}
+}

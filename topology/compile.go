@@ -31,6 +31,10 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 	}
 	for i, n := range t.nodes {
 		g.Nodes[i] = graph.Node{Name: n.name, Policy: n.Policy().p, Init: n.init, Close: n.close}
+		if n.late != nil {
+			late := n.late.p
+			g.Nodes[i].Late = &late
+		}
 		g.Partitioned = g.Partitioned || n.partitioned
 	}
 	users := t.storeUsers()

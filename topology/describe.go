@@ -44,6 +44,9 @@ func (t *Topology) Describe() string {
 				if len(n.stores) > 0 {
 					stores = ", stores: " + strings.Join(n.stores, ", ")
 				}
+				if n.windows != "" {
+					stores += ", windows: " + n.windows
+				}
 				fmt.Fprintf(&b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
 			}
 			if len(n.children) > 0 {

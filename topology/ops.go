@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
@@ -110,8 +111,33 @@ func call[A, B any](x graph.Exec, n *Node, fn func(context.Context, A) (B, error
 	}
 }
 
+// SourceOption tunes Source.
+type SourceOption[T any] interface{ applySource(*sourceConf[T]) }
+
+type sourceConf[T any] struct {
+	timestamp func(key []byte, v T) time.Time
+}
+
+type sourceOpt[T any] func(*sourceConf[T])
+
+func (f sourceOpt[T]) applySource(c *sourceConf[T]) { f(c) }
+
+// SourceTimestamp gives each record the event time fn reads from it (an
+// order's own time rather than when it was produced), overriding the
+// default: the Kafka record's timestamp. Windows and stream time use it,
+// and sinks write it as the outputs' timestamp.
+func SourceTimestamp[T any](fn func(key []byte, v T) time.Time) SourceOption[T] {
+	return sourceOpt[T](func(c *sourceConf[T]) { c.timestamp = fn })
+}
+
 // Source reads topic, decoding values with c. Keys stay bytes.
-func Source[T any](t *Topology, name, topic string, c codec.Codec[T]) Stream[T] {
+func Source[T any](t *Topology, name, topic string, c codec.Codec[T], opts ...SourceOption[T]) Stream[T] {
+	var conf sourceConf[T]
+	for _, o := range opts {
+		if o != nil {
+			o.applySource(&conf)
+		}
+	}
 	n := t.add(name, KindSource, "Source")
 	n.topic = topic
 	n.codec = codec.Name(c)
@@ -134,8 +160,13 @@ func Source[T any](t *Topology, name, topic string, c codec.Codec[T]) Stream[T] 
 		if err != nil {
 			return err
 		}
+		ts := r.Timestamp
+		if conf.timestamp != nil {
+			x.Enter(n.index)
+			ts = conf.timestamp(r.Key, v)
+		}
 		return p.push(x, Record[T]{
-			Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp,
+			Key: r.Key, Value: v, Headers: r.Headers, Timestamp: ts,
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		})
 	}

@@ -26,6 +26,7 @@ type rig struct {
 	stores map[string]*state.Store // by store and task
 	opened []string                // store@task, in the order opened
 	offset int64                   // the next changelog offset, shared for simplicity
+	ts     time.Time                // the timestamp of the records sent
 }
 
 func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
@@ -87,7 +88,7 @@ func (r *rig) send(topic string, partition int32, key, value string) (engine.Out
 	}
 	var out []string
 	var again []*kgo.Record
-	got, err := r.e.Process(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: k, Value: []byte(value)}, func(o *kgo.Record) {
+	got, err := r.e.Process(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: k, Value: []byte(value), Timestamp: r.ts}, func(o *kgo.Record) {
 		if strings.HasPrefix(o.Topic, rigApp+"-") && strings.HasSuffix(o.Topic, "-repartition") {
 			again = append(again, o)
 			return

@@ -64,8 +64,10 @@ type Node struct {
 	// repartition sink writes or its source reads ("<node>-repartition");
 	// topic then holds the name with AppIDPlaceholder.
 	internal       string
-	partitionCount int32 // a repartition sink's RepartitionPartitions, 0 if unset
-	writer         *Node // a repartition source's sink
+	partitionCount int32        // a repartition sink's RepartitionPartitions, 0 if unset
+	writer         *Node        // a repartition source's sink
+	late           *ErrorPolicy // a windowed aggregation's policy for ErrLate
+	windows        string       // a windowed aggregation's Windows, described
 }
 
 // Name is the node's unique name.

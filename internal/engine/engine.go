@@ -285,6 +285,9 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 	policy := e.g.Default
 	if i := e.nodeIndex(ne.Node); i >= 0 {
 		policy = e.g.Nodes[i].Policy
+		if late := e.g.Nodes[i].Late; late != nil && errors.Is(ne.Err, topology.ErrLate) {
+			policy = *late
+		}
 	}
 	return e.settle(r, ne, policy.Final(), out)
 }

@@ -60,6 +60,9 @@ type Source func(Exec, *kgo.Record) error
 type Node struct {
 	Name   string
 	Policy Policy // its own, else the topology's default
+	// Late, when set, is the policy for a record the node found late
+	// (an error matching topology.ErrLate) instead of Policy.
+	Late *Policy
 	// Init, when set, makes the node's per-engine state (its Slot) before
 	// the first record; Close releases it when the engine stops.
 	Init  func(ctx context.Context) (slot any, err error)
