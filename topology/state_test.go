@@ -26,7 +26,7 @@ type rig struct {
 	stores map[string]*state.Store // by store and task
 	opened []string                // store@task, in the order opened
 	offset int64                   // the next changelog offset, shared for simplicity
-	ts     time.Time                // the timestamp of the records sent
+	ts     time.Time               // the timestamp of the records sent
 }
 
 func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
