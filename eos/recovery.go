@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/topology"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -373,7 +374,18 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.admin)
-	details, err := adm.ListTopics(actx, append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)...)
+	// Every topic this instance writes in its transactions: outputs,
+	// repartition topics and changelogs.
+	topics := append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)
+	for topic := range r.repartitioned {
+		topics = append(topics, topic)
+	}
+	if r.state != nil {
+		for _, s := range r.state.specs {
+			topics = append(topics, topology.ChangelogTopic(r.cfg.AppID, s.Name))
+		}
+	}
+	details, err := adm.ListTopics(actx, topics...)
 	if err != nil {
 		r.log.Warn("cannot list partitions to look for hanging transactions", zap.Error(err))
 		return 0
