@@ -74,6 +74,8 @@ type Engine struct {
 	stores     func(name string, task state.Task) (*state.Store, error)
 	curTopic   string // the current record's topic and partition: its task
 	curPart    int32
+	curRec     *kgo.Record // the current input record
+	hold       holding     // updates held back for the end of the batch
 
 	lastTopic string       // topic of the previous record
 	lastSrc   graph.Source // its source; nil before the first record
@@ -237,8 +239,9 @@ func (e *Engine) Take() Tally {
 }
 
 // Process runs r through the graph. Only when the whole record succeeds
-// are its outputs passed to out; under DeadLetter, out gets the original
-// record for the dead-letter topic instead. A non-nil error (Outcome
+// are its outputs passed to out (and the updates its aggregations hold
+// back kept for Flush); under DeadLetter, out gets the original record for
+// the dead-letter topic instead. A non-nil error (Outcome
 // Failed) means the Fail policy applies: the caller must abort the
 // transaction. ctx is the record's context, the one user code sees: once
 // it ends (a shutdown or a revoke), retry waits are cut short, and a
@@ -261,14 +264,20 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
 	}
 	e.ctx = ctx
-	e.curTopic, e.curPart = r.Topic, r.Partition
+	e.curTopic, e.curPart, e.curRec = r.Topic, r.Partition, r
 	e.pending = e.pending[:0]
 	e.pendingNode = e.pendingNode[:0]
+	if len(e.hold.staged) > 0 {
+		e.hold.begin()
+	}
 	err := e.run(src, r)
 	if err == nil {
 		for i, o := range e.pending {
 			e.outIdx = e.pendingNode[i]
 			out(o)
+		}
+		if len(e.hold.staged) > 0 {
+			e.hold.keep(len(e.g.Nodes))
 		}
 		e.tally.Processed++
 		return Processed, nil

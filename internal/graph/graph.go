@@ -34,6 +34,12 @@ type Exec interface {
 	// Store is the store called name of the current record's task (its
 	// input partition), restored and with the batch's overlay.
 	Store(name string) (*state.Store, error)
+	// Hold keeps run, the update an aggregation made of key for the
+	// current record's task, to be run at the end of the batch instead of
+	// now (topology.LatestPerCommit): a later Hold by node of the same
+	// task and key replaces it, so only a key's last update runs. Like an
+	// output, it is kept only if the whole record succeeds.
+	Hold(node int, key []byte, run func(Exec) error)
 }
 
 // AnyPartition in Output.Partition lets the producer choose the partition
