@@ -20,7 +20,8 @@ type Grouped[T any] struct{ s Stream[T] }
 func (g Grouped[T]) Node() *Node { return g.s.n }
 
 // Table is what an aggregation keeps, seen as a stream of updates: for
-// each input record, the record's key and the key's new aggregate. Turn
+// each input record, the record's key and the key's new aggregate (with
+// LatestPerCommit, only each key's last of a batch). Turn
 // it into a Stream with ToStream, or write it with ToTable. The zero
 // Table is invalid; get tables from the aggregations.
 type Table[V any] struct{ s Stream[V] }
@@ -83,10 +84,12 @@ func GroupByKey[T any](s Stream[T], name string, opts ...GroupOption) Grouped[T]
 // batch whatever the policy, since the record is not at fault. If a node
 // after the aggregation fails on the record and its policy skips or
 // dead-letters it, the runtime undoes the record's store writes too: a
-// record either counts with its outputs or not at all.
-func Count[T any](g Grouped[T], name string, engine state.Engine) Table[int64] {
+// record either counts with its outputs or not at all. LatestPerCommit
+// holds the updates back to emit each key's last one per batch; its doc
+// says what a failure after the aggregation does then.
+func Count[T any](g Grouped[T], name string, engine state.Engine, opts ...AggregateOption) Table[int64] {
 	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
-	return aggregate(g, name, "Count", engine, countCodec{}, add)
+	return aggregate(g, name, "Count", engine, countCodec{}, add, opts)
 }
 
 // Reduce combines the values of each key with fn, in a store of engine
@@ -94,8 +97,8 @@ func Count[T any](g Grouped[T], name string, engine state.Engine) Table[int64] {
 // value is kept as it is, and each later one is combined with what the
 // store holds, fn(ctx, acc, v). Each record's key is emitted with the
 // key's new value. ctx is cancelled on shutdown and when the record's
-// partition is revoked.
-func Reduce[V any](g Grouped[V], name string, fn func(ctx context.Context, acc, v V) (V, error), engine state.Engine, valueCodec codec.Codec[V]) Table[V] {
+// partition is revoked. Options: LatestPerCommit.
+func Reduce[V any](g Grouped[V], name string, fn func(ctx context.Context, acc, v V) (V, error), engine state.Engine, valueCodec codec.Codec[V], opts ...AggregateOption) Table[V] {
 	var step func(context.Context, aggIn[V, V]) (V, error)
 	if fn != nil {
 		step = func(ctx context.Context, in aggIn[V, V]) (V, error) {
@@ -105,7 +108,7 @@ func Reduce[V any](g Grouped[V], name string, fn func(ctx context.Context, acc, 
 			return fn(ctx, in.acc, in.v)
 		}
 	}
-	return aggregate(g, name, "Reduce", engine, valueCodec, step)
+	return aggregate(g, name, "Reduce", engine, valueCodec, step, opts)
 }
 
 // Aggregate folds the values of each key into an aggregate of another
@@ -113,8 +116,8 @@ func Reduce[V any](g Grouped[V], name string, fn func(ctx context.Context, acc, 
 // by aggCodec: a key's first record starts from init(), and each record
 // gives fn(ctx, key, v, acc) as the key's new aggregate, which is emitted
 // with the record's key. ctx is cancelled on shutdown and when the
-// record's partition is revoked.
-func Aggregate[T, A any](g Grouped[T], name string, init func() A, fn func(ctx context.Context, key []byte, v T, acc A) (A, error), engine state.Engine, aggCodec codec.Codec[A]) Table[A] {
+// record's partition is revoked. Options: LatestPerCommit.
+func Aggregate[T, A any](g Grouped[T], name string, init func() A, fn func(ctx context.Context, key []byte, v T, acc A) (A, error), engine state.Engine, aggCodec codec.Codec[A], opts ...AggregateOption) Table[A] {
 	var step func(context.Context, aggIn[T, A]) (A, error)
 	if init != nil && fn != nil {
 		step = func(ctx context.Context, in aggIn[T, A]) (A, error) {
@@ -125,7 +128,7 @@ func Aggregate[T, A any](g Grouped[T], name string, init func() A, fn func(ctx c
 			return fn(ctx, in.key, in.v, acc)
 		}
 	}
-	return aggregate(g, name, "Aggregate", engine, aggCodec, step)
+	return aggregate(g, name, "Aggregate", engine, aggCodec, step, opts)
 }
 
 // aggIn is what one step of an aggregation gets.
@@ -139,8 +142,10 @@ type aggIn[T, A any] struct {
 // aggregate adds an aggregation node owning a store of its name: for each
 // record it reads the key's aggregate, computes the next with step, writes
 // it and only then emits it, all within the record's processing, so that
-// the batch's overlay and its outputs commit or abort together.
-func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) Table[A] {
+// the batch's overlay and its outputs commit or abort together. With
+// LatestPerCommit it holds the update back instead (see graph.Exec.Hold).
+func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error), opts []AggregateOption) Table[A] {
+	conf := aggOptions(opts)
 	p := &port[A]{}
 	n := attach(g.s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[T]) error {
 		return func(x graph.Exec, r Record[T]) error {
@@ -175,7 +180,12 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 			if err := st.Put(r.Key, b); err != nil {
 				return storeFailed(x, n, err)
 			}
-			return p.push(x, Record[A]{Key: r.Key, Value: acc, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			upd := Record[A]{Key: r.Key, Value: acc, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
+			if conf.latest {
+				x.Hold(n.index, r.Key, func(x graph.Exec) error { return p.push(x, upd) })
+				return nil
+			}
+			return p.push(x, upd)
 		}
 	})
 	if n == nil {
@@ -187,6 +197,7 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 		t.problem(name, "%s has no codec for its store's values; pass codec.JSON[T]() or your own", op)
 	}
 	n.stores = []string{name}
+	n.latest = conf.latest
 	t.declareStore(name, engine, n)
 	return Table[A]{Stream[A]{n: n, p: p}}
 }

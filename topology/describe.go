@@ -47,6 +47,9 @@ func (t *Topology) Describe() string {
 				if n.windows != "" {
 					stores += ", windows: " + n.windows
 				}
+				if n.latest {
+					stores += ", emit: latest per commit"
+				}
 				fmt.Fprintf(&b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
 			}
 			if len(n.children) > 0 {

@@ -68,6 +68,7 @@ type Node struct {
 	writer         *Node        // a repartition source's sink
 	late           *ErrorPolicy // a windowed aggregation's policy for ErrLate
 	windows        string       // a windowed aggregation's Windows, described
+	latest         bool         // an aggregation with LatestPerCommit
 }
 
 // Name is the node's unique name.
