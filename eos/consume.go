@@ -181,6 +181,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
 		revokes: r.contexts.revokes.Load()}
 	r.proc.Take() // outcomes of records no batch committed
+	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
 	// A full produce buffer blocks Produce; with the brokers gone it
 	// would block for good. Past this the records fail and the batch
@@ -312,21 +313,29 @@ func (b *batch) emit(rec *kgo.Record) {
 // decide says whether the batch should commit. In order:
 //  1. a failed record (Fail policy, or a client error) or a record that
 //     carried the batch past transaction_timeout: no;
-//  2. a BeforeCommit veto: no, and it becomes the batch's failure;
-//  3. a Fail-policy record in a plain session: yes for what came before
+//  2. a Fail-policy record in a plain session: yes for what came before
 //     it, whose outputs are already written (a redo would duplicate them);
-//  4. an exactly-once batch open past transaction_timeout: no, since the
+//  3. the updates aggregations held back (flush): a failing one, no;
+//  4. a BeforeCommit veto (of a batch with no failed record): no, and it
+//     becomes the batch's failure;
+//  5. an exactly-once batch open past transaction_timeout: no, since the
 //     coordinator aborts it; it is redone in smaller batches.
+//
+// Nothing is flushed once the batch is set to abort.
 func (b *batch) decide() bool {
 	r := b.r
 	commit := b.failed == nil && b.slow == nil
-	if commit && r.beforeEnd != nil {
+	vetoable := commit
+	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
+		commit = true
+	}
+	if commit {
+		commit = b.flush()
+	}
+	if commit && vetoable && r.beforeEnd != nil {
 		if err := r.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
 			b.failed, commit = err, false
 		}
-	}
-	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
-		commit = true
 	}
 	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		commit = false

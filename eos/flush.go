@@ -1,0 +1,59 @@
+package eos
+
+import (
+	"context"
+	"errors"
+
+	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// flush runs the updates that aggregations held back for the end of the
+// batch (topology.LatestPerCommit) once the batch is set to commit, so
+// that they are produced in its transaction (or, without one, before its
+// offsets commit) together with the changelog records of the stores they
+// came from. Each runs as its input record would: with that record's
+// context, output attribution and store savepoint. It reports whether the
+// batch may still commit: under a Fail policy the batch fails as a record
+// would (no part of it commits, not even in a plain session: the updates
+// not emitted belong to records before it), and an update interrupted by a
+// shutdown or a revoke aborts the batch, which a new client redoes.
+func (b *batch) flush() bool {
+	r := b.r
+	if r.proc.Held() == 0 {
+		return true
+	}
+	outcome, err := r.proc.Flush(b.beginUpdate, b.emit, b.endUpdate)
+	b.cur = nil
+	switch outcome {
+	case engine.Failed:
+	case engine.Interrupted:
+		err = &rebuildError{errors.New("an aggregation's held-back update was interrupted at the end of its batch (a shutdown or a revoke ended its context); " +
+			"the batch is aborted, and a new client redoes it from the committed offsets")}
+	default:
+		return true
+	}
+	// A plain session may have been about to commit the records before a
+	// failed one: that failure stays in the error.
+	if b.failed != nil {
+		err = errors.Join(b.failed, err)
+	}
+	b.failed = err
+	return false
+}
+
+// beginUpdate starts a held-back update of input record in.
+func (b *batch) beginUpdate(in *kgo.Record) context.Context {
+	b.cur = in
+	if b.r.state != nil {
+		b.r.state.beginRecord()
+	}
+	return b.r.contexts.of(in)
+}
+
+// endUpdate undoes the store writes of an update that did not go through.
+func (b *batch) endUpdate(o engine.Outcome) {
+	if b.r.state != nil && o != engine.Processed {
+		b.r.state.failRecord()
+	}
+}
