@@ -1,0 +1,37 @@
+package topology_test
+
+import (
+	"fmt"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+)
+
+// LatestPerCommit makes an aggregation emit each key's last update of a
+// batch instead of one per record: a page viewed 1,000 times in a batch
+// yields one count on the output topic, written in the batch's transaction
+// with the changelog and the input offsets.
+func ExampleLatestPerCommit() {
+	top := topology.New("page-views")
+	views := topology.Source(top, "views", "page-views", codec.Bytes()) // key = the page
+	counts := topology.Count(topology.GroupByKey(views, "by-page"), "view-counts", state.Pebble(), topology.LatestPerCommit())
+	topology.ToTable(counts, "out", "page-view-counts", codec.JSON[int64]())
+	fmt.Print(top.Describe())
+	// Output:
+	// Topology: page-views
+	//   Sub-topology: 0
+	//     Source: views (topic: page-views, codec: bytes)
+	//       --> by-page
+	//     Processor: by-page (GroupByKey)
+	//       --> view-counts
+	//       <-- views
+	//     Processor: view-counts (Count, stores: view-counts, emit: latest per commit)
+	//       --> out
+	//       <-- by-page
+	//     Sink: out (topic: page-view-counts, codec: json)
+	//       <-- view-counts
+	//   Store: view-counts (engine: pebble, changelog: <app_id>-view-counts-changelog)
+	//       used by: view-counts
+	//   Default on error: fail
+}
