@@ -1,9 +1,11 @@
 package eos_test
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
@@ -171,4 +174,54 @@ func TestLatestPerCommitSkipKeepsState(t *testing.T) {
 	if s := x.R.Stats(); s.Skipped == 0 {
 		t.Fatalf("stats %+v: no update was counted as skipped", s)
 	}
+}
+
+// Instances joining one after another while counting with
+// LatestPerCommit: batches whose partitions are revoked after their
+// held-back updates were produced abort (every batch waits a little before
+// it ends, so that revokes land there), tasks move with their state, and
+// the counts stay exact.
+func TestLatestPerCommitRebalance(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 6, "in", "out")
+	const instances, per = 3, 1000
+	conformance.Seed(t, env, "in", per)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 200
+	slow := eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	})
+	var runs []*conformance.Run
+	total := func() (in uint64) {
+		for _, x := range runs {
+			in += x.R.Stats().RecordsIn
+		}
+		return in
+	}
+	for i := 0; i < instances; i++ {
+		c := cfg
+		c.InstanceID = fmt.Sprintf("i%d", i)
+		c.StateDir = t.TempDir()
+		runs = append(runs, conformance.Start(t, c, latestCount("in", "out", topology.Fail(), func(processor.Record[int64]) error { return nil }), slow))
+		conformance.WaitAssigned(t, env, "app", c.InstanceID)
+		if i > 0 {
+			conformance.SeedRange(t, env, "in", i*per, (i+1)*per)
+		}
+		conformance.Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*per), func() bool {
+			return total() >= uint64((i+1)*per)
+		})
+	}
+	var restored uint64
+	for _, x := range runs[1:] {
+		restored += x.R.Stats().Restored
+	}
+	if restored == 0 {
+		t.Fatal("the instances that joined restored nothing: no task moved with its state")
+	}
+	outs := checkLatestCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), instances*per, nil)
+	for i, x := range runs {
+		t.Logf("instance %d: %+v", i, x.R.Stats())
+	}
+	t.Logf("%d inputs, %d outputs", instances*per, outs)
 }
