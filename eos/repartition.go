@@ -23,7 +23,10 @@ const DefaultPurgeInterval = 30 * time.Second
 // PurgeInterval sets how often the records of repartition topics that the
 // group has committed past are deleted (DeleteRecords), overriding
 // DefaultPurgeInterval. Shorter keeps the topics smaller at the cost of
-// more requests; a purge runs in the background after a commit.
+// more requests; 0 purges after every commit, and a negative d never
+// purges (then give the topics a retention that suits you, knowing that
+// records expired before they were aggregated are lost). A purge runs in
+// the background after a commit.
 func PurgeInterval(d time.Duration) Option {
 	return optFunc(func(r *Runner) { r.purgeEvery = d })
 }
@@ -66,11 +69,11 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 				}
 			}
 			if want <= 0 {
-				return fmt.Errorf("eos: the partition count of %v, upstream of repartition topic %s, is unknown; create %s with `eosctl topic create %s --partitions N`, or set topology.RepartitionPartitions",
-					s.From, s.Topic, s.Topic, s.Topic)
+				return fmt.Errorf("eos: the partition count of %v, upstream of repartition topic %s, is unknown; create %s with `eosctl topic create %s --partitions N %s`, or set topology.RepartitionPartitions",
+					s.From, s.Topic, s.Topic, s.Topic, repartitionFlags)
 			}
 			if err := kafkautil.RequestTopics(ctx, adm, want, -1, repartitionConfigs(), s.Topic); err != nil {
-				return fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d`", s.Topic, err, s.Topic, want)
+				return fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags)
 			}
 			r.log.Info("created repartition topic", zap.String("topic", s.Topic), zap.Int32("partitions", want))
 			partitions[s.Topic] = want
@@ -82,7 +85,7 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 				r.log.Warn("repartition topic keeps the partition count it has", zap.String("topic", s.Topic),
 					zap.Int32("partitions", have), zap.Int32("asked", s.Partitions))
 			}
-			if err := r.checkNotCompacted(ctx, adm, s.Topic); err != nil {
+			if err := r.checkRepartitionConfigs(ctx, adm, s.Topic); err != nil {
 				return err
 			}
 			partitions[s.Topic] = have
@@ -91,12 +94,19 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 	return nil
 }
 
-// checkNotCompacted refuses a repartition topic that compaction would
-// thin out: records of a key not yet aggregated would be lost.
-func (r *Runner) checkNotCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+// repartitionFlags are the eosctl topic create flags that give a
+// repartition topic the configs the runtime would.
+const repartitionFlags = "--topic-config cleanup.policy=delete --topic-config retention.ms=-1"
+
+// checkRepartitionConfigs refuses a repartition topic that would lose
+// records not yet aggregated: to compaction, or to time or size retention
+// while the aggregating sub-topology lags (records keep their input's
+// timestamps, so replayed old input expires at once). The runtime deletes
+// what the group consumed instead.
+func (r *Runner) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, topic string) error {
 	configs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		r.log.Info("repartition topic cleanup.policy unknown", zap.String("topic", topic), zap.Error(err))
+		r.log.Info("repartition topic configs unknown", zap.String("topic", topic), zap.Error(err))
 		return nil
 	}
 	rc, err := configs.On(topic, nil)
@@ -104,10 +114,25 @@ func (r *Runner) checkNotCompacted(ctx context.Context, adm *kadm.Client, topic 
 		return nil
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil && strings.Contains(*c.Value, "compact") {
-			return fmt.Errorf("eos: repartition topic %s has cleanup.policy=%s: compaction would drop records not yet aggregated; "+
-				"set cleanup.policy=delete (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=delete) or delete it so the runtime makes it",
-				topic, *c.Value, topic)
+		if c.Value == nil {
+			continue
+		}
+		fix := ""
+		switch {
+		case c.Key == "cleanup.policy" && strings.Contains(*c.Value, "compact"):
+			fix = "cleanup.policy=delete"
+		case r.purgeEvery < 0:
+			// Purging is off: retention is the user's choice.
+		case c.Key == "retention.ms" && *c.Value != "-1":
+			fix = "retention.ms=-1"
+		case c.Key == "retention.bytes" && *c.Value != "-1":
+			fix = "retention.bytes=-1"
+		}
+		if fix != "" {
+			return fmt.Errorf("eos: repartition topic %s has %s=%s, which can delete records not yet aggregated; "+
+				"set %s (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s) or delete the topic so the runtime makes it: "+
+				"the runtime deletes what the group has consumed",
+				topic, c.Key, *c.Value, fix, topic, fix)
 		}
 	}
 	return nil
@@ -115,12 +140,14 @@ func (r *Runner) checkNotCompacted(ctx context.Context, adm *kadm.Client, topic 
 
 // notePurge remembers the committed offsets of repartition topics and,
 // at most every purge interval, deletes the records before them in the
-// background: the group has consumed them exactly once, so nothing reads
-// them again. A failed purge is logged and tried at the next interval.
+// background: the group committed past them, so it never reads them again.
+// A failed purge is logged and its offsets are tried again with the next.
 func (r *Runner) notePurge(offsets map[string]map[int32]kgo.EpochOffset) {
-	if len(r.repartitioned) == 0 || r.admin == nil {
+	if len(r.repartitioned) == 0 || r.admin == nil || r.purgeEvery < 0 {
 		return
 	}
+	r.purgeMu.Lock()
+	defer r.purgeMu.Unlock()
 	for topic, parts := range offsets {
 		if !r.repartitioned[topic] {
 			continue
@@ -139,7 +166,7 @@ func (r *Runner) notePurge(offsets map[string]map[int32]kgo.EpochOffset) {
 	go func() {
 		defer r.purgeWG.Done()
 		defer r.purging.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(r.purgeCtx, 10*time.Second)
 		defer cancel()
 		resps, err := adm.DeleteRecords(ctx, to)
 		if err == nil {
@@ -150,7 +177,18 @@ func (r *Runner) notePurge(offsets map[string]map[int32]kgo.EpochOffset) {
 			})
 		}
 		if err != nil {
-			r.log.Info("purging consumed records of repartition topics failed; will try again", zap.Error(err))
+			if r.purgeCtx.Err() != nil {
+				return // shutting down
+			}
+			r.purgeMu.Lock()
+			to.Each(func(o kadm.Offset) {
+				if cur, ok := r.purgeTo.Lookup(o.Topic, o.Partition); !ok || cur.At < o.At {
+					r.purgeTo.Add(o)
+				}
+			})
+			r.purgeMu.Unlock()
+			r.log.Warn("deleting consumed records of repartition topics failed; will try again after the next commit "+
+				"(the app needs the Delete ACL on its repartition topics, or they grow without bound)", zap.Error(err))
 			return
 		}
 		names := to.TopicsSet().Topics()

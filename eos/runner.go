@@ -33,10 +33,12 @@ import (
 // consumer of the outputs sees.
 type Stats struct {
 	// RecordsIn counts input records whose batch committed, whatever
-	// became of them (processed, dead-lettered or skipped).
+	// became of them (processed, dead-lettered or skipped). Records read
+	// back from the app's repartition topics (GroupBy, Through) count
+	// too, so a re-keyed record counts twice.
 	RecordsIn uint64
 	// RecordsOut counts output records that committed, dead letters
-	// included.
+	// and records written to repartition topics included.
 	RecordsOut uint64
 	// Committed counts batches committed.
 	Committed uint64
@@ -118,6 +120,8 @@ type Runner struct {
 	inputs            []string                 // the topics consumed: the sources' and the repartition topics
 	repartitioned     map[string]bool          // the repartition topics
 	purgeEvery        time.Duration            // PurgeInterval
+	purgeMu           sync.Mutex               // guards purgeTo
+	purgeCtx          context.Context          // ends with Run
 	purgeTo           kadm.Offsets             // committed offsets of repartition topics not yet purged to
 	lastPurge         time.Time                // when the last purge started
 	purging           atomic.Bool              // a purge is running
@@ -256,6 +260,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 
 	defer r.closeAdmin()
+	r.purgeCtx = ctx
 	defer r.purgeWG.Wait()
 	if err := r.preflight(ctx); err != nil {
 		return err

@@ -454,7 +454,7 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			if err := kafkautil.RequestTopics(ctx, adm, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
-				return fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --config cleanup.policy=compact`", topic, err, topic, want[topic])
+				return fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want[topic])
 			}
 			r.log.Info("created changelog topic", zap.String("topic", topic), zap.Int32("partitions", want[topic]))
 		case d.Err != nil:

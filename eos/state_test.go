@@ -228,3 +228,65 @@ func TestWindowedFinalResultsUnderFailedCommits(t *testing.T) {
 		t.Fatal("no commit was failed")
 	}
 }
+
+// An existing repartition topic that could delete records not yet
+// aggregated — compacted, or with time retention while purging is on —
+// stops Run naming the fix; with purging off, retention is the user's.
+func TestRepartitionTopicConfigsChecked(t *testing.T) {
+	s := func(v string) *string { return &v }
+	for _, tc := range []struct {
+		name    string
+		configs map[string]*string
+		opts    []eos.Option
+		want    string // "" means Run starts
+	}{
+		{"compacted", map[string]*string{"cleanup.policy": s("compact")}, nil, "cleanup.policy=compact"},
+		{"time retention", map[string]*string{"retention.ms": s("86400000")}, nil, "retention.ms=86400000"},
+		{"time retention, purging off", map[string]*string{"retention.ms": s("86400000")}, []eos.Option{eos.PurgeInterval(-1)}, ""},
+		{"as the runtime makes it", map[string]*string{"retention.ms": s("-1")}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 3, "in", "out")
+			env.CreateTopicsWith(t, 3, tc.configs, topology.RepartitionTopic("app", "by-value"))
+			r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), conformance.GroupedCountTopology("in", "out", state.Memory()), tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err = r.Run(ctx)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Run: %v, want it to run", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "kafka-configs.sh")):
+				t.Fatalf("Run: %v, want %q named with the fix", err, tc.want)
+			}
+		})
+	}
+}
+
+// RepartitionPartitions sizes the repartition topic the runtime creates,
+// and the aggregation's changelog follows it, not the input.
+func TestRepartitionPartitionsSizeTheTopics(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	top := topology.New("t")
+	src := topology.Source(top, "in", "in", codec.Bytes())
+	g := topology.GroupBy(src, "by-value", func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
+		topology.Repartition(codec.Bytes()), topology.RepartitionPartitions(5))
+	topology.ToTable(topology.Count(g, "counts", state.Memory()), "out", "out", codec.JSON[int64]())
+	conformance.SeedValues(t, env, "in", 0, 300)
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
+	x.WaitCommitted(t, 600, 60*time.Second)
+	details, err := kadm.NewClient(env.Client(t)).ListTopics(context.Background(), topology.RepartitionTopic("app", "by-value"), topology.ChangelogTopic("app", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, d := range details {
+		if len(d.Partitions) != 5 {
+			t.Errorf("%s has %d partitions, want 5", topic, len(d.Partitions))
+		}
+	}
+	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), 300)
+}

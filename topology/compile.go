@@ -47,7 +47,13 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 	}
 	for _, n := range t.nodes {
 		if n.kind == KindSource && n.internal != "" {
-			g.Sources[n.resolvedTopic(appID)] = n.source
+			topic := n.resolvedTopic(appID)
+			if user := t.byTopic[topic]; user != nil {
+				return nil, &ValidationError{Node: user.name, Problem: fmt.Sprintf(
+					"source reads %s, the repartition topic of %s %q under app id %q; read another topic, or rename the node",
+					topic, n.writer.op, n.writer.name, appID)}
+			}
+			g.Sources[topic] = n.source
 		}
 	}
 	g.Repartitions = t.repartitions(appID)

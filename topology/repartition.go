@@ -77,8 +77,8 @@ func GroupBy[T any](s Stream[T], name string, key func(ctx context.Context, k []
 		c = nil
 	}
 	g := repartition(s, name, "GroupBy", key, c, conf.partitions)
-	if t := s.topology(); t != nil {
-		t.nilFunc(t.byName[name], key == nil)
+	if g.s.n != nil {
+		g.s.n.t.nilFunc(g.s.n.writer, key == nil)
 	}
 	return g
 }
@@ -186,8 +186,8 @@ func repartition[T any](s Stream[T], name, op string, key func(context.Context, 
 		return Grouped[T]{}
 	}
 	t := n.t
-	if p := storeNameProblem(name); p != "" {
-		t.problem(name, "%s names the repartition topic %s: %s", op, RepartitionTopic(AppIDPlaceholder, name), p)
+	if p := topicPartProblem(op+" name", "the repartition topic's name", name, 249-len("a--repartition")); p != "" {
+		t.problem(name, "%s", p)
 	}
 	if partitions < 0 {
 		t.problem(name, "RepartitionPartitions(%d): a topic needs at least one partition; pass a positive count, or leave it out "+
@@ -198,7 +198,12 @@ func repartition[T any](s Stream[T], name, op string, key func(context.Context, 
 	n.codec = codec.Name(c)
 	n.partitionCount = partitions
 
-	src := t.add(name+"-repartition-source", KindSource, "Source")
+	srcName := name + "-repartition-source"
+	if old := t.byName[srcName]; old != nil {
+		t.problem(srcName, "%s %q needs the node name %q for the source of its repartition topic, and a %s has it; rename that node",
+			op, name, srcName, old.op)
+	}
+	src := t.add(srcName, KindSource, "Source")
 	src.internal = suffix
 	src.topic = n.topic
 	src.codec = n.codec

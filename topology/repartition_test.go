@@ -129,7 +129,12 @@ func TestRepartitionMistakes(t *testing.T) {
 		}, "g", "RepartitionPartitions(-2)"},
 		{"name not fit for a topic", func(top *topology.Topology, in topology.Stream[string]) {
 			topology.ToTable(topology.Count(topology.GroupBy(in, "by customer", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
-		}, "by customer", "names the repartition topic <app_id>-by customer-repartition"},
+		}, "by customer", `GroupBy name "by customer" has ' ', which Kafka does not allow in the repartition topic's name`},
+		{"a node with the repartition source's name", func(top *topology.Topology, in topology.Stream[string]) {
+			g := topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()))
+			topology.ToTable(topology.Count(g, "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.To(topology.MapValues(in, "g-repartition-source", func(_ context.Context, v string) (string, error) { return v, nil }), "o2", "o2", codec.String())
+		}, "g-repartition-source", `the name is taken by the source that GroupBy "g" made for its repartition topic; rename this MapValues`},
 		{"not aggregated", func(top *topology.Topology, in topology.Stream[string]) {
 			topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()))
 			topology.To(in, "out", "out", codec.String())
@@ -207,5 +212,21 @@ func TestThroughServesStoreOfTwoInputs(t *testing.T) {
 	}
 	if s := top.Describe(); !strings.Contains(s, "Sink: by-user (Through, repartition topic: <app_id>-by-user-repartition, codec: string)") {
 		t.Fatalf("Describe:\n%s", s)
+	}
+}
+
+// A user's Source that reads what turns out, under the app id, to be a
+// repartition topic is refused when the engine compiles for that app.
+func TestSourceOnRepartitionTopicRefused(t *testing.T) {
+	top := topology.New("t")
+	in := topology.Source(top, "in", "in", codec.String())
+	topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+	topology.To(topology.Source(top, "peek", "app-g-repartition", codec.String()), "copy", "copy", codec.String())
+	if err := top.Validate(); err != nil {
+		t.Fatalf("without an app id nothing collides: %v", err)
+	}
+	_, err := engine.New(top, engine.AppID("app"))
+	if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), `node "peek": source reads app-g-repartition, the repartition topic of GroupBy "g"`) {
+		t.Fatalf("engine.New: %v", err)
 	}
 }

@@ -59,14 +59,21 @@ const maxStoreName = 249 - len("a--changelog")
 
 // storeNameProblem says why name cannot be a store name, or "".
 func storeNameProblem(name string) string {
-	if name == "" || name == "." || name == ".." || len(name) > maxStoreName {
-		return fmt.Sprintf("store name %q is not valid: it names a directory and is part of the changelog topic's name, "+
-			"so use 1 to %d of [a-zA-Z0-9._-], not . or ..", name, maxStoreName)
+	return topicPartProblem("store name", "the changelog topic's name", name, maxStoreName)
+}
+
+// topicPartProblem says why name, a what that becomes part of topic (and
+// of a directory), cannot be one, or "": Kafka allows [a-zA-Z0-9._-] in
+// topic names, up to 249 characters, so name may have up to limit.
+func topicPartProblem(what, topic, name string, limit int) string {
+	if name == "" || name == "." || name == ".." || len(name) > limit {
+		return fmt.Sprintf("%s %q is not valid: it is part of %s, "+
+			"so use 1 to %d of [a-zA-Z0-9._-], not . or ..", what, name, topic, limit)
 	}
 	for _, c := range name {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 		if !ok {
-			return fmt.Sprintf("store name %q has %q, which Kafka does not allow in the changelog topic's name; use only [a-zA-Z0-9._-]", name, c)
+			return fmt.Sprintf("%s %q has %q, which Kafka does not allow in %s; use only [a-zA-Z0-9._-]", what, name, c, topic)
 		}
 	}
 	return ""

@@ -219,6 +219,9 @@ func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Nod
 	switch {
 	case name == "":
 		t.problem("", "a %s node has an empty name; give every node a unique name", op)
+	case t.byName[name] != nil && t.byName[name].writer != nil:
+		t.problem(name, "the name is taken by the source that %s %q made for its repartition topic; rename this %s",
+			t.byName[name].writer.op, t.byName[name].writer.name, op)
 	case t.byName[name] != nil:
 		t.problem(name, "duplicate node name (used by a %s and a %s); names must be unique", t.byName[name].op, op)
 	default:

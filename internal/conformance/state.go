@@ -182,10 +182,18 @@ func GroupByCountsExactlyOnce(t *testing.T, env *kafkatest.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := 0
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "delete") {
-			t.Fatalf("repartition topic %s has cleanup.policy=%v, want delete", rep, c.Value)
+		switch {
+		case c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "delete"),
+			c.Key == "retention.ms" && (c.Value == nil || *c.Value != "-1"):
+			t.Fatalf("repartition topic %s has %s=%v, want cleanup.policy=delete and retention.ms=-1", rep, c.Key, c.Value)
+		case c.Key == "cleanup.policy", c.Key == "retention.ms":
+			seen++
 		}
+	}
+	if seen != 2 {
+		t.Fatalf("repartition topic %s: cleanup.policy and retention.ms not described", rep)
 	}
 	// A commit after the purge interval deletes what the group consumed.
 	Until(t, 60*time.Second, "the repartition topic purged", func() bool {
