@@ -14,7 +14,7 @@ export EOS_BROKERS
 dur=${1:-10s}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout
+go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout ./examples/perminute
 
 # example NAME ARGS... -- PATTERN...: runs example NAME with ARGS and -for,
 # and fails unless every extended regexp PATTERN matches a line of its output.
@@ -48,4 +48,7 @@ example dlq -replay -- \
 example fanout -seed 100 -- \
 	'^seeded 100 events$' '^purchase: [a-z]+ paid [0-9]+ cents at store [0-9]+$' '^click: [a-z]+ to events-click$' \
 	'^done: 100 events in, 80 routed$'
+example perminute -seed 100 -- \
+	'^seeded 100 orders and one closing order per shop$' '^(north|south|east|west) [0-9]{2}:[0-9]{2}-[0-9]{2}:[0-9]{2}: 5 orders$' \
+	'^done: 104 orders in, 20 minutes closed, 0 late$'
 echo "examples: ok"
