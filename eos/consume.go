@@ -255,7 +255,7 @@ func (b *batch) process(fs kgo.Fetches) {
 				if r.restorePending == nil {
 					r.restorePending = make(map[state.Task]bool)
 				}
-				r.restorePending[state.Task{Topic: rec.Topic, Partition: rec.Partition}] = true
+				r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
 				b.leave(rec)
 				b.cut.Store(true)
 				return

@@ -74,6 +74,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.repartitions(pctx, kadm.NewClient(cl), parts); err != nil {
 		return err
 	}
+	if err := r.checkCoPartitioned(parts); err != nil {
+		return err
+	}
 	return r.changelogs(pctx, kadm.NewClient(cl), parts)
 }
 

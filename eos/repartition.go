@@ -64,6 +64,11 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			want := s.Partitions
 			if want == 0 {
+				// Co-partitioned with other inputs (a join): as many
+				// as they have; otherwise as the largest upstream.
+				want = r.groupPartitions(s.Topic, partitions)
+			}
+			if want == 0 {
 				for _, f := range s.From {
 					want = max(want, partitions[f])
 				}
@@ -195,4 +200,40 @@ func (r *Runner) notePurge(offsets map[string]map[int32]kgo.EpochOffset) {
 		slices.Sort(names)
 		r.log.Debug("purged consumed records of repartition topics", zap.Strings("topics", names))
 	}()
+}
+
+// groupPartitions is the partition count of the first other topic of
+// topic's co-partitioned group that partitions knows, or 0.
+func (r *Runner) groupPartitions(topic string, partitions map[string]int32) int32 {
+	for _, g := range r.proc.CoPartitioned() {
+		if !slices.Contains(g, topic) {
+			continue
+		}
+		for _, other := range g {
+			if n := partitions[other]; other != topic && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// checkCoPartitioned refuses co-partitioned topics whose partition counts
+// differ: partition p of each would hold different keys, and a join would
+// miss its matches.
+func (r *Runner) checkCoPartitioned(partitions map[string]int32) error {
+	for _, g := range r.proc.CoPartitioned() {
+		counts := make([]string, len(g))
+		differ := false
+		for i, topic := range g {
+			counts[i] = fmt.Sprintf("%s: %d", topic, partitions[topic])
+			differ = differ || partitions[topic] != partitions[g[0]]
+		}
+		if differ {
+			return fmt.Errorf("eos: topics %v share state (a join, or a store used from each), so they must be co-partitioned: as many partitions, keyed alike; "+
+				"they have %s. Give them the same partition count (`eosctl topic create` for a new one; a re-keyed stream can go Through a repartition topic "+
+				"with topology.RepartitionPartitions)", g, strings.Join(counts, ", "))
+		}
+	}
+	return nil
 }

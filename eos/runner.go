@@ -219,7 +219,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		if cfg.Guarantee == config.AtMostOnce {
 			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)
 		}
-		r.state = newTaskStores(specs, cfg.StateDirFor(), cfg.AppID, r.log)
+		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
 	return r, nil
 }

@@ -123,6 +123,13 @@ func (r *Runner) newSession() (session, error) {
 		// partition: honour them, hash the rest.
 		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
 	}
+	if len(r.proc.CoPartitioned()) > 0 {
+		// Partition p of co-partitioned topics must go to one instance:
+		// the range balancer splits topics of equal partition counts
+		// alike among the same members (an eager protocol: every
+		// rebalance revokes all partitions).
+		opts = append(opts, kgo.Balancers(kgo.RangeBalancer()))
+	}
 	// User code's record contexts, and tasks' stores, follow the
 	// assignment.
 	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),

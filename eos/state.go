@@ -28,8 +28,9 @@ import (
 // batch applies them (Commit); any other outcome drops them (Abort) and has
 // the task restored from the changelog, which says what committed.
 type taskStores struct {
-	specs    []graph.Store
-	bySource map[string][]graph.Store // stores whose tasks are a source topic's partitions
+	specs     []graph.Store
+	bySource  map[string][]graph.Store // stores whose tasks are a source topic's partitions
+	taskTopic map[string]string        // co-partitioned topics: the topic naming their tasks
 	dir      string
 	appID    string
 	log      *zap.Logger
@@ -51,8 +52,8 @@ type taskStores struct {
 	allNeedReload bool                // a new client: every task catches up
 }
 
-func newTaskStores(specs []graph.Store, dir, appID string, log *zap.Logger) *taskStores {
-	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, dir: dir, appID: appID, log: log,
+func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID string, log *zap.Logger) *taskStores {
+	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, taskTopic: taskTopic, dir: dir, appID: appID, log: log,
 		open: map[state.Task]map[string]*state.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*state.Store]state.Task{}, last: map[*state.Store]*kgo.Record{}, markSeq: map[*state.Store]uint64{},
 		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
@@ -69,7 +70,7 @@ func (ts *taskStores) assign(got map[string][]int32) {
 	defer ts.mu.Unlock()
 	for topic, parts := range got {
 		for _, p := range parts {
-			t := state.Task{Topic: topic, Partition: p}
+			t := ts.task(topic, p)
 			ts.assigned[t], ts.revoked[t], ts.own[t] = true, false, true
 		}
 	}
@@ -80,7 +81,7 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 	defer ts.mu.Unlock()
 	for topic, parts := range gone {
 		for _, p := range parts {
-			t := state.Task{Topic: topic, Partition: p}
+			t := ts.task(topic, p)
 			ts.revoked[t] = true
 			delete(ts.own, t)
 		}
@@ -142,12 +143,22 @@ func (ts *taskStores) owned(tasks []state.Task) []state.Task {
 	return out
 }
 
+// task is the task of partition p of topic: of the topic itself, or of
+// the first topic of its co-partitioned group.
+func (ts *taskStores) task(topic string, p int32) state.Task {
+	if t, ok := ts.taskTopic[topic]; ok {
+		topic = t
+	}
+	return state.Task{Topic: topic, Partition: p}
+}
+
 // needs reports whether rec's task has stores that have not caught up.
 func (ts *taskStores) needs(rec *kgo.Record) bool {
-	if len(ts.bySource[rec.Topic]) == 0 {
+	t := ts.task(rec.Topic, rec.Partition)
+	if len(ts.bySource[t.Topic]) == 0 {
 		return false
 	}
-	return !ts.ready[state.Task{Topic: rec.Topic, Partition: rec.Partition}]
+	return !ts.ready[t]
 }
 
 // store is the engine's Stores hook: the store called name of task, marked

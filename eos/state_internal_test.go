@@ -15,7 +15,7 @@ import (
 // of the batch's last changelog record.
 func TestTaskStoresFollowTheBatch(t *testing.T) {
 	task := state.Task{Topic: "in", Partition: 2}
-	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, t.TempDir(), "app", zap.NewNop())
+	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, nil, t.TempDir(), "app", zap.NewNop())
 	s, err := state.Open(state.Memory(), t.TempDir(), "counts", task)
 	if err != nil {
 		t.Fatal(err)

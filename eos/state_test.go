@@ -290,3 +290,30 @@ func TestRepartitionPartitionsSizeTheTopics(t *testing.T) {
 	}
 	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), 300)
 }
+
+// Topics that share state must have as many partitions: Run refuses them
+// at start, naming each count.
+func TestCoPartitionedTopicsMustMatch(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "clicks", "out")
+	env.CreateTopics(t, 2, "profiles")
+	r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), conformance.JoinTopology("clicks", "profiles", "out", state.Memory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "co-partitioned") || !strings.Contains(err.Error(), "clicks: 3, profiles: 2") {
+		t.Fatalf("Run: %v, want the partition counts named", err)
+	}
+}
+
+// A stream-table join stays exactly once when commits fail, with the
+// table in pebble.
+func TestStreamTableJoinUnderFailedCommits(t *testing.T) {
+	env := kafkatest.Fake(t)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 4})
+	conformance.StreamTableJoinExactlyOnce(t, env, state.Pebble())
+	if h.Hits() == 0 {
+		t.Fatal("no commit was failed")
+	}
+}

@@ -24,7 +24,11 @@ func (g Grouped[T]) Node() *Node { return g.s.n }
 // LatestPerCommit, only each key's last of a batch). Turn
 // it into a Stream with ToStream, or write it with ToTable. The zero
 // Table is invalid; get tables from the aggregations.
-type Table[V any] struct{ s Stream[V] }
+type Table[V any] struct {
+	s     Stream[V]
+	store string         // the store holding the table, for joins; "" if none
+	c     codec.Codec[V] // its values' codec
+}
 
 // Node is the aggregation that emits the updates.
 func (t Table[V]) Node() *Node { return t.s.n }
@@ -199,7 +203,7 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 	n.stores = []string{name}
 	n.latest = conf.latest
 	t.declareStore(name, engine, n)
-	return Table[A]{Stream[A]{n: n, p: p}}
+	return Table[A]{s: Stream[A]{n: n, p: p}, store: name, c: c}
 }
 
 // storeFailed is the error of an aggregation whose store failed. That is

@@ -2,6 +2,8 @@ package topology
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/eosflow/eosflow/internal/graph"
 )
@@ -38,9 +40,14 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		g.Partitioned = g.Partitioned || n.partitioned
 	}
 	users := t.storeUsers()
+	g.CoPartitioned, g.TaskTopics = t.coPartitioned(appID)
 	for _, d := range t.stores {
-		// Validate made sure that every store has users fed by one topic.
-		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: resolveAll(t, sourceTopics(users[d.name]), appID)[0]})
+		// Validate made sure that every store has users fed by a topic.
+		src := resolveAll(t, sourceTopics(users[d.name]), appID)[0]
+		if c, ok := g.TaskTopics[src]; ok {
+			src = c
+		}
+		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: src})
 	}
 	for topic, n := range t.byTopic {
 		g.Sources[topic] = n.source
@@ -58,4 +65,51 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 	}
 	g.Repartitions = t.repartitions(appID)
 	return g, nil
+}
+
+// coPartitioned groups the input topics (resolved for appID) that share
+// tasks: the topics feeding the users of one store, merged where groups
+// overlap. It returns the groups of two or more topics, each sorted, and
+// each such topic's task topic, its group's first.
+func (t *Topology) coPartitioned(appID string) ([][]string, map[string]string) {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		if p, ok := parent[x]; ok && p != x {
+			root := find(p)
+			parent[x] = root
+			return root
+		}
+		parent[x] = x
+		return x
+	}
+	users := t.storeUsers()
+	for _, d := range t.stores {
+		topics := resolveAll(t, sourceTopics(users[d.name]), appID)
+		for _, topic := range topics[min(1, len(topics)):] {
+			a, b := find(topics[0]), find(topic)
+			if a != b {
+				parent[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	members := map[string][]string{}
+	for topic := range parent {
+		root := find(topic)
+		members[root] = append(members[root], topic)
+	}
+	var groups [][]string
+	taskTopic := map[string]string{}
+	for _, m := range members {
+		if len(m) < 2 {
+			continue
+		}
+		slices.Sort(m)
+		groups = append(groups, m)
+		for _, topic := range m {
+			taskTopic[topic] = m[0]
+		}
+	}
+	slices.SortFunc(groups, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	return groups, taskTopic
 }

@@ -24,7 +24,11 @@ func (t *Topology) Describe() string {
 				if n.internal != "" {
 					kind = "repartition topic"
 				}
-				fmt.Fprintf(&b, "    Source: %s (%s: %s, codec: %s)\n", n.name, kind, n.topic, n.codec)
+				store := ""
+				if len(n.stores) > 0 {
+					store = ", table in store: " + strings.Join(n.stores, ", ")
+				}
+				fmt.Fprintf(&b, "    Source: %s (%s: %s, codec: %s%s)\n", n.name, kind, n.topic, n.codec, store)
 			case KindSink:
 				if n.internal != "" {
 					fmt.Fprintf(&b, "    Sink: %s (%s, repartition topic: %s, codec: %s)\n", n.name, n.op, n.topic, n.codec)

@@ -488,19 +488,6 @@ func TestValidateStores(t *testing.T) {
 			top.AddStore("lonely", state.Memory())
 			return in
 		}, "", `store "lonely" is declared but no node uses it; connect it with topology.UseStores("lonely") or remove it`},
-		{"store over two topics", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
-			other := topology.Source(top, "in2", "t2", codec.String())
-			top.AddStore("s", state.Memory())
-			a := topology.Process(in, "a", keep, topology.UseStores("s"))
-			b := topology.Process(other, "b", keep, topology.UseStores("s"))
-			return topology.Merge("m", a, b)
-		}, "a", `store "s" is used by "a", "b", fed by several input topics [t t2]; a store's tasks are the partitions of one topic: ` +
-			`Merge the streams and send them through a repartition topic before the nodes that use the store (topology.Through(merged, name, topology.Repartition(codec))`},
-		{"merged topics into one store user", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
-			other := topology.Source(top, "in2", "t2", codec.String())
-			top.AddStore("s", state.Memory())
-			return topology.Process(topology.Merge("m", in, other), "a", keep, topology.UseStores("s"))
-		}, "a", `fed by several input topics [t t2]`},
 		{"store name with a slash", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
 			top.AddStore("a/b", state.Memory())
 			return topology.Process(in, "p", keep, topology.UseStores("a/b"))
@@ -577,4 +564,14 @@ func TestValidateStores(t *testing.T) {
 	if got := y.Node().Stores(); !slices.Equal(got, []string{"s"}) {
 		t.Fatalf("Stores of y: %v", got)
 	}
+}
+
+// sendTombstone processes a record of key with a nil value.
+func (r *rig) sendTombstone(topic string, partition int32, key string) (engine.Outcome, []string, error) {
+	r.t.Helper()
+	var out []string
+	got, err := r.e.Process(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Timestamp: r.ts}, func(o *kgo.Record) {
+		out = append(out, fmt.Sprintf("%s:%s=%s", o.Topic, o.Key, o.Value))
+	})
+	return got, out, err
 }

@@ -145,8 +145,9 @@ func sourceTopics(nodes []*Node) []string {
 	return topics
 }
 
-// storeProblems reports stores that are unknown, unused, or used from more
-// than one input topic.
+// storeProblems reports stores that are unknown or unused. A store used
+// from several input topics makes them co-partitioned (see
+// graph.Graph.CoPartitioned); the runtime checks their partition counts.
 func (t *Topology) storeProblems(add func(node, format string, args ...any)) {
 	declared := make([]string, len(t.stores))
 	for i, d := range t.stores {
@@ -165,12 +166,6 @@ func (t *Topology) storeProblems(add func(node, format string, args ...any)) {
 		if len(us) == 0 {
 			add("", "store %q is declared but no node uses it; connect it with topology.UseStores(%q) or remove it", d.name, d.name)
 			continue
-		}
-		if topics := sourceTopics(us); len(topics) > 1 {
-			add(us[0].name, "store %q is used by %s, fed by several input topics %v; a store's tasks are the partitions of one topic: "+
-				"Merge the streams and send them through a repartition topic before the nodes that use the store "+
-				"(topology.Through(merged, name, topology.Repartition(codec)), or GroupByKey with Repartition for an aggregation), "+
-				"or give each input topic its own store", d.name, quoteNames(us), topics)
 		}
 	}
 }

@@ -305,7 +305,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 	n.windows = w.String()
 	n.stores = []string{name}
 	t.declareStore(name, engine, n)
-	return Table[Windowed[A]]{Stream[Windowed[A]]{n: n, p: p}}
+	return Table[Windowed[A]]{s: Stream[Windowed[A]]{n: n, p: p}}
 }
 
 func window(start, size int64) Window {

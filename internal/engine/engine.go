@@ -420,7 +420,11 @@ func (e *Engine) Store(name string) (*state.Store, error) {
 	if e.stores == nil {
 		return nil, fmt.Errorf("store %q: this engine has no stores", name)
 	}
-	return e.stores(name, state.Task{Topic: e.curTopic, Partition: e.curPart})
+	topic := e.curTopic
+	if t, ok := e.g.TaskTopics[topic]; ok {
+		topic = t // co-partitioned: the group's task
+	}
+	return e.stores(name, state.Task{Topic: topic, Partition: e.curPart})
 }
 
 // currentName names the node Enter last named, for attributing a panic.
@@ -479,6 +483,13 @@ func (e *Engine) resolve(suffix string) string {
 	}
 	return id + "-" + suffix
 }
+
+// CoPartitioned lists the groups of input topics that share tasks (see
+// graph.Graph.CoPartitioned), each sorted.
+func (e *Engine) CoPartitioned() [][]string { return e.g.CoPartitioned }
+
+// TaskTopics maps each co-partitioned topic to the topic naming its tasks.
+func (e *Engine) TaskTopics() map[string]string { return e.g.TaskTopics }
 
 // Repartitions lists the topology's repartition topics, named after the
 // app id: the runtime creates them and reads them as inputs.

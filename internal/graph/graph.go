@@ -76,8 +76,10 @@ type Node struct {
 }
 
 // Store is a state store the topology declares. Its tasks are the
-// partitions of Source, the one input topic whose records reach the nodes
-// that use it; its changelog has as many partitions.
+// partitions of Source: the input topic whose records reach the nodes that
+// use it or, when records of several topics do, the first of their
+// co-partitioned group (see Graph.TaskTopics). Its changelog has as many
+// partitions.
 type Store struct {
 	Name   string
 	Engine state.Engine
@@ -98,6 +100,15 @@ type Repartition struct {
 type Graph struct {
 	Stores       []Store
 	Repartitions []Repartition
+	// CoPartitioned lists the groups of input topics whose partitions
+	// of one number form one task, because a store is used from records
+	// of each (a join's stream and table): they must have as many
+	// partitions, and partition p of each must go to the same instance.
+	// Each group is sorted; its first topic names the task.
+	CoPartitioned [][]string
+	// TaskTopics maps each topic of a co-partitioned group to the topic
+	// that names its tasks, the group's first.
+	TaskTopics map[string]string
 	Nodes        []Node
 	Sources      map[string]Source // by input topic
 	Default      Policy
