@@ -31,9 +31,9 @@ type taskStores struct {
 	specs     []graph.Store
 	bySource  map[string][]graph.Store // stores whose tasks are a source topic's partitions
 	taskTopic map[string]string        // co-partitioned topics: the topic naming their tasks
-	dir      string
-	appID    string
-	log      *zap.Logger
+	dir       string
+	appID     string
+	log       *zap.Logger
 
 	open  map[state.Task]map[string]*state.Store
 	ready map[state.Task]bool

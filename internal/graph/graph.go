@@ -109,9 +109,9 @@ type Graph struct {
 	// TaskTopics maps each topic of a co-partitioned group to the topic
 	// that names its tasks, the group's first.
 	TaskTopics map[string]string
-	Nodes        []Node
-	Sources      map[string]Source // by input topic
-	Default      Policy
+	Nodes      []Node
+	Sources    map[string]Source // by input topic
+	Default    Policy
 	// Partitioned says a sink chooses its own partitions (Output.Partition
 	// is not always AnyPartition).
 	Partitioned bool
