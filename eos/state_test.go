@@ -317,3 +317,14 @@ func TestStreamTableJoinUnderFailedCommits(t *testing.T) {
 		t.Fatal("no commit was failed")
 	}
 }
+
+// A stream-stream join stays exactly once when commits fail, with both
+// sides' waiting records in pebble.
+func TestStreamJoinUnderFailedCommits(t *testing.T) {
+	env := kafkatest.Fake(t)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 4})
+	conformance.StreamJoinExactlyOnce(t, env, state.Pebble())
+	if h.Hits() == 0 {
+		t.Fatal("no commit was failed")
+	}
+}

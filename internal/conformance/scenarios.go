@@ -46,6 +46,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"StatefulRebalanceThreeInstances", func(t *testing.T, env *kafkatest.Env) { StatefulRebalance(t, env, 3) }},
 		{"GroupByCountsExactlyOnce", GroupByCountsExactlyOnce},
 		{"StreamTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamTableJoinExactlyOnce(t, env, state.Memory()) }},
+		{"StreamJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamJoinExactlyOnce(t, env, state.Memory()) }},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, state.Pebble()) }},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })

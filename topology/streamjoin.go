@@ -1,0 +1,295 @@
+package topology
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/state"
+)
+
+// JoinWindow says how far apart in event time the records of two streams
+// may be to join. Build one with Within.
+type JoinWindow struct {
+	within, grace time.Duration
+	late          *ErrorPolicy
+}
+
+// Within joins records of the same key whose event times are at most d
+// apart, either way, as Kafka Streams' JoinWindows.ofTimeDifference.
+func Within(d time.Duration) JoinWindow { return JoinWindow{within: d} }
+
+// Grace keeps each side's records for d longer, in stream time, for
+// partners that arrive out of order, overriding the default of none.
+func (w JoinWindow) Grace(d time.Duration) JoinWindow { w.grace = d; return w }
+
+// Late sets the policy for a record older than stream time minus the
+// window and the grace (ErrLate): its partners may have been dropped
+// already. The default is Skip(); DeadLetter(topic) keeps it.
+func (w JoinWindow) Late(p ErrorPolicy) JoinWindow { w.late = &p; return w }
+
+// String describes the window as Describe prints it.
+func (w JoinWindow) String() string {
+	late := Skip()
+	if w.late != nil {
+		late = *w.late
+	}
+	return fmt.Sprintf("within %s, grace %s, late: %s", w.within, w.grace, late)
+}
+
+func (w JoinWindow) problem() string {
+	switch {
+	case w.within < 0 || w.within%time.Millisecond != 0:
+		return fmt.Sprintf("join window %s must be whole milliseconds, not negative", w.within)
+	case w.grace < 0:
+		return fmt.Sprintf("grace %s must not be negative", w.grace)
+	}
+	if w.late != nil {
+		if p := w.late.check(); p != "" {
+			return "late policy: " + p
+		}
+		if w.late.p.Kind == graph.PolicyRetry {
+			return "late policy: a late record stays late, so Retry cannot help; use Skip() or DeadLetter(topic)"
+		}
+	}
+	return ""
+}
+
+// JoinStreams joins two streams by key within a window of event time: for
+// each record of either side, fn(ctx, key, l, r) runs for every record of
+// the other side with the same key whose event time is at most the
+// window's distance away, and its result is emitted with the key and the
+// later of the two timestamps (an inner join, as Kafka Streams'
+// KStream#join with JoinWindows). Each side's records wait in a store of
+// engine (named "<name>-left" and "<name>-right", values encoded with lc
+// and rc) until stream time passes them by the window plus the grace;
+// then they are dropped. A record that arrives after that is late (see
+// JoinWindow.Late).
+//
+// The stores commit with the batch's transaction like any store, so each
+// pair is joined exactly once across crashes, aborts and rebalances. The
+// two input topics must be co-partitioned, as for Join; a stream whose keys
+// changed must go Through a repartition topic first. ctx is cancelled on
+// shutdown and when the record's partition is revoked.
+func JoinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w JoinWindow, fn func(ctx context.Context, key []byte, l L, r R) (Out, error),
+	engine state.Engine, lc codec.Codec[L], rc codec.Codec[R]) Stream[Out] {
+	t := left.topology()
+	if t == nil {
+		t = right.topology()
+	}
+	if t == nil {
+		return Stream[Out]{}
+	}
+	p := &port[Out]{}
+	n := t.add(name, KindProcessor, "JoinStreams", left.n, right.n)
+	ls, rs := name+"-left", name+"-right"
+	var apply func(context.Context, pair[L, R]) (Out, error)
+	if fn != nil {
+		apply = func(ctx context.Context, in pair[L, R]) (Out, error) { return fn(ctx, in.key, in.l, in.r) }
+	}
+	span := w.within.Milliseconds() + w.grace.Milliseconds()
+	within := w.within.Milliseconds()
+	if left.p != nil && left.n != nil && left.n.t == t {
+		left.p.next = append(left.p.next, child[L]{name: name, fn: func(x graph.Exec, r Record[L]) error {
+			return joinSide(x, n, r, ls, rs, within, span, lc, rc, p, func(l L, other R) pair[L, R] { return pair[L, R]{key: r.Key, l: l, r: other} }, apply)
+		}})
+	}
+	if right.p != nil && right.n != nil && right.n.t == t {
+		right.p.next = append(right.p.next, child[R]{name: name, fn: func(x graph.Exec, r Record[R]) error {
+			return joinSide(x, n, r, rs, ls, within, span, rc, lc, p, func(rv R, other L) pair[L, R] { return pair[L, R]{key: r.Key, l: other, r: rv} }, apply)
+		}})
+	}
+	t.nilFunc(n, fn == nil)
+	if lc == nil || rc == nil {
+		t.problem(name, "JoinStreams needs a codec for each side's values, which wait in its stores; pass codec.JSON[T]() or your own")
+	}
+	if pr := w.problem(); pr != "" {
+		t.problem(name, "%s", pr)
+	}
+	for _, s := range []*Node{left.n, right.n} {
+		if by := rekeyed(s); by != "" {
+			t.problem(name, "JoinStreams follows %s, which may change keys, so a record may sit in another partition than its partners; "+
+				"send that stream Through a repartition topic first (topology.Through(s, name, topology.Repartition(codec)))", by)
+			break
+		}
+	}
+	late := Skip()
+	if w.late != nil {
+		late = *w.late
+	}
+	n.late = &late
+	n.windows = w.String()
+	n.stores = []string{ls, rs}
+	t.declareStore(ls, engine, n)
+	t.declareStore(rs, engine, n)
+	return Stream[Out]{n: n, p: p}
+}
+
+// pair is what one call of a stream join's function gets.
+type pair[L, R any] struct {
+	key []byte
+	l   L
+	r   R
+}
+
+// The keys of a stream join's side store: the side's records by key and
+// time, an index by time, a sequence that tells records of one key and
+// time apart, and the task's stream time (in both stores, the same).
+//
+//	k | uvarint(len(key)) | key | ts | seq   the record's value
+//	t | ts | seq | key                      empty
+//	n                                        the next seq
+//	s                                        stream time
+var seqKey = []byte("n")
+
+func sideKey(key []byte, ts, seq int64) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key)+16)
+	b = append(b, windowPrefix)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	b = append(b, key...)
+	b = binary.BigEndian.AppendUint64(b, uint64(ts))
+	return binary.BigEndian.AppendUint64(b, uint64(seq))
+}
+
+func sideIndexKey(ts, seq int64, key []byte) []byte {
+	b := make([]byte, 0, 17+len(key))
+	b = append(b, indexPrefix)
+	b = binary.BigEndian.AppendUint64(b, uint64(ts))
+	b = binary.BigEndian.AppendUint64(b, uint64(seq))
+	return append(b, key...)
+}
+
+// joinSide handles a record of one side (own) against the other: it
+// advances stream time, joins the record with the other side's records of
+// its key within the window, stores it for the other side's later
+// records, and drops both sides' records that stream time has passed.
+func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, other string, within, span int64,
+	vc codec.Codec[V], oc codec.Codec[O], p *port[Out], mk func(v V, o O) pair[L, R], apply func(context.Context, pair[L, R]) (Out, error)) error {
+	x.Enter(n.index)
+	if r.Key == nil {
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: JoinStreams joins by key; Filter keyless records out first", ErrNoKey)}
+	}
+	ts := r.Timestamp.UnixMilli()
+	if r.Timestamp.IsZero() || ts < 0 {
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: the record has no event time (timestamp %d); give its source a timestamp with topology.SourceTimestamp", ErrLate, ts)}
+	}
+	mine, err := taskStore(x, own)
+	if err != nil {
+		return storeFailed(x, n, err)
+	}
+	theirs, err := taskStore(x, other)
+	if err != nil {
+		return storeFailed(x, n, err)
+	}
+	now, err := streamTime(mine)
+	if err != nil {
+		return storeFailed(x, n, err)
+	}
+	if ts < now-span {
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: timestamp %s, stream time %s, window and grace %s",
+			ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), time.Duration(span)*time.Millisecond)}
+	}
+	// Join with the other side's records of this key in [ts-within, ts+within].
+	prefix := sideKey(r.Key, 0, 0)[:len(sideKey(r.Key, 0, 0))-16]
+	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(ts-within, 0)))
+	hi := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(ts+within+1))
+	type match struct {
+		v  O
+		ts int64
+	}
+	var matches []match
+	for e, err := range theirs.Range(lo, hi) {
+		if err != nil {
+			return storeFailed(x, n, err)
+		}
+		v, err := oc.Decode(e.Value)
+		if err != nil {
+			return &NodeError{Node: n.name, Err: codecError(theirs, "decode value", r.Key, err)}
+		}
+		matches = append(matches, match{v, int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-16:]))})
+	}
+	for _, m := range matches {
+		out, err := call(x, n, apply, mk(r.Value, m.v))
+		if err != nil {
+			return err
+		}
+		at := r.Timestamp
+		if m.ts > ts {
+			at = time.UnixMilli(m.ts)
+		}
+		if err := p.push(x, Record[Out]{Key: r.Key, Value: out, Headers: r.Headers, Timestamp: at,
+			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {
+			return err
+		}
+		x.Enter(n.index)
+	}
+	// Keep the record for the other side's later records.
+	b, err := vc.Encode(r.Value)
+	if err != nil {
+		return &NodeError{Node: n.name, Err: codecError(mine, "encode value", r.Key, err)}
+	}
+	seq, err := nextSeq(mine)
+	if err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := mine.Put(sideKey(r.Key, ts, seq), b); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := mine.Put(sideIndexKey(ts, seq, r.Key), []byte{}); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if ts <= now {
+		return nil
+	}
+	// Stream time advances, in both stores, and records it passed by the
+	// window and the grace go.
+	for _, st := range []*state.Store{mine, theirs} {
+		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
+			return storeFailed(x, n, err)
+		}
+		if err := expire(st, ts-span); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	return nil
+}
+
+// nextSeq takes the store's next sequence number.
+func nextSeq(st *state.Store) (int64, error) {
+	b, ok, err := st.Get(seqKey)
+	if err != nil {
+		return 0, err
+	}
+	var seq int64
+	if ok && len(b) == 8 {
+		seq = int64(binary.BigEndian.Uint64(b))
+	}
+	return seq, st.Put(seqKey, binary.BigEndian.AppendUint64(nil, uint64(seq+1)))
+}
+
+// expire deletes the records of a side store older than before.
+func expire(st *state.Store, before int64) error {
+	if before <= 0 {
+		return nil
+	}
+	var old [][]byte
+	for e, err := range st.Range([]byte{indexPrefix}, sideIndexKey(before, 0, nil)) {
+		if err != nil {
+			return err
+		}
+		old = append(old, e.Key)
+	}
+	for _, ik := range old {
+		ts, seq := int64(binary.BigEndian.Uint64(ik[1:9])), int64(binary.BigEndian.Uint64(ik[9:17]))
+		if err := st.Delete(sideKey(ik[17:], ts, seq)); err != nil {
+			return err
+		}
+		if err := st.Delete(ik); err != nil {
+			return err
+		}
+	}
+	return nil
+}
