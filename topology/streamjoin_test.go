@@ -39,9 +39,9 @@ func TestJoinStreamsWithinWindow(t *testing.T) {
 	r := newRig(t, paymentsMatched(topology.Within(10*time.Second)))
 	var got []string
 	got = append(got, r.event("orders", 10, "o1", "order1")...)
-	got = append(got, r.event("payments", 15, "o1", "pay1")...)   // 5 s after: joins
-	got = append(got, r.event("payments", 20, "o2", "pay2")...)   // before its order
-	got = append(got, r.event("orders", 25, "o2", "order2")...)   // joins the waiting payment
+	got = append(got, r.event("payments", 15, "o1", "pay1")...)    // 5 s after: joins
+	got = append(got, r.event("payments", 20, "o2", "pay2")...)    // before its order
+	got = append(got, r.event("orders", 25, "o2", "order2")...)    // joins the waiting payment
 	got = append(got, r.event("payments", 40, "o1", "refund1")...) // 30 s after order1: too far
 	want := []string{"matched:o1=order1+pay1", "matched:o2=order2+pay2"}
 	if !slices.Equal(got, want) {
