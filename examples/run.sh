@@ -14,7 +14,7 @@ export EOS_BROKERS
 dur=${1:-10s}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout ./examples/perminute
+go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout ./examples/perminute ./examples/enrich ./examples/match
 
 # example NAME ARGS... -- PATTERN...: runs example NAME with ARGS and -for,
 # and fails unless every extended regexp PATTERN matches a line of its output.
@@ -51,4 +51,10 @@ example fanout -seed 100 -- \
 example perminute -seed 100 -- \
 	'^seeded 100 orders and one closing order per shop$' '^(north|south|east|west) [0-9]{2}:[0-9]{2}-[0-9]{2}:[0-9]{2}: 5 orders$' \
 	'^done: 104 orders in, 20 minutes closed, 0 late$'
+example enrich -seed 100 -- \
+	'^seeded 4 profiles and 100 clicks$' '^(ada|grace|edsger|barbara) \((pro|free|team)\) viewed /[a-z]+$' \
+	'^done: 104 records in, 90 enriched clicks out$'
+example match -seed 100 -- \
+	'^seeded 100 orders and 100 payments$' '^paid o-[0-9]{6}-[0-9]+: [0-9]+ cents, [1-5]m0s after the order$' \
+	'^done: 200 records in, 90 orders paid, 0 late$'
 echo "examples: ok"
