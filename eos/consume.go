@@ -235,70 +235,126 @@ func (b *batch) fill(fetches kgo.Fetches) {
 func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.revoked || b.slow != nil }
 
 // process runs the records of fs through the engine until the batch
-// stops or its commit interval is spent (after at least one record).
+// stops or its commit interval is spent (after at least one record), in
+// the order inOrder gives. Once a record of a partition is left for the
+// next batch, so are the partition's later records.
 func (b *batch) process(fs kgo.Fetches) {
-	r := b.r
+	b.r.inOrder(fs, b.one)
+}
+
+// inOrder calls fn for each record of fs: partition by partition, except
+// that the records of co-partitioned topics (a join's, see
+// graph.Graph.CoPartitioned) that belong to one task are merged in
+// timestamp order, each partition's own order kept, so that a join or a
+// window sees its inputs by event time as far as they have been fetched.
+func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
+	if r.state == nil || len(r.state.taskTopic) == 0 {
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			for _, rec := range p.Records {
+				fn(rec)
+			}
+		})
+		return
+	}
+	var tasks []state.Task
+	merge := map[state.Task][][]*kgo.Record{}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		for _, rec := range p.Records {
-			if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
-				b.revoked = true
+		if _, grouped := r.state.taskTopic[p.Topic]; !grouped {
+			for _, rec := range p.Records {
+				fn(rec)
 			}
-			if b.stopped() || b.cut.Load() && b.cuttable && b.in > 0 {
-				if b.cuttable {
-					b.leave(rec)
-				}
-				return
-			}
-			if r.state != nil && r.state.needs(rec) {
-				// Its stores must catch up first, outside any
-				// transaction: end the batch and restore.
-				if r.restorePending == nil {
-					r.restorePending = make(map[state.Task]bool)
-				}
-				r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
-				b.leave(rec)
-				b.cut.Store(true)
-				return
-			}
-			b.in++
-			b.cur = rec
-			var (
-				outcome engine.Outcome
-				err     error
-			)
-			if r.state != nil {
-				r.state.beginRecord()
-			}
-			if rej, ok := r.rejectionOf(rec); ok {
-				outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
-			} else {
-				outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
-			}
-			if r.state != nil && outcome != engine.Processed {
-				r.state.failRecord()
-			}
-			if outcome == engine.Interrupted && !b.cuttable {
-				// At-most-once committed its offset already: it is lost,
-				// as a crash would lose it. The rest of the fetch is
-				// still processed, so a shutdown loses no more.
-				b.in--
-				b.lost++
-				continue
-			}
-			if outcome == engine.Interrupted || err != nil {
-				// Not done: the next run starts with it.
-				b.interrupted, b.failed = outcome == engine.Interrupted, err
-				b.in--
-				if b.cuttable {
-					b.leave(rec)
-				}
-				return
-			}
-			if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
-				b.slow = rec
-			}
+			return
 		}
+		if len(p.Records) == 0 {
+			return
+		}
+		t := r.state.task(p.Topic, p.Partition)
+		if merge[t] == nil {
+			tasks = append(tasks, t)
+		}
+		merge[t] = append(merge[t], p.Records)
 	})
+	for _, t := range tasks {
+		runs := merge[t]
+		for {
+			first := -1
+			for i, run := range runs {
+				if len(run) > 0 && (first < 0 || run[0].Timestamp.Before(runs[first][0].Timestamp)) {
+					first = i
+				}
+			}
+			if first < 0 {
+				break
+			}
+			fn(runs[first][0])
+			runs[first] = runs[first][1:]
+		}
+	}
+}
+
+// one processes rec, or leaves it for the next batch.
+func (b *batch) one(rec *kgo.Record) {
+	r := b.r
+	if _, left := b.rest[rec.Topic][rec.Partition]; left {
+		return
+	}
+	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+		b.revoked = true
+	}
+	if b.stopped() || b.cut.Load() && b.cuttable && b.in > 0 {
+		if b.cuttable {
+			b.leave(rec)
+		}
+		return
+	}
+	if r.state != nil && r.state.needs(rec) {
+		// Its stores must catch up first, outside any
+		// transaction: end the batch and restore.
+		if r.restorePending == nil {
+			r.restorePending = make(map[state.Task]bool)
+		}
+		r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
+		b.leave(rec)
+		b.cut.Store(true)
+		return
+	}
+	b.in++
+	b.cur = rec
+	var (
+		outcome engine.Outcome
+		err     error
+	)
+	if r.state != nil {
+		r.state.beginRecord()
+	}
+	if rej, ok := r.rejectionOf(rec); ok {
+		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
+	} else {
+		outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
+	}
+	if r.state != nil && outcome != engine.Processed {
+		r.state.failRecord()
+	}
+	if outcome == engine.Interrupted && !b.cuttable {
+		// At-most-once committed its offset already: it is lost,
+		// as a crash would lose it. The rest of the fetch is
+		// still processed, so a shutdown loses no more.
+		b.in--
+		b.lost++
+		return
+	}
+	if outcome == engine.Interrupted || err != nil {
+		// Not done: the next run starts with it.
+		b.interrupted, b.failed = outcome == engine.Interrupted, err
+		b.in--
+		if b.cuttable {
+			b.leave(rec)
+		}
+		return
+	}
+	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+		b.slow = rec
+	}
 }
 
 // emit hands one output of the current record to the producer.
