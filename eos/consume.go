@@ -134,6 +134,11 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		}
 		if r.state != nil {
 			r.state.sync()
+			// Every assigned task catches up now, with no transaction
+			// open, so that no batch is cut short to restore one.
+			if err := r.restore(ctx, r.state.unready()); err != nil {
+				return progressed, err
+			}
 		}
 		committed, err := r.runBatch(ctx, s, fetches, log)
 		if committed {

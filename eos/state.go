@@ -1,9 +1,11 @@
 package eos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -150,6 +152,26 @@ func (ts *taskStores) task(topic string, p int32) state.Task {
 		topic = t
 	}
 	return state.Task{Topic: topic, Partition: p}
+}
+
+// unready lists, in order, the tasks assigned here whose stores have not
+// caught up since they were last assigned (or since an abort or a new
+// client): the batch loop restores them all before a batch begins, rather
+// than each when its first record turns up, which would cost a batch per
+// task, and one that commits empty when that record comes first.
+func (ts *taskStores) unready() []state.Task {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	var out []state.Task
+	for t := range ts.own {
+		if len(ts.bySource[t.Topic]) > 0 && !ts.ready[t] {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b state.Task) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
+	return out
 }
 
 // needs reports whether rec's task has stores that have not caught up.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -326,5 +327,46 @@ func TestStreamJoinUnderFailedCommits(t *testing.T) {
 	conformance.StreamJoinExactlyOnce(t, env, state.Pebble())
 	if h.Hits() == 0 {
 		t.Fatal("no commit was failed")
+	}
+}
+
+// Every assigned task's stores catch up before a batch begins, all at
+// once, so no batch is cut short at its first record to restore one: such
+// a batch commits an empty transaction, which franz-go ends only after
+// 500ms when it carried no offsets, and a task found one batch after
+// another would cost a batch each.
+func TestAssignedTasksRestoreBeforeTheBatch(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		engine state.Engine
+	}{{"memory", state.Memory()}, {"pebble", state.Pebble()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 6, "in", "out")
+			const n = 3000
+			conformance.SeedRange(t, env, "in", 0, n)
+			cfg := env.Config("app", "a", config.ExactlyOnce)
+			cfg.StateDir = t.TempDir()
+			var (
+				mu    sync.Mutex
+				sizes []int
+			)
+			x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", tc.engine),
+				eos.BeforeCommit(func(_ context.Context, b eos.BatchInfo) error {
+					mu.Lock()
+					sizes = append(sizes, b.Records)
+					mu.Unlock()
+					return nil
+				}))
+			x.WaitCommitted(t, n, 60*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			for i, records := range sizes {
+				if records == 0 {
+					t.Fatalf("batch %d of %v committed no input record: it was cut short to restore a task", i, sizes)
+				}
+			}
+			conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
+		})
 	}
 }
