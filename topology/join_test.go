@@ -140,3 +140,28 @@ func TestJoinMistakes(t *testing.T) {
 		}
 	})
 }
+
+// Two tables joined: a change of either side's row emits the joined row
+// when the other side has one.
+func TestJoinTables(t *testing.T) {
+	top := topology.New("t")
+	users := topology.TableFrom(top, "users", "users", codec.String(), state.Memory())
+	plans := topology.TableFrom(top, "plans", "plans", codec.String(), state.Memory())
+	joined := topology.JoinTables(users, plans, "user-plans", func(_ context.Context, _ []byte, u, p string) (string, error) {
+		return u + " on " + p, nil
+	})
+	topology.ToTable(joined, "out", "user-plans", codec.String())
+	r := newRig(t, top)
+	if got := r.must("users", 0, "u1", "ada"); len(got) != 0 {
+		t.Fatalf("no plan yet: %v", got)
+	}
+	if got := r.must("plans", 0, "u1", "pro"); !slices.Equal(got, []string{"user-plans:u1=ada on pro"}) {
+		t.Fatalf("plan set: %v", got)
+	}
+	if got := r.must("users", 0, "u1", "Ada L."); !slices.Equal(got, []string{"user-plans:u1=Ada L. on pro"}) {
+		t.Fatalf("user renamed: %v", got)
+	}
+	if got := r.e.CoPartitioned(); len(got) != 1 || !slices.Equal(got[0], []string{"plans", "users"}) {
+		t.Fatalf("CoPartitioned() = %v", got)
+	}
+}
