@@ -21,10 +21,11 @@ var ErrLate = errors.New("topology: record is late: its windows have closed")
 // Windows says how a windowed aggregation (CountWindows, ReduceWindows,
 // AggregateWindows) assigns records to windows by event time (the record's
 // timestamp; see SourceTimestamp), how long a window stays open for
-// records out of order, and what it emits. Build one with Tumbling or
-// Hopping.
+// records out of order, and what it emits. Build one with Tumbling,
+// Hopping or Session.
 type Windows struct {
 	size, advance, grace time.Duration
+	gap                  time.Duration // session windows: the inactivity gap
 	final                bool
 	late                 *ErrorPolicy
 }
@@ -60,7 +61,10 @@ func (w Windows) Late(p ErrorPolicy) Windows { w.late = &p; return w }
 // String describes the windows as Describe prints them.
 func (w Windows) String() string {
 	kind := fmt.Sprintf("tumbling %s", w.size)
-	if w.advance != w.size {
+	switch {
+	case w.gap > 0:
+		kind = fmt.Sprintf("session, gap %s", w.gap)
+	case w.advance != w.size:
 		kind = fmt.Sprintf("hopping %s every %s", w.size, w.advance)
 	}
 	emit := "every update"
@@ -77,6 +81,11 @@ func (w Windows) String() string {
 // problem says what is wrong with w, or "".
 func (w Windows) problem() string {
 	switch {
+	case w.gap < 0 || w.gap%time.Millisecond != 0:
+		return fmt.Sprintf("session gap %s must be whole milliseconds, the resolution of Kafka timestamps", w.gap)
+	case w.gap > 0 && w.grace < 0:
+		return fmt.Sprintf("grace %s must not be negative", w.grace)
+	case w.gap > 0:
 	case w.size <= 0:
 		return fmt.Sprintf("window size %s must be positive; pass topology.Tumbling(time.Minute) or similar", w.size)
 	case w.size%time.Millisecond != 0 || w.advance%time.Millisecond != 0:
@@ -115,7 +124,8 @@ type Windowed[V any] struct {
 // its count: at every update, or once per window with FinalOnly.
 func CountWindows[T any](g Grouped[T], name string, w Windows, engine state.Engine) Table[Windowed[int64]] {
 	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
-	return windowed(g, name, "CountWindows", w, engine, countCodec{}, add)
+	sum := func(_ context.Context, a, b int64) (int64, error) { return a + b, nil }
+	return windowed(g, name, "CountWindows", w, engine, countCodec{}, add, sum)
 }
 
 // ReduceWindows combines the values of each key in each window with fn,
@@ -130,7 +140,7 @@ func ReduceWindows[V any](g Grouped[V], name string, w Windows, fn func(ctx cont
 			return fn(ctx, in.acc, in.v)
 		}
 	}
-	return windowed(g, name, "ReduceWindows", w, engine, valueCodec, step)
+	return windowed(g, name, "ReduceWindows", w, engine, valueCodec, step, fn)
 }
 
 // AggregateWindows folds the values of each key in each window into an
@@ -147,7 +157,7 @@ func AggregateWindows[T, A any](g Grouped[T], name string, w Windows, init func(
 			return fn(ctx, in.key, in.v, acc)
 		}
 	}
-	return windowed(g, name, "AggregateWindows", w, engine, aggCodec, step)
+	return windowed(g, name, "AggregateWindows", w, engine, aggCodec, step, nil)
 }
 
 // The window store's keys. Every write goes to the changelog in the
@@ -202,7 +212,8 @@ func (w Windows) windowsOf(ts int64) []int64 {
 // time), writes them and emits the updates (or, with FinalOnly, emits and
 // removes the windows that closed), all within the record's processing,
 // so that they commit or abort with its batch.
-func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) Table[Windowed[A]] {
+func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error),
+	merge func(context.Context, A, A) (A, error)) Table[Windowed[A]] {
 	p := &port[Windowed[A]]{}
 	size, grace := w.size.Milliseconds(), w.grace.Milliseconds()
 	n := attach(g.s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[T]) error {
@@ -223,6 +234,9 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 			now, err := streamTime(st)
 			if err != nil {
 				return storeFailed(x, n, err)
+			}
+			if w.gap > 0 {
+				return session(x, n, st, r, ts, now, w, c, step, merge, p)
 			}
 			advanced := ts > now
 			now = max(now, ts)
@@ -296,6 +310,9 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 	}
 	if pr := w.problem(); pr != "" {
 		t.problem(name, "%s", pr)
+	}
+	if w.gap > 0 && merge == nil && step != nil {
+		t.problem(name, "%s cannot merge two sessions' aggregates, which session windows need when a record joins them; use CountWindows or ReduceWindows", op)
 	}
 	late := Skip()
 	if w.late != nil {

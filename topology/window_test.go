@@ -1,6 +1,7 @@
 package topology_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -194,5 +195,85 @@ func TestWindowNeedsEventTime(t *testing.T) {
 	var re *processor.RecordError
 	if !errors.Is(err, topology.ErrLate) || !errors.As(err, &re) || !strings.Contains(err.Error(), "SourceTimestamp") {
 		t.Fatalf("no timestamp: %v", err)
+	}
+}
+
+// sessionCodec writes a session count as "[start,end]=count" in seconds.
+type sessionCodec struct{}
+
+func (sessionCodec) Encode(w topology.Windowed[int64]) ([]byte, error) {
+	return fmt.Appendf(nil, "[%d,%d]=%d", w.Window.Start.Unix(), w.Window.End.Unix(), w.Value), nil
+}
+
+func (sessionCodec) Decode([]byte) (topology.Windowed[int64], error) {
+	return topology.Windowed[int64]{}, errors.New("not read back")
+}
+
+func sessionCount(w topology.Windows) *topology.Topology {
+	top := topology.New("sessions")
+	in := topology.Source(top, "in", "clicks", codec.String())
+	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-session", w, state.Memory())
+	topology.ToTable(counts, "out", "sessions", sessionCodec{})
+	return top
+}
+
+// Session windows: records within the gap of each other make one session;
+// a record between two sessions merges them.
+func TestSessionWindows(t *testing.T) {
+	r := newRig(t, sessionCount(topology.Session(10*time.Second).Grace(20*time.Second)))
+	var got []string
+	for _, rec := range []struct {
+		sec int
+		key string
+	}{{0, "a"}, {5, "a"}, {30, "a"}, {22, "a"}} {
+		got = append(got, r.at(rec.sec, rec.key)...)
+	}
+	want := []string{
+		"sessions:a=[0,0]=1", "sessions:a=[0,5]=2", "sessions:a=[30,30]=1",
+		"sessions:a=[22,30]=2", // 22 is within 10 s of 30, not of 5: joins the second session
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("outputs\n%v\nwant\n%v", got, want)
+	}
+	if got := r.at(14, "a"); !slices.Equal(got, []string{"sessions:a=[0,30]=5"}) {
+		t.Fatalf("a record within the gap of both sessions merges them: %v", got)
+	}
+	// Stream time 30 s, grace 20 s: a record at 5 s is late.
+	r.ts = time.Unix(5, 0)
+	if outcome, _, err := r.send("clicks", 0, "b", "click"); outcome != engine.Skipped || err != nil {
+		t.Fatalf("late: %v %v", outcome, err)
+	}
+}
+
+// FinalOnly emits each session once, when stream time has passed its last
+// record by the gap plus the grace.
+func TestSessionWindowsFinal(t *testing.T) {
+	r := newRig(t, sessionCount(topology.Session(10*time.Second).FinalOnly()))
+	var got []string
+	for _, rec := range []struct {
+		sec int
+		key string
+	}{{0, "a"}, {4, "a"}, {8, "b"}, {14, "a"}, {24, "c"}} {
+		got = append(got, r.at(rec.sec, rec.key)...)
+	}
+	// At 24 s: b's session (last record 8 s) is closed; a's (14 s) is not:
+	// a record at 24 s could still join it.
+	if want := []string{"sessions:b=[8,8]=1"}; !slices.Equal(got, want) {
+		t.Fatalf("outputs %v, want %v", got, want)
+	}
+	if got := r.at(40, "c"); !slices.Equal(got, []string{"sessions:a=[0,14]=3", "sessions:c=[24,24]=1"}) {
+		t.Fatalf("outputs %v", got)
+	}
+}
+
+// AggregateWindows has no way to merge two sessions' aggregates.
+func TestSessionWindowsNeedAMerge(t *testing.T) {
+	top := topology.New("t")
+	in := topology.Source(top, "in", "in", codec.String())
+	agg := topology.AggregateWindows(topology.GroupByKey(in, "g"), "a", topology.Session(time.Second), func() int { return 0 },
+		func(_ context.Context, _ []byte, _ string, n int) (int, error) { return n + 1, nil }, state.Memory(), codec.JSON[int]())
+	topology.ToTable(agg, "out", "out", codec.JSON[topology.Windowed[int]]())
+	if err := top.Validate(); err == nil || !strings.Contains(err.Error(), "cannot merge two sessions' aggregates") {
+		t.Fatalf("Validate() = %v", err)
 	}
 }

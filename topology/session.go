@@ -1,0 +1,177 @@
+package topology
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/state"
+)
+
+// Session windows group the records of a key that follow one another
+// within gap of event time: a session spans from its first record to its
+// last, and a record within gap of two sessions merges them. A session
+// closes when stream time passes its last record by gap plus the grace;
+// a record older than stream time minus the grace is late. Use them with
+// CountWindows or ReduceWindows; each result's Window runs from the
+// session's first record to its last (End included). With every update
+// emitted, a merge emits the merged session and does not retract the
+// sessions it absorbed; FinalOnly emits each session once, closed.
+func Session(gap time.Duration) Windows { return Windows{gap: gap, size: gap, advance: gap} }
+
+// A session store's keys (stream time as for other windows):
+//
+//	k | uvarint(len(key)) | key | start    end (8 bytes) | aggregate
+//	t | end | start | key                  empty: sessions by end
+func sessionKey(key []byte, start int64) []byte { return windowKey(key, start) }
+
+func sessionIndexKey(end, start int64, key []byte) []byte {
+	b := make([]byte, 0, 17+len(key))
+	b = append(b, indexPrefix)
+	b = binary.BigEndian.AppendUint64(b, uint64(end))
+	b = binary.BigEndian.AppendUint64(b, uint64(start))
+	return append(b, key...)
+}
+
+// session folds r (event time ts, stream time now before it) into its
+// key's session: a new one, or the sessions within gap of ts merged into
+// one, then emits the update or, with FinalOnly, the sessions that closed.
+func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
+	step func(context.Context, aggIn[T, A]) (A, error), merge func(context.Context, A, A) (A, error), p *port[Windowed[A]]) error {
+	gap, grace := w.gap.Milliseconds(), w.grace.Milliseconds()
+	advanced := ts > now
+	now = max(now, ts)
+	if ts+grace < now {
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: timestamp %s, stream time %s, grace %s",
+			ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), w.grace)}
+	}
+	if advanced {
+		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(now))); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	// The key's sessions within gap of ts merge with the record.
+	type found struct {
+		start, end int64
+		agg        A
+	}
+	var merged []found
+	prefix := sessionKey(r.Key, 0)
+	prefix = prefix[:len(prefix)-8]
+	for e, err := range st.Prefix(prefix) {
+		if err != nil {
+			return storeFailed(x, n, err)
+		}
+		start := int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-8:]))
+		if len(e.Value) < 8 {
+			return storeFailed(x, n, fmt.Errorf("state: store %q holds a session of %d bytes", st.Name(), len(e.Value)))
+		}
+		end := int64(binary.BigEndian.Uint64(e.Value[:8]))
+		if start > ts+gap || end < ts-gap {
+			continue
+		}
+		agg, err := c.Decode(e.Value[8:])
+		if err != nil {
+			return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
+		}
+		merged = append(merged, found{start, end, agg})
+	}
+	start, end := ts, ts
+	in := aggIn[T, A]{key: r.Key, v: r.Value}
+	for i, f := range merged {
+		start, end = min(start, f.start), max(end, f.end)
+		if i == 0 {
+			in.acc, in.found = f.agg, true
+			continue
+		}
+		acc, err := call(x, n, func(ctx context.Context, ab [2]A) (A, error) { return merge(ctx, ab[0], ab[1]) }, [2]A{in.acc, f.agg})
+		if err != nil {
+			return err
+		}
+		in.acc = acc
+	}
+	acc, err := call(x, n, step, in)
+	if err != nil {
+		return err
+	}
+	x.Enter(n.index)
+	for _, f := range merged {
+		if err := st.Delete(sessionKey(r.Key, f.start)); err != nil {
+			return storeFailed(x, n, err)
+		}
+		if err := st.Delete(sessionIndexKey(f.end, f.start, r.Key)); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	b, err := c.Encode(acc)
+	if err != nil {
+		return &NodeError{Node: n.name, Err: codecError(st, "encode value", r.Key, err)}
+	}
+	if err := st.Put(sessionKey(r.Key, start), append(binary.BigEndian.AppendUint64(nil, uint64(end)), b...)); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := st.Put(sessionIndexKey(end, start, r.Key), []byte{}); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if !w.final {
+		out := Windowed[A]{Window: Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}, Value: acc}
+		if err := p.push(x, Record[Windowed[A]]{Key: r.Key, Value: out, Headers: r.Headers, Timestamp: r.Timestamp,
+			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {
+			return err
+		}
+	}
+	if !advanced {
+		return nil
+	}
+	x.Enter(n.index)
+	return closeSessions(x, n, st, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+}
+
+// closeSessions removes the sessions whose last record is before last
+// (stream time has passed it by gap plus grace) and, for final results,
+// emits each first, in order of their ends.
+func closeSessions[A any](x graph.Exec, n *Node, st *state.Store, last int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
+	if last <= 0 {
+		return nil
+	}
+	var closed [][]byte
+	for e, err := range st.Range([]byte{indexPrefix}, sessionIndexKey(last, 0, nil)) {
+		if err != nil {
+			return storeFailed(x, n, err)
+		}
+		closed = append(closed, e.Key)
+	}
+	for _, ik := range closed {
+		end, start := int64(binary.BigEndian.Uint64(ik[1:9])), int64(binary.BigEndian.Uint64(ik[9:17]))
+		key := ik[17:]
+		sk := sessionKey(key, start)
+		if final {
+			b, found, err := st.Get(sk)
+			if err != nil {
+				return storeFailed(x, n, err)
+			}
+			if found && len(b) >= 8 {
+				v, err := c.Decode(b[8:])
+				if err != nil {
+					return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
+				}
+				rec := Record[Windowed[A]]{Key: key, Value: Windowed[A]{Window: Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}, Value: v},
+					Timestamp: time.UnixMilli(end), Topic: o.topic, Partition: o.partition, Offset: o.offset}
+				if err := p.push(x, rec); err != nil {
+					return err
+				}
+				x.Enter(n.index)
+			}
+		}
+		if err := st.Delete(sk); err != nil {
+			return storeFailed(x, n, err)
+		}
+		if err := st.Delete(ik); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	return nil
+}
