@@ -118,26 +118,28 @@ func (r *Runner) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, 
 	if err != nil || rc.Err != nil {
 		return nil
 	}
+	// Compaction first: it is the worse, and removing retention would
+	// not cure it.
+	values := map[string]string{}
 	for _, c := range rc.Configs {
-		if c.Value == nil {
-			continue
+		if c.Value != nil {
+			values[c.Key] = *c.Value
 		}
-		fix := ""
-		switch {
-		case c.Key == "cleanup.policy" && strings.Contains(*c.Value, "compact"):
-			fix = "cleanup.policy=delete"
-		case r.purgeEvery < 0:
-			// Purging is off: retention is the user's choice.
-		case c.Key == "retention.ms" && *c.Value != "-1":
-			fix = "retention.ms=-1"
-		case c.Key == "retention.bytes" && *c.Value != "-1":
-			fix = "retention.bytes=-1"
-		}
-		if fix != "" {
+	}
+	for _, check := range []struct {
+		key  string
+		bad  func(v string) bool
+		want string
+	}{
+		{"cleanup.policy", func(v string) bool { return strings.Contains(v, "compact") }, "cleanup.policy=delete"},
+		{"retention.ms", func(v string) bool { return r.purgeEvery >= 0 && v != "-1" }, "retention.ms=-1"},
+		{"retention.bytes", func(v string) bool { return r.purgeEvery >= 0 && v != "-1" }, "retention.bytes=-1"},
+	} {
+		if v, ok := values[check.key]; ok && check.bad(v) {
 			return fmt.Errorf("eos: repartition topic %s has %s=%s, which can delete records not yet aggregated; "+
 				"set %s (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s) or delete the topic so the runtime makes it: "+
 				"the runtime deletes what the group has consumed",
-				topic, c.Key, *c.Value, fix, topic, fix)
+				topic, check.key, v, check.want, topic, check.want)
 		}
 	}
 	return nil
