@@ -34,8 +34,9 @@ func ProcessWith[In, Out any](s Stream[In], name string, newProcessor func() pro
 
 // procState is one engine's instance of a Process node.
 type procState[In, Out any] struct {
-	proc processor.Processor[In, Out]
-	ctx  procCtx[Out]
+	proc   processor.Processor[In, Out]
+	ctx    procCtx[Out]
+	timers timerSet // scheduled in Init; see timer.go
 }
 
 // procCtx implements processor.Context; it is reused for every record.
@@ -117,10 +118,16 @@ func taskStore(x graph.Exec, name string) (*state.Store, error) {
 
 type initCtx struct {
 	context.Context
-	node string
+	node     string
+	schedule func(processor.TimerKind, time.Duration, any) error
 }
 
 func (c initCtx) Node() string { return c.node }
+
+// ScheduleTimer is how processor.Schedule reaches the node.
+func (c initCtx) ScheduleTimer(kind processor.TimerKind, interval time.Duration, fn any) error {
+	return c.schedule(kind, interval, fn)
+}
 
 var errNotStarted = errors.New("processor not started: the engine did not initialize this node")
 
@@ -171,16 +178,18 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 	if n != nil {
 		n.stores = conf.stores
 	}
+	declareTimers(t, n, &conf)
 	if n != nil && !isNil {
 		n.init = func(ctx context.Context) (any, error) {
 			proc := newProc()
 			if proc == nil {
 				return nil, &NodeError{Node: name, Err: errors.New("ProcessWith's function returned a nil processor")}
 			}
-			if err := proc.Init(initCtx{ctx, name}); err != nil {
+			st := &procState[In, Out]{proc: proc, ctx: procCtx[Out]{node: name, port: p, stores: n.stores}}
+			if err := proc.Init(initCtx{ctx, name, st.scheduler(n, p, conf.timers)}); err != nil {
 				return nil, &NodeError{Node: name, Err: fmt.Errorf("init: %w", err)}
 			}
-			return &procState[In, Out]{proc: proc, ctx: procCtx[Out]{node: name, port: p, stores: conf.stores}}, nil
+			return st, nil
 		}
 		n.close = func(v any) error {
 			if st, ok := v.(*procState[In, Out]); ok {

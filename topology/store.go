@@ -92,6 +92,7 @@ type ProcessOption interface{ applyProcess(*procConf) }
 
 type procConf struct {
 	stores []string
+	timers bool // Timers: the node keeps a timer store
 }
 
 type procOpt func(*procConf)

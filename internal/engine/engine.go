@@ -76,6 +76,7 @@ type Engine struct {
 	curPart    int32
 	curRec     *kgo.Record // the current input record
 	hold       holding     // updates held back for the end of the batch
+	timers     timerNodes  // nodes that scheduled timers; see timer.go
 
 	lastTopic string       // topic of the previous record
 	lastSrc   graph.Source // its source; nil before the first record
