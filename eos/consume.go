@@ -53,6 +53,8 @@ type batch struct {
 	// slow is the record whose processing carried the batch past
 	// transaction_timeout, if one did.
 	slow *kgo.Record
+	// fired counts the wall-clock timers that fired in the batch.
+	fired int
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -106,7 +108,7 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		if ctx.Err() != nil {
 			return progressed, nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, r.idleCheck())
+		pctx, cancel := context.WithTimeout(ctx, r.pollWait())
 		fetches, perr := s.poll(pctx, r.pollSize())
 		cancel()
 		if perr != nil {
@@ -121,6 +123,15 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		if fetches.NumRecords() == 0 {
 			if r.state != nil {
 				r.state.sync() // close the stores of revoked tasks while idle too
+				// Wall-clock timers fire without records.
+				if ran, committed, err := r.idleTimers(ctx, s, log); err != nil || ran {
+					progressed = progressed || committed
+					if err != nil {
+						return progressed, err
+					}
+					lastBatch = time.Now()
+					continue
+				}
 			}
 			s.idle()
 			if waited := time.Since(lastBatch); waited > r.stallBound() {
@@ -158,6 +169,12 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			if err := r.restore(ctx, r.state.owned(tasks)); err != nil {
 				return progressed, err
 			}
+		}
+		if r.state != nil {
+			if err := r.restoreTimerTasks(ctx); err != nil {
+				return progressed, err
+			}
+			r.timers().next = time.Now() // look for due timers at the next idle poll
 		}
 		lastBatch = time.Now()
 	}
@@ -357,6 +374,7 @@ func (b *batch) one(rec *kgo.Record) {
 		}
 		return
 	}
+	b.streamTime(rec)
 	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		b.slow = rec
 	}
@@ -391,7 +409,7 @@ func (b *batch) decide() bool {
 		commit = true
 	}
 	if commit {
-		commit = b.flush()
+		commit = b.wallClock() && b.flush()
 	}
 	if commit && vetoable && r.beforeEnd != nil {
 		if err := r.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {

@@ -126,6 +126,7 @@ type Runner struct {
 	lastPurge         time.Time                // when the last purge started
 	purging           atomic.Bool              // a purge is running
 	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
+	timerInfo         runnerTimers             // the topology's timers; see timer.go
 }
 
 // Option configures a Runner.

@@ -11,6 +11,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 )
@@ -180,6 +181,9 @@ type txnSession struct {
 	errs       produceErrs
 	promise    func(*kgo.Record, error) // errs.record, bound once: a method value per Produce would allocate per record
 	endTimeout time.Duration
+	// fence, set for one batch of timer firings alone, is committed
+	// again so the group's generation fences the batch (see fenceOffsets).
+	fence map[string]map[int32]kgo.EpochOffset
 }
 
 func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
@@ -209,6 +213,10 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	perr := s.errs.take()
 	if perr != nil {
 		commit = false // a lost output must not commit its input offsets
+	}
+	if fence := s.fence; fence != nil {
+		s.fence = nil
+		ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error { fenceOffsets(req, fence); return nil })
 	}
 	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
 	switch {

@@ -1,0 +1,271 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/state"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+)
+
+// runnerTimers is what the runtime knows of the topology's timers
+// (processor.Schedule), found once the processors' Init ran.
+type runnerTimers struct {
+	found  bool
+	stream bool     // some node has stream-time timers
+	wall   []string // topics whose tasks have wall-clock timers
+	next   time.Time
+}
+
+// timers returns what the topology's timers need of the runtime.
+func (r *Runner) timers() *runnerTimers {
+	t := &r.timerInfo
+	if !t.found && r.state != nil {
+		t.found = true
+		t.stream = r.proc.HasStreamTimers()
+		t.wall = r.proc.WallClockSources()
+	}
+	return t
+}
+
+// streamTime advances the stream time of rec's task after rec settled
+// (processed, dead-lettered or skipped), and fires the stream-time timers
+// it passed, in the batch: their effects commit with rec's offset, or are
+// redone with it.
+func (b *batch) streamTime(rec *kgo.Record) {
+	if !b.r.timers().stream {
+		return
+	}
+	outcome, err := b.r.proc.StreamTime(rec, b.beginUpdate, b.emit, b.endUpdate)
+	b.cur = nil
+	b.timerOutcome(outcome, err)
+}
+
+// wallClock fires the wall-clock timers due now of the tasks this instance
+// owns, whose stores are ready, at the end of the batch, so that they
+// commit in its transaction. It reports whether the batch may still commit.
+// Under exactly-once, a batch that saw a revoke is doomed: the timers fire
+// in the next one, for the tasks still owned.
+func (b *batch) wallClock() bool {
+	r := b.r
+	if len(r.timers().wall) == 0 || b.failed != nil {
+		return true
+	}
+	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+		return true
+	}
+	now := time.Now()
+	ready, _ := r.state.ownedOf(r.timers().wall)
+	for _, task := range ready {
+		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
+		if err != nil {
+			b.failed = fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
+			return false
+		}
+		if !ok || now.Before(next) {
+			continue
+		}
+		n, outcome, err := r.proc.WallClock(task, now, b.beginUpdate, b.emit, b.endUpdate)
+		b.cur = nil
+		b.fired += n
+		if !b.timerOutcome(outcome, err) {
+			return false
+		}
+	}
+	return true
+}
+
+// timerOutcome fails the batch after a timer firing that failed or was
+// interrupted, and reports whether it may go on.
+func (b *batch) timerOutcome(outcome engine.Outcome, err error) bool {
+	switch outcome {
+	case engine.Failed:
+		b.failed = err
+	case engine.Interrupted:
+		b.failed = &rebuildError{errors.New("a timer firing was interrupted (a shutdown or a revoke ended its context); " +
+			"the batch is aborted, and a new client redoes it from the committed offsets")}
+	default:
+		return true
+	}
+	return false
+}
+
+// restoreTimerTasks catches up the stores of owned tasks with wall-clock
+// timers that are not ready: without records they would never be
+// restored, and their timers never fire. Called between batches.
+func (r *Runner) restoreTimerTasks(ctx context.Context) error {
+	if len(r.timers().wall) == 0 {
+		return nil
+	}
+	_, unready := r.state.ownedOf(r.timers().wall)
+	if len(unready) == 0 {
+		return nil
+	}
+	return r.restore(ctx, unready)
+}
+
+// idleTimers runs a batch of its own for the wall-clock timers due while
+// no records arrive: a transaction with the firings' outputs and
+// changelog writes under exactly-once, produced and flushed otherwise. It
+// reports whether it ran one and whether that committed.
+//
+// Such a transaction consumed nothing, so it would carry no offsets, and
+// the group's generation check (KIP-447) would not fence an instance that
+// lost its tasks without noticing. It therefore commits again the committed
+// offsets of the tasks it fires for: a task whose partition has no
+// committed offset yet waits for its first batch of records.
+func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ran, committed bool, err error) {
+	t := r.timers()
+	if len(t.wall) == 0 || ctx.Err() != nil {
+		return false, false, nil
+	}
+	if err := r.restoreTimerTasks(ctx); err != nil {
+		return false, false, err
+	}
+	now := time.Now()
+	t.next = now.Add(r.idleCheck())
+	ready, _ := r.state.ownedOf(t.wall)
+	var due []state.Task
+	for _, task := range ready {
+		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
+		if err != nil {
+			return false, false, fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
+		}
+		switch {
+		case !ok:
+		case now.Before(next):
+			t.next = minTime(t.next, next)
+		default:
+			due = append(due, task)
+		}
+	}
+	if len(due) == 0 {
+		return false, false, nil
+	}
+	if ts, ok := s.(*txnSession); ok {
+		fence := map[string]map[int32]kgo.EpochOffset{}
+		committedOffsets := s.client().CommittedOffsets()
+		for _, task := range due {
+			if o, ok := committedOffsets[task.Topic][task.Partition]; ok && o.Offset >= 0 {
+				if fence[task.Topic] == nil {
+					fence[task.Topic] = map[int32]kgo.EpochOffset{}
+				}
+				fence[task.Topic][task.Partition] = o
+			}
+		}
+		if len(fence) == 0 {
+			log.Debug("wall-clock timers due, but none of their tasks has a committed offset to fence a transaction with; waiting for records")
+			return false, false, nil
+		}
+		ts.fence = fence
+	}
+	committed, err = r.runTimerBatch(ctx, s, log)
+	t.next = time.Now() // look for the next due timers at once
+	return true, committed, err
+}
+
+// runTimerBatch is runBatch without records: the wall-clock timers fire
+// when the batch decides.
+func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) (bool, error) {
+	if err := s.begin(); err != nil {
+		if isFenced(err) {
+			return false, r.classifyFence(ctx, err, 0, s.client())
+		}
+		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
+	}
+	b := r.newBatch(ctx, s)
+	defer b.stop()
+	commit := b.decide()
+	if b.fired == 0 && commit {
+		commit = false // nothing was due after all (a revoke): nothing to commit
+	}
+	return b.end(commit, log)
+}
+
+// pollWait is how long an idle poll may wait: until the next wall-clock
+// timer is due, at most idleCheck.
+func (r *Runner) pollWait() time.Duration {
+	d := r.idleCheck()
+	if t := r.timers(); len(t.wall) > 0 {
+		d = min(d, max(time.Millisecond, time.Until(t.next)))
+	}
+	return d
+}
+
+// fenceOffsets adds offsets to a TxnOffsetCommit that has none, so that a
+// transaction of timer firings alone is checked against the group's
+// generation like any other (see idleTimers). The offsets are the
+// committed ones: committing them again moves nothing.
+func fenceOffsets(req *kmsg.TxnOffsetCommitRequest, offsets map[string]map[int32]kgo.EpochOffset) {
+	if len(req.Topics) > 0 {
+		return
+	}
+	topics := make([]string, 0, len(offsets))
+	for topic := range offsets {
+		topics = append(topics, topic)
+	}
+	slices.Sort(topics)
+	for _, topic := range topics {
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = topic
+		for p, o := range offsets[topic] {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, o.Offset, o.Epoch, &req.MemberID
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// peek is the store called name of task as it stands, without taking
+// part in a batch: for reading timer state between batches.
+func (ts *taskStores) peek(name string, task state.Task) (*state.Store, error) {
+	s := ts.open[task][name]
+	if s == nil || !ts.ready[task] {
+		return nil, fmt.Errorf("store %q of task %s is not open here", name, task)
+	}
+	return s, nil
+}
+
+// ownedOf lists the tasks of topics this instance owns, those whose stores
+// are ready and those that must catch up first, each in a stable order.
+func (ts *taskStores) ownedOf(topics []string) (ready, unready []state.Task) {
+	ts.mu.Lock()
+	for t := range ts.own {
+		if !slices.Contains(topics, t.Topic) || ts.revoked[t] || ts.assigned[t] {
+			continue
+		}
+		if ts.ready[t] {
+			ready = append(ready, t)
+		} else {
+			unready = append(unready, t)
+		}
+	}
+	ts.mu.Unlock()
+	less := func(a, b state.Task) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	}
+	slices.SortFunc(ready, less)
+	slices.SortFunc(unready, less)
+	return ready, unready
+}

@@ -1,0 +1,374 @@
+package eos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// perKeyCounts counts records per key in the store "counts" and, every
+// interval of stream time, emits "key=count@now" for every key of the
+// task.
+type perKeyCounts struct{ interval time.Duration }
+
+func (p perKeyCounts) Init(ctx processor.InitContext) error {
+	return processor.Schedule(ctx, processor.StreamTime, p.interval, p.emit)
+}
+
+func (p perKeyCounts) Process(ctx processor.Context[string], r processor.Record[string]) error {
+	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
+	if err != nil {
+		return err
+	}
+	n, _, err := kv.Get(string(r.Key))
+	if err != nil {
+		return err
+	}
+	return kv.Put(string(r.Key), n+1)
+}
+
+func (p perKeyCounts) emit(ctx processor.Context[string], now time.Time) error {
+	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
+	if err != nil {
+		return err
+	}
+	for e, err := range kv.All() {
+		if err != nil {
+			return err
+		}
+		ctx.Emit(processor.Record[string]{Key: []byte(e.Key), Value: fmt.Sprintf("%s=%d@%d", e.Key, e.Value, now.UnixMilli())})
+	}
+	return nil
+}
+
+func (perKeyCounts) Close() error { return nil }
+
+func perKeyCountsTopology(in, out string, interval time.Duration) *topology.Topology {
+	top := topology.New("timed-counts")
+	top.AddStore("counts", state.Memory())
+	src := topology.Source(top, "in", in, codec.String())
+	counts := topology.ProcessWith(src, "per-key", func() processor.Processor[string, string] { return perKeyCounts{interval} },
+		topology.UseStores("counts"), topology.Timers())
+	topology.To(counts, "out", out, codec.String())
+	return top
+}
+
+type timedRecord struct {
+	partition int32
+	key       string
+	ts        time.Time
+}
+
+// timedSeed makes n records over keys keys (each in one partition), with
+// event times rising by 300ms and one in ten out of order by up to 2s.
+func timedSeed(n, keys int, partitions int32) []timedRecord {
+	rng := rand.New(rand.NewPCG(11, 13))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var recs []timedRecord
+	for i := 0; i < n; i++ {
+		k := rng.IntN(keys)
+		ts := base.Add(time.Duration(i) * 300 * time.Millisecond)
+		if rng.IntN(10) == 0 {
+			ts = ts.Add(-time.Duration(rng.IntN(2000)) * time.Millisecond)
+		}
+		recs = append(recs, timedRecord{partition: int32(k) % partitions, key: fmt.Sprintf("k%02d", k), ts: ts})
+	}
+	return recs
+}
+
+// expectedFirings computes in plain Go what the stream-time timer emits:
+// per partition in order, after each record is counted, stream time moving
+// from one multiple of interval past another emits every key's count.
+func expectedFirings(recs []timedRecord, interval time.Duration) []string {
+	type part struct {
+		started bool
+		stream  int64
+		counts  map[string]int
+	}
+	parts := map[int32]*part{}
+	iv := interval.Milliseconds()
+	var out []string
+	for _, r := range recs {
+		p := parts[r.partition]
+		if p == nil {
+			p = &part{counts: map[string]int{}}
+			parts[r.partition] = p
+		}
+		p.counts[r.key]++
+		ts := r.ts.UnixMilli()
+		if !p.started {
+			p.started, p.stream = true, ts
+			continue
+		}
+		if ts <= p.stream {
+			continue
+		}
+		fire := p.stream/iv != ts/iv
+		p.stream = ts
+		if fire {
+			for k, c := range p.counts {
+				out = append(out, fmt.Sprintf("%s=%d@%d", k, c, ts))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func produceTimed(t *testing.T, env *kafkatest.Env, topic string, recs []timedRecord) {
+	t.Helper()
+	cl := env.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, r := range recs {
+		cl.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: r.partition, Key: []byte(r.key), Value: []byte("v"), Timestamp: r.ts}, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A stream-time timer that emits per-key counts every 10 s of event time
+// produces exactly the outputs computed from the input in plain Go, each
+// once, across aborted commits (EndTxn fails: the batch's firings and the
+// stream time it reached are redone) and a restart (the next runner
+// restores stream time and counts from the changelogs, and neither
+// repeats nor skips a firing).
+func TestStreamTimeTimerExactlyOnce(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	const n, interval = 1500, 10 * time.Second
+	recs := timedSeed(n, 20, 3)
+	want := expectedFirings(recs, interval)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 100
+	cfg.StateDir = t.TempDir()
+
+	produceTimed(t, env, "in", recs[:n/2])
+	x := conformance.Start(t, cfg, perKeyCountsTopology("in", "out", interval))
+	x.WaitCommitted(t, n/2, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if h.Hits() == 0 {
+		t.Fatal("no commit was failed")
+	}
+	first := x.R.Stats()
+	produceTimed(t, env, "in", recs[n/2:])
+	y := conformance.Start(t, cfg, perKeyCountsTopology("in", "out", interval))
+	y.WaitCommitted(t, n-n/2, 60*time.Second)
+	t.Logf("first run %+v; second run %+v; %d faults", first, y.R.Stats(), h.Hits())
+	if first.Aborted == 0 {
+		t.Fatal("no batch aborted: the faults did not exercise a redo")
+	}
+	if y.R.Stats().Restored == 0 {
+		t.Fatal("the second run restored nothing, yet its memory stores started empty")
+	}
+	var got []string
+	for _, r := range conformance.Drain(t, env, "out", len(want)) {
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d outputs, want %d; first differences: %v", len(got), len(want), diff(got, want))
+	}
+	t.Logf("%d firings' outputs exact", len(want))
+}
+
+// diff lists a few entries in only one of the sorted a and b.
+func diff(a, b []string) []string {
+	var d []string
+	for i, j := 0, 0; (i < len(a) || j < len(b)) && len(d) < 6; {
+		switch {
+		case j >= len(b) || i < len(a) && a[i] < b[j]:
+			d = append(d, "extra "+a[i])
+			i++
+		case i >= len(a) || b[j] < a[i]:
+			d = append(d, "missing "+b[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return d
+}
+
+// tickTopology emits, every interval of wall-clock time and for each task
+// of in, "<instance> <now ms>" keyed by the task's partition: a Process
+// node remembers the task's partition from its records, which the timer
+// reads from the store.
+func tickTopology(in, out, instance string, interval time.Duration) *topology.Topology {
+	top := topology.New("ticks")
+	top.AddStore("partition", state.Memory())
+	src := topology.Source(top, "in", in, codec.String())
+	ticked := topology.ProcessWith(src, "tick", func() processor.Processor[string, string] { return &ticker{instance, interval} },
+		topology.UseStores("partition"), topology.Timers())
+	topology.To(ticked, "out", out, codec.String())
+	return top
+}
+
+type ticker struct {
+	instance string
+	interval time.Duration
+}
+
+func (p *ticker) Init(ctx processor.InitContext) error {
+	return processor.Schedule(ctx, processor.WallClock, p.interval, p.tick)
+}
+
+func (p *ticker) Process(ctx processor.Context[string], r processor.Record[string]) error {
+	st, err := ctx.Store("partition")
+	if err != nil {
+		return err
+	}
+	return st.Put([]byte("p"), []byte(strconv.Itoa(int(r.Partition))))
+}
+
+func (p *ticker) tick(ctx processor.Context[string], now time.Time) error {
+	st, err := ctx.Store("partition")
+	if err != nil {
+		return err
+	}
+	part, _, err := st.Get([]byte("p"))
+	if err != nil {
+		return err
+	}
+	ctx.Emit(processor.Record[string]{Key: part, Value: fmt.Sprintf("%s %d", p.instance, now.UnixMilli())})
+	return nil
+}
+
+func (*ticker) Close() error { return nil }
+
+// tick is one parsed output of tickTopology.
+type tick struct {
+	partition string
+	instance  string
+	at        int64
+}
+
+func parseTicks(t *testing.T, recs []*kgo.Record) []tick {
+	var out []tick
+	for _, r := range recs {
+		f := strings.Fields(string(r.Value))
+		if len(f) != 2 {
+			t.Fatalf("output %q is not a tick", r.Value)
+		}
+		at, _ := strconv.ParseInt(f[1], 10, 64)
+		out = append(out, tick{partition: string(r.Key), instance: f[0], at: at})
+	}
+	return out
+}
+
+// A wall-clock timer fires while no input arrives: the instance begins
+// transactions of its own for it, and the firings are visible to a
+// read_committed reader, per task, never closer together than the
+// interval.
+func TestWallClockTimerFiresWithoutInput(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 2, "in", "out")
+	produceTimed(t, env, "in", []timedRecord{{0, "a", time.Now()}, {1, "b", time.Now()}})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	const interval = 250 * time.Millisecond
+	x := conformance.Start(t, cfg, tickTopology("in", "out", "a", interval))
+	x.WaitCommitted(t, 2, 60*time.Second)
+	committed := x.R.Stats().Committed
+	time.Sleep(3 * time.Second)
+	s := x.R.Stats()
+	x.Stop() // the ticks end, so that the reader finds them all
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if s.RecordsIn != 2 {
+		t.Fatalf("%d records in, want the 2 seeded", s.RecordsIn)
+	}
+	if s.Committed < committed+8 {
+		t.Fatalf("%d transactions committed in 3s without input, want at least 8 of timer firings", s.Committed-committed)
+	}
+	got := parseTicks(t, conformance.Drain(t, env, "out", 16))
+	last := map[string]int64{}
+	count := map[string]int{}
+	for _, tk := range got {
+		if prev, ok := last[tk.partition]; ok && tk.at-prev < interval.Milliseconds() {
+			t.Fatalf("task %s fired at %d and %d, closer than the interval %s", tk.partition, prev, tk.at, interval)
+		}
+		last[tk.partition] = tk.at
+		count[tk.partition]++
+	}
+	if count["0"] < 5 || count["1"] < 5 {
+		t.Fatalf("read_committed ticks per task %v, want at least 5 each in 3s at %s", count, interval)
+	}
+	t.Logf("ticks per task %v in %d transactions", count, s.Committed-committed)
+}
+
+// A task's timers stop when it is revoked: once a second instance fires
+// for a task, the first never does again, while it keeps firing for the
+// tasks it kept.
+func TestWallClockTimersStopOnRevoke(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 4, "in", "out")
+	var seed []timedRecord
+	for p := int32(0); p < 4; p++ {
+		seed = append(seed, timedRecord{p, fmt.Sprint("k", p), time.Now()})
+	}
+	produceTimed(t, env, "in", seed)
+	const interval = 100 * time.Millisecond
+	start := func(instance string) *conformance.Run {
+		cfg := env.Config("app", instance, config.ExactlyOnce)
+		cfg.StateDir = t.TempDir()
+		return conformance.Start(t, cfg, tickTopology("in", "out", instance, interval))
+	}
+	a := start("a")
+	a.WaitCommitted(t, 4, 60*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	b := start("b")
+	conformance.WaitAssigned(t, env, "app", "b")
+	time.Sleep(3 * time.Second)
+	afterB := time.Now().UnixMilli()
+	time.Sleep(time.Second)
+	a.Stop()
+	b.Stop()
+	if err := a.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := parseTicks(t, conformance.Drain(t, env, "out", 40))
+	bSeen := map[string]bool{}
+	var aKept, bTook bool
+	for _, tk := range got {
+		switch tk.instance {
+		case "b":
+			bSeen[tk.partition], bTook = true, true
+		case "a":
+			if bSeen[tk.partition] {
+				t.Fatalf("instance a fired for task %s at %d, after b took it over", tk.partition, tk.at)
+			}
+			if tk.at > afterB {
+				aKept = true
+			}
+		}
+	}
+	if !bTook || !aKept {
+		t.Fatalf("b fired for %v, a fired after b settled in: %v; want both to own tasks", bSeen, aKept)
+	}
+	t.Logf("%d ticks; b took %v", len(got), bSeen)
+}
