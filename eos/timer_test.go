@@ -372,3 +372,22 @@ func TestWallClockTimersStopOnRevoke(t *testing.T) {
 	}
 	t.Logf("%d ticks; b took %v", len(got), bSeen)
 }
+
+// A wall-clock timer of a task whose partition has no committed offset
+// waits for the task's first records: a transaction without one could not
+// be fenced by the group's generation. Once a record commits, it fires.
+func TestWallClockTimerWaitsForACommittedOffset(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	x := conformance.Start(t, cfg, tickTopology("in", "out", "a", 100*time.Millisecond))
+	conformance.WaitAssigned(t, env, "app", "a")
+	time.Sleep(1500 * time.Millisecond)
+	if s := x.R.Stats(); s.Committed != 0 || s.RecordsOut != 0 {
+		t.Fatalf("stats %+v before any input: a timer fired in a transaction nothing fences", s)
+	}
+	produceTimed(t, env, "in", []timedRecord{{0, "a", time.Now()}})
+	x.WaitCommitted(t, 1, 60*time.Second)
+	conformance.Until(t, 30*time.Second, "ticks after the first record", func() bool { return x.R.Stats().RecordsOut >= 5 })
+}
