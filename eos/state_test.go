@@ -370,3 +370,33 @@ func TestAssignedTasksRestoreBeforeTheBatch(t *testing.T) {
 		})
 	}
 }
+
+// A repartition topic co-partitioned with a table (a re-keyed stream sent
+// Through before a join) is created with the table's partition count, not
+// the upstream input's.
+func TestRepartitionBeforeJoinTakesTheTablesPartitions(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "clicks", "out")
+	env.CreateTopics(t, 5, "profiles")
+	top := topology.New("t")
+	clicks := topology.Map(topology.Source(top, "clicks", "clicks", codec.String()), "by-user",
+		func(_ context.Context, _ []byte, v string) ([]byte, string, error) { return []byte(v), v, nil })
+	clicks = topology.Through(clicks, "users", topology.Repartition(codec.String()))
+	profiles := topology.TableFrom(top, "profiles", "profiles", codec.String(), state.Memory())
+	topology.To(topology.Join(clicks, profiles, "j", func(_ context.Context, _ []byte, c, p string) (string, error) { return c + p, nil }),
+		"out", "out", codec.String())
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
+	rep := topology.RepartitionTopic("app", "users")
+	conformance.Until(t, 30*time.Second, "the repartition topic made", func() bool {
+		details, err := kadm.NewClient(env.Client(t)).ListTopics(context.Background(), rep)
+		return err == nil && details[rep].Err == nil && len(details[rep].Partitions) > 0
+	})
+	details, err := kadm.NewClient(env.Client(t)).ListTopics(context.Background(), rep)
+	if err != nil || len(details[rep].Partitions) != 5 {
+		t.Fatalf("%s: %d partitions (%v), want 5 as profiles", rep, len(details[rep].Partitions), err)
+	}
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
