@@ -163,26 +163,9 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 			if err != nil {
 				return storeFailed(x, n, err)
 			}
-			in := aggIn[T, A]{key: r.Key, v: r.Value}
-			b, found, err := st.Get(r.Key)
-			if err != nil {
-				return storeFailed(x, n, err)
-			}
-			if found {
-				if in.acc, err = c.Decode(b); err != nil {
-					return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
-				}
-				in.found = true
-			}
-			acc, err := call(x, n, step, in)
+			acc, _, err := fold(x, n, st, r.Key, r.Key, r.Value, c, step)
 			if err != nil {
 				return err
-			}
-			if b, err = c.Encode(acc); err != nil {
-				return &NodeError{Node: n.name, Err: codecError(st, "encode value", r.Key, err)}
-			}
-			if err := st.Put(r.Key, b); err != nil {
-				return storeFailed(x, n, err)
 			}
 			upd := Record[A]{Key: r.Key, Value: acc, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 			if conf.latest {
@@ -204,6 +187,35 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 	n.latest = conf.latest
 	t.declareStore(name, engine, n)
 	return Table[A]{s: Stream[A]{n: n, p: p}, store: name, c: c}
+}
+
+// fold runs one step of an aggregation for the record (key k, value v):
+// it reads the aggregate stored under sk, computes the next with step,
+// and writes it back, returning it and whether one was stored before.
+func fold[T, A any](x graph.Exec, n *Node, st *state.Store, sk, k []byte, v T, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) (A, bool, error) {
+	in := aggIn[T, A]{key: k, v: v}
+	b, found, err := st.Get(sk)
+	if err != nil {
+		return in.acc, false, storeFailed(x, n, err)
+	}
+	if found {
+		if in.acc, err = c.Decode(b); err != nil {
+			return in.acc, false, &NodeError{Node: n.name, Err: codecError(st, "decode value", k, err)}
+		}
+		in.found = true
+	}
+	acc, err := call(x, n, step, in)
+	if err != nil {
+		return acc, found, err
+	}
+	x.Enter(n.index)
+	if b, err = c.Encode(acc); err != nil {
+		return acc, found, &NodeError{Node: n.name, Err: codecError(st, "encode value", k, err)}
+	}
+	if err := st.Put(sk, b); err != nil {
+		return acc, found, storeFailed(x, n, err)
+	}
+	return acc, found, nil
 }
 
 // storeFailed is the error of an aggregation whose store failed. That is

@@ -47,15 +47,7 @@ func (w JoinWindow) problem() string {
 	case w.grace < 0:
 		return fmt.Sprintf("grace %s must not be negative", w.grace)
 	}
-	if w.late != nil {
-		if p := w.late.check(); p != "" {
-			return "late policy: " + p
-		}
-		if w.late.p.Kind == graph.PolicyRetry {
-			return "late policy: a late record stays late, so Retry cannot help; use Skip() or DeadLetter(topic)"
-		}
-	}
-	return ""
+	return latePolicyProblem(w.late)
 }
 
 // JoinStreams joins two streams by key within a window of event time: for

@@ -95,13 +95,20 @@ func (w Windows) problem() string {
 	case w.grace < 0:
 		return fmt.Sprintf("grace %s must not be negative", w.grace)
 	}
-	if w.late != nil {
-		if p := w.late.check(); p != "" {
-			return "late policy: " + p
-		}
-		if w.late.p.Kind == graph.PolicyRetry {
-			return "late policy: a late record stays late, so Retry cannot help; use Skip() or DeadLetter(topic)"
-		}
+	return latePolicyProblem(w.late)
+}
+
+// latePolicyProblem says what is wrong with a policy for late records,
+// or "": it must be valid, and retrying a late record cannot help.
+func latePolicyProblem(p *ErrorPolicy) string {
+	if p == nil {
+		return ""
+	}
+	if pr := p.check(); pr != "" {
+		return "late policy: " + pr
+	}
+	if p.p.Kind == graph.PolicyRetry {
+		return "late policy: a late record stays late, so Retry cannot help; use Skip() or DeadLetter(topic)"
 	}
 	return ""
 }
@@ -257,28 +264,9 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 				}
 			}
 			for _, start := range open {
-				in := aggIn[T, A]{key: r.Key, v: r.Value}
-				wk := windowKey(r.Key, start)
-				b, found, err := st.Get(wk)
-				if err != nil {
-					return storeFailed(x, n, err)
-				}
-				if found {
-					if in.acc, err = c.Decode(b); err != nil {
-						return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
-					}
-					in.found = true
-				}
-				acc, err := call(x, n, step, in)
+				acc, found, err := fold(x, n, st, windowKey(r.Key, start), r.Key, r.Value, c, step)
 				if err != nil {
 					return err
-				}
-				x.Enter(n.index)
-				if b, err = c.Encode(acc); err != nil {
-					return &NodeError{Node: n.name, Err: codecError(st, "encode value", r.Key, err)}
-				}
-				if err := st.Put(wk, b); err != nil {
-					return storeFailed(x, n, err)
 				}
 				if !found {
 					if err := st.Put(indexKey(start, r.Key), []byte{}); err != nil {
