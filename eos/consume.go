@@ -266,9 +266,9 @@ func (b *batch) process(fs kgo.Fetches) {
 
 // inOrder calls fn for each record of fs: partition by partition, except
 // that the records of co-partitioned topics (a join's, see
-// graph.Graph.CoPartitioned) that belong to one task are merged in
-// timestamp order, each partition's own order kept, so that a join or a
-// window sees its inputs by event time as far as they have been fetched.
+// graph.Graph.CoPartitioned) that belong to one task are merged in the
+// order of their Kafka timestamps, each partition's own order kept, so that
+// a join sees its inputs in time order as far as they have been fetched.
 func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 	if r.state == nil || len(r.state.taskTopic) == 0 {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -293,6 +293,13 @@ func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 		t := r.state.task(p.Topic, p.Partition)
 		if merge[t] == nil {
 			tasks = append(tasks, t)
+		}
+		for i, run := range merge[t] {
+			if run[0].Topic == p.Topic && run[0].Partition == p.Partition {
+				// A partition twice in one poll: one run, in order.
+				merge[t][i] = append(run, p.Records...)
+				return
+			}
 		}
 		merge[t] = append(merge[t], p.Records)
 	})

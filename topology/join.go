@@ -82,9 +82,9 @@ func TableFrom[V any](t *Topology, name, topic string, c codec.Codec[V], engine 
 // the same task. The runtime checks the partition counts at start and
 // assigns partition p of both to one instance. A stream whose keys changed
 // upstream must go Through a repartition topic first (Validate says so).
-// Records of both topics are merged by timestamp as far as they have been
-// fetched, so a row updated at about the time of a record may still be
-// seen before or after the update. ctx is cancelled on shutdown and when the record's partition
+// Records of both topics are merged by their Kafka timestamps as far as
+// they have been fetched, so a row updated at about the time of a record
+// may still be seen before or after the update. ctx is cancelled on shutdown and when the record's partition
 // is revoked.
 func Join[L, R, Out any](s Stream[L], tbl Table[R], name string, fn func(ctx context.Context, key []byte, l L, r R) (Out, error)) Stream[Out] {
 	var step func(context.Context, joinIn[L, R]) (Out, bool, error)

@@ -20,7 +20,9 @@ import (
 // session's first record to its last (End included). With every update
 // emitted, a merge emits the merged session and does not retract the
 // sessions it absorbed; FinalOnly emits each session once, closed.
-func Session(gap time.Duration) Windows { return Windows{gap: gap, size: gap, advance: gap} }
+func Session(gap time.Duration) Windows {
+	return Windows{gap: gap, size: gap, advance: gap, session: true}
+}
 
 // A session store's keys (stream time as for other windows):
 //

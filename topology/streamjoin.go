@@ -57,9 +57,10 @@ func (w JoinWindow) problem() string {
 // later of the two timestamps (an inner join, as Kafka Streams'
 // KStream#join with JoinWindows). Each side's records wait in a store of
 // engine (named "<name>-left" and "<name>-right", values encoded with lc
-// and rc) until stream time passes them by the window plus the grace;
-// then they are dropped. A record that arrives after that is late (see
-// JoinWindow.Late).
+// and rc) until stream time passes them by twice the window plus the
+// grace, when no record that is not late can join them; then they are
+// dropped. A record older than stream time minus the window and the grace
+// is late (see JoinWindow.Late).
 //
 // The stores commit with the batch's transaction like any store, so each
 // pair is joined exactly once across crashes, aborts and rebalances. The
@@ -236,13 +237,14 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 	if ts <= now {
 		return nil
 	}
-	// Stream time advances, in both stores, and records it passed by the
-	// window and the grace go.
+	// Stream time advances, in both stores, and records no partner can
+	// join any more go: the oldest record that is not late has event
+	// time ts-span and joins records back to ts-span-within.
 	for _, st := range []*state.Store{mine, theirs} {
 		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
 			return storeFailed(x, n, err)
 		}
-		if err := expire(st, ts-span); err != nil {
+		if err := expire(st, ts-span-within); err != nil {
 			return storeFailed(x, n, err)
 		}
 	}

@@ -53,8 +53,9 @@ func TestJoinStreamsWithinWindow(t *testing.T) {
 	if outcome, out, err := r.send("orders", 0, "o9", "order9"); outcome != engine.Skipped || err != nil || len(out) != 0 {
 		t.Fatalf("late record: outcome %v, outputs %v, error %v", outcome, out, err)
 	}
-	// Records stream time has passed by the window are gone: only the
-	// last payment (40 s) and the bookkeeping keys stay.
+	// Records stream time has passed by twice the window are gone: at
+	// 40 s, those before 20 s (order1, pay1); order2 (25 s), pay2 (20 s)
+	// and refund1 (40 s) stay.
 	var left, right int
 	for _, err := range r.stores["match-left@orders/0"].Range([]byte("k"), []byte("l")) {
 		if err != nil {
@@ -68,8 +69,8 @@ func TestJoinStreamsWithinWindow(t *testing.T) {
 		}
 		right++
 	}
-	if left != 0 || right != 1 {
-		t.Fatalf("waiting records: %d orders, %d payments; want 0 and 1", left, right)
+	if left != 1 || right != 2 {
+		t.Fatalf("waiting records: %d orders, %d payments; want 1 and 2", left, right)
 	}
 	if got := r.e.CoPartitioned(); len(got) != 1 || !slices.Equal(got[0], []string{"orders", "payments"}) {
 		t.Fatalf("CoPartitioned() = %v", got)
@@ -109,5 +110,17 @@ func TestJoinStreamsMistakes(t *testing.T) {
 		if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.w, err, tc.want)
 		}
+	}
+}
+
+// The oldest record that is not late still finds a partner a whole window
+// older: records wait twice the window (plus the grace).
+func TestJoinStreamsKeepsPartnersOfTheOldestRecordThatIsNotLate(t *testing.T) {
+	r := newRig(t, paymentsMatched(topology.Within(10*time.Second)))
+	r.event("payments", 100, "o1", "pay1")
+	r.event("orders", 120, "o2", "order2") // stream time 120
+	// 110 is not late (120 - 10) and 10 s from the payment.
+	if got := r.event("orders", 110, "o1", "order1"); !slices.Equal(got, []string{"matched:o1=order1+pay1"}) {
+		t.Fatalf("outputs %v, want the pair at the window's edge", got)
 	}
 }

@@ -65,7 +65,7 @@ func endPath(op string) string {
 		return "aggregate it with Count, Reduce or Aggregate"
 	case "Through":
 		return "end the path with To or ToTopicFunc, or aggregate it"
-	case "Count", "Reduce", "Aggregate":
+	case "Count", "Reduce", "Aggregate", "CountWindows", "ReduceWindows", "AggregateWindows", "JoinTables":
 		return "write its updates with ToTable, or turn them into a stream with ToStream"
 	}
 	return "end the path with To or ToTopicFunc"

@@ -26,6 +26,7 @@ var ErrLate = errors.New("topology: record is late: its windows have closed")
 type Windows struct {
 	size, advance, grace time.Duration
 	gap                  time.Duration // session windows: the inactivity gap
+	session              bool
 	final                bool
 	late                 *ErrorPolicy
 }
@@ -49,7 +50,10 @@ func (w Windows) Grace(d time.Duration) Windows { w.grace = d; return w }
 // window's removal from the store and the input offsets commit in one
 // transaction, so a final result is emitted exactly once across crashes
 // and rebalances. Stream time advances only with records of the task, so
-// the last windows close when later records arrive.
+// the last windows close when later records arrive. A final result is an
+// output of the record that closed its window: if a node after the
+// aggregation fails on it and its policy skips or dead-letters that
+// record, the window stays and closes again with the next record.
 func (w Windows) FinalOnly() Windows { w.final = true; return w }
 
 // Late sets the policy for late records (ErrLate), overriding the
@@ -62,7 +66,7 @@ func (w Windows) Late(p ErrorPolicy) Windows { w.late = &p; return w }
 func (w Windows) String() string {
 	kind := fmt.Sprintf("tumbling %s", w.size)
 	switch {
-	case w.gap > 0:
+	case w.session:
 		kind = fmt.Sprintf("session, gap %s", w.gap)
 	case w.advance != w.size:
 		kind = fmt.Sprintf("hopping %s every %s", w.size, w.advance)
@@ -81,11 +85,13 @@ func (w Windows) String() string {
 // problem says what is wrong with w, or "".
 func (w Windows) problem() string {
 	switch {
-	case w.gap < 0 || w.gap%time.Millisecond != 0:
+	case w.session && w.gap <= 0:
+		return fmt.Sprintf("session gap %s must be positive; pass topology.Session(time.Minute) or similar", w.gap)
+	case w.gap%time.Millisecond != 0:
 		return fmt.Sprintf("session gap %s must be whole milliseconds, the resolution of Kafka timestamps", w.gap)
-	case w.gap > 0 && w.grace < 0:
+	case w.session && w.grace < 0:
 		return fmt.Sprintf("grace %s must not be negative", w.grace)
-	case w.gap > 0:
+	case w.session:
 	case w.size <= 0:
 		return fmt.Sprintf("window size %s must be positive; pass topology.Tumbling(time.Minute) or similar", w.size)
 	case w.size%time.Millisecond != 0 || w.advance%time.Millisecond != 0:
@@ -113,7 +119,9 @@ func latePolicyProblem(p *ErrorPolicy) string {
 	return ""
 }
 
-// Window is the span of event time [Start, End) a windowed result covers.
+// Window is the span of event time a windowed result covers: [Start, End)
+// for tumbling and hopping windows; for sessions, from the first record to
+// the last, End included.
 type Window struct {
 	Start time.Time
 	End   time.Time
@@ -242,7 +250,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 			if err != nil {
 				return storeFailed(x, n, err)
 			}
-			if w.gap > 0 {
+			if w.session {
 				return session(x, n, st, r, ts, now, w, c, step, merge, p)
 			}
 			advanced := ts > now
@@ -299,7 +307,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 	if pr := w.problem(); pr != "" {
 		t.problem(name, "%s", pr)
 	}
-	if w.gap > 0 && merge == nil && step != nil {
+	if w.session && merge == nil && step != nil {
 		t.problem(name, "%s cannot merge two sessions' aggregates, which session windows need when a record joins them; use CountWindows or ReduceWindows", op)
 	}
 	late := Skip()

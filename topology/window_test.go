@@ -277,3 +277,11 @@ func TestSessionWindowsNeedAMerge(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 }
+
+// A session gap must be positive.
+func TestSessionGapMustBePositive(t *testing.T) {
+	err := sessionCount(topology.Session(0)).Validate()
+	if err == nil || !strings.Contains(err.Error(), "session gap 0s must be positive") {
+		t.Fatalf("Validate() = %v", err)
+	}
+}

@@ -47,9 +47,10 @@ type Paid struct {
 
 // pipeline joins orders and payments, both keyed by order id and so
 // co-partitioned, within ten minutes of their own times. The two topics'
-// records are merged by timestamp only as far as they have been fetched,
-// so one can run ahead of the other in event time: the grace covers that
-// skew (here up to half an hour), or the side behind would be late.
+// records are merged by their Kafka timestamps (not these event times)
+// only as far as they have been fetched, so one can run ahead of the other
+// in event time: the grace covers that skew (here up to half an hour), or
+// the side behind would be late.
 func pipeline() *topology.Topology {
 	top := topology.New("match")
 	orders := topology.Source(top, "orders", "match-orders", codec.JSON[Order](),
