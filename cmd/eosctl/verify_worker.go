@@ -36,6 +36,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 		pipeline       string
 		stateKind      string
 		stateDir       string
+		groupBy        string
 	)
 	cmd := &cobra.Command{
 		Use:    "worker",
@@ -56,7 +57,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 				cfg.StateDir = stateDir
 			}
 			o.Config = cfg
-			o.Pipeline, o.State = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind)
+			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
 			if err := o.Validate(); err != nil {
 				return usageError{err} // a restart cannot fix it: verify stops
 			}
@@ -99,6 +100,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	f.IntVar(&batchRecords, "batch-records", 500, "most records in one batch")
 	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline: upper (stateless) or count (a state store per key)")
 	f.StringVar(&stateKind, "state", "", "store engine of the count pipeline: memory (default) or pebble")
+	f.StringVar(&groupBy, "group-by", "", "what the count pipeline counts by: key (default) or value (through a repartition topic)")
 	f.StringVar(&stateDir, "state-dir", "", "directory of the state stores, kept across restarts; default state_dir (EOS_STATE_DIR)")
 	for _, name := range []string{"app", "instance", "in", "out"} {
 		_ = cmd.MarkFlagRequired(name)

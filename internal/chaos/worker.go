@@ -29,6 +29,7 @@ type WorkerOptions struct {
 	In, Out     string        // input and output topics
 	Pipeline    PipelineKind  // which sample pipeline; default PipelineUpper
 	State       StateKind     // the store engine of PipelineCount; default StateMemory
+	GroupBy     Grouping      // what PipelineCount counts by; default GroupingKey
 	Rate        int           // records per second this worker processes at most; 0: unlimited
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
@@ -75,6 +76,10 @@ type WorkerReport struct {
 	Committed  uint64 `json:"committed"`
 	Aborted    uint64 `json:"aborted"`
 	Rebuilds   uint64 `json:"rebuilds"`
+	// Restored is how many changelog records this process applied to its
+	// state stores while catching up (eos Stats.Restored): pebble after a
+	// SIGKILL reads only the tail beyond the offset it had applied.
+	Restored uint64 `json:"restored"`
 	// FirstCommitMs is the time from the worker's start to its first
 	// committed batch, in milliseconds; 0 when it committed none.
 	FirstCommitMs int64 `json:"first_commit_ms,omitempty"`
@@ -151,7 +156,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	}
 	st := r.Stats()
 	rep.RecordsIn, rep.RecordsOut = st.RecordsIn, st.RecordsOut
-	rep.Committed, rep.Aborted, rep.Rebuilds = st.Committed, st.Aborted, st.Rebuilds
+	rep.Committed, rep.Aborted, rep.Rebuilds, rep.Restored = st.Committed, st.Aborted, st.Rebuilds, st.Restored
 	return rep, err
 }
 
@@ -232,6 +237,23 @@ const (
 	StatePebble StateKind = "pebble" // state.Pebble: on disk, resumes from its applied offset
 )
 
+// Grouping names what PipelineCount counts the records by.
+type Grouping string
+
+const (
+	// GroupingKey counts each input key in the task of its input
+	// partition: no repartition topic.
+	GroupingKey Grouping = "key"
+	// GroupingValue counts by the record's value, a key of its own: the
+	// records go through the repartition topic of GroupByNode, and the
+	// counting runs in a second sub-topology (GroupedCountPipeline).
+	GroupingValue Grouping = "value"
+)
+
+// GroupByNode is the GroupBy node of GroupedCountPipeline; its repartition
+// topic is topology.RepartitionTopic(appID, GroupByNode).
+const GroupByNode = "by-value"
+
 // CountStore is the store CountPipeline counts in; its changelog is
 // topology.ChangelogTopic(appID, CountStore).
 const CountStore = "counts"
@@ -254,13 +276,22 @@ func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 		if o.State != "" {
 			return nil, fmt.Errorf("chaos: state %q needs pipeline %s; %s keeps none", o.State, PipelineCount, PipelineUpper)
 		}
+		if o.GroupBy != "" {
+			return nil, fmt.Errorf("chaos: grouping by %q needs pipeline %s; %s groups nothing", o.GroupBy, PipelineCount, PipelineUpper)
+		}
 		return Pipeline(o.In, o.Out, before), nil
 	case PipelineCount:
 		e, err := o.State.engine()
 		if err != nil {
 			return nil, err
 		}
-		return CountPipeline(o.In, o.Out, e, before), nil
+		switch o.GroupBy {
+		case GroupingKey, "":
+			return CountPipeline(o.In, o.Out, e, before), nil
+		case GroupingValue:
+			return GroupedCountPipeline(o.In, o.Out, e, before), nil
+		}
+		return nil, fmt.Errorf("chaos: grouping %q is not one of %s, %s", o.GroupBy, GroupingKey, GroupingValue)
 	}
 	return nil, fmt.Errorf("chaos: pipeline %q is not one of %s, %s", o.Pipeline, PipelineUpper, PipelineCount)
 }
@@ -278,6 +309,28 @@ func CountPipeline(in, out string, e state.Engine, before func()) *topology.Topo
 		}
 	})
 	counts := topology.Count(topology.GroupByKey(paced, "by-key"), CountStore, e)
+	topology.ToTable(counts, "output", out, codec.JSON[int64]())
+	return top
+}
+
+// GroupedCountPipeline is CountPipeline counting by value: GroupBy
+// re-keys each record of in by its value and sends it through the
+// repartition topic of GroupByNode, in the batch's transaction; the
+// store CountStore (engine e) counts each new key in the tasks of that
+// topic's partitions and writes the key with its new count to out. The
+// input's own keys play no part, so a key's records come from every input
+// partition. before runs ahead of each input record; nil skips it.
+func GroupedCountPipeline(in, out string, e state.Engine, before func()) *topology.Topology {
+	top := topology.New("verify-count-by-value")
+	src := topology.Source(top, "input", in, codec.Bytes())
+	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
+		if before != nil {
+			before()
+		}
+	})
+	byValue := topology.GroupBy(paced, GroupByNode, func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
+		topology.Repartition(codec.Bytes()))
+	counts := topology.Count(byValue, CountStore, e)
 	topology.ToTable(counts, "output", out, codec.JSON[int64]())
 	return top
 }

@@ -118,43 +118,63 @@ func TestStopReason(t *testing.T) {
 
 func TestRunWorkerCounts(t *testing.T) {
 	for _, st := range []StateKind{StateMemory, StatePebble} {
-		t.Run(string(st), func(t *testing.T) {
-			env := kafkatest.Fake(t)
-			in, out := env.Name("in"), env.Name("out")
-			env.CreateTopics(t, 3, in, out)
-			const n, keys = 1500, 40
-			if err := verdict.Seed(context.Background(), env.Client(t), in, n, keys, 16); err != nil {
-				t.Fatal(err)
-			}
-			app := env.Name("app")
-			cfg := env.Config(app, "worker-0", config.ExactlyOnce)
-			cfg.StateDir = t.TempDir()
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() {
-				_, err := RunWorker(ctx, WorkerOptions{Config: cfg, In: in, Out: out, Pipeline: PipelineCount, State: st})
-				done <- err
-			}()
-			base := []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}
-			dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer dcancel()
-			recs, err := verdict.Drain(dctx, base, out, n, 500*time.Millisecond)
-			cancel()
-			if werr := <-done; werr != nil {
-				t.Fatalf("worker stopped with %v", werr)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			changelog, err := verdict.Drain(dctx, base, topology.ChangelogTopic(app, CountStore), keys, 500*time.Millisecond)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v, c := verdict.JudgeCounts(n, keys, recs, changelog)
-			if v.RecordsOut != n || v.Unknown != 0 || !c.OK() || c.CountKeys != keys {
-				t.Fatalf("verdict %s; %s", v, c)
-			}
-		})
+		for _, g := range []Grouping{GroupingKey, GroupingValue} {
+			t.Run(string(st)+"/by-"+string(g), func(t *testing.T) {
+				env := kafkatest.Fake(t)
+				in, out := env.Name("in"), env.Name("out")
+				env.CreateTopics(t, 3, in, out)
+				const n, keys = 1500, 40
+				seed := func() error { return verdict.Seed(context.Background(), env.Client(t), in, n, keys, 16) }
+				if g == GroupingValue {
+					seed = func() error { return verdict.SeedByValue(context.Background(), env.Client(t), in, n, keys) }
+				}
+				if err := seed(); err != nil {
+					t.Fatal(err)
+				}
+				app := env.Name("app")
+				cfg := env.Config(app, "worker-0", config.ExactlyOnce)
+				cfg.StateDir = t.TempDir()
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				var rep WorkerReport
+				go func() {
+					var err error
+					rep, err = RunWorker(ctx, WorkerOptions{Config: cfg, In: in, Out: out, Pipeline: PipelineCount, State: st, GroupBy: g})
+					done <- err
+				}()
+				base := []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}
+				dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer dcancel()
+				recs, err := verdict.Drain(dctx, base, out, n, 500*time.Millisecond)
+				cancel()
+				if werr := <-done; werr != nil {
+					t.Fatalf("worker stopped with %v", werr)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				changelog, err := verdict.Drain(dctx, base, topology.ChangelogTopic(app, CountStore), keys, 500*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, c := verdict.JudgeCounts(n, keys, recs, changelog)
+				if v.RecordsOut != n || v.Unknown != 0 || !c.OK() || c.CountKeys != keys {
+					t.Fatalf("verdict %s; %s", v, c)
+				}
+				// Counting by value reads every record twice: from the
+				// input, then re-keyed from the repartition topic.
+				want := uint64(n)
+				if g == GroupingValue {
+					want = 2 * n
+					if left, why := repartitionLeft(dctx, env.Admin(t), base, app, topology.RepartitionTopic(app, GroupByNode)); left != 0 || why != "" {
+						t.Errorf("repartition topic after the run: %d records left, waiting for %q", left, why)
+					}
+				}
+				if rep.RecordsIn != want {
+					t.Errorf("worker read %d records, want %d", rep.RecordsIn, want)
+				}
+			})
+		}
 	}
 }
 

@@ -57,6 +57,21 @@ func Seed(ctx context.Context, cl *kgo.Client, topic string, n, keys, pad int) e
 	return nil
 }
 
+// SeedByValue produces records 0..n-1 to topic for a count by value:
+// each under a key of its own, "r<i>" (so the records spread over the
+// partitions whatever they are counted by), with Key(i, keys) as its value,
+// the key a pipeline that groups by value counts it under. Want and
+// JudgeCounts then apply unchanged. It waits until all are acknowledged.
+func SeedByValue(ctx context.Context, cl *kgo.Client, topic string, n, keys int) error {
+	err := kafkautil.ProduceAll(ctx, cl, n, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: topic, Key: []byte("r" + strconv.Itoa(i)), Value: Key(i, keys)}
+	})
+	if err != nil {
+		return fmt.Errorf("seeding %s: %w", topic, err)
+	}
+	return nil
+}
+
 // Drain reads topic from the start with read_committed until it holds at
 // least want records and nothing new came for idle, or ctx ends: records
 // behind a transaction that a killed producer left open show only once it
