@@ -22,6 +22,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		guarantee string
 		pipeline  string
 		stateKind string
+		groupBy   string
 		verbose   bool
 	)
 	cmd := &cobra.Command{
@@ -58,6 +59,16 @@ stores in its own directory under the log directory, across its restarts
 (pebble resumes from its applied offset after a SIGKILL); they are removed
 when the run ends.
 
+--group-by value counts through a repartition topic instead of by the input
+key (--group-by key, the default): every record is seeded under a key of its
+own with the counting key as its value, so each counting key's records are
+spread over all input partitions; the workers re-key them by value with
+topology.GroupBy into APP-by-value-repartition, inside the batch's
+transaction, and count them in a second sub-topology whose tasks are that
+topic's partitions. The same key-by-key checks apply, and the run ends only
+once the group has committed past every committed record of the repartition
+topic too.
+
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and restarts it with SIGKILL on the same port and data. With
 --brokers it runs against that cluster and restarts it with
@@ -76,12 +87,13 @@ With -o json, "failed" names every check the run failed.`,
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
   eosctl verify --pipeline count --state pebble --records 5000 --kills 3
   eosctl verify --pipeline count --guarantee at-least-once   # must fail with repeated or lost counts
+  eosctl verify --pipeline count --group-by value --state pebble --records 5000 --kills 3
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Guarantee = config.Guarantee(guarantee)
-			o.Pipeline, o.State = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind)
+			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
@@ -156,6 +168,7 @@ With -o json, "failed" names every check the run failed.`,
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
 	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record) or count (counts per key in a state store, judged per key)")
 	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count: memory (default) or pebble")
+	f.StringVar(&groupBy, "group-by", "", "what --pipeline count counts by: key (default, the input key) or value (through a repartition topic)")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each injected fault and event to stderr")
@@ -166,6 +179,8 @@ With -o json, "failed" names every check the run failed.`,
 		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
 		[]string{string(chaos.StateMemory), string(chaos.StatePebble)}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("group-by", cobra.FixedCompletions(
+		[]string{string(chaos.GroupingKey), string(chaos.GroupingValue)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("log-dir")
 	cmd.AddCommand(newVerifyWorkerCmd(g))
 	return cmd
@@ -177,7 +192,11 @@ func verifyTable(r chaos.Result) *table {
 	t.add("broker", r.Broker)
 	t.add("guarantee", r.Guarantee)
 	if r.Counts != nil {
-		t.add("pipeline", fmt.Sprintf("%s (%s state)", r.Pipeline, r.State))
+		p := fmt.Sprintf("%s (%s state)", r.Pipeline, r.State)
+		if r.GroupBy == string(chaos.GroupingValue) {
+			p = fmt.Sprintf("%s (%s state, by value through %s)", r.Pipeline, r.State, r.Repartition)
+		}
+		t.add("pipeline", p)
 	}
 	t.add("topics", r.Input+" → "+r.Output)
 	t.add("records in", r.RecordsIn)

@@ -31,6 +31,10 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"unknown state", []string{"verify", "--pipeline", "count", "--state", "rocks"}, "--state"},
 		{"state without the count pipeline", []string{"verify", "--state", "pebble"}, "--pipeline count"},
 		{"count at most once", []string{"verify", "--pipeline", "count", "--guarantee", "at-most-once"}, "at-most-once"},
+		{"unknown grouping", []string{"verify", "--pipeline", "count", "--group-by", "partition"}, "--group-by must be key"},
+		{"grouping without the count pipeline", []string{"verify", "--group-by", "value"}, "--pipeline count"},
+		{"worker with an unknown grouping", []string{"verify", "worker", "--app", "a", "--instance", "w", "--in", "i", "--out", "o",
+			"--brokers", "127.0.0.1:1", "--pipeline", "count", "--group-by", "partition"}, "grouping"},
 		{"worker with an unknown pipeline", []string{"verify", "worker", "--app", "a", "--instance", "w", "--in", "i", "--out", "o",
 			"--brokers", "127.0.0.1:1", "--pipeline", "sum"}, "pipeline"},
 	} {
@@ -55,7 +59,7 @@ func TestVerifyWorkerIsHidden(t *testing.T) {
 	if !strings.Contains(out.String(), "--broker-restart-cmd") || strings.Contains(out.String(), "Available Commands") {
 		t.Fatalf("help should list verify's flags and hide the worker:\n%s", out.String())
 	}
-	for _, want := range []string{"--pipeline", "--state", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch"} {
+	for _, want := range []string{"--pipeline", "--state", "--group-by", "repartition", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help does not mention %q", want)
 		}
@@ -79,6 +83,20 @@ func TestVerifyTableCounts(t *testing.T) {
 	}
 	if strings.Contains(b.String(), "out of order") {
 		t.Errorf("the count table shows the per-record checks it does not make:\n%s", b.String())
+	}
+}
+
+func TestVerifyTableGroupedCounts(t *testing.T) {
+	r := chaos.Result{
+		Counts:   &verdict.Counts{CountKeys: 3},
+		Pipeline: "count", State: "memory", GroupBy: "value", Repartition: "app-by-value-repartition", AbortedRecords: -1,
+	}
+	var b bytes.Buffer
+	if err := verifyTable(r).write(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "count (memory state, by value through app-by-value-repartition)"; !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }
 

@@ -67,6 +67,12 @@ type Options struct {
 	// Each worker keeps its stores in its own directory under the run's
 	// log directory, across its restarts; the run removes them at its end.
 	State StateKind
+	// GroupBy is what PipelineCount counts by; default GroupingKey, the
+	// input's key. GroupingValue seeds every record under a key of its
+	// own with the counting key as its value, so that a key's records are
+	// spread over all input partitions, and the workers count through a
+	// repartition topic (GroupedCountPipeline).
+	GroupBy Grouping
 	// Records to seed; default 100,000.
 	Records int
 	// Partitions of the input and output topics; default 6.
@@ -132,6 +138,9 @@ type Result struct {
 	*verdict.Counts
 	Pipeline string `json:"pipeline"`
 	State    string `json:"state,omitempty"` // the store engine of the counting pipeline
+	// GroupBy is what the counting pipeline counted by: "key" (the input
+	// key) or "value" (through Repartition).
+	GroupBy string `json:"group_by,omitempty"`
 	// Pass is true when the output is the input exactly once, in order
 	// per key (for the counting pipeline: every key's counts are 1, 2, …
 	// n_k and its changelog ends at n_k), the live reader saw no duplicate,
@@ -148,6 +157,9 @@ type Result struct {
 	Output    string    `json:"output_topic"`
 	Changelog string    `json:"changelog_topic,omitempty"` // the counting pipeline's store changelog
 	Workers   int       `json:"workers"`
+	// Repartition is the topic the count by value goes through between
+	// its two sub-topologies.
+	Repartition string `json:"repartition_topic,omitempty"`
 
 	WorkerKills    int `json:"worker_kills"`
 	WorkerTerms    int `json:"worker_terms"`
@@ -233,6 +245,11 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--state must be %s or %s, got %q", StateMemory, StatePebble, o.State)
 	case o.State != "" && o.Pipeline != PipelineCount:
 		return fmt.Errorf("--state %s needs --pipeline %s: the %s pipeline keeps no state", o.State, PipelineCount, PipelineUpper)
+	case o.GroupBy != "" && o.GroupBy != GroupingKey && o.GroupBy != GroupingValue:
+		return fmt.Errorf("--group-by must be %s (count by the input key) or %s (count by value, through a repartition topic), got %q",
+			GroupingKey, GroupingValue, o.GroupBy)
+	case o.GroupBy != "" && o.Pipeline != PipelineCount:
+		return fmt.Errorf("--group-by %s needs --pipeline %s: the %s pipeline groups nothing", o.GroupBy, PipelineCount, PipelineUpper)
 	case o.Pipeline == PipelineCount && o.Guarantee == config.AtMostOnce:
 		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
 			PipelineCount, config.AtMostOnce)
@@ -249,6 +266,9 @@ func (o *Options) defaults() {
 	}
 	if o.Pipeline == PipelineCount && o.State == "" {
 		o.State = StateMemory
+	}
+	if o.Pipeline == PipelineCount && o.GroupBy == "" {
+		o.GroupBy = GroupingKey
 	}
 	if o.Records == 0 {
 		o.Records = 100_000
@@ -293,8 +313,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	o.defaults()
 	began := time.Now()
 	res.Guarantee, res.Workers, res.Seed, res.AbortedRecords = string(o.Guarantee), o.Workers, o.Seed, -1
-	res.Pipeline, res.State = string(o.Pipeline), string(o.State)
+	res.Pipeline, res.State, res.GroupBy = string(o.Pipeline), string(o.State), string(o.GroupBy)
 	counting := o.Pipeline == PipelineCount
+	grouped := o.GroupBy == GroupingValue
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed>>1^0x9e3779b97f4a7c15))
 
 	logDir, tempLogs := o.LogDir, o.LogDir == ""
@@ -337,6 +358,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if counting {
 		res.Changelog = topology.ChangelogTopic(app, CountStore)
 	}
+	if grouped {
+		res.Repartition = topology.RepartitionTopic(app, GroupByNode)
+	}
 	cfg := o.Base
 	cfg.Brokers = br.addrs()
 	if cfg.ConnectTimeout <= 0 {
@@ -363,11 +387,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if counting {
 				topics = append(topics, res.Changelog)
 			}
+			if grouped {
+				topics = append(topics, res.Repartition)
+			}
 			_, _ = adm.DeleteTopics(dctx, topics...)
 		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	err = verdict.Seed(sctx, cl, res.Input, o.Records, o.Keys, 32)
+	if grouped {
+		err = verdict.SeedByValue(sctx, cl, res.Input, o.Records, o.Keys)
+	} else {
+		err = verdict.Seed(sctx, cl, res.Input, o.Records, o.Keys, 32)
+	}
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("chaos: seeding %d records: %w", o.Records, err)
@@ -409,7 +440,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		argsFor: func(id string) []string {
 			var state []string
 			if counting {
-				state = []string{"--pipeline", string(o.Pipeline), "--state", string(o.State), "--state-dir", filepath.Join(stateDir, id)}
+				state = []string{"--pipeline", string(o.Pipeline), "--state", string(o.State), "--group-by", string(o.GroupBy),
+					"--state-dir", filepath.Join(stateDir, id)}
 			}
 			return append(append([]string{"verify", "worker",
 				"--brokers", strings.Join(br.addrs(), ","),
@@ -446,6 +478,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		event("pipeline %s with %s state, changelog %s; each worker keeps its stores in %s, across its restarts, removed at the end",
 			o.Pipeline, o.State, res.Changelog, filepath.Join(stateDir, "<worker>"))
 	}
+	if grouped {
+		event("counting by value through the repartition topic %s; the input's keys are unique, so every counting key is spread over all input partitions",
+			res.Repartition)
+	}
 	for range o.Workers {
 		if _, err := fl.add(); err != nil {
 			return res, err
@@ -464,6 +500,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		tick          = time.NewTicker(100 * time.Millisecond)
 	)
 	defer tick.Stop()
+	// lastDrainCheck and lastWaitEvent pace and report the check of the
+	// repartition topic once the input is consumed.
+	var lastDrainCheck, lastWaitEvent time.Time
 	// fire injects f now, or reports false when no worker fits yet.
 	fire := func(f fault) bool {
 		switch f.kind {
@@ -550,8 +589,30 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			})
 		}
 		if c >= int64(o.Records) && !brokerBusy {
-			event("the group committed every input offset")
-			break
+			if !grouped {
+				event("the group committed every input offset")
+				break
+			}
+			// Records sit in the repartition topic between the two
+			// sub-topologies: the run is over once the group has
+			// committed past every committed record there too.
+			if now.Sub(lastDrainCheck) >= time.Second {
+				lastDrainCheck = now
+				dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+				left, why := repartitionLeft(dctx, adm, base, app, res.Repartition)
+				cancel()
+				if left == 0 && why == "" {
+					event("the group committed every input offset and every record of %s", res.Repartition)
+					break
+				}
+				if why == "" {
+					why = fmt.Sprintf("the group to consume %d records of %s", left, res.Repartition)
+				}
+				if now.Sub(lastWaitEvent) >= 10*time.Second {
+					lastWaitEvent = now
+					event("every input offset committed; waiting for %s", why)
+				}
+			}
 		}
 		if now.After(deadline) {
 			res.TimedOut = true
@@ -698,7 +759,7 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
 	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
 	add(liveUnknown > 0, ProblemLiveUnknown, "the live read_committed reader saw %d records with no seeded id", liveUnknown)
-	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input within --duration; raise it or lower --records")
+	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input (and the repartition topic, when counting by value) within --duration; raise it or lower --records")
 	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
 	add(len(r.WorkerFailures) > 0, ProblemWorkerStopped, "%d worker processes stopped on their own, not by an injected fault: %s",

@@ -61,6 +61,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"unknown state", Options{Exe: "x", Pipeline: PipelineCount, State: "rocks"}, "--state"},
 		{"state without count", Options{Exe: "x", State: StateMemory}, "--pipeline count"},
 		{"count at most once", Options{Exe: "x", Pipeline: PipelineCount, Guarantee: "at-most-once"}, "at-most-once"},
+		{"count by value", Options{Exe: "x", Pipeline: PipelineCount, GroupBy: GroupingValue}, ""},
+		{"count by key", Options{Exe: "x", Pipeline: PipelineCount, GroupBy: GroupingKey}, ""},
+		{"unknown grouping", Options{Exe: "x", Pipeline: PipelineCount, GroupBy: "partition"}, "--group-by"},
+		{"grouping without count", Options{Exe: "x", GroupBy: GroupingValue}, "--pipeline count"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()

@@ -169,12 +169,29 @@ func TestVerifyCountMemoryExactlyOnce(t *testing.T) {
 	t.Parallel()
 	res, raw, code := verify(t, append(countArgs, "--state", "memory")...)
 	checkCountsExactlyOnce(t, res, raw, code, 3000, 50, 3)
+	if res.GroupBy != "key" || res.Repartition != "" {
+		t.Errorf("group_by %q, repartition topic %q: by default the count goes by the input key, with no repartition topic", res.GroupBy, res.Repartition)
+	}
 }
 
 func TestVerifyCountPebbleExactlyOnce(t *testing.T) {
 	t.Parallel()
 	res, raw, code := verify(t, append(countArgs, "--state", "pebble")...)
 	checkCountsExactlyOnce(t, res, raw, code, 3000, 50, 3)
+	if res.GroupBy != "key" || res.Repartition != "" {
+		t.Errorf("group_by %q, repartition topic %q: by default the count goes by the input key, with no repartition topic", res.GroupBy, res.Repartition)
+	}
+}
+
+// The count by value: every record under a key of its own, counted by
+// its value through a repartition topic, so each counting key's records
+// come from every input partition and reach their store through the
+// second sub-topology.
+func TestVerifyCountGroupedByValueExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(countArgs, "--state", "pebble", "--group-by", "value")...)
+	checkCountsExactlyOnce(t, res, raw, code, 3000, 50, 3)
+	checkGrouped(t, res, raw)
 }
 
 // Under at-least-once the runtime keeps state too, but a batch's outputs
@@ -185,6 +202,38 @@ func TestVerifyCountPebbleExactlyOnce(t *testing.T) {
 func TestVerifyCountAtLeastOnceControlFails(t *testing.T) {
 	t.Parallel()
 	res, _, code := verify(t, append(countArgs, "--state", "memory", "--guarantee", "at-least-once")...)
+	checkCountsAtLeastOnce(t, res, code)
+}
+
+// Counting by value under at-least-once, the repartition topic gets a
+// killed batch's records again as well: the same checks must fail.
+func TestVerifyCountGroupedAtLeastOnceControlFails(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(countArgs, "--state", "memory", "--group-by", "value", "--guarantee", "at-least-once")...)
+	checkCountsAtLeastOnce(t, res, code)
+	if res.GroupBy != "value" || res.Repartition == "" {
+		t.Errorf("group_by %q, repartition topic %q: the control did not count by value", res.GroupBy, res.Repartition)
+	}
+}
+
+// checkGrouped asserts that a count run counted by value through its
+// repartition topic, and says so in its JSON.
+func checkGrouped(t *testing.T, res chaos.Result, raw map[string]any) {
+	t.Helper()
+	if res.GroupBy != "value" || !strings.HasSuffix(res.Repartition, "-by-value-repartition") {
+		t.Errorf("group_by %q, repartition topic %q: want value, through <app>-by-value-repartition", res.GroupBy, res.Repartition)
+	}
+	for _, k := range []string{"group_by", "repartition_topic"} {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("-o json lacks %q", k)
+		}
+	}
+}
+
+// checkCountsAtLeastOnce asserts that the counting pipeline's at-least-once
+// control failed on the count checks, and on nothing else.
+func checkCountsAtLeastOnce(t *testing.T, res chaos.Result, code int) {
+	t.Helper()
 	if code != 1 || res.Pass {
 		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
 	}
@@ -216,6 +265,9 @@ func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 	}
 	if res.Counts == nil || res.Pipeline != "count" {
 		t.Fatalf("pipeline %q, count verdict %v: not a count run", res.Pipeline, res.Counts)
+	}
+	if res.GroupBy == "" || raw["group_by"] == nil {
+		t.Errorf("group_by %q: a count run must say what it counted by", res.GroupBy)
 	}
 	c := res.Counts
 	if !c.OK() || c.CountKeys != keys || res.RecordsOut != records || res.Unknown != 0 || res.LiveDuplicates != 0 {
