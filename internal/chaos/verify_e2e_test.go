@@ -293,13 +293,15 @@ func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 	}
 }
 
-// TestVerifyRealBroker is the CI run against a real Apache Kafka: at least
-// 100,000 records through 10 worker kills and 2 hard broker restarts,
-// exactly once, then both negative controls. Start a broker with
-// `integration/kafka/kafka.sh start`, then run with
+// TestVerifyRealBroker is the CI run against a real Apache Kafka: 100,000
+// records through 10 worker kills and 2 hard broker restarts, exactly once,
+// through the stateless pipeline and the counting pipeline with each store
+// engine, by key and by value through a repartition topic; then both
+// negative controls. Start a broker with `integration/kafka/kafka.sh
+// start`, then run with
 // EOS_KAFKA_BROKERS=127.0.0.1:9092
 // EOS_KAFKA_RESTART_CMD="integration/kafka/kafka.sh restart --hard"
-// and -timeout 20m.
+// and -timeout 40m (about 25 minutes on a 2-core machine).
 func TestVerifyRealBroker(t *testing.T) {
 	brokers := kafkatest.RealBrokers()
 	restart := strings.TrimSpace(os.Getenv(EnvRestartCmd))
@@ -307,8 +309,8 @@ func TestVerifyRealBroker(t *testing.T) {
 		t.Skipf("set %s and %s (e.g. %q) to run verify against a real cluster",
 			kafkatest.EnvBrokers, EnvRestartCmd, "integration/kafka/kafka.sh restart --hard")
 	}
-	if dl, ok := t.Deadline(); ok && time.Until(dl) < 16*time.Minute {
-		t.Fatalf("the real-broker verify needs up to 15 minutes; run go test with -timeout 20m")
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < 36*time.Minute {
+		t.Fatalf("the real-broker verify needs up to 35 minutes; run go test with -timeout 40m")
 	}
 	real := []string{"--brokers", strings.Join(brokers, ","), "--broker-restart-cmd", restart}
 	start := time.Now()
@@ -322,14 +324,28 @@ func TestVerifyRealBroker(t *testing.T) {
 		checkExactlyOnce(t, res, 100000, 10, 2)
 		checkRestarts(t, res, maxRestartToFirstCommit)
 	})
-	t.Run("count with pebble state", func(t *testing.T) {
-		res, raw, code := verify(t, append(real, "--pipeline", "count", "--state", "pebble", "--records", "20000", "--keys", "200",
-			"--workers", "3", "--kills", "5", "--broker-restarts", "1", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "4m")...)
-		checkCountsExactlyOnce(t, res, raw, code, 20000, 200, 5)
-		if res.BrokerRestarts != 1 {
-			t.Errorf("broker restarts %d, want 1", res.BrokerRestarts)
+	// The counting pipeline under the same load as the stateless one, with
+	// each engine: 1,000 keys of 100 records each.
+	countRun := func(t *testing.T, extra ...string) (chaos.Result, map[string]any) {
+		t.Helper()
+		args := append(append(append([]string(nil), real...), "--pipeline", "count", "--records", "100000", "--keys", "1000",
+			"--workers", "3", "--kills", "10", "--broker-restarts", "2", "--terms", "2", "--rebalances", "2", "--abort-rate", "0.05",
+			"--duration", "8m"), extra...)
+		res, raw, code := verify(t, args...)
+		checkCountsExactlyOnce(t, res, raw, code, 100000, 1000, 10)
+		if res.BrokerRestarts != 2 {
+			t.Errorf("broker restarts %d, want 2", res.BrokerRestarts)
 		}
-	})
+		return res, raw
+	}
+	t.Run("count with memory state", func(t *testing.T) { countRun(t, "--state", "memory") })
+	t.Run("count with pebble state", func(t *testing.T) { countRun(t, "--state", "pebble") })
+	for _, engine := range []string{"memory", "pebble"} {
+		t.Run("count by value with "+engine+" state", func(t *testing.T) {
+			res, raw := countRun(t, "--state", engine, "--group-by", "value")
+			checkGrouped(t, res, raw)
+		})
+	}
 	controls := append(real, "--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 		"--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")
 	t.Run("at-least-once control", func(t *testing.T) {
