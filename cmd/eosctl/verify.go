@@ -56,7 +56,8 @@ its store's changelog must end at n (8 big-endian bytes). Skipped counts
 counts), a last count other than n (count_final_mismatch) and a changelog
 that ends elsewhere (changelog_mismatch) each exit 1. Every worker keeps its
 stores in its own directory under the log directory, across its restarts
-(pebble resumes from its applied offset after a SIGKILL); they are removed
+(pebble resumes from the offset its database kept: after a SIGKILL, that of
+its last flush, since it runs without a write-ahead log); they are removed
 when the run ends.
 
 --group-by value counts through a repartition topic instead of by the input

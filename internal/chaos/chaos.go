@@ -426,8 +426,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	var stateDir string
 	if counting {
 		// Each worker id keeps its stores across its restarts, so pebble
-		// resumes from its applied offset after a SIGKILL; they go when
-		// the run ends, after the workers (deferred before them).
+		// resumes from the offset its database kept (after a SIGKILL,
+		// that of its last flush); they go when the run ends, after the
+		// workers (deferred before them).
 		stateDir = filepath.Join(logDir, "state")
 		if err := os.MkdirAll(stateDir, 0o755); err != nil {
 			return res, fmt.Errorf("chaos: making the workers' state directory: %w", err)

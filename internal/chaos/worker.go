@@ -77,8 +77,9 @@ type WorkerReport struct {
 	Aborted    uint64 `json:"aborted"`
 	Rebuilds   uint64 `json:"rebuilds"`
 	// Restored is how many changelog records this process applied to its
-	// state stores while catching up (eos Stats.Restored): pebble after a
-	// SIGKILL reads only the tail beyond the offset it had applied.
+	// state stores while catching up (eos Stats.Restored): pebble, after a
+	// SIGKILL, only the changelog's tail beyond the offset of its last
+	// flush; memory the whole changelog of every task it is given.
 	Restored uint64 `json:"restored"`
 	// FirstCommitMs is the time from the worker's start to its first
 	// committed batch, in milliseconds; 0 when it committed none.
@@ -234,7 +235,7 @@ type StateKind string
 
 const (
 	StateMemory StateKind = "memory" // state.Memory: restored in full on every assignment
-	StatePebble StateKind = "pebble" // state.Pebble: on disk, resumes from its applied offset
+	StatePebble StateKind = "pebble" // state.Pebble: on disk, resumes from the offset it kept
 )
 
 // Grouping names what PipelineCount counts the records by.
