@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strings"
+	"syscall"
 
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -41,7 +44,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
 	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
 	if err != nil {
-		return fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err)
+		return r.unreachable(fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err))
 	}
 	var missing []string
 	for _, t := range topics {
@@ -85,9 +88,26 @@ func (r *Runner) preflight(ctx context.Context) error {
 func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
 	err := kafkautil.RequestTopics(ctx, adm, r.create.partitions, r.create.replication, nil, missing...)
 	if err != nil {
-		return fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " "))
+		return r.unreachable(fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " ")))
 	}
 	r.log.Info("created missing topics", zap.Strings("topics", missing),
 		zap.Int32("partitions", r.create.partitions), zap.Int16("replication", r.create.replication))
 	return nil
+}
+
+// unreachable marks err, from a request of the start-up checks, as the
+// brokers being unreachable (ErrUnreachable) when no broker answered it
+// (a connection failure or a timeout) rather than one refusing it: the
+// brokers can go away between the first check and the next.
+func (r *Runner) unreachable(err error) error {
+	var ke *kerr.Error
+	if err == nil || errors.As(err, &ke) {
+		return err
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return fmt.Errorf("%w: %v; check brokers (EOS_BROKERS) and that Kafka is running", ErrUnreachable, err)
+	}
+	return err
 }

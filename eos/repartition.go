@@ -56,7 +56,7 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 	}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("eos: listing repartition topics: %w", err)
+		return r.unreachable(fmt.Errorf("eos: listing repartition topics: %w", err))
 	}
 	for _, s := range specs {
 		d, ok := details[s.Topic]
@@ -78,7 +78,7 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 					s.From, s.Topic, s.Topic, s.Topic, repartitionFlags)
 			}
 			if err := kafkautil.RequestTopics(ctx, adm, want, -1, repartitionConfigs(), s.Topic); err != nil {
-				return fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags)
+				return r.unreachable(fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags))
 			}
 			r.log.Info("created repartition topic", zap.String("topic", s.Topic), zap.Int32("partitions", want))
 			partitions[s.Topic] = want

@@ -479,7 +479,7 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 	sort.Strings(names)
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return fmt.Errorf("eos: listing changelog topics: %w", err)
+		return r.unreachable(fmt.Errorf("eos: listing changelog topics: %w", err))
 	}
 	compact := "compact"
 	for _, topic := range names {
@@ -487,7 +487,7 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			if err := kafkautil.RequestTopics(ctx, adm, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
-				return fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want[topic])
+				return r.unreachable(fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want[topic]))
 			}
 			r.log.Info("created changelog topic", zap.String("topic", topic), zap.Int32("partitions", want[topic]))
 		case d.Err != nil:
