@@ -70,6 +70,22 @@ topic's partitions. The same key-by-key checks apply, and the run ends only
 once the group has committed past every committed record of the repartition
 topic too.
 
+--pipeline windowed counts each key's records per 10 s tumbling window of
+event time (grace 3 s) and emits each window's count once, when it closes.
+Records go to chosen partitions with event-time timestamps, some out of
+order within the grace and some late, then one record per partition that
+closes every window. The expected final results are computed from the seed
+in plain Go; every window must come out exactly once with that count:
+window_missing, window_duplicates, window_wrong_count, window_unexpected
+and window_unreadable each exit 1 (late_records says how many seeded
+records must count nowhere).
+
+--pipeline join joins orders (the input topic) with payments (a second,
+co-partitioned one) of the same key at most 5 s apart in event time, with a
+grace of a day so no record expires whatever order they are read in. Every
+pair computed from the seed must come out exactly once and nothing else:
+pair_missing, pair_duplicates and pair_unexpected each exit 1.
+
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and restarts it with SIGKILL on the same port and data. With
 --brokers it runs against that cluster and restarts it with
@@ -81,7 +97,8 @@ Negative controls: the same chaos under --guarantee at-least-once must report
 duplicates, and under at-most-once missing records — a verifier that cannot
 fail proves nothing. At-most-once may lose records but never repeat one: a
 duplicate under it is reported as its own failure, at_most_once_repeated.
-Under at-least-once the count pipeline must fail the count checks.
+Under at-least-once the count pipeline must fail the count checks, and the
+windowed pipeline the window checks.
 With -o json, "failed" names every check the run failed.`,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
@@ -89,6 +106,9 @@ With -o json, "failed" names every check the run failed.`,
   eosctl verify --pipeline count --state pebble --records 5000 --kills 3
   eosctl verify --pipeline count --guarantee at-least-once   # must fail with repeated or lost counts
   eosctl verify --pipeline count --group-by value --state pebble --records 5000 --kills 3
+  eosctl verify --pipeline windowed --state pebble --records 20000 --keys 200 --kills 3
+  eosctl verify --pipeline windowed --guarantee at-least-once   # must fail with repeated window results
+  eosctl verify --pipeline join --records 20000 --keys 200 --kills 3
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
@@ -147,6 +167,9 @@ With -o json, "failed" names every check the run failed.`,
 			if res.Counts != nil {
 				claim = fmt.Sprintf("every key counted 1, 2, … n exactly once, in order, its changelog ending at n, through %d faults", res.FaultsPlanned)
 			}
+			if c := eventClaim(res); c != "" {
+				claim = c
+			}
 			return g.verdict(cmd.OutOrStdout(), res.Pass, claim,
 				strings.Join(res.Problems, "; "))
 		},
@@ -167,8 +190,8 @@ With -o json, "failed" names every check the run failed.`,
 	f.DurationVar(&o.Duration, "duration", 15*time.Minute, "limit for the whole run; a run still going then fails"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
-	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record) or count (counts per key in a state store, judged per key)")
-	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count: memory (default) or pebble")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) or join (two streams joined within a window, judged per pair)")
+	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed and join: memory (default) or pebble")
 	f.StringVar(&groupBy, "group-by", "", "what --pipeline count counts by: key (default, the input key) or value (through a repartition topic)")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
@@ -177,7 +200,8 @@ With -o json, "failed" names every check the run failed.`,
 		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
 		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(
-		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount)}, cobra.ShellCompDirectiveNoFileComp))
+		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin)},
+		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
 		[]string{string(chaos.StateMemory), string(chaos.StatePebble)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group-by", cobra.FixedCompletions(
@@ -192,17 +216,19 @@ func verifyTable(r chaos.Result) *table {
 	t := newTable("field", "value")
 	t.add("broker", r.Broker)
 	t.add("guarantee", r.Guarantee)
-	if r.Counts != nil {
+	if r.Counts != nil || r.WindowVerdict != nil || r.JoinVerdict != nil {
 		p := fmt.Sprintf("%s (%s state)", r.Pipeline, r.State)
 		if r.GroupBy == string(chaos.GroupingValue) {
 			p = fmt.Sprintf("%s (%s state, by value through %s)", r.Pipeline, r.State, r.Repartition)
 		}
 		t.add("pipeline", p)
 	}
-	t.add("topics", r.Input+" → "+r.Output)
+	t.add("topics", verifyTopics(r))
 	t.add("records in", r.RecordsIn)
 	t.add("records out", r.RecordsOut)
-	if c := r.Counts; c != nil {
+	if r.WindowVerdict != nil || r.JoinVerdict != nil {
+		addEventRows(t, r)
+	} else if c := r.Counts; c != nil {
 		t.add("keys", c.CountKeys)
 		t.add("count gaps", fmt.Sprintf("%d (counts skipped: lost updates)", c.CountGaps))
 		t.add("count repeats", fmt.Sprintf("%d (counts emitted again: double counts)", c.CountRepeats))

@@ -8,7 +8,9 @@
 // The stateless pipeline upper-cases each record and is judged record by
 // record; the counting pipeline counts each key in a state store and is
 // judged key by key: its output must be 1, 2, … n_k and its changelog must
-// end at n_k.
+// end at n_k. The event-time pipelines, a windowed count with final
+// results only and a stream-stream join, are judged window by window and
+// pair by pair against results computed from the seed in plain Go.
 //
 // A verifier that cannot fail proves nothing: under at-least-once the same
 // chaos must show duplicates (repeated or lost counts, for the counting
@@ -63,7 +65,8 @@ type Options struct {
 	Guarantee config.Guarantee
 	// Pipeline the workers run; default PipelineUpper.
 	Pipeline PipelineKind
-	// State is the store engine of PipelineCount; default StateMemory.
+	// State is the store engine of the stateful pipelines (PipelineCount,
+	// PipelineWindowed, PipelineJoin); default StateMemory.
 	// Each worker keeps its stores in its own directory under the run's
 	// log directory, across its restarts; the run removes them at its end.
 	State StateKind
@@ -77,7 +80,10 @@ type Options struct {
 	Records int
 	// Partitions of the input and output topics; default 6.
 	Partitions int32
-	// Keys the records are spread over; default 1,000.
+	// Keys the records are spread over; default 1,000. PipelineWindowed
+	// seeds Records-Partitions records over them and one per partition
+	// that closes every window; PipelineJoin seeds Records orders and
+	// payments in all.
 	Keys int
 	// Workers in the group at the start; default 3.
 	Workers int
@@ -136,6 +142,12 @@ type Result struct {
 	// Counts is the key-by-key verdict of PipelineCount; nil for
 	// PipelineUpper, whose ids Verdict judges instead.
 	*verdict.Counts
+	// WindowVerdict is the window-by-window verdict of PipelineWindowed;
+	// nil for the other pipelines.
+	*WindowVerdict
+	// JoinVerdict is the pair-by-pair verdict of PipelineJoin; nil for
+	// the other pipelines.
+	*JoinVerdict
 	Pipeline string `json:"pipeline"`
 	State    string `json:"state,omitempty"` // the store engine of the counting pipeline
 	// GroupBy is what the counting pipeline counted by: "key" (the input
@@ -202,6 +214,10 @@ type Result struct {
 	Seed              uint64  `json:"seed"`
 	Seconds           float64 `json:"seconds"` // seeding to verdict
 	LogDir            string  `json:"log_dir,omitempty"`
+
+	// Payments is the second input of PipelineJoin; Input holds the
+	// orders.
+	Payments string `json:"payments_topic,omitempty"`
 }
 
 // WorkerFailure is one worker process that stopped for a reason the
@@ -239,22 +255,23 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0:
 		return fmt.Errorf("--commit-delay, --session-timeout and --duration must not be negative")
-	case o.Pipeline != "" && o.Pipeline != PipelineUpper && o.Pipeline != PipelineCount:
-		return fmt.Errorf("--pipeline must be %s or %s, got %q", PipelineUpper, PipelineCount, o.Pipeline)
+	case o.Pipeline != "" && !o.Pipeline.known():
+		return fmt.Errorf("--pipeline must be one of %v, got %q", pipelines, o.Pipeline)
 	case o.State != "" && o.State != StateMemory && o.State != StatePebble:
 		return fmt.Errorf("--state must be %s or %s, got %q", StateMemory, StatePebble, o.State)
-	case o.State != "" && o.Pipeline != PipelineCount:
-		return fmt.Errorf("--state %s needs --pipeline %s: the %s pipeline keeps no state", o.State, PipelineCount, PipelineUpper)
+	case o.State != "" && !o.Pipeline.stateful():
+		return fmt.Errorf("--state %s needs --pipeline %s, %s or %s: the %s pipeline keeps no state",
+			o.State, PipelineCount, PipelineWindowed, PipelineJoin, PipelineUpper)
 	case o.GroupBy != "" && o.GroupBy != GroupingKey && o.GroupBy != GroupingValue:
 		return fmt.Errorf("--group-by must be %s (count by the input key) or %s (count by value, through a repartition topic), got %q",
 			GroupingKey, GroupingValue, o.GroupBy)
 	case o.GroupBy != "" && o.Pipeline != PipelineCount:
-		return fmt.Errorf("--group-by %s needs --pipeline %s: the %s pipeline groups nothing", o.GroupBy, PipelineCount, PipelineUpper)
-	case o.Pipeline == PipelineCount && o.Guarantee == config.AtMostOnce:
+		return fmt.Errorf("--group-by %s needs --pipeline %s: the %s pipeline groups nothing", o.GroupBy, PipelineCount, o.Pipeline)
+	case o.Pipeline.stateful() && o.Guarantee == config.AtMostOnce:
 		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
-			PipelineCount, config.AtMostOnce)
+			o.Pipeline, config.AtMostOnce)
 	}
-	return nil
+	return o.validateEvents()
 }
 
 func (o *Options) defaults() {
@@ -264,7 +281,7 @@ func (o *Options) defaults() {
 	if o.Pipeline == "" {
 		o.Pipeline = PipelineUpper
 	}
-	if o.Pipeline == PipelineCount && o.State == "" {
+	if o.Pipeline.stateful() && o.State == "" {
 		o.State = StateMemory
 	}
 	if o.Pipeline == PipelineCount && o.GroupBy == "" {
@@ -361,6 +378,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if grouped {
 		res.Repartition = topology.RepartitionTopic(app, GroupByNode)
 	}
+	inputs := []string{res.Input}
+	if o.Pipeline == PipelineJoin {
+		res.Payments = app + "-payments"
+		inputs = append(inputs, res.Payments)
+	}
+	ev := newEventRun(o, res.Input, res.Payments)
 	cfg := o.Base
 	cfg.Brokers = br.addrs()
 	if cfg.ConnectTimeout <= 0 {
@@ -373,10 +396,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	defer conn.Close()
 	cl, adm, base := conn.Client, conn.Admin, conn.Opts
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = kafkautil.CreateTopics(cctx, adm, o.Partitions, -1, nil, res.Input, res.Output)
+	err = kafkautil.CreateTopics(cctx, adm, o.Partitions, -1, nil, append(inputs, res.Output)...)
 	cancel()
 	if err != nil {
-		return res, fmt.Errorf("chaos: creating topics %s, %s: %w", res.Input, res.Output, err)
+		return res, fmt.Errorf("chaos: creating topics %s, %s: %w", strings.Join(inputs, ", "), res.Output, err)
+	}
+	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics && ev != nil {
+		defer deleteAppTopics(adm, app) // inputs, output and the stores' changelogs
 	}
 	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics {
 		defer func() {
@@ -394,7 +420,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	if grouped {
+	if ev != nil {
+		err = seedEvents(sctx, base, ev.records())
+	} else if grouped {
 		err = verdict.SeedByValue(sctx, cl, res.Input, o.Records, o.Keys)
 	} else {
 		err = verdict.Seed(sctx, cl, res.Input, o.Records, o.Keys, 32)
@@ -403,7 +431,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, fmt.Errorf("chaos: seeding %d records: %w", o.Records, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, res.Input)
+	ends, err := adm.ListEndOffsets(ctx, inputs...)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -411,7 +439,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("chaos: reading the input's end offsets: %w", err)
 	}
 
-	live, err := startLiveReader(base, res.Output, o.Records, counting)
+	var live *liveReader
+	if ev != nil {
+		live, err = startLiveIdentities(base, res.Output, ev.identify)
+	} else {
+		live, err = startLiveReader(base, res.Output, o.Records, counting)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -424,7 +457,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		res.Rate = autoRate(o.Records, o.Workers, len(plan))
 	}
 	var stateDir string
-	if counting {
+	if o.Pipeline.stateful() {
 		// Each worker id keeps its stores across its restarts, so pebble
 		// resumes from the offset its database kept (after a SIGKILL,
 		// that of its last flush); they go when the run ends, after the
@@ -443,6 +476,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if counting {
 				state = []string{"--pipeline", string(o.Pipeline), "--state", string(o.State), "--group-by", string(o.GroupBy),
 					"--state-dir", filepath.Join(stateDir, id)}
+			}
+			if ev != nil {
+				state = []string{"--pipeline", string(o.Pipeline), "--state", string(o.State), "--state-dir", filepath.Join(stateDir, id)}
+				if res.Payments != "" {
+					state = append(state, "--payments", res.Payments)
+				}
 			}
 			return append(append([]string{"verify", "worker",
 				"--brokers", strings.Join(br.addrs(), ","),
@@ -465,7 +504,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	pctx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
 	var consumed atomic.Int64
-	go pollConsumed(pctx, adm, app, res.Input, ends, &consumed)
+	go pollConsumed(pctx, adm, app, ends, &consumed)
 
 	start := time.Now()
 	fl.began = start
@@ -475,6 +514,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	}
 	event("seeded %d records over %d partitions into %s; %d workers, %s, %d faults planned, rate %d records/s per worker",
 		o.Records, o.Partitions, res.Input, o.Workers, o.Guarantee, len(plan), res.Rate)
+	if ev != nil {
+		event("pipeline %s with %s state; each worker keeps its stores in %s, across its restarts, removed at the end; %s",
+			o.Pipeline, o.State, filepath.Join(stateDir, "<worker>"), ev.describe())
+	}
 	if counting {
 		event("pipeline %s with %s state, changelog %s; each worker keeps its stores in %s, across its restarts, removed at the end",
 			o.Pipeline, o.State, res.Changelog, filepath.Join(stateDir, "<worker>"))
@@ -660,6 +703,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		var c verdict.Counts
 		res.Verdict, c = verdict.JudgeCounts(o.Records, o.Keys, out, changelog)
 		res.Counts = &c
+	} else if ev != nil {
+		res.Verdict = verdict.Verdict{RecordsIn: o.Records, RecordsOut: len(out)}
+		ev.judge(out, &res)
 	} else {
 		res.Verdict = verdict.Judge(o.Records, out)
 	}
@@ -675,6 +721,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	event("verdict: %s", res.Verdict)
 	if res.Counts != nil {
 		event("count verdict: %s", res.Counts)
+	}
+	if res.WindowVerdict != nil {
+		event("window verdict: %s %v", res.WindowVerdict, res.WindowVerdict.WindowExamples)
+	}
+	if res.JoinVerdict != nil {
+		event("join verdict: %s %v", res.JoinVerdict, res.JoinVerdict.PairExamples)
 	}
 	return res, nil
 }
@@ -756,6 +808,7 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 		add(c.ChangelogMismatch > 0, ProblemChangelogMismatch, "%d of %d keys end in the changelog %s on a value other than their number of input records",
 			c.ChangelogMismatch, c.CountKeys, r.Changelog)
 	}
+	eventProblems(r, add)
 	add(r.OutOfOrder > 0, ProblemOutOfOrder, "%d output records came before an earlier record of their key", r.OutOfOrder)
 	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
 	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
@@ -791,10 +844,11 @@ func workerNum(id string) int {
 	return n
 }
 
-// pollConsumed keeps consumed at the number of input records whose offsets
-// the group committed, until ctx ends. It never goes down, so a broker
-// that is briefly unavailable does not look like lost progress.
-func pollConsumed(ctx context.Context, adm *kadm.Client, group, topic string, ends kadm.ListedOffsets, consumed *atomic.Int64) {
+// pollConsumed keeps consumed at the number of input records (of every
+// topic in ends) whose offsets the group committed, until ctx ends. It
+// never goes down, so a broker that is briefly unavailable does not look
+// like lost progress.
+func pollConsumed(ctx context.Context, adm *kadm.Client, group string, ends kadm.ListedOffsets, consumed *atomic.Int64) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -811,7 +865,7 @@ func pollConsumed(ctx context.Context, adm *kadm.Client, group, topic string, en
 		}
 		var sum int64
 		ends.Each(func(e kadm.ListedOffset) {
-			if o, ok := offs.Lookup(topic, e.Partition); ok && o.Err == nil && o.At > 0 {
+			if o, ok := offs.Lookup(e.Topic, e.Partition); ok && o.Err == nil && o.At > 0 {
 				sum += min(o.At, e.Offset)
 			}
 		})

@@ -30,6 +30,7 @@ type WorkerOptions struct {
 	Pipeline    PipelineKind  // which sample pipeline; default PipelineUpper
 	State       StateKind     // the store engine of PipelineCount; default StateMemory
 	GroupBy     Grouping      // what PipelineCount counts by; default GroupingKey
+	Payments    string        // the second input of PipelineJoin, whose orders are In
 	Rate        int           // records per second this worker processes at most; 0: unlimited
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
@@ -293,8 +294,10 @@ func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 			return GroupedCountPipeline(o.In, o.Out, e, before), nil
 		}
 		return nil, fmt.Errorf("chaos: grouping %q is not one of %s, %s", o.GroupBy, GroupingKey, GroupingValue)
+	case PipelineWindowed, PipelineJoin:
+		return o.eventTopology(before)
 	}
-	return nil, fmt.Errorf("chaos: pipeline %q is not one of %s, %s", o.Pipeline, PipelineUpper, PipelineCount)
+	return nil, fmt.Errorf("chaos: pipeline %q is not one of %v", o.Pipeline, pipelines)
 }
 
 // CountPipeline is the stateful sample topology: it counts the records of

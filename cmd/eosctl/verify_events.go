@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+)
+
+// eventClaim is what a passing run of an event-time pipeline (windowed,
+// join) proved, or "" for the other pipelines.
+func eventClaim(r chaos.Result) string {
+	switch {
+	case r.WindowVerdict != nil:
+		return fmt.Sprintf("every window's final count exactly once, as computed from the seed (%d windows; %d late records counted nowhere), through %d faults",
+			r.WindowVerdict.WindowsExpected, r.WindowVerdict.LateRecords, r.FaultsPlanned)
+	case r.JoinVerdict != nil:
+		return fmt.Sprintf("every joined pair exactly once and nothing else, as computed from the seed (%d pairs), through %d faults",
+			r.JoinVerdict.PairsExpected, r.FaultsPlanned)
+	}
+	return ""
+}
+
+// verifyTopics names a run's input topics and its output.
+func verifyTopics(r chaos.Result) string {
+	if r.Payments != "" {
+		return r.Input + " + " + r.Payments + " → " + r.Output
+	}
+	return r.Input + " → " + r.Output
+}
+
+// addEventRows adds the window-by-window or pair-by-pair verdict of an
+// event-time pipeline to t.
+func addEventRows(t *table, r chaos.Result) {
+	if v := r.WindowVerdict; v != nil {
+		t.add("windows expected", fmt.Sprintf("%d (computed from the seed)", v.WindowsExpected))
+		t.add("late records", fmt.Sprintf("%d (in the seed; they must count in no window)", v.LateRecords))
+		t.add("window missing", fmt.Sprintf("%d (never emitted: lost final results)", v.WindowMissing))
+		t.add("window duplicates", fmt.Sprintf("%d (final results emitted again)", v.WindowDuplicates))
+		t.add("window wrong count", fmt.Sprintf("%d (emitted with another count)", v.WindowWrongCount))
+		t.add("window unexpected", fmt.Sprintf("%d (windows the seed does not close)", v.WindowUnexpected))
+		t.add("window unreadable", v.WindowUnreadable)
+		for _, e := range v.WindowExamples {
+			t.add("  e.g.", e)
+		}
+	}
+	if v := r.JoinVerdict; v != nil {
+		t.add("pairs expected", fmt.Sprintf("%d (computed from the seed)", v.PairsExpected))
+		t.add("pair missing", fmt.Sprintf("%d (never joined)", v.PairMissing))
+		t.add("pair duplicates", fmt.Sprintf("%d (joined again)", v.PairDuplicates))
+		t.add("pair unexpected", fmt.Sprintf("%d (no pair of the seed)", v.PairUnexpected))
+		for _, e := range v.PairExamples {
+			t.add("  e.g.", e)
+		}
+	}
+}
