@@ -1,0 +1,141 @@
+package chaos_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+)
+
+// eventArgs is the fault load of the event-time pipelines' runs on the
+// embedded broker: 3,000 records over 50 keys (for the windowed count
+// about 700 windows of 4 records, for the join about 2,000 pairs), 2
+// workers, 3 SIGKILLs, a SIGTERM, 2 rebalances and 5 % injected aborts. No
+// broker restart, for the reason eoChaosArgs gives.
+var eventArgs = []string{"--records", "3000", "--keys", "50", "--workers", "2", "--kills", "3",
+	"--broker-restarts", "0", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "2m"}
+
+func TestVerifyWindowedMemoryExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "windowed", "--state", "memory")...)
+	checkWindowsExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+func TestVerifyWindowedPebbleExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "windowed", "--state", "pebble")...)
+	checkWindowsExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+func TestVerifyJoinMemoryExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "join", "--state", "memory")...)
+	checkPairsExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+func TestVerifyJoinPebbleExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "join", "--state", "pebble")...)
+	checkPairsExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+// Under at-least-once a batch's final results, its store changes and its
+// input offsets do not commit together: a worker killed or failed after
+// some of its batch's results reached the output, but before its offsets
+// committed, leaves them there, and its successor, from the state the
+// changelog holds, closes the same windows again.
+func TestVerifyWindowedAtLeastOnceControlFails(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(eventArgs, "--pipeline", "windowed", "--guarantee", "at-least-once")...)
+	checkWindowsAtLeastOnce(t, res, code, 3)
+}
+
+// checkWindowsAtLeastOnce asserts that the windowed at-least-once control
+// failed with repeated final results, and for no reason but the window
+// checks.
+func checkWindowsAtLeastOnce(t *testing.T, res chaos.Result, code, kills int) {
+	t.Helper()
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
+	}
+	v := res.WindowVerdict
+	if v == nil {
+		t.Fatalf("no window verdict in %+v", res)
+	}
+	t.Logf("window verdict: %s; e.g. %v", v, v.WindowExamples)
+	if v.WindowDuplicates == 0 || !res.Fails(chaos.ProblemWindowDuplicates) {
+		t.Errorf("window verdict %s (failed %v): the same chaos under at-least-once must repeat final results", v, res.Failed)
+	}
+	if res.WorkerKills != kills || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, faults not injected %d: want %d and 0", res.WorkerKills, res.FaultsNotInjected, kills)
+	}
+	checkFailsOnly(t, res, chaos.ProblemWindowDuplicates, chaos.ProblemWindowWrongCount, chaos.ProblemWindowMissing,
+		chaos.ProblemWindowUnexpected, chaos.ProblemLiveDuplicates)
+}
+
+// checkWindowsExactlyOnce asserts a passing windowed run: every window the
+// seed closes came out once with its count, nothing else came out, the
+// seed held late records, nothing was repeated live, and the faults fired
+// and hit open transactions.
+func checkWindowsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, code, kills, brokerRestarts int) {
+	t.Helper()
+	if code != 0 || !res.Pass {
+		t.Fatalf("exit %d, problems %v", code, res.Problems)
+	}
+	v := res.WindowVerdict
+	if v == nil || res.Pipeline != "windowed" || res.Counts != nil || res.JoinVerdict != nil {
+		t.Fatalf("pipeline %q, window verdict %v: not a windowed run", res.Pipeline, v)
+	}
+	t.Logf("window verdict: %s", v)
+	if !v.OK() || v.WindowsExpected == 0 || res.RecordsOut != v.WindowsExpected || res.LiveDuplicates != 0 || res.LiveRead != v.WindowsExpected {
+		t.Errorf("window verdict %s, %d output records, live %d (duplicates %d)", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates)
+	}
+	if v.LateRecords == 0 {
+		t.Errorf("the seed has no late record: the run does not exercise lateness")
+	}
+	checkEventFaults(t, res, raw, kills, brokerRestarts, "window_missing", "window_duplicates", "window_wrong_count",
+		"window_unexpected", "windows_expected", "late_records")
+}
+
+// checkPairsExactlyOnce asserts a passing join run: every pair of the seed
+// came out once, nothing else came out or was repeated live, and the
+// faults fired and hit open transactions.
+func checkPairsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, code, kills, brokerRestarts int) {
+	t.Helper()
+	if code != 0 || !res.Pass {
+		t.Fatalf("exit %d, problems %v", code, res.Problems)
+	}
+	v := res.JoinVerdict
+	if v == nil || res.Pipeline != "join" || res.Counts != nil || res.WindowVerdict != nil || res.Payments == "" {
+		t.Fatalf("pipeline %q, join verdict %v, payments topic %q: not a join run", res.Pipeline, v, res.Payments)
+	}
+	t.Logf("join verdict: %s", v)
+	if !v.OK() || v.PairsExpected == 0 || res.RecordsOut != v.PairsExpected || res.LiveDuplicates != 0 || res.LiveRead != v.PairsExpected {
+		t.Errorf("join verdict %s, %d output records, live %d (duplicates %d)", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates)
+	}
+	checkEventFaults(t, res, raw, kills, brokerRestarts, "pair_missing", "pair_duplicates", "pair_unexpected", "pairs_expected", "payments_topic")
+}
+
+// checkEventFaults asserts that the planned faults fired and hit open
+// transactions, that -o json has the pipeline's fields, and that the
+// workers' state went with the run.
+func checkEventFaults(t *testing.T, res chaos.Result, raw map[string]any, kills, brokerRestarts int, fields ...string) {
+	t.Helper()
+	if res.WorkerKills != kills || res.BrokerRestarts != brokerRestarts || res.FaultsNotInjected != 0 ||
+		res.WorkerTerms == 0 || res.WorkersAdded == 0 || res.WorkersRemoved == 0 {
+		t.Errorf("kills %d (want %d), broker restarts %d (want %d), terms %d, added %d, removed %d, faults not injected %d",
+			res.WorkerKills, kills, res.BrokerRestarts, brokerRestarts, res.WorkerTerms, res.WorkersAdded, res.WorkersRemoved, res.FaultsNotInjected)
+	}
+	if res.AbortedRecords <= 0 {
+		t.Errorf("no aborted records in the output log: the faults missed every open transaction")
+	}
+	for _, k := range append([]string{"pipeline", "state"}, fields...) {
+		if _, ok := raw[k]; !ok {
+			t.Errorf("-o json lacks %q", k)
+		}
+	}
+	if entries, err := os.ReadDir(filepath.Join(res.LogDir, "state")); err == nil {
+		t.Errorf("the workers' state directory is still there with %d entries", len(entries))
+	}
+}
