@@ -346,6 +346,7 @@ func TestVerifyRealBroker(t *testing.T) {
 			checkGrouped(t, res, raw)
 		})
 	}
+	realEventRuns(t, real)
 	controls := append(real, "--records", "20000", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 		"--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")
 	t.Run("at-least-once control", func(t *testing.T) {
