@@ -106,9 +106,9 @@ With -o json, "failed" names every check the run failed.`,
   eosctl verify --pipeline count --state pebble --records 5000 --kills 3
   eosctl verify --pipeline count --guarantee at-least-once   # must fail with repeated or lost counts
   eosctl verify --pipeline count --group-by value --state pebble --records 5000 --kills 3
-  eosctl verify --pipeline windowed --state pebble --records 20000 --keys 200 --kills 3
-  eosctl verify --pipeline windowed --guarantee at-least-once   # must fail with repeated window results
-  eosctl verify --pipeline join --records 20000 --keys 200 --kills 3
+  eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3 --broker-restarts 0
+  eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50 --broker-restarts 0   # must fail with repeated window results
+  eosctl verify --pipeline join --records 3000 --keys 50 --kills 3 --broker-restarts 0
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
