@@ -74,13 +74,35 @@ restore/memory and restore/pebble: a changelog is filled with N distinct keys
 and a fresh instance (pebble from an empty directory) is timed restoring it
 from the broker; records/s is changelog records over the time the runtime
 spent restoring. List only restore/memory,restore/pebble in --cases to run
-nothing else.`,
+nothing else.
+
+--pipeline windowed counts each key's records in tumbling windows of event
+time: GroupByKey → CountWindows(Tumbling(--window).Grace(--grace)) → ToTable.
+Record i carries event time base + i ms (base a multiple of --window, in the
+recent past), so windows close as records arrive and every window's count is
+known. Each output is the key with 16 bytes: the window's start (unix ms) and
+its count, big-endian. Its cases:
+
+  exactly-once/memory    this framework, every update emitted, state.Memory()
+  exactly-once/pebble    the same with state.Pebble()
+  kafka-streams          windowedBy(TimeWindows.ofSizeAndGrace).count(), record
+                         cache off: every update, as the framework does
+  final/memory           FinalOnly(): each window once, when it closes
+  final/pebble           the same with state.Pebble()
+  kafka-streams/final    suppress(untilWindowCloses(unbounded())), cache off
+
+The reader checks every window: every update, its counts rising one by one to
+the window's records; final results, each closed window exactly once with its
+records. Records/s count input records (final results: those of the windows
+that closed). Final results' p99 runs from the send of the first record that
+can close the window to the result's receipt.`,
 		Example: `  eosctl bench --records 20000 --repeat 1
   eosctl bench --brokers 127.0.0.1:9092 --records 500000 --repeat 3 --chart bench.svg
   eosctl bench --brokers 127.0.0.1:9092 --sweep                  # exactly-once at 10ms, 50ms, 100ms, 500ms
   eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 -o json   # CI, under 3 minutes
   eosctl bench --brokers 127.0.0.1:9092 --pipeline count --records 200000 --repeat 1
-  eosctl bench --brokers 127.0.0.1:9092 --pipeline count --restore-keys 1000000 --cases restore/memory,restore/pebble`,
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline count --restore-keys 1000000 --cases restore/memory,restore/pebble
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline windowed --records 200000 --repeat 1 -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if chart != "" && !strings.EqualFold(filepath.Ext(chart), ".svg") {
@@ -95,6 +117,28 @@ nothing else.`,
 			valid := bench.CasesFor(o.Pipeline)
 			if valid == nil {
 				return usageErrorf("--pipeline %q: unknown pipeline; use %s", o.Pipeline, strings.Join(bench.Pipelines(), " or "))
+			}
+			for _, name := range []string{"window", "grace"} {
+				if cmd.Flags().Changed(name) && o.Pipeline != bench.PipelineWindowed {
+					return usageErrorf("--%s applies to --pipeline windowed only; drop it or add --pipeline windowed", name)
+				}
+			}
+			if o.Pipeline == bench.PipelineWindowed {
+				if o.Window <= 0 || o.Window%time.Millisecond != 0 {
+					return usageErrorf("--window %s: give a positive whole number of milliseconds, e.g. 10s", o.Window)
+				}
+				if o.Grace < 0 || o.Grace%time.Millisecond != 0 {
+					return usageErrorf("--grace %s: give 0 or a positive whole number of milliseconds, e.g. 1s", o.Grace)
+				}
+				if span := time.Duration(o.Records) * time.Millisecond; span < 2*(o.Window+o.Grace) {
+					return usageErrorf("--records %d span %s of event time (1 ms apart), less than twice --window %s plus --grace %s, so windows would hardly close; "+
+						"give more --records or a smaller --window", o.Records, span, o.Window, o.Grace)
+				}
+				if o.Grace == 0 {
+					o.Grace = -1 // bench.Options: none
+				}
+			} else {
+				o.Window, o.Grace = 0, 0
 			}
 			if o.RestoreKeys < 0 || o.RestoreKeys > 0 && o.Pipeline != bench.PipelineCount {
 				return usageErrorf("--restore-keys %d: restores measure the count pipeline's state; give a positive number with --pipeline count", o.RestoreKeys)
@@ -115,7 +159,7 @@ nothing else.`,
 			}
 			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
 				o.Cases = []string{bench.AtMostOnce}
-				if o.Pipeline == bench.PipelineCount {
+				if o.Pipeline == bench.PipelineCount || o.Pipeline == bench.PipelineWindowed {
 					o.Cases = []string{bench.CountMemory}
 				}
 			}
@@ -162,7 +206,10 @@ nothing else.`,
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
 	f.Lookup("keys").Usage += fmt.Sprintf(" (--pipeline count: %d unless given)", countKeys)
-	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee) or count (stateful GroupByKey → Count)")
+	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee), count (stateful GroupByKey → Count) "+
+		"or windowed (GroupByKey → CountWindows over tumbling windows of event time)")
+	f.DurationVar(&o.Window, "window", bench.DefaultWindow, "with --pipeline windowed, the tumbling windows' size (records are 1 ms of event time apart)"+durationFlagHelp)
+	f.DurationVar(&o.Grace, "grace", bench.DefaultGrace, "with --pipeline windowed, how long a window stays open after its end for records out of order"+durationFlagHelp)
 	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble)")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
@@ -174,12 +221,13 @@ nothing else.`,
 	f.DurationSliceVar(&o.Sweep, "sweep", nil, "also run exactly-once at each of these commit intervals; --sweep alone means "+
 		"10ms,50ms,100ms,500ms (give values with =). Without --cases only at-most-once runs besides")
 	f.Lookup("sweep").NoOptDefVal = "10ms,50ms,100ms,500ms"
-	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated (--pipeline count: "+strings.Join(bench.CountCases(), ", ")+")")
+	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated (--pipeline count: "+strings.Join(bench.CountCases(), ", ")+
+		"; --pipeline windowed: "+strings.Join(bench.WindowedCases(), ", ")+")")
 	f.StringVar(&chart, "chart", "", "write an SVG chart of throughput and p99 per case to this file")
 	f.BoolVar(&inProcess, "in-process", false, "run the Go cases inside this process instead of child processes")
 	f.StringVar(&o.StreamsJar, "streams-jar", "", "the Kafka Streams app; default bench/streams/target/streams-bench.jar, built with mvn if missing")
 	f.DurationVar(&o.RunTimeout, "run-timeout", 10*time.Minute, "give up on a run when a phase takes longer"+durationFlagHelp)
-	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(append(bench.Cases(), bench.CountCases()...), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(slices.Compact(slices.Sorted(slices.Values(slices.Concat(bench.Cases(), bench.CountCases(), bench.WindowedCases())))), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(bench.Pipelines(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("chart", "svg")
 	cmd.AddCommand(newBenchWorkerCmd())
@@ -217,7 +265,7 @@ func newBenchWorkerCmd() *cobra.Command {
 // benchTable is the human rendering: one row per case.
 func benchTable(rep *bench.Report) *table {
 	ref, refHead := bench.AtMostOnce, "×AT-MOST-ONCE"
-	if rep.Pipeline == bench.PipelineCount {
+	if rep.Pipeline == bench.PipelineCount || rep.Pipeline == bench.PipelineWindowed {
 		ref, refHead = bench.KafkaStreams, "×KAFKA-STREAMS"
 	}
 	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
@@ -231,6 +279,10 @@ func benchTable(rep *bench.Report) *table {
 			continue
 		}
 		ratio := "-"
+		ref := ref
+		if r.Name == bench.FinalMemory || r.Name == bench.FinalPebble || r.Name == bench.KafkaStreamsFinal {
+			ref = bench.KafkaStreamsFinal // final results against final results
+		}
 		if v, ok := r.Ratios[ref]; ok {
 			ratio = fmt.Sprintf("%.2f", v)
 		} else if r.Name == ref {
@@ -264,8 +316,12 @@ func benchTable(rep *bench.Report) *table {
 // goals, and why a case did not run.
 func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 	pipeline := ""
-	if rep.Pipeline == bench.PipelineCount {
+	switch rep.Pipeline {
+	case bench.PipelineCount:
 		pipeline = "; a count per key, records/s of input records"
+	case bench.PipelineWindowed:
+		pipeline = fmt.Sprintf("; a count per key in tumbling windows of %d ms, grace %d ms, records 1 ms of event time apart, records/s of input records "+
+			"(final/* and kafka-streams/final: those of the windows that closed; their ratio is to kafka-streams/final)", rep.WindowMS, rep.GraceMS)
 	}
 	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s%s\n",
 		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker, pipeline)

@@ -46,10 +46,19 @@ const (
 	// new count (Int64BE): stateful, so exactly-once with a state engine
 	// against Kafka Streams' groupByKey().count().
 	PipelineCount = "count"
+	// PipelineWindowed counts the records of each key in tumbling windows
+	// of event time (CountWindows), exactly-once with a state engine,
+	// against Kafka Streams' windowedBy(TimeWindows).count(): every
+	// update, and final results only (FinalOnly against suppress).
+	PipelineWindowed = "windowed"
 )
 
 // Pipelines lists the workloads, the default first.
-func Pipelines() []string { return []string{PipelineUpper, PipelineCount} }
+func Pipelines() []string { return []string{PipelineUpper, PipelineCount, PipelineWindowed} }
+
+// stateful says whether pipeline keeps state, so that its cases run
+// exactly-once with a state engine.
+func stateful(pipeline string) bool { return pipeline == PipelineCount || pipeline == PipelineWindowed }
 
 // Case names of the count pipeline. Kafka Streams runs it as KafkaStreams
 // with its record cache off (statestore.cache.max.bytes=0), so that it
@@ -71,6 +80,24 @@ func CountCases() []string {
 	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble}
 }
 
+// Case names of the windowed pipeline besides those it shares with the
+// count pipeline (CountMemory, CountPebble and KafkaStreams, which emit
+// every update, Kafka Streams with its record cache off). These emit each
+// window's count once, when the window closes: the framework with
+// FinalOnly, Kafka Streams with suppress(untilWindowCloses(unbounded())).
+const (
+	FinalMemory       = "final/memory"
+	FinalPebble       = "final/pebble"
+	KafkaStreamsFinal = "kafka-streams/final"
+)
+
+// WindowedCases lists every case of the windowed pipeline in report
+// order: every update first (the like-for-like comparison), then final
+// results.
+func WindowedCases() []string {
+	return []string{CountMemory, CountPebble, KafkaStreams, FinalMemory, FinalPebble, KafkaStreamsFinal}
+}
+
 // CasesFor lists the cases of pipeline in report order; nil for an
 // unknown pipeline.
 func CasesFor(pipeline string) []string {
@@ -79,9 +106,19 @@ func CasesFor(pipeline string) []string {
 		return Cases()
 	case PipelineCount:
 		return CountCases()
+	case PipelineWindowed:
+		return WindowedCases()
 	}
 	return nil
 }
+
+// Defaults of the windowed pipeline. Records carry event times 1 ms
+// apart, so a 10 s window holds 10,000 records: 10 per key over the
+// default 1,000 keys.
+const (
+	DefaultWindow = 10 * time.Second
+	DefaultGrace  = time.Second
+)
 
 // State engines of the count pipeline, by name.
 const (
@@ -107,8 +144,14 @@ type Options struct {
 	RecordSize int            // value bytes; default 100
 	Partitions int32          // of the input and output topics; default 6
 	Keys       int            // distinct keys; default 1,000, 10,000 for PipelineCount
-	// Pipeline is the workload: PipelineUpper (default) or PipelineCount.
+	// Pipeline is the workload: PipelineUpper (default), PipelineCount or
+	// PipelineWindowed.
 	Pipeline string
+	// Window and Grace shape PipelineWindowed's tumbling windows, in whole
+	// milliseconds of event time; default DefaultWindow and DefaultGrace
+	// (negative Grace: none).
+	// Record i carries event time base + i ms, base a multiple of Window.
+	Window, Grace time.Duration
 	// RestoreKeys, with PipelineCount, adds the restore cases: a changelog
 	// is filled with this many distinct keys, and a fresh instance of each
 	// engine is timed restoring it. 0: no restore cases.
@@ -159,6 +202,17 @@ func (o *Options) defaults() {
 		def(&o.Keys, 10_000)
 	}
 	def(&o.Keys, 1000)
+	if o.Pipeline == PipelineWindowed {
+		if o.Window <= 0 {
+			o.Window = DefaultWindow
+		}
+		switch {
+		case o.Grace == 0:
+			o.Grace = DefaultGrace
+		case o.Grace < 0:
+			o.Grace = 0
+		}
+	}
 	def(&o.BatchRecords, config.DefaultMaxBatchRecords)
 	def(&o.Repeat, 3)
 	def(&o.Rate, 5000)
@@ -215,6 +269,9 @@ func (o *Options) validate() error {
 	if o.RestoreKeys > 0 && o.Pipeline != PipelineCount {
 		return fmt.Errorf("bench: restoring measures the count pipeline's state; use pipeline %s with restore keys", PipelineCount)
 	}
+	if err := o.validateWindows(); err != nil {
+		return err
+	}
 	if o.RecordSize < 40 {
 		return fmt.Errorf("bench: record size %d is too small; values carry an id and a send time, use at least 40 bytes", o.RecordSize)
 	}
@@ -226,14 +283,37 @@ func (o *Options) validate() error {
 	return nil
 }
 
+// validateWindows checks the windowed pipeline's window and grace.
+func (o *Options) validateWindows() error {
+	if o.Pipeline != PipelineWindowed {
+		if o.Window != 0 || o.Grace != 0 {
+			return fmt.Errorf("bench: a window and a grace apply to pipeline %s only; drop them or use that pipeline", PipelineWindowed)
+		}
+		return nil
+	}
+	if o.Window%time.Millisecond != 0 || o.Grace%time.Millisecond != 0 {
+		return fmt.Errorf("bench: window %s and grace %s must be whole milliseconds, the resolution of Kafka timestamps", o.Window, o.Grace)
+	}
+	// Records are 1 ms of event time apart: a window closes only once
+	// later records pass its end plus the grace.
+	if span := time.Duration(o.Records) * time.Millisecond; span < 2*(o.Window+o.Grace) {
+		return fmt.Errorf("bench: %d records span %s of event time (1 ms apart), less than twice the window %s plus grace %s, so windows would hardly close; "+
+			"give more records or a smaller window", o.Records, span, o.Window, o.Grace)
+	}
+	return nil
+}
+
 // Workload is what every case of a bench moved.
 type Workload struct {
-	Pipeline     string  `json:"pipeline"`
-	Broker       string  `json:"broker"`
-	Records      int     `json:"records"`
-	RecordSize   int     `json:"record_size"`
-	Partitions   int32   `json:"partitions"`
-	Keys         int     `json:"keys"`
+	Pipeline   string `json:"pipeline"`
+	Broker     string `json:"broker"`
+	Records    int    `json:"records"`
+	RecordSize int    `json:"record_size"`
+	Partitions int32  `json:"partitions"`
+	Keys       int    `json:"keys"`
+	// WindowMS and GraceMS: the windowed pipeline's tumbling windows.
+	WindowMS     int64   `json:"window_ms,omitempty"`
+	GraceMS      int64   `json:"grace_ms,omitempty"`
 	BatchRecords int     `json:"batch_records"`
 	Warmup       float64 `json:"warmup"`
 	LatencyRate  int     `json:"latency_rate"`
@@ -326,6 +406,7 @@ type caseSpec struct {
 	skipped   string
 	pipeline  string
 	state     string // engine of a count case: StateMemory or StatePebble
+	final     bool   // a windowed case emitting final results only
 	cache     int64  // Kafka Streams' statestore.cache.max.bytes; -1: its default
 	restore   bool   // a restore case
 }
@@ -337,22 +418,23 @@ func (o *Options) plan() []caseSpec {
 		switch k {
 		case RawFranzGo:
 			c.engine, c.guarantee = EngineFranzGo, ExactlyOnce
-		case KafkaStreams, KafkaStreamsCached:
+		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal:
 			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
-			if o.Pipeline == PipelineCount && k == KafkaStreams {
+			if stateful(o.Pipeline) && k != KafkaStreamsCached {
 				c.cache = 0
 			}
-		case CountMemory, RestoreMemory:
+		case CountMemory, RestoreMemory, FinalMemory:
 			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StateMemory
-		case CountPebble, RestorePebble:
+		case CountPebble, RestorePebble, FinalPebble:
 			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StatePebble
 		}
+		c.final = k == FinalMemory || k == FinalPebble || k == KafkaStreamsFinal
 		c.restore = isRestore(k)
 		cs = append(cs, c)
 	}
 	for _, d := range o.Sweep {
 		c := caseSpec{name: ExactlyOnce + "@" + d.String(), kind: ExactlyOnce, engine: EngineFramework, guarantee: ExactlyOnce, commit: d, pipeline: o.Pipeline, cache: -1}
-		if o.Pipeline == PipelineCount {
+		if stateful(o.Pipeline) {
 			c.name, c.state = CountMemory+"@"+d.String(), StateMemory
 		}
 		cs = append(cs, c)
@@ -406,7 +488,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if cases[i].kind != KafkaStreams {
 			continue
 		}
-		if o.Pipeline == PipelineCount && embedded {
+		if stateful(o.Pipeline) && embedded {
 			// Kafka Streams describes the configs of its internal topics
 			// and fails on kfake's answer (a config source of -1).
 			cases[i].skipped = "Kafka Streams' state store setup fails on the embedded broker (it cannot read kfake's topic config answers); give --brokers of an Apache Kafka"
@@ -466,6 +548,9 @@ type harness struct {
 	broker string
 	cl     *kgo.Client
 	adm    *kadm.Client
+	// eventBase is the current run's event time of record 0 (unix ms);
+	// 0: records carry the time they are produced.
+	eventBase int64
 }
 
 // runResult is one run of one case.
@@ -497,7 +582,7 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	if err := h.createTopics(ctx, in, out); err != nil {
 		return runResult{}, err
 	}
-	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore))
+	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore), suppressChangelog(id))
 	if c.state != "" {
 		if err := h.createChangelog(ctx, id); err != nil {
 			return runResult{}, err
@@ -508,6 +593,11 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		return runResult{}, err
 	}
 	defer os.RemoveAll(stateDir)
+	h.eventBase = 0
+	lat := h.latencyRecords()
+	if c.pipeline == PipelineWindowed {
+		h.eventBase = eventBase(time.Now(), o.Records+lat, o.Window)
+	}
 	if err := h.seed(ctx, in, o.Records); err != nil {
 		return runResult{}, fmt.Errorf("seeding %s: %w", in, err)
 	}
@@ -527,10 +617,16 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 			cpuMu.Unlock()
 		}
 	}
-	lat := h.latencyRecords()
 	var acct accountant
-	if c.pipeline == PipelineCount {
+	switch c.pipeline {
+	case PipelineCount:
 		acct = newCountAccount(o.Keys, o.Records, lat, 0)
+	case PipelineWindowed:
+		acct = newWindowAccount(windowPlan{
+			keys: o.Keys, phase1: o.Records, total: o.Records + lat, base: h.eventBase,
+			window: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), final: c.final,
+			partitions: int(o.Partitions),
+		})
 	}
 	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
 	if err != nil {
@@ -579,13 +675,13 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	defer obs.mu.Unlock()
 	cpuMu.Lock()
 	defer cpuMu.Unlock()
-	r := runResult{peakRSS: rss, dups: obs.dups, missing: obs.total - obs.distinct, measured: measured}
+	r := runResult{peakRSS: rss, dups: obs.dups, missing: obs.want - obs.distinct, measured: measured}
 	window := obs.phase1At.Sub(obs.warmAt)
-	counted := o.Records - obs.warmCount
+	counted := obs.want1 - obs.warmCount
 	if counted <= 0 || window <= 0 {
 		// Everything became visible at once (a tiny bench): measure from
 		// the start instead, group join included.
-		window, counted, cpu0 = obs.phase1At.Sub(started), o.Records, readyCPU
+		window, counted, cpu0 = obs.phase1At.Sub(started), obs.want1, readyCPU
 	}
 	r.rate = float64(counted) / window.Seconds()
 	r.cpu = max(cpu1-cpu0, 0)
@@ -604,7 +700,7 @@ func runID(c caseSpec, rep int) string {
 // stateDir is a fresh directory for the state of case c, which the caller
 // removes; "" when c keeps no state on disk.
 func (h *harness) stateDir(c caseSpec) (string, error) {
-	if c.state != StatePebble && (c.engine != EngineStreams || c.pipeline != PipelineCount) {
+	if c.state != StatePebble && (c.engine != EngineStreams || !stateful(c.pipeline)) {
 		return "", nil
 	}
 	dir, err := os.MkdirTemp("", "eosbench-state-")
@@ -661,10 +757,17 @@ func stoppedEarly(p pipeline, name string) error {
 func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDir string, restore int) (pipeline, string, error) {
 	if c.engine == EngineStreams {
 		argv := c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit)
-		if c.pipeline == PipelineCount {
-			argv = append(argv, "--topology", PipelineCount, "--state-dir", stateDir)
+		if stateful(c.pipeline) {
+			argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
 			if c.cache >= 0 {
 				argv = append(argv, "--cache-max-bytes", strconv.FormatInt(c.cache, 10))
+			}
+		}
+		if c.pipeline == PipelineWindowed {
+			argv = append(argv, "--window-ms", strconv.FormatInt(h.o.Window.Milliseconds(), 10),
+				"--grace-ms", strconv.FormatInt(h.o.Grace.Milliseconds(), 10))
+			if c.final {
+				argv = append(argv, "--suppress")
 			}
 		}
 		ch, err := startChild(c.name, argv, nil)
@@ -676,6 +779,9 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		Input: in, Output: out, AppID: appID,
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
+	}
+	if c.pipeline == PipelineWindowed {
+		spec.Window, spec.Grace, spec.Final = h.o.Window, h.o.Grace, c.final
 	}
 	if len(h.o.Worker) == 0 {
 		resetPeakRSS()
@@ -721,9 +827,32 @@ func key(id, keys int) []byte { return []byte("k" + strconv.Itoa(id%keys)) }
 // seed produces records 0..n-1 as fast as the broker takes them.
 func (h *harness) seed(ctx context.Context, topic string, n int) error {
 	return kafkautil.ProduceAll(ctx, h.cl, n, func(id int) *kgo.Record {
-		return &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize)}
+		return &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize), Timestamp: h.eventTime(id)}
 	})
 }
+
+// eventTime is record id's timestamp: the run's event base plus id ms, or
+// zero (the time it is produced) when the run has no event base.
+func (h *harness) eventTime(id int) time.Time {
+	if h.eventBase == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(h.eventBase + int64(id))
+}
+
+// eventBase is the event time (unix ms) of record 0 of a run of n records
+// starting now: a multiple of window, so that windows hold whole runs of
+// ids, and far enough back that every record's event time is past, as a
+// broker checking timestamps against its clock expects.
+func eventBase(now time.Time, n int, window time.Duration) int64 {
+	w := window.Milliseconds()
+	b := now.UnixMilli() - int64(n) - w
+	return b - b%w
+}
+
+// suppressChangelog is the changelog Kafka Streams gives the buffer of the
+// windowed pipeline's final results (Suppressed.withName("final")).
+func suppressChangelog(appID string) string { return appID + "-final-store-changelog" }
 
 // pace produces n latency-phase records, ids from first on, at Rate per
 // second, each carrying its send time (also told to noteSent), with its own
@@ -751,7 +880,11 @@ func (h *harness) pace(ctx context.Context, topic string, first, n int, noteSent
 			id := first + sent
 			now := time.Now()
 			noteSent(id, now)
-			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, now, h.o.RecordSize), Timestamp: now}, promise)
+			ts := now
+			if h.eventBase != 0 {
+				ts = h.eventTime(id)
+			}
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, now, h.o.RecordSize), Timestamp: ts}, promise)
 		}
 	}
 	if err := cl.Flush(ctx); err != nil {

@@ -56,6 +56,10 @@ func WriteSVG(w io.Writer, rep *Report) error {
 	if rep.Pipeline == PipelineCount {
 		title = fmt.Sprintf("eosctl bench --pipeline count: %d records over %d keys, %d partitions, on %s", rep.Records, rep.Keys, rep.Partitions, rep.Broker)
 	}
+	if rep.Pipeline == PipelineWindowed {
+		title = fmt.Sprintf("eosctl bench --pipeline windowed: %d records over %d keys, %d ms windows, %d partitions, on %s",
+			rep.Records, rep.Keys, rep.WindowMS, rep.Partitions, rep.Broker)
+	}
 	p(`<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", 10, esc(title))
 	sub := fmt.Sprintf("median of runs, whiskers min–max; p99 from %d records/s paced input to a read_committed reader", rep.LatencyRate)
 	p(`<text x="%d" y="40" fill="#555">%s</text>`+"\n", 10, esc(sub))

@@ -68,14 +68,18 @@ func digits(b []byte) (int64, []byte, bool) {
 // latency-phase record from its input's produce call to being received.
 // Its accountant says which input records an output record accounts for.
 type observer struct {
-	cl       *kgo.Client
-	phase1   int // ids below are the pre-seeded throughput phase
-	total    int // ids below are expected at all
-	warm1    int // visible phase-1 records that end the warm-up
-	warmID   int // latency-phase ids below are warm-up
-	onWarm   func()
-	onPhase1 func()
-	acct     accountant
+	cl     *kgo.Client
+	phase1 int // ids below are the pre-seeded throughput phase
+	total  int // ids below are expected at all
+	// want1 and want are the input records the outputs must account for
+	// by the end of phase 1 and in all: phase1 and total, unless the
+	// accountant says otherwise (targeted).
+	want1, want int
+	warm1       int // visible phase-1 records that end the warm-up
+	warmID      int // latency-phase ids below are warm-up
+	onWarm      func()
+	onPhase1    func()
+	acct        accountant
 	// sentAt holds the send time (unix nanoseconds) of each latency-phase
 	// record, by id-phase1, for outputs that do not carry it.
 	sentAt    []atomic.Int64
@@ -99,6 +103,13 @@ type accountant interface {
 	record(o *observer, r *kgo.Record, now time.Time)
 }
 
+// targeted is an accountant whose outputs cannot account for every input
+// record (final results of windows that never close): it says how many
+// they account for by the end of phase 1 and in all.
+type targeted interface {
+	targets() (want1, want int)
+}
+
 // newObserver reads topic; acct nil means the upper pipeline's outputs,
 // one per input record, each carrying its input's id.
 func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float64, acct accountant, onWarm, onPhase1 func()) (*observer, error) {
@@ -115,11 +126,17 @@ func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float
 	if acct == nil {
 		acct = &idAccount{seen: make([]uint8, phase1+latency)}
 	}
+	want1, want := phase1, phase1+latency
+	if t, ok := acct.(targeted); ok {
+		want1, want = t.targets()
+	}
 	o := &observer{
 		cl:       cl,
 		phase1:   phase1,
 		total:    phase1 + latency,
-		warm1:    max(int(float64(phase1)*warmup), 1),
+		want1:    want1,
+		want:     want,
+		warm1:    max(int(float64(want1)*warmup), 1),
 		warmID:   phase1 + int(float64(latency)*warmup),
 		onWarm:   onWarm,
 		onPhase1: onPhase1,
@@ -153,14 +170,14 @@ func (o *observer) run(ctx context.Context) {
 				o.onWarm()
 			}
 		}
-		if o.phase1At.IsZero() && o.distinct1 == o.phase1 {
+		if o.phase1At.IsZero() && o.distinct1 == o.want1 {
 			o.phase1At = now
 			if o.onPhase1 != nil {
 				o.onPhase1()
 			}
 			close(o.phase1Ch)
 		}
-		if !done && o.distinct == o.total {
+		if !done && o.distinct == o.want {
 			done = true
 			close(o.doneCh)
 		}
@@ -250,6 +267,160 @@ func (a *countAccount) record(o *observer, r *kgo.Record, now time.Time) {
 	o.distinct += int(got - old)
 	o.distinct1 += int(min(got, a.want1[k]) - min(old, a.want1[k]))
 	id := k + int(got-1-a.base)*a.keys
+	if id >= o.warmID && id >= o.phase1 && id-o.phase1 < len(o.sentAt) {
+		if sent := o.sentAt[id-o.phase1].Load(); sent > 0 {
+			o.lat = append(o.lat, now.Sub(time.Unix(0, sent)))
+		}
+	}
+}
+
+// windowPlan is what the windowed pipeline's outputs are checked
+// against: record id (0 <= id < total, phase 1 below phase1) has key
+// id%keys and event time base+id ms; windows are window ms long, aligned
+// to the epoch (base is a multiple of window), and stay open for grace ms
+// after their end, in the stream time of their partition.
+type windowPlan struct {
+	keys, phase1, total int
+	base                int64
+	window, grace       int64
+	final               bool
+	partitions          int
+}
+
+// windowAccount accounts for the windowed pipeline's outputs: key
+// "k<n>", value WindowedCount's 16 bytes (window start, count). Window j
+// holds ids [j*window, (j+1)*window), and key k's records in it are the
+// ids j*window+slot+i*keys for the slot where id%keys == k; so the c-th
+// count of a key's window stands for one input id, and every window's
+// right count is known.
+//
+// Every update: a window's counts must rise one by one to its number of
+// records; a count at or below one seen, or above the records, is a
+// record counted twice (dups); what no count reached is missing.
+//
+// Final results: each window comes out once, with its number of records,
+// if it closed: a record of its key's partition reached its end plus the
+// grace (records of a partition arrive in id order). A window that comes
+// out again, or should not have closed, or counts more records than it
+// has, counts as duplicates; one counting fewer, as missing.
+type windowAccount struct {
+	windowPlan
+	per   int     // key slots per window: min(window, keys)
+	part  []int   // partition of each key (final results)
+	last1 []int64 // per partition, the last phase-1 id sent to it
+	last  []int64 // per partition, the last id sent to it
+	seen  []int32 // highest count per key slot of a window
+	want1 int
+	want  int
+}
+
+// newWindowAccount expects the outputs of plan p.
+func newWindowAccount(p windowPlan) *windowAccount {
+	a := &windowAccount{windowPlan: p, per: int(min(p.window, int64(p.keys)))}
+	windows := int((int64(p.total) + p.window - 1) / p.window)
+	a.seen = make([]int32, windows*a.per)
+	if !p.final {
+		a.want1, a.want = p.phase1, p.total
+		return a
+	}
+	a.part = make([]int, p.keys)
+	kp := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	for k := range p.keys {
+		a.part[k] = kp.Partition(&kgo.Record{Key: key(k, p.keys)}, p.partitions)
+	}
+	a.last1, a.last = make([]int64, p.partitions), make([]int64, p.partitions)
+	for i := range a.last {
+		a.last1[i], a.last[i] = -1, -1
+	}
+	for id := range p.total {
+		pt := a.part[id%p.keys]
+		a.last[pt] = int64(id)
+		if id < p.phase1 {
+			a.last1[pt] = int64(id)
+		}
+	}
+	for j := range windows {
+		for s := range a.per {
+			k := (j*int(p.window) + s) % p.keys
+			if n := a.records(j, s, p.total); n > 0 && a.closes(j, a.last[a.part[k]]) {
+				a.want += n
+				if a.closes(j, a.last1[a.part[k]]) {
+					a.want1 += n
+				}
+			}
+		}
+	}
+	return a
+}
+
+func (a *windowAccount) targets() (want1, want int) { return a.want1, a.want }
+
+// closes says whether window j has closed once stream time reached id.
+func (a *windowAccount) closes(j int, id int64) bool {
+	return int64(j+1)*a.window+a.grace <= id
+}
+
+// records is how many ids below limit fall in window j's key slot s.
+func (a *windowAccount) records(j, s, limit int) int {
+	first, end := j*int(a.window)+s, min((j+1)*int(a.window), limit)
+	if first >= end {
+		return 0
+	}
+	return (end-first-1)/a.keys + 1
+}
+
+func (a *windowAccount) record(o *observer, r *kgo.Record, now time.Time) {
+	k, ok := parseKey(r.Key)
+	start, c, err := decodeWindowedCount(r.Value)
+	off := start - a.base
+	j := int(off / a.window)
+	if !ok || k >= a.keys || err != nil || off < 0 || off%a.window != 0 || c > 1<<31-1 || c < 1 {
+		o.unknown++
+		return
+	}
+	s := ((k-j*int(a.window))%a.keys + a.keys) % a.keys
+	if s >= a.per || j*a.per+s >= len(a.seen) {
+		o.unknown++ // no record of the key in that window
+		return
+	}
+	slot := &a.seen[j*a.per+s]
+	all, in1 := a.records(j, s, a.total), a.records(j, s, a.phase1)
+	if !a.final {
+		got, old := int(c), int(*slot)
+		if got <= old || got > all {
+			o.dups++
+			return
+		}
+		*slot = int32(got)
+		o.distinct += got - old
+		o.distinct1 += min(got, in1) - min(old, in1)
+		a.latency(o, j*int(a.window)+s+(got-1)*a.keys, now)
+		return
+	}
+	pt := a.part[k]
+	if *slot > 0 || !a.closes(j, a.last[pt]) {
+		o.dups += int(c) // again, or a window that cannot have closed
+		return
+	}
+	*slot = int32(c)
+	credit := min(int(c), all)
+	o.dups += int(c) - credit
+	o.distinct += credit
+	if a.closes(j, a.last1[pt]) {
+		o.distinct1 += credit
+	}
+	// The window can close with the first record of its partition at or
+	// past its end plus the grace: its latency runs from that record's send.
+	for id := int64(j+1)*a.window + a.grace; id < int64(a.total); id++ {
+		if a.part[int(id)%a.keys] == pt {
+			a.latency(o, int(id), now)
+			break
+		}
+	}
+}
+
+// latency samples the time from latency-phase record id's send to now.
+func (a *windowAccount) latency(o *observer, id int, now time.Time) {
 	if id >= o.warmID && id >= o.phase1 && id-o.phase1 < len(o.sentAt) {
 		if sent := o.sentAt[id-o.phase1].Load(); sent > 0 {
 			o.lat = append(o.lat, now.Sub(time.Unix(0, sent)))

@@ -175,3 +175,46 @@ func CountTopology(name, input, output string, e state.Engine) *topology.Topolog
 	topology.ToTable(counts, "out", output, Int64BE())
 	return top
 }
+
+// WindowedCount encodes a window's count as 16 bytes: the window's start
+// in unix milliseconds, then the count, both big-endian int64. Kafka
+// Streams' side writes the same bytes (the window's start and count of a
+// Windowed key), so the windowed pipeline's outputs of both compare and
+// one reader checks them. size is the windows' length, which the bytes
+// leave out, to rebuild the window's end on decoding.
+func WindowedCount(size time.Duration) codec.Codec[topology.Windowed[int64]] {
+	return codec.Func[topology.Windowed[int64]]{
+		EncodeFunc: func(w topology.Windowed[int64]) ([]byte, error) {
+			b := binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(w.Window.Start.UnixMilli()))
+			return binary.BigEndian.AppendUint64(b, uint64(w.Value)), nil
+		},
+		DecodeFunc: func(b []byte) (topology.Windowed[int64], error) {
+			start, n, err := decodeWindowedCount(b)
+			if err != nil {
+				return topology.Windowed[int64]{}, err
+			}
+			s := time.UnixMilli(start).UTC()
+			return topology.Windowed[int64]{Window: topology.Window{Start: s, End: s.Add(size)}, Value: n}, nil
+		},
+	}
+}
+
+func decodeWindowedCount(b []byte) (start, count int64, err error) {
+	if len(b) != 16 {
+		return 0, 0, fmt.Errorf("a windowed count has 16 bytes (window start in ms, then the count, big-endian), got %d", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:])), nil
+}
+
+// WindowedTopology is the framework side of the windowed benchmark: input
+// → GroupByKey → CountWindows(w) in the store CountStore of engine e →
+// ToTable(output), each key with a window's count (WindowedCount): every
+// update, or with w.FinalOnly() once per window when it closes. Event
+// time is the input record's timestamp.
+func WindowedTopology(name, input, output string, e state.Engine, w topology.Windows, size time.Duration) *topology.Topology {
+	top := topology.New(name)
+	in := topology.Source(top, "in", input, codec.Bytes())
+	counts := topology.CountWindows(topology.GroupByKey(in, "by-key"), CountStore, w, e)
+	topology.ToTable(counts, "out", output, WindowedCount(size))
+	return top
+}

@@ -33,6 +33,9 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		Keys: o.Keys, BatchRecords: o.BatchRecords, Warmup: o.Warmup,
 		LatencyRate: o.Rate, LatencyRecs: h.latencyRecords(),
 	}
+	if o.Pipeline == PipelineWindowed {
+		w.WindowMS, w.GraceMS = o.Window.Milliseconds(), o.Grace.Milliseconds()
+	}
 	rep := &Report{Workload: w}
 	for i, c := range cases {
 		res := Result{

@@ -38,12 +38,18 @@ type WorkerSpec struct {
 	AppID          string        `json:"app_id"`
 	CommitInterval time.Duration `json:"commit_interval"`
 	BatchRecords   int           `json:"batch_records"`
-	// Pipeline is PipelineUpper (default) or PipelineCount, whose store
-	// engine State names (StateMemory or StatePebble), kept in StateDir
-	// (config state_dir; empty: its default).
+	// Pipeline is PipelineUpper (default), PipelineCount or
+	// PipelineWindowed; the latter two keep their store in the engine
+	// State names (StateMemory or StatePebble), in StateDir (config
+	// state_dir; empty: its default).
 	Pipeline string `json:"pipeline,omitempty"`
 	State    string `json:"state,omitempty"`
 	StateDir string `json:"state_dir,omitempty"`
+	// Window and Grace shape PipelineWindowed's tumbling windows; Final
+	// emits each window once, when it closes, instead of every update.
+	Window time.Duration `json:"window,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
+	Final  bool          `json:"final,omitempty"`
 	// RestoreRecords, when positive, makes the worker print a
 	// RestoredLine once its stores restored that many changelog records.
 	RestoreRecords int `json:"restore_records,omitempty"`
@@ -96,7 +102,7 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 	switch spec.Pipeline {
 	case PipelineUpper, "":
 		if spec.State != "" || spec.RestoreRecords > 0 {
-			return fmt.Errorf("bench worker: pipeline %s keeps no state; use pipeline %s with a state engine or restore", PipelineUpper, PipelineCount)
+			return fmt.Errorf("bench worker: pipeline %s keeps no state; use pipeline %s or %s with a state engine, or %s with restore", PipelineUpper, PipelineCount, PipelineWindowed, PipelineCount)
 		}
 		top = Topology(cfg.AppID, spec.Input, spec.Output)
 	case PipelineCount:
@@ -105,6 +111,19 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 			return err
 		}
 		top = CountTopology(cfg.AppID, spec.Input, spec.Output, e)
+	case PipelineWindowed:
+		e, err := engine(spec.State)
+		if err != nil {
+			return err
+		}
+		if spec.Window <= 0 || spec.Grace < 0 {
+			return fmt.Errorf("bench worker: pipeline %s needs a positive window and a grace of at least 0, got %s and %s", PipelineWindowed, spec.Window, spec.Grace)
+		}
+		w := topology.Tumbling(spec.Window).Grace(spec.Grace)
+		if spec.Final {
+			w = w.FinalOnly()
+		}
+		top = WindowedTopology(cfg.AppID, spec.Input, spec.Output, e, w, spec.Window)
 	default:
 		return fmt.Errorf("bench worker: unknown pipeline %q; use %s", spec.Pipeline, strings.Join(Pipelines(), " or "))
 	}

@@ -2,6 +2,7 @@ package io.eosflow.bench;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.ByteBuffer;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -19,15 +20,22 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.TopologyConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.state.WindowStore;
 
 /**
  * Kafka Streams side of the eosflow benchmark.
@@ -42,6 +50,13 @@ import org.apache.kafka.streams.kstream.Produced;
  * bytes eosflow's count pipeline writes. The record cache is {@code --cache-max-bytes}
  * (statestore.cache.max.bytes): 0 emits every update, as eosflow does; Kafka Streams' default
  * (10 MB) coalesces updates of a key between commits and emits fewer.
+ *
+ * <p>Topology {@code windowed}: source IN → groupByKey → windowedBy(TimeWindows.ofSizeAndGrace(
+ * {@code --window-ms}, {@code --grace-ms})) → count in the window store "counts" → (with
+ * {@code --suppress}: suppress(untilWindowCloses(unbounded())), final results only) → toStream
+ * → sink OUT, each key (the user key, not the windowed one) with 16 bytes: the window's start
+ * in ms, then its count, both big-endian, the bytes eosflow's windowed pipeline writes. Event
+ * time is the input record's timestamp.
  *
  * <p>stdout carries only protocol lines: {@code READY} once the application first reaches
  * RUNNING, and {@code PROCESSED N} when {@code --expect N} input records were seen (by the
@@ -75,6 +90,9 @@ public final class StreamsBench {
         String topology = "upper";
         long cacheMaxBytes = -1; // -1: Kafka Streams' default
         String stateDir; // null: Kafka Streams' default
+        long windowMs = 10_000;
+        long graceMs = 1_000;
+        boolean suppress;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -82,6 +100,10 @@ public final class StreamsBench {
                 String flag = args[i];
                 if (flag.equals("-h") || flag.equals("--help")) {
                     throw new UsageException(null);
+                }
+                if (flag.equals("--suppress")) {
+                    o.suppress = true;
+                    continue;
                 }
                 String value;
                 int eq = flag.indexOf('=');
@@ -106,6 +128,8 @@ public final class StreamsBench {
                     case "--topology" -> o.topology = value;
                     case "--cache-max-bytes" -> o.cacheMaxBytes = parseLong(flag, value, 0);
                     case "--state-dir" -> o.stateDir = value;
+                    case "--window-ms" -> o.windowMs = parseLong(flag, value, 1);
+                    case "--grace-ms" -> o.graceMs = parseLong(flag, value, 0);
                     default -> throw new UsageException("unknown flag " + flag);
                 }
             }
@@ -117,8 +141,13 @@ public final class StreamsBench {
                 throw new UsageException("--guarantee must be exactly_once_v2 or at_least_once, got "
                         + o.guarantee);
             }
-            if (!o.topology.equals("upper") && !o.topology.equals("count")) {
-                throw new UsageException("--topology must be upper or count, got " + o.topology);
+            if (!o.topology.equals("upper") && !o.topology.equals("count")
+                    && !o.topology.equals("windowed")) {
+                throw new UsageException("--topology must be upper, count or windowed, got "
+                        + o.topology);
+            }
+            if (o.suppress && !o.topology.equals("windowed")) {
+                throw new UsageException("--suppress applies to --topology windowed only");
             }
             return o;
         }
@@ -153,7 +182,11 @@ public final class StreamsBench {
             "  --commit-interval-ms MS      commit.interval.ms (default 100)",
             "  --threads N                  num.stream.threads (default 1)",
             "  --expect N                   print PROCESSED N and exit 0 after N input records",
-            "  --topology T                 upper (default: mapValues) or count (groupByKey().count())",
+            "  --topology T                 upper (default: mapValues), count (groupByKey().count())",
+            "                               or windowed (groupByKey().windowedBy(TimeWindows).count())",
+            "  --window-ms MS               windowed: tumbling window size (default 10000)",
+            "  --grace-ms MS                windowed: grace after a window's end (default 1000)",
+            "  --suppress                   windowed: final results only (suppress untilWindowCloses)",
             "  --cache-max-bytes B          statestore.cache.max.bytes (default: Kafka Streams' 10 MB)",
             "  --state-dir DIR              state.dir (default: Kafka Streams' <tmp>/kafka-streams)",
             "stdout: READY once RUNNING; PROCESSED N when --expect is reached.");
@@ -174,9 +207,39 @@ public final class StreamsBench {
     /** The name of the count topology's store; its changelog is APP_ID-counts-changelog. */
     static final String COUNT_STORE = "counts";
 
+    /** The name of the windowed topology's suppression; its buffer is "final-store". */
+    static final String SUPPRESS_NAME = "final";
+
+    /** A window's start (ms) and count as 16 big-endian bytes, as eosflow writes them. */
+    static byte[] windowedCount(long startMs, long count) {
+        return ByteBuffer.allocate(16).putLong(startMs).putLong(count).array();
+    }
+
     static Topology topology(Options o, Properties config, AtomicLong processed, long expect,
             CountDownLatch reached) {
         StreamsBuilder builder = new StreamsBuilder(new TopologyConfig(new StreamsConfig(config)));
+        if (o.topology.equals("windowed")) {
+            KTable<Windowed<byte[]>, Long> counts = builder
+                    .stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                    .peek((k, v) -> {
+                        if (processed.incrementAndGet() == expect) {
+                            reached.countDown();
+                        }
+                    })
+                    .groupByKey()
+                    .windowedBy(TimeWindows.ofSizeAndGrace(Duration.ofMillis(o.windowMs),
+                            Duration.ofMillis(o.graceMs)))
+                    .count(Materialized.<byte[], Long, WindowStore<Bytes, byte[]>>as(COUNT_STORE));
+            if (o.suppress) {
+                counts = counts.suppress(Suppressed.untilWindowCloses(
+                        Suppressed.BufferConfig.unbounded()).withName(SUPPRESS_NAME));
+            }
+            counts.toStream()
+                    .filter((wk, c) -> c != null)
+                    .map((wk, c) -> KeyValue.pair(wk.key(), windowedCount(wk.window().start(), c)))
+                    .to(o.output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+            return builder.build();
+        }
         if (o.topology.equals("count")) {
             builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
                     .peek((k, v) -> {
@@ -318,6 +381,10 @@ public final class StreamsBench {
             System.exit(f.code);
         }
 
+        if (o.topology.equals("windowed")) {
+            System.err.printf("streams-bench: windows of %d ms, grace %d ms, %s%n", o.windowMs,
+                    o.graceMs, o.suppress ? "final results (suppress)" : "every update");
+        }
         System.err.printf("streams-bench: kafka-streams %s, topology %s, %s, commit.interval.ms=%d, "
                         + "num.stream.threads=%d, linger.ms=%d, statestore.cache.max.bytes=%s, "
                         + "%s -> %s, application.id=%s%n",
