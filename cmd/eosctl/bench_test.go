@@ -120,6 +120,14 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--pipeline", "count", "--cases", "restore/memory"}, []string{"--restore-keys"}},
 		{[]string{"bench", "--restore-keys", "1000"}, []string{"--pipeline count"}},
 		{[]string{"bench", "--pipeline", "count", "--restore-keys", "-1"}, []string{"--restore-keys"}},
+		{[]string{"bench", "--pipeline", "windowed", "--cases", "kafka-streams/cached"}, []string{"final/memory", "kafka-streams/final"}},
+		{[]string{"bench", "--pipeline", "windowed", "--window", "0s"}, []string{"--window"}},
+		{[]string{"bench", "--pipeline", "windowed", "--window", "1500us"}, []string{"--window", "milliseconds"}},
+		{[]string{"bench", "--pipeline", "windowed", "--grace", "-1s"}, []string{"--grace"}},
+		{[]string{"bench", "--pipeline", "windowed", "--records", "1000", "--window", "1s"}, []string{"--records", "--window"}},
+		{[]string{"bench", "--pipeline", "count", "--window", "1s"}, []string{"--window", "--pipeline windowed"}},
+		{[]string{"bench", "--grace", "1s"}, []string{"--grace", "--pipeline windowed"}},
+		{[]string{"bench", "--pipeline", "windowed", "--restore-keys", "10"}, []string{"--pipeline count"}},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &out, &errb); code != exitUsage {
@@ -196,6 +204,58 @@ func TestBenchCount(t *testing.T) {
 		}
 		if want := 2000 / r["restore_seconds"].(float64); abs(r["records_per_sec"].(float64)-want) > 1e-6*want {
 			t.Errorf("%s: records/s %v, want restore_keys/restore_seconds %v", name, r["records_per_sec"], want)
+		}
+	}
+}
+
+// The windowed pipeline on the embedded broker: every case of the
+// framework counts every window right (the reader fails a run in which a
+// window's counts skip, repeat or exceed its records, or a final result
+// comes twice, short, or for a window that cannot have closed).
+func TestBenchWindowed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four pipelines")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "windowed",
+		"--records", "6000", "--keys", "40", "--window", "500ms", "--grace", "50ms", "--partitions", "3",
+		"--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--rate", "2000", "--latency-duration", "2s",
+		"--run-timeout", "90s", "--streams-jar", filepath.Join(t.TempDir(), "absent.jar"), "-o", "json"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	var results []map[string]any
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("not a JSON array: %v\n%s", err, out.String())
+	}
+	var names []string
+	byName := map[string]map[string]any{}
+	for _, r := range results {
+		names = append(names, r["name"].(string))
+		byName[r["name"].(string)] = r
+		if r["pipeline"] != bench.PipelineWindowed || r["window_ms"].(float64) != 500 || r["grace_ms"].(float64) != 50 {
+			t.Errorf("%v: workload %v, window %v ms, grace %v ms", r["name"], r["pipeline"], r["window_ms"], r["grace_ms"])
+		}
+	}
+	if got := strings.Join(names, ","); got != strings.Join(bench.WindowedCases(), ",") {
+		t.Fatalf("rows %s, want %s", got, strings.Join(bench.WindowedCases(), ","))
+	}
+	for _, name := range []string{bench.KafkaStreams, bench.KafkaStreamsFinal} {
+		if r := byName[name]; r["skipped"] == nil || r["runs"].(float64) != 0 {
+			t.Errorf("%s on the embedded broker should be skipped with a reason: %v", name, r)
+		}
+	}
+	for _, name := range []string{bench.CountMemory, bench.CountPebble, bench.FinalMemory, bench.FinalPebble} {
+		r := byName[name]
+		if r["error"] != nil {
+			t.Fatalf("%s failed: %v", name, r["error"])
+		}
+		if r["runs"].(float64) != 1 || r["records_per_sec"].(float64) <= 0 || r["peak_rss_bytes"].(float64) <= 0 ||
+			r["cpu_us_per_record"].(float64) <= 0 || r["latency_samples"].(float64) == 0 || r["p99_ms"].(float64) <= 0 {
+			t.Errorf("%s: implausible measurement: %v", name, r)
+		}
+		if r["duplicates"].(float64) != 0 || r["missing"].(float64) != 0 {
+			t.Errorf("%s: wrong window counts: %v duplicates, %v missing", name, r["duplicates"], r["missing"])
 		}
 	}
 }

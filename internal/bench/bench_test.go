@@ -2,12 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -291,6 +293,226 @@ func TestWorkRefuses(t *testing.T) {
 		var out bytes.Buffer
 		if err := Work(t.Context(), spec, &out); err == nil || out.Len() > 0 {
 			t.Errorf("%+v: err %v, printed %q", spec, err, out.String())
+		}
+	}
+}
+
+func TestWindowedCountCodec(t *testing.T) {
+	c := WindowedCount(10 * time.Second)
+	start := time.UnixMilli(1_700_000_000_000).UTC()
+	b, err := c.Encode(topology.Windowed[int64]{Window: topology.Window{Start: start, End: start.Add(10 * time.Second)}, Value: 258})
+	want := append(binary.BigEndian.AppendUint64(nil, 1_700_000_000_000), 0, 0, 0, 0, 0, 0, 1, 2)
+	if err != nil || !bytes.Equal(b, want) {
+		t.Fatalf("Encode = %x, %v; want %x", b, err, want)
+	}
+	w, err := c.Decode(b)
+	if err != nil || w.Value != 258 || !w.Window.Start.Equal(start) || !w.Window.End.Equal(start.Add(10*time.Second)) {
+		t.Errorf("Decode = %+v, %v", w, err)
+	}
+	if _, err := c.Decode(b[:8]); err == nil || !strings.Contains(err.Error(), "16 bytes") {
+		t.Errorf("an 8-byte value decoded: %v", err)
+	}
+}
+
+func TestEventBase(t *testing.T) {
+	now := time.UnixMilli(1_700_000_123_456)
+	b := eventBase(now, 5000, 10*time.Second)
+	if b%10_000 != 0 || b+5000 > now.UnixMilli() || now.UnixMilli()-b > 5000+20_000 {
+		t.Errorf("eventBase = %d: want a multiple of 10000 with base+5000 at or before %d", b, now.UnixMilli())
+	}
+}
+
+// windowOut is an output of the windowed pipeline: key k<k>, the window
+// starting at start ms, count c.
+func windowOut(k int, start, c int64) *kgo.Record {
+	v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(start)), uint64(c))
+	return &kgo.Record{Key: key(k, 1<<30), Value: v}
+}
+
+// Every update: 3 keys, windows of 5 ms (ids 0-4, 5-9, 10-13), 10
+// phase-1 records and 4 latency-phase ones. Key 0 has ids 0,3 | 6,9 | 12;
+// key 1: 1,4 | 7 | 10,13; key 2: 2 | 5,8 | 11.
+func TestWindowAccountEveryUpdate(t *testing.T) {
+	const base = 1000
+	a := newWindowAccount(windowPlan{keys: 3, phase1: 10, total: 14, base: base, window: 5, partitions: 2})
+	if w1, w := a.targets(); w1 != 10 || w != 14 {
+		t.Fatalf("targets %d, %d; want 10, 14", w1, w)
+	}
+	o := &observer{phase1: 10, total: 14, warmID: 10, sentAt: make([]atomic.Int64, 4), acct: a}
+	now := time.Now()
+	o.sent(13, now.Add(-3*time.Millisecond)) // key 1's 2nd record of window 2
+	feed := func(k int, start int64, cs ...int64) {
+		for _, c := range cs {
+			o.acct.record(o, windowOut(k, base+start, c), now)
+		}
+	}
+	feed(0, 0, 1, 2)
+	feed(0, 5, 1, 2)
+	feed(1, 0, 1, 2)
+	feed(1, 5, 1)
+	feed(2, 0, 1)
+	feed(2, 5, 1, 2)
+	if o.distinct1 != 10 || o.distinct != 10 || o.dups != 0 || o.unknown != 0 {
+		t.Fatalf("after phase 1: distinct1 %d distinct %d dups %d unknown %d; want 10 10 0 0", o.distinct1, o.distinct, o.dups, o.unknown)
+	}
+	feed(0, 10, 1)
+	feed(1, 10, 1, 2)
+	feed(2, 10, 1)
+	if o.distinct != 14 || len(o.lat) != 1 || o.lat[0] != 3*time.Millisecond {
+		t.Errorf("after all: distinct %d, latencies %v; want 14 and [3ms]", o.distinct, o.lat)
+	}
+	feed(0, 0, 2) // repeated
+	feed(2, 5, 1) // going back
+	feed(2, 0, 2) // above the window's 1 record of key 2
+	if o.dups != 3 {
+		t.Errorf("dups %d, want 3", o.dups)
+	}
+	feed(0, 2, 1)  // not a window start
+	feed(0, -5, 1) // before the first window
+	feed(0, 15, 1) // after the last
+	feed(0, 10, 0) // a count of 0
+	o.acct.record(o, &kgo.Record{Key: []byte("k0"), Value: make([]byte, 8)}, now)
+	if o.unknown != 5 {
+		t.Errorf("unknown %d, want 5", o.unknown)
+	}
+
+	// Windows shorter than the key range hold some keys only: 10 keys,
+	// windows of 4 ids; window 1 (ids 4-7) holds keys 4-7 only.
+	a = newWindowAccount(windowPlan{keys: 10, phase1: 12, total: 12, base: base, window: 4, partitions: 1})
+	o = &observer{phase1: 12, total: 12, acct: a}
+	feed(5, 4, 1)
+	feed(9, 4, 1) // key 9 has no record in window 1
+	if o.distinct != 1 || o.unknown != 1 {
+		t.Errorf("short windows: distinct %d unknown %d, want 1 1", o.distinct, o.unknown)
+	}
+}
+
+// Final results: each window that closed, once, with all its records.
+func TestWindowAccountFinal(t *testing.T) {
+	const (
+		base                 = 10_000
+		keys, partitions     = 10, 3
+		phase1, total        = 400, 500
+		window, grace        = 50, 10
+		windowsPerKey    int = total / window
+	)
+	a := newWindowAccount(windowPlan{keys: keys, phase1: phase1, total: total, base: base, window: window, grace: grace, final: true, partitions: partitions})
+	// Which windows close follows from the partition of each key: the
+	// last record of a partition must reach the window's end plus grace.
+	kp := kgo.StickyKeyPartitioner(nil).ForTopic("")
+	last, last1 := make([]int, partitions), make([]int, partitions)
+	for id := range total {
+		p := kp.Partition(&kgo.Record{Key: key(id, keys)}, partitions)
+		last[p] = id
+		if id < phase1 {
+			last1[p] = id
+		}
+	}
+	var want1, want int
+	type win struct{ k, j int }
+	closed := map[win]bool{}
+	for k := range keys {
+		p := kp.Partition(&kgo.Record{Key: key(k, keys)}, partitions)
+		for j := range windowsPerKey {
+			end := (j+1)*window + grace
+			if end <= last[p] {
+				closed[win{k, j}] = true
+				want += window / keys
+				if end <= last1[p] {
+					want1 += window / keys
+				}
+			}
+		}
+	}
+	if w1, w := a.targets(); w1 != want1 || w != want || want1 == 0 || want <= want1 || want == total {
+		t.Fatalf("targets %d, %d; want %d, %d (below %d: the last windows stay open)", w1, w, want1, want, total)
+	}
+	o := &observer{phase1: phase1, total: total, warmID: phase1, sentAt: make([]atomic.Int64, total-phase1), acct: a}
+	now := time.Now()
+	for id := phase1; id < total; id++ {
+		o.sent(id, now.Add(-time.Millisecond))
+	}
+	for w := range closed {
+		o.acct.record(o, windowOut(w.k, int64(base+w.j*window), window/keys), now)
+	}
+	if o.distinct != want || o.distinct1 != want1 || o.dups != 0 || o.unknown != 0 {
+		t.Fatalf("distinct %d distinct1 %d dups %d unknown %d; want %d %d 0 0", o.distinct, o.distinct1, o.dups, o.unknown, want, want1)
+	}
+	if len(o.lat) == 0 {
+		t.Error("no latency sampled for windows closed by latency-phase records")
+	}
+	var open win
+	for k := range keys {
+		if !closed[win{k, windowsPerKey - 1}] {
+			open = win{k, windowsPerKey - 1}
+		}
+	}
+	o.acct.record(o, windowOut(0, base, window/keys), now)                           // again
+	o.acct.record(o, windowOut(open.k, int64(base+open.j*window), window/keys), now) // cannot have closed
+	if o.dups != 2*window/keys {
+		t.Errorf("dups %d, want %d", o.dups, 2*window/keys)
+	}
+
+	// A window short of a record leaves it missing; one over counts a
+	// duplicate.
+	a = newWindowAccount(windowPlan{keys: keys, phase1: phase1, total: total, base: base, window: window, grace: grace, final: true, partitions: partitions})
+	o = &observer{phase1: phase1, total: total, acct: a}
+	var two []win
+	for w := range closed {
+		if len(two) < 2 {
+			two = append(two, w)
+		}
+	}
+	o.acct.record(o, windowOut(two[0].k, int64(base+two[0].j*window), window/keys-1), now)
+	o.acct.record(o, windowOut(two[1].k, int64(base+two[1].j*window), window/keys+1), now)
+	if o.distinct != 2*window/keys-1 || o.dups != 1 {
+		t.Errorf("short and long windows: distinct %d dups %d; want %d 1", o.distinct, o.dups, 2*window/keys-1)
+	}
+}
+
+func TestWindowedOptionsAndPlan(t *testing.T) {
+	o := Options{Pipeline: PipelineWindowed}
+	o.defaults()
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Keys != 1000 || o.Window != DefaultWindow || o.Grace != DefaultGrace || strings.Join(o.Cases, ",") != strings.Join(WindowedCases(), ",") {
+		t.Errorf("windowed defaults: keys %d window %s grace %s cases %v", o.Keys, o.Window, o.Grace, o.Cases)
+	}
+	cs := o.plan()
+	want := []struct {
+		kind, state string
+		cache       int64
+		final       bool
+	}{
+		{ExactlyOnce, StateMemory, -1, false}, {ExactlyOnce, StatePebble, -1, false}, {KafkaStreams, "", 0, false},
+		{ExactlyOnce, StateMemory, -1, true}, {ExactlyOnce, StatePebble, -1, true}, {KafkaStreams, "", 0, true},
+	}
+	if len(cs) != len(want) {
+		t.Fatalf("plan: %+v", cs)
+	}
+	for i, w := range want {
+		if c := cs[i]; c.kind != w.kind || c.state != w.state || c.cache != w.cache || c.final != w.final || c.pipeline != PipelineWindowed {
+			t.Errorf("plan[%d] %s: %+v, want %+v", i, c.name, c, w)
+		}
+	}
+	o = Options{Pipeline: PipelineWindowed, Grace: -1}
+	o.defaults()
+	if o.Grace != 0 {
+		t.Errorf("negative grace: %s, want none", o.Grace)
+	}
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Pipeline: PipelineWindowed, Records: 1000, Window: time.Second}, "records"},
+		{Options{Pipeline: PipelineWindowed, Window: 1500 * time.Microsecond}, "whole milliseconds"},
+		{Options{Pipeline: PipelineCount, Window: time.Second}, "windowed"},
+		{Options{Pipeline: PipelineWindowed, Cases: []string{RestoreMemory}, RestoreKeys: 1}, "restore"},
+	} {
+		tc.o.defaults()
+		if err := tc.o.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
 		}
 	}
 }
