@@ -44,7 +44,7 @@ func sessionIndexKey(end, start int64, key []byte) []byte {
 func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
 	step func(context.Context, aggIn[T, A]) (A, error), merge func(context.Context, A, A) (A, error), p *port[Windowed[A]]) error {
 	gap, grace := w.gap.Milliseconds(), w.grace.Milliseconds()
-	advanced := ts > now
+	advanced, before := ts > now, now
 	now = max(now, ts)
 	if ts+grace < now {
 		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: timestamp %s, stream time %s, grace %s",
@@ -129,18 +129,23 @@ func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, 
 		return nil
 	}
 	x.Enter(n.index)
-	return closeSessions(x, n, st, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+	return closeSessions(x, n, st, before-gap-grace, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
 }
 
 // closeSessions removes the sessions whose last record is before last
 // (stream time has passed it by gap plus grace) and, for final results,
-// emits each first, in order of their ends.
-func closeSessions[A any](x graph.Exec, n *Node, st *state.Store, last int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
+// emits each first, in order of their ends. Those before from closed
+// earlier, and no session can end there since, so the scan starts at from.
+func closeSessions[A any](x graph.Exec, n *Node, st *state.Store, from, last int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
 	if last <= 0 {
 		return nil
 	}
+	lo := []byte{indexPrefix}
+	if from > 0 {
+		lo = sessionIndexKey(from, 0, nil)
+	}
 	var closed [][]byte
-	for e, err := range st.Range([]byte{indexPrefix}, sessionIndexKey(last, 0, nil)) {
+	for e, err := range st.Range(lo, sessionIndexKey(last, 0, nil)) {
 		if err != nil {
 			return storeFailed(x, n, err)
 		}

@@ -244,7 +244,7 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
 			return storeFailed(x, n, err)
 		}
-		if err := expire(st, ts-span-within); err != nil {
+		if err := expire(st, now-span-within, ts-span-within); err != nil {
 			return storeFailed(x, n, err)
 		}
 	}
@@ -264,13 +264,19 @@ func nextSeq(st *state.Store) (int64, error) {
 	return seq, st.Put(seqKey, binary.BigEndian.AppendUint64(nil, uint64(seq+1)))
 }
 
-// expire deletes the records of a side store older than before.
-func expire(st *state.Store, before int64) error {
+// expire deletes the records of a side store older than before. Those
+// older than from went when stream time was lower, and no record that old
+// has been kept since (it would be late), so the scan starts at from.
+func expire(st *state.Store, from, before int64) error {
 	if before <= 0 {
 		return nil
 	}
+	lo := []byte{indexPrefix}
+	if from > 0 {
+		lo = sideIndexKey(from, 0, nil)
+	}
 	var old [][]byte
-	for e, err := range st.Range([]byte{indexPrefix}, sideIndexKey(before, 0, nil)) {
+	for e, err := range st.Range(lo, sideIndexKey(before, 0, nil)) {
 		if err != nil {
 			return err
 		}

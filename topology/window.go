@@ -253,7 +253,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 			if w.session {
 				return session(x, n, st, r, ts, now, w, c, step, merge, p)
 			}
-			advanced := ts > now
+			advanced, before := ts > now, now
 			now = max(now, ts)
 			var open []int64
 			for _, start := range w.windowsOf(ts) {
@@ -289,11 +289,15 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 					}
 				}
 			}
-			if !advanced {
-				return nil // no window closed
+			// Windows that start at or before last have closed; those up
+			// to the last stream time's bound closed then, so only starts
+			// in between are looked for, and only if one can be there.
+			from, last := before-size-grace, now-size-grace
+			if !advanced || last < 0 || nextStart(from, w.advance.Milliseconds()) > last {
+				return nil
 			}
 			x.Enter(n.index)
-			return closeWindows(x, n, st, now-size-grace, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+			return closeWindows(x, n, st, from, last, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
 		}
 	})
 	if n == nil {
@@ -344,16 +348,26 @@ type origin struct {
 	offset    int64
 }
 
-// closeWindows removes the windows that start at or before last (their
-// end plus grace is at or before stream time) and, for final results,
-// emits each first, in time order, as outputs of the record from o.
-func closeWindows[A any](x graph.Exec, n *Node, st *state.Store, last, size int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
-	if last < 0 {
-		return nil
+// nextStart is the first window start (a multiple of adv) after from.
+func nextStart(from, adv int64) int64 {
+	if from < 0 {
+		return 0
 	}
-	hi := indexKey(last+1, nil)
+	return (from/adv + 1) * adv
+}
+
+// closeWindows removes the windows that start after from and at or
+// before last (their end plus grace is at or before stream time) and, for
+// final results, emits each first, in time order, as outputs of the
+// record from o. Windows up to from closed before, so the scan starts
+// after them rather than over their deleted keys.
+func closeWindows[A any](x graph.Exec, n *Node, st *state.Store, from, last, size int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
+	lo := []byte{indexPrefix}
+	if from >= 0 {
+		lo = indexKey(from+1, nil)
+	}
 	var closed [][]byte
-	for e, err := range st.Range([]byte{indexPrefix}, hi) {
+	for e, err := range st.Range(lo, indexKey(last+1, nil)) {
 		if err != nil {
 			return storeFailed(x, n, err)
 		}
