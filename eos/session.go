@@ -164,9 +164,12 @@ func (r *Runner) endTimeout() time.Duration { return r.cfg.TransactionTimeout + 
 
 // clientLogLevel caps the client's logging at warnings, and follows the
 // runner's logger below that: with logging off, the client builds no log
-// lines at all.
+// lines at all. At debug the client's informational lines (each
+// transaction's begin and end, rebalances) are logged too.
 func (r *Runner) clientLogLevel() kgo.LogLevel {
 	switch core := r.log.Core(); {
+	case core.Enabled(zap.DebugLevel):
+		return kgo.LogLevelInfo
 	case core.Enabled(zap.WarnLevel):
 		return kgo.LogLevelWarn
 	case core.Enabled(zap.ErrorLevel):

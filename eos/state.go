@@ -237,6 +237,9 @@ func (ts *taskStores) committed() {
 			s.Abort() // read, not written
 			continue
 		}
+		if ce := ts.log.Check(zap.DebugLevel, "applying a committed batch to its state store"); ce != nil {
+			ce.Write(zap.String("store", s.Name()), zap.Stringer("task", task), zap.Int64("from_offset", s.Offset()), zap.Int64("to_offset", rec.Offset))
+		}
 		if err := s.Commit(rec.Offset); err != nil {
 			ts.log.Warn("applying a committed batch to its state store failed; restoring it from its changelog",
 				zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
@@ -331,6 +334,8 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 				continue
 			}
 			tg.pos = from
+			r.log.Debug("restoring a state store from its changelog", zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task),
+				zap.Int64("from", from), zap.Int64("end", tg.end))
 			if consume[topic] == nil {
 				consume[topic] = map[int32]kgo.Offset{}
 			}

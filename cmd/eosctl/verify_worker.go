@@ -63,6 +63,9 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			}
 			zc := zap.NewProductionConfig()
 			zc.OutputPaths = []string{"stderr"}
+			// EOS_LOG_LEVEL=debug reaches the worker's own logger too,
+			// so a failed run's logs can show every batch's end.
+			zc.Level = zap.NewAtomicLevelAt(cfg.Level())
 			if l, err := zc.Build(); err == nil {
 				o.Logger = l.With(zap.Int("pid", os.Getpid()))
 				defer func() { _ = l.Sync() }()
