@@ -157,3 +157,40 @@ func WaitAssigned(t *testing.T, env *kafkatest.Env, group, instance string) {
 		return false
 	})
 }
+
+// fleet is the instances of one app that a scenario starts one after
+// another. Stopped runs stay in runs: their counts are of committed
+// batches, so recordsIn sums them all.
+type fleet struct {
+	t    *testing.T
+	env  *kafkatest.Env
+	cfg  config.Config
+	top  func() *topology.Topology
+	opts []eos.Option
+	runs []*Run
+}
+
+func newFleet(t *testing.T, env *kafkatest.Env, cfg config.Config, top func() *topology.Topology, opts ...eos.Option) *fleet {
+	return &fleet{t: t, env: env, cfg: cfg, top: top, opts: opts}
+}
+
+// start runs a new instance with its own state directory and waits until
+// the group gives it partitions.
+func (f *fleet) start(instance string) *Run {
+	f.t.Helper()
+	c := f.cfg
+	c.InstanceID = instance
+	c.StateDir = f.t.TempDir()
+	x := Start(f.t, c, f.top(), f.opts...)
+	f.runs = append(f.runs, x)
+	WaitAssigned(f.t, f.env, f.cfg.AppID, instance)
+	return x
+}
+
+// recordsIn sums the committed input records of every run so far.
+func (f *fleet) recordsIn() (in uint64) {
+	for _, x := range f.runs {
+		in += x.R.Stats().RecordsIn
+	}
+	return in
+}

@@ -66,36 +66,23 @@ func StreamTableJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine
 	}
 	clickID := func(i int) string { return fmt.Sprintf("c%04d", i) }
 
-	var runs []*Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
-	start := func(instance string) {
-		c := cfg
-		c.InstanceID = instance
-		c.StateDir = t.TempDir()
-		runs = append(runs, Start(t, c, JoinTopology(in, profiles, out, e)))
-		WaitAssigned(t, env, app, instance)
-	}
+	f := newFleet(t, env, cfg, func() *topology.Topology { return JoinTopology(in, profiles, out, e) })
 	read := uint64(0)
 	waitFor := func(what string, n int) {
 		read += uint64(n)
-		Until(t, 120*time.Second, what, func() bool { return total() >= read })
+		Until(t, 120*time.Second, what, func() bool { return f.recordsIn() >= read })
 	}
-	start("a")
+	first := f.start("a")
 	produceKeyed(t, env, profiles, 0, users, user, version(1))
 	waitFor("profiles v1 loaded", users)
 	produceKeyed(t, env, in, 0, clicks/2, user, clickID)
 	waitFor("the first clicks joined", clicks/2)
-	runs[0].Stop()
-	if err := runs[0].Wait(t, 60*time.Second); err != nil {
+	first.Stop()
+	if err := first.Wait(t, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	start("a")
-	start("b")
+	f.start("a")
+	f.start("b")
 	checkCoPartitioned(t, env, app, in, profiles)
 	produceKeyed(t, env, profiles, 0, users, user, version(2))
 	waitFor("profiles v2 loaded", users)

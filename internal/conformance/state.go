@@ -144,25 +144,15 @@ func GroupByCountsExactlyOnce(t *testing.T, env *kafkatest.Env) {
 	app := env.Name("grouped")
 	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 200
-	var runs []*Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
+	f := newFleet(t, env, cfg, func() *topology.Topology { return GroupedCountTopology(in, out, state.Memory()) }, eos.PurgeInterval(100*time.Millisecond))
 	for i, instance := range []string{"a", "b"} {
-		c := cfg
-		c.InstanceID = instance
-		c.StateDir = t.TempDir()
-		runs = append(runs, Start(t, c, GroupedCountTopology(in, out, state.Memory()), eos.PurgeInterval(100*time.Millisecond)))
-		WaitAssigned(t, env, app, instance)
+		f.start(instance)
 		if i > 0 {
 			SeedValues(t, env, in, n/2, n)
 		}
 		// Each record is read twice: from the input, then re-keyed
 		// from the repartition topic.
-		Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*n/2), func() bool { return total() >= uint64((i+1)*n) })
+		Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*n/2), func() bool { return f.recordsIn() >= uint64((i+1)*n) })
 	}
 	CheckCounts(t, env, out, topology.ChangelogTopic(app, "counts"), n)
 
@@ -215,29 +205,18 @@ func StatefulRebalance(t *testing.T, env *kafkatest.Env, instances int) {
 	app := env.Name("count")
 	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 200
-	var runs []*Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
+	f := newFleet(t, env, cfg, func() *topology.Topology { return CountTopology(in, out, state.Memory()) })
 	for i := 0; i < instances; i++ {
-		c := cfg
-		c.InstanceID = fmt.Sprintf("i%d", i)
-		c.StateDir = t.TempDir()
-		x := Start(t, c, CountTopology(in, out, state.Memory()))
-		runs = append(runs, x)
-		WaitAssigned(t, env, app, c.InstanceID)
+		f.start(fmt.Sprintf("i%d", i))
 		if i > 0 {
 			SeedRange(t, env, in, i*n/instances, (i+1)*n/instances)
 		}
 		Until(t, 120*time.Second, fmt.Sprintf("%d records counted", (i+1)*n/instances), func() bool {
-			return total() >= uint64((i+1)*n/instances)
+			return f.recordsIn() >= uint64((i+1)*n/instances)
 		})
 	}
 	var restored uint64
-	for _, x := range runs[1:] {
+	for _, x := range f.runs[1:] {
 		restored += x.R.Stats().Restored
 	}
 	if restored == 0 {

@@ -75,35 +75,22 @@ func StreamJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 			t.Fatal(err)
 		}
 	}
-	var runs []*Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
-	start := func(instance string) {
-		c := cfg
-		c.InstanceID = instance
-		c.StateDir = t.TempDir()
-		runs = append(runs, Start(t, c, StreamJoinTopology(in1, in2, out, e)))
-		WaitAssigned(t, env, app, instance)
-	}
+	f := newFleet(t, env, cfg, func() *topology.Topology { return StreamJoinTopology(in1, in2, out, e) })
 	half := len(payments) / 2
 	produce(in1, orders[:n/2])
 	produce(in2, payments[:half])
-	start("a")
-	Until(t, 120*time.Second, "the first half read", func() bool { return total() >= uint64(n/2+half) })
-	runs[0].Stop()
-	if err := runs[0].Wait(t, 60*time.Second); err != nil {
+	first := f.start("a")
+	Until(t, 120*time.Second, "the first half read", func() bool { return f.recordsIn() >= uint64(n/2+half) })
+	first.Stop()
+	if err := first.Wait(t, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	start("a")
-	start("b")
+	f.start("a")
+	f.start("b")
 	checkCoPartitioned(t, env, app, in1, in2)
 	produce(in1, orders[n/2:])
 	produce(in2, payments[half:])
-	Until(t, 120*time.Second, "every record read", func() bool { return total() >= uint64(n+len(payments)) })
+	Until(t, 120*time.Second, "every record read", func() bool { return f.recordsIn() >= uint64(n+len(payments)) })
 
 	got := map[string]bool{}
 	for _, r := range Drain(t, env, out, len(want)) {

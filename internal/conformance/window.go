@@ -136,33 +136,19 @@ func WindowedFinalResultsExactlyOnce(t *testing.T, env *kafkatest.Env, e state.E
 	// records come last.
 	body := recs[:n]
 	produceEvents(t, env, in, body[:n/3])
-	var runs []*Run
-	total := func() (in uint64) {
-		for _, x := range runs {
-			in += x.R.Stats().RecordsIn
-		}
-		return in
-	}
-	start := func(instance string) {
-		c := cfg
-		c.InstanceID = instance
-		c.StateDir = t.TempDir()
-		runs = append(runs, Start(t, c, WindowedCountTopology(in, out, e)))
-		WaitAssigned(t, env, app, instance)
-	}
-	// Stopped runs stay in runs: their counts are of committed batches.
-	start("a")
-	Until(t, 90*time.Second, "the first part counted", func() bool { return total() >= uint64(n/3) })
-	runs[0].Stop()
-	if err := runs[0].Wait(t, 60*time.Second); err != nil {
+	f := newFleet(t, env, cfg, func() *topology.Topology { return WindowedCountTopology(in, out, e) })
+	first := f.start("a")
+	Until(t, 90*time.Second, "the first part counted", func() bool { return f.recordsIn() >= uint64(n/3) })
+	first.Stop()
+	if err := first.Wait(t, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	produceEvents(t, env, in, body[n/3:2*n/3])
-	start("a")
-	Until(t, 90*time.Second, "the second part counted", func() bool { return total() >= uint64(2*n/3) })
-	start("b")
+	f.start("a")
+	Until(t, 90*time.Second, "the second part counted", func() bool { return f.recordsIn() >= uint64(2*n/3) })
+	f.start("b")
 	produceEvents(t, env, in, recs[2*n/3:])
-	Until(t, 120*time.Second, "every record counted", func() bool { return total() >= uint64(len(recs)) })
+	Until(t, 120*time.Second, "every record counted", func() bool { return f.recordsIn() >= uint64(len(recs)) })
 
 	got := map[windowKey]int64{}
 	for _, r := range Drain(t, env, out, len(want)) {
@@ -195,7 +181,7 @@ func WindowedFinalResultsExactlyOnce(t *testing.T, env *kafkatest.Env, e state.E
 		t.Fatalf("%d of %d windows differ from the computed results (first ones: %v)", len(wrong), len(want), wrong[:min(5, len(wrong))])
 	}
 	var skipped uint64
-	for _, x := range runs {
+	for _, x := range f.runs {
 		skipped += x.R.Stats().Skipped
 	}
 	t.Logf("%d windows exact, %d late records in the seed, %d skipped", len(want), late, skipped)
