@@ -186,7 +186,8 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 			ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), time.Duration(span)*time.Millisecond)}
 	}
 	// Join with the other side's records of this key in [ts-within, ts+within].
-	prefix := sideKey(r.Key, 0, 0)[:len(sideKey(r.Key, 0, 0))-16]
+	prefix := sideKey(r.Key, 0, 0)
+	prefix = prefix[:len(prefix)-16] // the key's records, any time
 	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(ts-within, 0)))
 	hi := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(ts+within+1))
 	type match struct {
