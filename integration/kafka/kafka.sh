@@ -255,6 +255,20 @@ node_pid() { # node id -> pid of a live broker, or nothing
 	fi
 }
 
+# A node this run launched counts as alive while its process lives: until
+# setsid, nohup and java have exec'd, its command line does not name
+# kafka.Kafka yet, and on a loaded machine that can take a while.
+node_alive() { # node id -> 0 while the broker (or its launch) runs
+	local f pid
+	[[ -n $(node_pid "$1") ]] && return 0
+	[[ $LAUNCHED == *" $1 "* ]] || return 1
+	f="$(node_dir "$1")/kafka.pid"
+	read -r pid <"$f" 2>/dev/null || return 1
+	[[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 1
+	# An exited child of this script is a zombie until reaped: not alive.
+	[[ $(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) != Z ]]
+}
+
 port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
 
 heap_opts() {
@@ -334,12 +348,12 @@ wait_ready() {
 	local deadline=$((SECONDS + START_TIMEOUT)) i pending out want
 	for i in $(selected_nodes); do
 		while ! port_open "$(broker_port "$i")"; do
-			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			node_alive "$i" || fail_start "node $i exited during startup"
 			((SECONDS < deadline)) || fail_start "node $i did not open port $(broker_port "$i") within ${START_TIMEOUT}s"
 			sleep 0.3
 		done
 		while ! server_started "$i"; do
-			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			node_alive "$i" || fail_start "node $i exited during startup"
 			((SECONDS < deadline)) || fail_start "node $i did not finish startup within ${START_TIMEOUT}s"
 			sleep 0.3
 		done
@@ -347,7 +361,7 @@ wait_ready() {
 	while :; do
 		pending=""
 		for i in $(selected_nodes); do
-			[[ -n $(node_pid "$i") ]] || fail_start "node $i exited during startup"
+			node_alive "$i" || fail_start "node $i exited during startup"
 			out=$(java_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
 				--bootstrap-server "$HOST:$(broker_port "$i")" 2>/dev/null | grep -F '(id: ' || true)
 			for want in $(selected_nodes); do
