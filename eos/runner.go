@@ -115,6 +115,7 @@ type Runner struct {
 	partitionCounts   map[string]int32         // output topics' partition counts, when asked
 	state             *taskStores              // the topology's state stores; nil without
 	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
+	deleteRetention   map[string]time.Duration // changelogs' delete.retention.ms, where read
 	missing           map[string]time.Time     // topics chosen per record found missing, and when
 	staticOutputs     map[string]bool          // output topics known before running, checked by preflight
 	inputs            []string                 // the topics consumed: the sources' and the repartition topics
@@ -179,7 +180,8 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval}
+	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval,
+		deleteRetention: map[string]time.Duration{}}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -263,7 +265,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer r.closeAdmin()
 	r.purgeCtx = ctx
 	defer r.purgeWG.Wait()
-	if err := r.preflight(ctx); err != nil {
+	if err := r.preflight(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -307,13 +308,21 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 	// changelog yet sits above the LSO, and must not be missed. Reading
 	// read_committed waits at an open transaction until it ends.
 	lctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-	ends, err := kadm.NewClient(r.admin).ListEndOffsets(lctx, topics...)
-	cancel()
+	adm := kadm.NewClient(r.admin)
+	ends, err := adm.ListEndOffsets(lctx, topics...)
 	if err == nil {
 		err = ends.Error()
 	}
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = adm.ListStartOffsets(lctx, topics...)
+		if err == nil {
+			err = starts.Error()
+		}
+	}
+	cancel()
 	if err != nil {
-		return &rebuildError{fmt.Errorf("reading the end of changelogs %v: %w", topics, err)}
+		return &rebuildError{fmt.Errorf("reading the start and end of changelogs %v: %w", topics, err)}
 	}
 	consume := map[string]map[int32]kgo.Offset{}
 	remaining := 0
@@ -324,7 +333,11 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 				return fmt.Errorf("eos: changelog %s has no partition %d; its partition count must equal the input's (inspect with `eosctl topic describe %s`)", topic, p, topic)
 			}
 			tg.end = o.Offset
-			from := tg.store.Offset() + 1
+			start, _ := starts.Lookup(topic, p)
+			if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
+				return err
+			}
+			from := max(tg.store.Offset()+1, start.Offset)
 			if from > tg.end {
 				return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
 					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
@@ -356,6 +369,50 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 	}
 	return nil
 }
+
+// wipeIfBehind empties a store its changelog partition can no longer
+// bring up to date, so that it restores the partition in full: when the
+// partition starts after the offset the store would read next (records
+// were deleted), or when others wrote to it since the store last applied
+// longer ago than its delete.retention.ms, after which compaction may
+// have removed tombstones the store never saw (it would keep deleted
+// keys forever). A store that is merely idle, with nothing after its
+// offset but the marker of its own last commit, is not behind.
+func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) error {
+	off := tg.store.Offset()
+	if off == state.NoOffset {
+		return nil
+	}
+	var why string
+	if off+1 < start {
+		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d that the store needs next: records it never read were deleted", topic, tg.task.Partition, start, off+1)
+	} else if tg.end-(off+1) > 1 { // more than the marker of the store's own last commit
+		at, err := tg.store.AppliedAt()
+		if err != nil {
+			return fmt.Errorf("eos: state store %q of task %s: %w", tg.store.Name(), tg.task, err)
+		}
+		retention, ok := r.deleteRetention[topic]
+		if !ok {
+			retention = defaultDeleteRetention
+		}
+		if age := time.Since(at); !at.IsZero() && age > retention {
+			why = fmt.Sprintf("the store last applied %s ago, longer than %s's delete.retention.ms (%s), so compaction may have removed deletes it never saw", age.Round(time.Second), topic, retention)
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	r.log.Warn("wiping a state store to restore it in full from its changelog", zap.String("store", tg.store.Name()),
+		zap.Stringer("task", tg.task), zap.Int64("applied_offset", off), zap.String("reason", why))
+	if err := tg.store.Wipe(); err != nil {
+		return fmt.Errorf("eos: wiping state store %q of task %s (%s): %w; delete the task's directory under %s", tg.store.Name(), tg.task, why, err, r.state.dir)
+	}
+	return nil
+}
+
+// defaultDeleteRetention is Kafka's default delete.retention.ms, assumed
+// for a changelog whose configuration could not be read.
+const defaultDeleteRetention = 24 * time.Hour
 
 // restoreTarget is one store's changelog partition being read.
 type restoreTarget struct {
@@ -522,6 +579,11 @@ func (r *Runner) checkCompacted(ctx context.Context, adm *kadm.Client, topic str
 		return nil
 	}
 	for _, c := range rc.Configs {
+		if c.Key == "delete.retention.ms" && c.Value != nil {
+			if ms, err := strconv.ParseInt(*c.Value, 10, 64); err == nil && ms >= 0 {
+				r.deleteRetention[topic] = time.Duration(ms) * time.Millisecond
+			}
+		}
 		if c.Key == "cleanup.policy" && c.Value != nil && !strings.Contains(*c.Value, "compact") {
 			return fmt.Errorf("eos: changelog %s has cleanup.policy=%s: its records, and the state they hold, would expire; make it compacted (kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact) or delete it so the runtime makes it",
 				topic, *c.Value, topic)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -398,5 +399,133 @@ func TestRepartitionBeforeJoinTakesTheTablesPartitions(t *testing.T) {
 	x.Stop()
 	if err := x.Wait(t, 30*time.Second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// plantKey writes key into the pebble store "counts" of task in/0 that
+// instance keeps under stateDir, as if the store held a key whose delete
+// the changelog no longer has; it returns the store's offset before.
+func plantKey(t *testing.T, stateDir, instance, key string) int64 {
+	t.Helper()
+	s, err := state.Open(state.Pebble(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	off := s.Offset()
+	if off == state.NoOffset {
+		t.Fatal("the store applied nothing")
+	}
+	if err := s.Put([]byte(key), []byte("ghost")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(off + 1); err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+// hasKey reports whether instance's pebble store "counts" of in/0 holds key.
+func hasKey(t *testing.T, stateDir, instance, key string) bool {
+	t.Helper()
+	s, err := state.Open(state.Pebble(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, ok, err := s.Get([]byte(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// runCounts runs the pebble count of in as instance on stateDir until it
+// has committed n records, and stops it.
+func runCounts(t *testing.T, env *kafkatest.Env, instance, stateDir string, n uint64) eos.Stats {
+	t.Helper()
+	cfg := env.Config("app", instance, config.ExactlyOnce)
+	cfg.MaxBatchRecords = 100
+	cfg.StateDir = stateDir
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x.WaitCommitted(t, n, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return x.R.Stats()
+}
+
+// A pebble store that last applied longer ago than its changelog's
+// delete.retention.ms, while another instance wrote the changelog, may
+// hold keys whose deletes compaction has removed since: it is wiped and
+// restored in full (the planted key, standing for such a delete, is gone).
+// A store with nothing new to read is not wiped, however old.
+func TestStaleStoreIsWipedAndRestoredInFull(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	compact, retention := "compact", "300"
+	changelog := topology.ChangelogTopic("app", "counts")
+	env.CreateTopicsWith(t, 1, map[string]*string{"cleanup.policy": &compact, "delete.retention.ms": &retention}, changelog)
+	dirA, dirB := t.TempDir(), t.TempDir()
+	const n = 600
+	conformance.SeedRange(t, env, "in", 0, n/2)
+	runCounts(t, env, "a", dirA, n/2)
+	plantKey(t, dirA, "a", "ghost")
+	conformance.SeedRange(t, env, "in", n/2, n)
+	runCounts(t, env, "b", dirB, n/2)
+	time.Sleep(time.Second) // a's store is now older than delete.retention.ms
+	full := uint64(len(conformance.Drain(t, env, changelog, 1)))
+	conformance.SeedRange(t, env, "in", n, n+100)
+	s := runCounts(t, env, "a", dirA, 100)
+	if s.Restored != full {
+		t.Fatalf("instance a restored %d changelog records, want all %d: its stale store was not wiped", s.Restored, full)
+	}
+	if hasKey(t, dirA, "a", "ghost") {
+		t.Fatal("the planted key survived: the stale store was caught up, not wiped")
+	}
+	conformance.CheckCounts(t, env, "out", changelog, n+100)
+
+	time.Sleep(time.Second)
+	conformance.SeedRange(t, env, "in", n+100, n+101)
+	if s := runCounts(t, env, "a", dirA, 1); s.Restored != 0 {
+		t.Fatalf("an idle store with nothing new to read restored %d records: it was wiped needlessly", s.Restored)
+	}
+}
+
+// A pebble store whose changelog partition now starts after the offset it
+// needs next (records were deleted) is wiped and restored from the
+// partition's start, instead of stopping Run.
+func TestStoreBehindChangelogStartIsWiped(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	dirA, dirB := t.TempDir(), t.TempDir()
+	const n = 600
+	conformance.SeedRange(t, env, "in", 0, n/2)
+	runCounts(t, env, "a", dirA, n/2)
+	off := plantKey(t, dirA, "a", "ghost")
+	conformance.SeedRange(t, env, "in", n/2, n)
+	runCounts(t, env, "b", dirB, n/2)
+	adm := kadm.NewClient(env.Client(t))
+	ends, err := adm.ListEndOffsets(context.Background(), changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(changelog, 0)
+	to := off + (end.Offset-off)/2
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: changelog, Partition: 0, At: to})
+	if resp, err := adm.DeleteRecords(context.Background(), del); err != nil || resp.Error() != nil {
+		t.Fatalf("deleting changelog records up to %d: %v %v", to, err, resp.Error())
+	}
+	left := uint64(len(conformance.Drain(t, env, changelog, 1)))
+	conformance.SeedRange(t, env, "in", n, n+100)
+	s := runCounts(t, env, "a", dirA, 100)
+	if s.Restored != left {
+		t.Fatalf("instance a restored %d changelog records, want the %d left after offset %d", s.Restored, left, to)
+	}
+	if hasKey(t, dirA, "a", "ghost") {
+		t.Fatal("the planted key survived: the store was not wiped")
 	}
 }

@@ -74,6 +74,7 @@ func conformance(t *testing.T, ec engineCase) {
 		{"returned slices are copies", testCopies},
 		{"closed store refuses calls, close is idempotent", testClosed},
 		{"reads run concurrently with commits", testConcurrent},
+		{"wipe empties data and offset, and lasts", testWipe},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, ec) })
@@ -558,5 +559,37 @@ func testConcurrent(t *testing.T, ec engineCase) {
 	}
 	if s.Offset() != 199 {
 		t.Fatalf("Offset = %d", s.Offset())
+	}
+}
+
+func testWipe(t *testing.T, ec engineCase) {
+	f := newFixture(t, ec)
+	s := f.open()
+	put(t, s, "a", "1", "b", "2")
+	must(t, s.Commit(7))
+	put(t, s, "c", "3")
+	if err := s.Wipe(); !errors.Is(err, ErrBatchOpen) {
+		t.Fatalf("Wipe with an open batch = %v, want ErrBatchOpen", err)
+	}
+	s.Abort()
+	must(t, s.Wipe())
+	if s.Offset() != NoOffset {
+		t.Fatalf("Offset after Wipe = %d, want NoOffset", s.Offset())
+	}
+	if got := entries(t, s, nil, nil); len(got) != 0 {
+		t.Fatalf("entries after Wipe = %q", got)
+	}
+	// A wiped store restores from the start: offsets begin again.
+	must(t, s.Restore([]Write{{Key: []byte("z"), Value: []byte("9")}}, 0))
+	if !ec.persistent {
+		return
+	}
+	must(t, s.Close())
+	s = f.open()
+	if s.Offset() != 0 {
+		t.Fatalf("Offset after Wipe, restore and reopen = %d, want 0", s.Offset())
+	}
+	if got := entries(t, s, nil, nil); !slices.Equal(got, []string{"z=9"}) {
+		t.Fatalf("entries after Wipe, restore and reopen = %q, want [z=9]", got)
 	}
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // NoOffset is the changelog offset of a store that has applied nothing
@@ -70,6 +71,22 @@ type Backend interface {
 	Apply(writes []Write, offset int64) error
 	// Close releases the backend; what Apply returned for stays applied.
 	Close() error
+}
+
+// Wiper is a Backend that can empty itself, data and offset together, in
+// one atomic write: the runtime wipes a store whose changelog can no
+// longer bring it up to date (see Store.Wipe).
+type Wiper interface {
+	Wipe() error
+}
+
+// Dated is a Backend that keeps the wall-clock time of its last Apply, so
+// that the runtime can tell a store too old to catch up from a compacted
+// changelog (see Store.AppliedAt).
+type Dated interface {
+	// AppliedAt returns the time of the last Apply, or the zero time if
+	// none is recorded.
+	AppliedAt() (time.Time, error)
 }
 
 // Open opens the store name of task with engine e under the state

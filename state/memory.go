@@ -72,6 +72,15 @@ func (m *memoryBackend) Apply(writes []Write, offset int64) error {
 	return nil
 }
 
+// Wipe empties the tree; nothing of it outlives the process anyway.
+func (m *memoryBackend) Wipe() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.tree.Clear(false)
+	m.offset = NoOffset
+	return nil
+}
+
 func (m *memoryBackend) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -93,7 +94,12 @@ const (
 	metaPrefix = 'm'
 )
 
-var offsetKey = []byte{metaPrefix, 'o', 'f', 'f', 's', 'e', 't'}
+var (
+	offsetKey = []byte{metaPrefix, 'o', 'f', 'f', 's', 'e', 't'}
+	// timeKey holds the wall-clock time of the last Apply, in Unix
+	// milliseconds: how long the store went without catching up.
+	timeKey = []byte{metaPrefix, 't', 'i', 'm', 'e'}
+)
 
 type pebbleBackend struct{ db *pebble.DB }
 
@@ -167,7 +173,44 @@ func (p *pebbleBackend) Apply(writes []Write, offset int64) error {
 	if err := b.Set(offsetKey, binary.BigEndian.AppendUint64(nil, uint64(offset)), nil); err != nil {
 		return err
 	}
+	if err := b.Set(timeKey, binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixMilli())), nil); err != nil {
+		return err
+	}
 	return b.Commit(pebble.NoSync) // no WAL to sync: see Pebble
+}
+
+// AppliedAt implements Dated.
+func (p *pebbleBackend) AppliedAt() (time.Time, error) {
+	v, closer, err := p.db.Get(timeKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return time.Time{}, fmt.Errorf("stored apply time has %d bytes, want 8: the directory holds something else", len(v))
+	}
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(v))), nil
+}
+
+// Wipe implements Wiper: every data key, the offset and the time go in
+// one batch. A crash before the next flush brings the old store back,
+// whole, and the runtime wipes it again.
+func (p *pebbleBackend) Wipe() error {
+	b := p.db.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange([]byte{dataPrefix}, []byte{dataPrefix + 1}, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(offsetKey, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(timeKey, nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.NoSync)
 }
 
 func (p *pebbleBackend) Close() error {

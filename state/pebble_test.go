@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -137,5 +138,32 @@ func TestOpenErrors(t *testing.T) {
 	var se *StoreError
 	if !errors.As(err, &se) || se.Store != "s" || se.Task != task {
 		t.Fatalf("Open under a file = %v, want a *StoreError naming the store", err)
+	}
+}
+
+// Pebble records when it last applied, with the data: the runtime reads
+// it to tell a store too old to catch up from a compacted changelog.
+func TestPebbleAppliedAt(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Pebble(), dir, "counts", task)
+	must(t, err)
+	if at, err := s.AppliedAt(); err != nil || !at.IsZero() {
+		t.Fatalf("AppliedAt of a fresh store = %v, %v; want the zero time", at, err)
+	}
+	before := time.Now().Add(-time.Millisecond)
+	put(t, s, "a", "1")
+	must(t, s.Commit(3))
+	must(t, s.Close())
+	s, err = Open(Pebble(), dir, "counts", task)
+	must(t, err)
+	defer s.Close()
+	at, err := s.AppliedAt()
+	must(t, err)
+	if at.Before(before) || at.After(time.Now()) {
+		t.Fatalf("AppliedAt after a commit and reopen = %v, want between %v and now", at, before)
+	}
+	must(t, s.Wipe())
+	if at, err := s.AppliedAt(); err != nil || !at.IsZero() {
+		t.Fatalf("AppliedAt after Wipe = %v, %v; want the zero time", at, err)
 	}
 }

@@ -2,8 +2,10 @@ package state
 
 import (
 	"bytes"
+	"fmt"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/google/btree"
 )
@@ -216,6 +218,50 @@ func (s *Store) Restore(writes []Write, offset int64) error {
 	}
 	s.offset = offset
 	return nil
+}
+
+// Wipe empties the store, data and offset, so that it restores its
+// changelog partition in full: the runtime does so when the changelog no
+// longer holds the offsets the store would read next, or when the store
+// is older than the changelog's delete.retention.ms and may have missed
+// deletes that compaction removed since. No batch may be open.
+func (s *Store) Wipe() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.overlay.Len() != 0 {
+		return ErrBatchOpen
+	}
+	w, ok := s.b.(Wiper)
+	if !ok {
+		return s.fail("wipe", fmt.Errorf("%w: the engine cannot empty a store; delete the task's directory instead", ErrInvalid))
+	}
+	if err := w.Wipe(); err != nil {
+		return s.fail("wipe", err)
+	}
+	s.offset = NoOffset
+	return nil
+}
+
+// AppliedAt is when the engine last applied a batch or a restore, if it
+// records that (see Dated); the zero time otherwise.
+func (s *Store) AppliedAt() (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return time.Time{}, ErrClosed
+	}
+	d, ok := s.b.(Dated)
+	if !ok {
+		return time.Time{}, nil
+	}
+	t, err := d.AppliedAt()
+	if err != nil {
+		return time.Time{}, s.fail("read applied time", err)
+	}
+	return t, nil
 }
 
 // Close drops the overlay and closes the engine's backend; it is
