@@ -3,6 +3,8 @@ package chaos_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/eosflow/eosflow/internal/chaos"
@@ -49,6 +51,43 @@ func TestVerifyWindowedAtLeastOnceControlFails(t *testing.T) {
 	t.Parallel()
 	res, _, code := verify(t, append(eventArgs, "--pipeline", "windowed", "--guarantee", "at-least-once")...)
 	checkWindowsAtLeastOnce(t, res, code, 3)
+}
+
+// Under at-least-once a batch's joined pairs, its stores' changelog and
+// its input offsets do not commit together: a worker killed or failed
+// after some of its batch's pairs reached the output, but before its
+// offsets committed, leaves them there, and its successor, reading the
+// same orders and payments again, joins them again with what its stores
+// hold.
+func TestVerifyJoinAtLeastOnceControlFails(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(eventArgs, "--pipeline", "join", "--guarantee", "at-least-once")...)
+	checkPairsAtLeastOnce(t, res, code, 3)
+}
+
+// checkPairsAtLeastOnce asserts that the join at-least-once control failed
+// with repeated pairs, named in its examples, and for no reason but the
+// pair checks.
+func checkPairsAtLeastOnce(t *testing.T, res chaos.Result, code, kills int) {
+	t.Helper()
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
+	}
+	v := res.JoinVerdict
+	if v == nil || res.Pipeline != "join" {
+		t.Fatalf("pipeline %q, no join verdict in %+v", res.Pipeline, res)
+	}
+	t.Logf("join verdict: %s; e.g. %v", v, v.PairExamples)
+	if v.PairDuplicates == 0 || !res.Fails(chaos.ProblemPairDuplicates) {
+		t.Errorf("join verdict %s (failed %v): the same chaos under at-least-once must repeat pairs", v, res.Failed)
+	}
+	if !slices.ContainsFunc(v.PairExamples, func(e string) bool { return strings.Contains(e, " joined ") && strings.Contains(e, " times") }) {
+		t.Errorf("pair examples %q name no repeated pair", v.PairExamples)
+	}
+	if res.WorkerKills != kills || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, faults not injected %d: want %d and 0", res.WorkerKills, res.FaultsNotInjected, kills)
+	}
+	checkFailsOnly(t, res, chaos.ProblemPairDuplicates, chaos.ProblemPairMissing, chaos.ProblemPairUnexpected, chaos.ProblemLiveDuplicates)
 }
 
 // checkWindowsAtLeastOnce asserts that the windowed at-least-once control
@@ -144,9 +183,9 @@ func checkEventFaults(t *testing.T, res chaos.Result, raw map[string]any, kills,
 // pipelines: 20,000 records over 200 keys through 4 worker kills, a
 // SIGTERM, 2 rebalances, 5 % injected aborts and a hard broker restart,
 // windowed on pebble state and joined on memory state (about 1.5 minutes
-// each), then the windowed at-least-once control under 3 kills and a
-// broker restart (about 1 minute). real holds --brokers and
-// --broker-restart-cmd.
+// each), then the windowed and the join at-least-once controls, each
+// under 3 kills and a broker restart (about 1 minute each). real holds
+// --brokers and --broker-restart-cmd.
 func realEventRuns(t *testing.T, real []string) {
 	load := append(real, "--records", "20000", "--keys", "200", "--workers", "3", "--kills", "4", "--broker-restarts", "1",
 		"--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "4m")
@@ -164,5 +203,10 @@ func realEventRuns(t *testing.T, real []string) {
 		res, _, code := verify(t, append(real, "--pipeline", "windowed", "--guarantee", "at-least-once", "--records", "20000", "--keys", "200",
 			"--workers", "2", "--kills", "3", "--broker-restarts", "1", "--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")...)
 		checkWindowsAtLeastOnce(t, res, code, 3)
+	})
+	t.Run("join at-least-once control", func(t *testing.T) {
+		res, _, code := verify(t, append(real, "--pipeline", "join", "--guarantee", "at-least-once", "--records", "20000", "--keys", "200",
+			"--workers", "2", "--kills", "3", "--broker-restarts", "1", "--terms", "0", "--rebalances", "0", "--abort-rate", "0.05", "--duration", "3m")...)
+		checkPairsAtLeastOnce(t, res, code, 3)
 	})
 }
