@@ -302,7 +302,7 @@ func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 // start`, then run with
 // EOS_KAFKA_BROKERS=127.0.0.1:9092
 // EOS_KAFKA_RESTART_CMD="integration/kafka/kafka.sh restart --hard"
-// and -timeout 40m (about 25 minutes on a 2-core machine).
+// and -timeout 40m (about 26 minutes on a 2-core machine).
 func TestVerifyRealBroker(t *testing.T) {
 	brokers := kafkatest.RealBrokers()
 	restart := strings.TrimSpace(os.Getenv(EnvRestartCmd))
