@@ -235,6 +235,9 @@ func verifyTable(r chaos.Result) *table {
 		t.add("count final mismatch", fmt.Sprintf("%d (keys whose last count is not their input count)", c.CountFinalMismatch))
 		t.add("changelog mismatch", fmt.Sprintf("%d (keys whose changelog %s ends elsewhere; %d records read)", c.ChangelogMismatch, r.Changelog, c.ChangelogRead))
 		t.add("unreadable", r.Unknown)
+		for _, e := range c.Examples {
+			t.add("count example", e)
+		}
 	} else {
 		t.add("missing", r.Missing)
 		t.add("duplicates", r.Duplicates)

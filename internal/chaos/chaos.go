@@ -35,6 +35,7 @@ import (
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Options shape one verification run. Zero values take the defaults
@@ -702,6 +703,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		var c verdict.Counts
 		res.Verdict, c = verdict.JudgeCounts(o.Records, o.Keys, out, changelog)
+		if c.CountGaps > 0 || c.CountRepeats > 0 {
+			c.Examples = traceCounts(dctx, base, res.Output, res.Changelog, out, changelog)
+		}
 		res.Counts = &c
 	} else if ev != nil {
 		res.Verdict = verdict.Verdict{RecordsIn: o.Records, RecordsOut: len(out)}
@@ -721,6 +725,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	event("verdict: %s", res.Verdict)
 	if res.Counts != nil {
 		event("count verdict: %s", res.Counts)
+		for _, e := range res.Counts.Examples {
+			event("count example: %s", e)
+		}
 	}
 	if res.WindowVerdict != nil {
 		event("window verdict: %s %v", res.WindowVerdict, res.WindowVerdict.WindowExamples)
@@ -873,4 +880,19 @@ func pollConsumed(ctx context.Context, adm *kadm.Client, group string, ends kadm
 			consumed.Store(sum)
 		}
 	}
+}
+
+// traceCounts reads the output and the changelog again read_uncommitted
+// and traces a few gaps and repeats to the transactions around them
+// (verdict.TraceCounts); a read that fails says so instead.
+func traceCounts(ctx context.Context, base []kgo.Opt, output, changelog string, out, log []*kgo.Record) []string {
+	outAll, err := verdict.DrainAll(ctx, base, output, len(out), time.Second)
+	if err != nil {
+		return []string{"tracing the counts: reading the output read_uncommitted: " + err.Error()}
+	}
+	logAll, err := verdict.DrainAll(ctx, base, changelog, len(log), time.Second)
+	if err != nil {
+		return []string{"tracing the counts: reading the changelog read_uncommitted: " + err.Error()}
+	}
+	return verdict.TraceCounts(out, outAll, log, logAll, 5)
 }

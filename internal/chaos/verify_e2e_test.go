@@ -248,6 +248,12 @@ func checkCountsAtLeastOnce(t *testing.T, res chaos.Result, code int) {
 	if !res.Fails(chaos.ProblemCountRepeats) && !res.Fails(chaos.ProblemCountGaps) && !res.Fails(chaos.ProblemCountFinalMismatch) {
 		t.Errorf("failed checks %v name no count check", res.Failed)
 	}
+	// Each violation is traced to the records and transactions around it.
+	if c.CountGaps+c.CountRepeats > 0 && (len(c.Examples) == 0 || !strings.Contains(c.Examples[0], "(producer ")) {
+		t.Errorf("count examples %q trace no violation to its producer", c.Examples)
+	} else {
+		t.Logf("count examples: %q", c.Examples)
+	}
 	if res.WorkerKills != 3 || res.FaultsNotInjected != 0 {
 		t.Errorf("kills %d, faults not injected %d: want 3 and 0", res.WorkerKills, res.FaultsNotInjected)
 	}

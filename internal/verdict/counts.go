@@ -29,6 +29,9 @@ type Counts struct {
 	ChangelogMismatch int `json:"changelog_mismatch"`
 	// ChangelogRead is how many changelog records were read.
 	ChangelogRead int `json:"changelog_read"`
+	// Examples traces a few gaps and repeats to the records and
+	// transactions around them (see TraceCounts).
+	Examples []string `json:"count_examples,omitempty"`
 }
 
 // OK reports whether every key counted exactly once per input record.
@@ -120,4 +123,84 @@ func JudgeCounts(n, keys int, out, changelog []*kgo.Record) (Verdict, Counts) {
 		}
 	}
 	return v, c
+}
+
+// TraceCounts explains up to limit of the gaps and repeats in a counting
+// pipeline's committed output: for a key's first skipped count, the
+// committed record that skipped it, the aborted output records that held
+// it, and the changelog records that held it, committed or not; for a
+// repeated count, both committed records. Each record is named by topic,
+// partition and offset, with the producer id and epoch of its batch (what
+// the workers' logs name their transactions by) and its timestamp. out and
+// changelog are read read_committed; outAll and changelogAll
+// read_uncommitted.
+func TraceCounts(out, outAll, changelog, changelogAll []*kgo.Record, limit int) []string {
+	committed := map[recordAt]bool{}
+	for _, r := range out {
+		committed[at(r)] = true
+	}
+	for _, r := range changelog {
+		committed[at(r)] = true
+	}
+	var ex []string
+	hi := map[string]int64{}
+	first := map[string]map[int64]*kgo.Record{}
+	for _, r := range out {
+		if len(ex) >= limit {
+			break
+		}
+		c, ok := ParseCount(r.Value)
+		if !ok {
+			continue
+		}
+		k := string(r.Key)
+		if first[k] == nil {
+			first[k] = map[int64]*kgo.Record{}
+		}
+		switch h := hi[k]; {
+		case c <= h:
+			if prev := first[k][c]; prev != nil {
+				ex = append(ex, fmt.Sprintf("key %s: count %d repeated: %s, then %s", k, c, describe(prev), describe(r)))
+			}
+		case c > h+1:
+			missing := h + 1
+			var aborted, logged []string
+			for _, a := range outAll {
+				if v, ok := ParseCount(a.Value); ok && v == missing && string(a.Key) == k && !committed[at(a)] {
+					aborted = append(aborted, describe(a))
+				}
+			}
+			for _, a := range changelogAll {
+				if len(a.Value) == 8 && int64(binary.BigEndian.Uint64(a.Value)) == missing && string(a.Key) == k {
+					state := "aborted"
+					if committed[at(a)] {
+						state = "committed"
+					}
+					logged = append(logged, state+" "+describe(a))
+				}
+			}
+			ex = append(ex, fmt.Sprintf("key %s: count %d skipped: %d follows %d at %s; aborted outputs of %d: %v; changelog records of %d: %v",
+				k, missing, c, h, describe(r), missing, aborted, missing, logged))
+		}
+		if _, seen := first[k][c]; !seen {
+			first[k][c] = r
+		}
+		hi[k] = max(hi[k], c)
+	}
+	return ex
+}
+
+// recordAt is where a record sits in its topic.
+type recordAt struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func at(r *kgo.Record) recordAt { return recordAt{r.Topic, r.Partition, r.Offset} }
+
+// describe names a record by place, producer and time.
+func describe(r *kgo.Record) string {
+	return fmt.Sprintf("%s/%d@%d (producer %d epoch %d, %s)", r.Topic, r.Partition, r.Offset, r.ProducerID, r.ProducerEpoch,
+		r.Timestamp.UTC().Format("15:04:05.000"))
 }

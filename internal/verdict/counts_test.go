@@ -2,6 +2,8 @@ package verdict
 
 import (
 	"encoding/binary"
+	"reflect"
+	"strings"
 	"strconv"
 	"testing"
 
@@ -47,7 +49,7 @@ func TestJudgeCounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, c := JudgeCounts(5, 2, tc.out, tc.log)
 			tc.want.CountKeys, tc.want.ChangelogRead = 2, len(tc.log)
-			if c != tc.want || c.OK() != tc.ok {
+			if !reflect.DeepEqual(c, tc.want) || c.OK() != tc.ok {
 				t.Fatalf("got %s ok=%v, want %s ok=%v", c, c.OK(), tc.want, tc.ok)
 			}
 			if v.RecordsIn != 5 || v.RecordsOut != tc.recordOut || v.Unknown != tc.unknown || v.Missing+v.Duplicates+v.OutOfOrder != 0 {
@@ -64,5 +66,37 @@ func TestCountTrackerLive(t *testing.T) {
 	}
 	if tr.Repeats != 1 || tr.Gaps != 2 {
 		t.Fatalf("repeats %d gaps %d, want 1 and 2", tr.Repeats, tr.Gaps)
+	}
+}
+
+// TraceCounts names, for a skipped count, the committed record after the
+// gap, the aborted output that held the count and the changelog records
+// that held it, each with its producer and epoch; and both records of a
+// repeated count.
+func TestTraceCounts(t *testing.T) {
+	rec := func(topic string, off int64, key string, value []byte, epoch int16) *kgo.Record {
+		return &kgo.Record{Topic: topic, Partition: 1, Offset: off, Key: []byte(key), Value: value, ProducerID: 7, ProducerEpoch: epoch}
+	}
+	cnt := func(c int64) []byte { return []byte(strconv.FormatInt(c, 10)) }
+	state := func(c int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(c)) }
+	out := []*kgo.Record{rec("out", 0, "a", cnt(1), 1), rec("out", 4, "a", cnt(3), 3), rec("out", 6, "b", cnt(1), 3), rec("out", 8, "b", cnt(1), 4)}
+	outAll := []*kgo.Record{out[0], rec("out", 2, "a", cnt(2), 2), out[1], out[2], out[3]}
+	log := []*kgo.Record{rec("log", 0, "a", state(1), 1), rec("log", 4, "a", state(3), 3)}
+	logAll := []*kgo.Record{log[0], rec("log", 2, "a", state(2), 2), log[1]}
+	ex := TraceCounts(out, outAll, log, logAll, 5)
+	if len(ex) != 2 {
+		t.Fatalf("examples %q, want a gap and a repeat", ex)
+	}
+	for _, want := range []string{"key a: count 2 skipped", "3 follows 1 at out/1@4 (producer 7 epoch 3", "aborted outputs of 2: [out/1@2 (producer 7 epoch 2",
+		"changelog records of 2: [aborted log/1@2 (producer 7 epoch 2"} {
+		if !strings.Contains(ex[0], want) {
+			t.Errorf("gap example %q lacks %q", ex[0], want)
+		}
+	}
+	if !strings.Contains(ex[1], "key b: count 1 repeated: out/1@6 (producer 7 epoch 3") || !strings.Contains(ex[1], "then out/1@8 (producer 7 epoch 4") {
+		t.Errorf("repeat example %q", ex[1])
+	}
+	if got := TraceCounts(out, outAll, log, logAll, 1); len(got) != 1 {
+		t.Errorf("limit 1 gave %d examples", len(got))
 	}
 }

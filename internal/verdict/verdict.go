@@ -78,10 +78,21 @@ func SeedByValue(ctx context.Context, cl *kgo.Client, topic string, n, keys int)
 // times out, so a quiet spell alone does not mean they are lost. It returns
 // what it read; the caller judges it. Extra options (TLS, SASL) come first.
 func Drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) ([]*kgo.Record, error) {
+	return drain(ctx, base, topic, want, idle, kgo.ReadCommitted())
+}
+
+// DrainAll is Drain with read_uncommitted: the committed records and
+// those of aborted (or still open) transactions, to trace a violation to
+// the transaction that wrote it.
+func DrainAll(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) ([]*kgo.Record, error) {
+	return drain(ctx, base, topic, want, idle, kgo.ReadUncommitted())
+}
+
+func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration, iso kgo.IsolationLevel) ([]*kgo.Record, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchIsolationLevel(iso),
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
