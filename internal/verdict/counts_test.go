@@ -3,8 +3,8 @@ package verdict
 import (
 	"encoding/binary"
 	"reflect"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
