@@ -156,6 +156,11 @@ type Config struct {
 	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
 	// level. EOS_LOG_LEVEL. Default: info.
 	LogLevel string `yaml:"log_level"`
+	// MetricsAddr is the host:port on which Run serves /metrics
+	// (Prometheus), /healthz and /readyz, so that Prometheus and a
+	// Kubernetes probe can watch the pipeline; port 0 picks a free port.
+	// EOS_METRICS_ADDR. Default: empty, which serves nothing.
+	MetricsAddr string `yaml:"metrics_addr"`
 	// TLS configures encrypted connections to the brokers.
 	TLS TLS `yaml:"tls"`
 	// SASL configures broker authentication.

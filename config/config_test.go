@@ -36,6 +36,7 @@ func TestDefault(t *testing.T) {
 		{"leave_group_on_close", c.LeaveGroupOnClose, false},
 		{"state_dir", c.StateDir, ""},
 		{"log_level", c.LogLevel, "info"},
+		{"metrics_addr", c.MetricsAddr, ""},
 		{"tls", c.TLS, TLS{}},
 		{"sasl", c.SASL, SASL{}},
 	}
@@ -164,7 +165,7 @@ func withSecretAndBadSASL() Config {
 func TestStringShape(t *testing.T) {
 	c := valid()
 	got := c.String()
-	want := "brokers=127.0.0.1:9092 app_id=orders instance_id=worker-0 guarantee=exactly-once commit_interval=100ms max_batch_records=50000 transaction_timeout=10s session_timeout=45s rebalance_timeout=1m0s connect_timeout=10s recovery_timeout=5m0s leave_group_on_close=false state_dir=\"\" log_level=info"
+	want := "brokers=127.0.0.1:9092 app_id=orders instance_id=worker-0 guarantee=exactly-once commit_interval=100ms max_batch_records=50000 transaction_timeout=10s session_timeout=45s rebalance_timeout=1m0s connect_timeout=10s recovery_timeout=5m0s leave_group_on_close=false state_dir=\"\" log_level=info metrics_addr=\"\""
 	if got != want {
 		t.Fatalf("String() =\n%s\nwant\n%s", got, want)
 	}

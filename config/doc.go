@@ -31,6 +31,7 @@
 //	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false
 //	state_dir            EOS_STATE_DIR                   <temp>/eosflow (stores under <app_id>/<instance_id>)
 //	log_level            EOS_LOG_LEVEL                   info
+//	metrics_addr         EOS_METRICS_ADDR                off (e.g. 127.0.0.1:9464 serves /metrics, /healthz, /readyz)
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE
 //	tls.cert_file        EOS_TLS_CERT_FILE

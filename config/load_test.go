@@ -24,6 +24,7 @@ rebalance_timeout: 40s
 connect_timeout: 5s
 recovery_timeout: 2m
 log_level: debug
+metrics_addr: 127.0.0.1:9464
 tls:
   enabled: true
   ca_file: /etc/ca.pem
@@ -55,6 +56,7 @@ func TestLoadYAML(t *testing.T) {
 		ConnectTimeout:     5 * time.Second,
 		RecoveryTimeout:    2 * time.Minute,
 		LogLevel:           "debug",
+		MetricsAddr:        "127.0.0.1:9464",
 		TLS:                TLS{Enabled: true, CAFile: "/etc/ca.pem", CertFile: "/etc/client.pem", KeyFile: "/etc/client.key", InsecureSkipVerify: true},
 		SASL:               SASL{Mechanism: SASLScramSHA256, Username: "svc", Password: "pw"},
 	}
@@ -118,6 +120,7 @@ func TestEnvOverridesYAML(t *testing.T) {
 		"EOS_CONNECT_TIMEOUT":          "13s",
 		"EOS_RECOVERY_TIMEOUT":         "30s",
 		"EOS_LOG_LEVEL":                "warn",
+		"EOS_METRICS_ADDR":             ":0",
 		"EOS_TLS_ENABLED":              "false",
 		"EOS_TLS_CA_FILE":              "/ca2",
 		"EOS_TLS_CERT_FILE":            "/cert2",
@@ -147,6 +150,7 @@ func TestEnvOverridesYAML(t *testing.T) {
 		ConnectTimeout:     13 * time.Second,
 		RecoveryTimeout:    30 * time.Second,
 		LogLevel:           "warn",
+		MetricsAddr:        ":0",
 		TLS:                TLS{CAFile: "/ca2", CertFile: "/cert2", KeyFile: "/key2"},
 		SASL:               SASL{Mechanism: SASLPlain, Username: "u2", Password: "p2"},
 	}

@@ -129,6 +129,11 @@ func (c Config) Validate() error {
 	if !slices.Contains(logLevels, c.LogLevel) {
 		add("log_level", c.LogLevel, "unknown log level; use one of "+strings.Join(logLevels, ", "))
 	}
+	if c.MetricsAddr != "" {
+		if problem := listenAddrProblem(c.MetricsAddr); problem != "" {
+			add("metrics_addr", c.MetricsAddr, problem)
+		}
+	}
 
 	errs = append(errs, c.TLS.validate()...)
 	errs = append(errs, c.SASL.validate()...)
@@ -189,4 +194,17 @@ func (s SASL) validate() []error {
 		errs = append(errs, &FieldError{Field: "sasl.password", Problem: "must be set when sasl.mechanism is set; set sasl.password or EOS_SASL_PASSWORD"})
 	}
 	return errs
+}
+
+// listenAddrProblem says what is wrong with addr as a host:port to listen
+// on, or "" when nothing is.
+func listenAddrProblem(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "must be host:port (e.g. 127.0.0.1:9464, or :9464 for every interface), or empty to serve no metrics"
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "the port must be a number from 0 to 65535 (0 picks a free one)"
+	}
+	return ""
 }
