@@ -55,6 +55,11 @@ type batch struct {
 	slow *kgo.Record
 	// fired counts the wall-clock timers that fired in the batch.
 	fired int
+	// Why it did not commit, for the abort reason: BeforeCommit vetoed
+	// it, it was open past transaction_timeout, or a poll failed.
+	vetoed, timedOut, pollFailed bool
+	// decided is when the batch was ready to end.
+	decided time.Time
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -194,6 +199,9 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 	defer b.stop()
 	b.fill(fetches)
 	commit := b.decide()
+	if r.metrics != nil {
+		b.decided = time.Now()
+	}
 	return b.end(commit, log)
 }
 
@@ -234,14 +242,14 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		more, perr := b.s.poll(pctx, min(r.pollSize(), limit-b.in))
 		cancel()
 		if perr != nil {
-			b.failed = perr
+			b.failed, b.pollFailed = perr, true
 			break
 		}
 		if more.IsClientClosed() {
 			break
 		}
 		if err := r.fetchError(more); err != nil {
-			b.failed = err
+			b.failed, b.pollFailed = err, true
 			break
 		}
 		b.process(more)
@@ -420,11 +428,11 @@ func (b *batch) decide() bool {
 	}
 	if commit && vetoable && r.beforeEnd != nil {
 		if err := r.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
-			b.failed, commit = err, false
+			b.failed, commit, b.vetoed = err, false, true
 		}
 	}
 	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
-		commit = false
+		commit, b.timedOut = false, true
 		r.pollMax = max(1, b.in/2)
 		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
 			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
@@ -454,6 +462,13 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 		r.state.produceChanges(func(rec *kgo.Record) { s.produce(b.produceCtx, rec) })
 	}
 	committed, endErr := s.end(commit)
+	if r.metrics != nil {
+		records := 0
+		if committed {
+			records = b.in
+		}
+		r.observeBatch(b, commit, time.Now(), records)
+	}
 	if r.state != nil {
 		if committed && endErr == nil {
 			r.state.committed()
@@ -470,13 +485,13 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 	}
 	r.noteRejection(s)
 	if r.deadLetterRefused != nil {
-		r.aborted.Add(1)
+		r.noteAbort(abortProduce)
 		return false, r.deadLetterRefused
 	}
 
 	switch {
 	case b.slow != nil:
-		r.aborted.Add(1)
+		r.noteAbort(abortTimeout)
 		return false, r.slowRecord(b, log)
 	case endErr != nil && offsets != nil && errors.As(endErr, new(*unknownOutcomeError)):
 		// The commit was sent, but its outcome is unknown: settle it from
@@ -489,7 +504,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 		r.countCommitted(b, gen, log)
 		return true, b.failed
 	case b.failed != nil || endErr != nil:
-		r.aborted.Add(1)
+		r.noteAbort(b.abortReason(endErr))
 		reason := b.failed
 		if endErr != nil {
 			reason = endErr
@@ -517,7 +532,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 		}
 		fallthrough
 	case !committed:
-		r.aborted.Add(1)
+		r.noteAbort(b.abortReason(nil))
 		r.noteRedone(b)
 		if failing := r.failing(); failing > r.cfg.RecoveryTimeout {
 			return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",

@@ -32,6 +32,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return err
 	}
 	r.admin = cl
+	r.health.admin.Store(cl)
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {

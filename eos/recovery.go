@@ -50,7 +50,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 		r.countSettled(p)
 		return nil
 	}
-	r.aborted.Add(1)
+	r.noteAbort(abortCommit)
 	r.noteRedone(&batch{in: p.in, out: p.out})
 	r.log.Info("a batch whose commit answer was lost had not committed; redoing it", zap.Int("records", p.in))
 	return nil
@@ -347,6 +347,7 @@ func (r *Runner) leaveGroup() {
 }
 
 func (r *Runner) closeAdmin() {
+	r.health.admin.Store(nil)
 	if r.admin != nil {
 		r.admin.Close()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -84,6 +85,11 @@ type Runner struct {
 	extra     []kgo.Opt
 	beforeEnd func(context.Context, BatchInfo) error
 	create    *topicSpec // CreateTopics, if given
+
+	registerer prometheus.Registerer // Metrics, if given
+	metrics    *metrics              // nil when metrics are off
+	health     health                // what /readyz and the state gauges report
+	httpAddr   string                // where metrics_addr is served, while it is; guarded by mu
 
 	running  atomic.Bool
 	mu       sync.Mutex
@@ -224,6 +230,17 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		}
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
+	if r.registerer == nil && cfg.MetricsAddr != "" {
+		r.registerer = ownRegistry()
+	}
+	if r.registerer != nil {
+		if r.metrics, err = r.newMetrics(r.registerer); err != nil {
+			return nil, fmt.Errorf("eos: registering metrics: %w; give each Runner its own app_id/instance_id pair or registry", err)
+		}
+		if cfg.MetricsAddr != "" && r.metrics.gatherer == nil {
+			return nil, errors.New("eos: metrics_addr serves the registry given to Metrics, which cannot be read (not a prometheus.Gatherer); pass a *prometheus.Registry")
+		}
+	}
 	return r, nil
 }
 
@@ -261,6 +278,16 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Unlock()
 	defer close(r.done)
 	defer cancel()
+	if r.cfg.MetricsAddr != "" {
+		stop, err := r.serve()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	r.health.running.Store(true)
+	defer r.health.running.Store(false)
+	defer context.AfterFunc(ctx, func() { r.health.stopping.Store(true) })()
 
 	defer r.closeAdmin()
 	r.purgeCtx = ctx
@@ -328,8 +355,10 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			return err
 		}
 		r.contexts.reset(ctx)
+		r.health.client.Store(s.client())
 		progressed, err := r.consume(ctx, s)
 		s.close()
+		r.health.sessionEnded()
 		r.contexts.reset(ctx)
 		switch {
 		case err == nil:
@@ -342,6 +371,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.log.Warn("the member that held this instance's group slot went away (a dead incarnation a broker restart restored); rejoining", zap.Error(err))
 		case isFenced(err) || isInstanceFenced(err):
 			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
+			r.health.fenced.Store(true)
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr
 		case isFatal(err):

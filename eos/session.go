@@ -111,6 +111,13 @@ func (e *unknownOutcomeError) Error() string {
 }
 func (e *unknownOutcomeError) Unwrap() error { return e.err }
 
+// produceError marks a failure to write a batch's outputs (a produce or
+// the flush), as opposed to committing them, for the abort reason.
+type produceError struct{ err error }
+
+func (e *produceError) Error() string { return e.err.Error() }
+func (e *produceError) Unwrap() error { return e.err }
+
 func (r *Runner) newSession() (session, error) {
 	opts, err := kafkautil.PipelineOptions(r.cfg, r.inputs, r.extra...)
 	if err != nil {
@@ -135,6 +142,9 @@ func (r *Runner) newSession() (session, error) {
 	// assignment.
 	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
 		kgo.OnPartitionsAssigned(r.onAssigned))
+	if m := r.metrics; m != nil {
+		opts = append(opts, kgo.WithHooks(m.client))
+	}
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}
@@ -210,7 +220,7 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	defer cancel()
 	if commit {
 		if err := s.sess.Client().Flush(ctx); err != nil {
-			return false, &rebuildError{err}
+			return false, &rebuildError{&produceError{err}}
 		}
 	}
 	perr := s.errs.take()
@@ -232,7 +242,7 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	case err != nil:
 		return false, &rebuildError{err}
 	case perr != nil:
-		return false, &rebuildError{perr}
+		return false, &rebuildError{&produceError{perr}}
 	}
 	return committed, nil
 }
@@ -289,13 +299,13 @@ func (s *plainSession) end(commit bool) (bool, error) {
 	defer cancel()
 	if !s.atMostOnce {
 		if err := s.cl.Flush(ctx); err != nil {
-			return false, &rebuildError{err}
+			return false, &rebuildError{&produceError{err}}
 		}
 	}
 	if err := s.errs.take(); err != nil {
 		// Offsets stay uncommitted; a new client rewinds to the last
 		// commit and the batch runs again.
-		return false, &rebuildError{err}
+		return false, &rebuildError{&produceError{err}}
 	}
 	if !commit || s.atMostOnce {
 		return commit, nil
@@ -323,6 +333,7 @@ func (s *plainSession) close() {
 // onAssigned and onRevoked are the rebalance callbacks.
 func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string][]int32) {
 	r.contexts.assign(ctx, cl, got)
+	r.health.assign(got)
 	if r.state != nil {
 		r.state.assign(got)
 	}
@@ -330,6 +341,7 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 
 func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
 	r.contexts.revoke(ctx, cl, gone)
+	r.health.revoke(gone)
 	if r.state != nil {
 		r.state.revoke(gone)
 	}

@@ -440,6 +440,23 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		return err
 	}
 	defer cl.Close()
+	r.health.restoring.Store(true)
+	defer func() {
+		r.health.restoreLeft.Store(0)
+		r.health.restoring.Store(false)
+	}()
+	offsetsLeft := func() int64 {
+		var n int64
+		for _, ps := range targets {
+			for _, tg := range ps {
+				if !tg.done {
+					n += tg.end - tg.pos
+				}
+			}
+		}
+		return n
+	}
+	r.health.restoreLeft.Store(offsetsLeft())
 	begin, logged, progressed := time.Now(), time.Now(), time.Now()
 	var applied uint64
 	for left > 0 && ctx.Err() == nil {
@@ -493,18 +510,12 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		if ferr != nil {
 			return ferr
 		}
+		remaining := offsetsLeft()
+		r.health.restoreLeft.Store(remaining)
 		if time.Since(logged) >= 5*time.Second {
 			logged = time.Now()
-			var offsetsLeft int64
-			for _, ps := range targets {
-				for _, tg := range ps {
-					if !tg.done {
-						offsetsLeft += tg.end - tg.pos
-					}
-				}
-			}
 			r.log.Info("restoring state from changelogs", zap.Uint64("records", applied), zap.Int("partitions_left", left),
-				zap.Int64("offsets_left", offsetsLeft), zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
+				zap.Int64("offsets_left", remaining), zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
 		}
 		if waited := time.Since(progressed); waited > r.stallBound() {
 			// An open transaction of another producer holds the

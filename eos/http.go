@@ -1,0 +1,80 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Handler serves /metrics (when metrics are on), /healthz (200 while the
+// process answers) and /readyz (200 once Run has joined its group and is
+// neither restoring, fenced nor stopping; 503 with the reason otherwise),
+// for a program that mounts them on its own server, which can outlive
+// Run. metrics_addr serves the same handler.
+func (r *Runner) Handler() http.Handler {
+	mux := http.NewServeMux()
+	if m := r.metrics; m != nil && m.gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(r.log)}))
+	} else {
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "metrics are off: set metrics_addr, or pass eos.Metrics a *prometheus.Registry", http.StatusNotFound)
+		})
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if why := r.notReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintf(w, "ready: %d partitions assigned\n", r.health.assignedCount())
+	})
+	return mux
+}
+
+// MetricsAddr returns the address metrics_addr is served on while Run
+// runs (with port 0, the port picked), or "" when nothing is served.
+func (r *Runner) MetricsAddr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.httpAddr
+}
+
+// serve starts serving Handler on metrics_addr; stop ends it and waits
+// for the serving goroutine.
+func (r *Runner) serve() (stop func(), err error) {
+	ln, err := net.Listen("tcp", r.cfg.MetricsAddr)
+	if err != nil {
+		return nil, fmt.Errorf("eos: metrics_addr %q: %w; choose a free port, or leave metrics_addr empty", r.cfg.MetricsAddr, err)
+	}
+	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(r.log)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Warn("metrics endpoint stopped", zap.Error(err))
+		}
+	}()
+	r.mu.Lock()
+	r.httpAddr = ln.Addr().String()
+	r.mu.Unlock()
+	r.log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+		r.mu.Lock()
+		r.httpAddr = ""
+		r.mu.Unlock()
+	}, nil
+}
