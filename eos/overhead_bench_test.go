@@ -15,6 +15,7 @@ import (
 	"github.com/eosflow/eosflow/internal/bench"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -30,6 +31,7 @@ const (
 const (
 	sideFramework = "framework"
 	sideRaw       = "raw-franz-go"
+	sideMetrics   = "framework-with-metrics" // eos.Metrics on, scraped every second
 )
 
 // BenchmarkOverhead moves the same records through the same broker twice
@@ -99,6 +101,40 @@ func BenchmarkOverheadRatio(b *testing.B) {
 	b.ReportMetric(median(fwCPU), "framework-cpu-ns/record")
 	b.ReportMetric(median(rawCPU), "raw-cpu-ns/record")
 	b.ReportMetric(median(rawCPU)/median(fwCPU), "cpu-ratio")
+}
+
+// BenchmarkMetricsOverhead is BenchmarkOverheadRatio for the cost of
+// metrics: the framework with eos.Metrics, its registry gathered every
+// second as Prometheus would (lag included), against the framework
+// without. ratio is with over without (1 = free); cpu-ratio is without's
+// CPU per record over with's (below 1 = metrics cost CPU).
+//
+//	go test -run '^$' -bench MetricsOverhead -benchtime 1x -v ./eos/
+func BenchmarkMetricsOverhead(b *testing.B) {
+	const rounds = 5
+	o := newOverhead(b)
+	var on, off, onCPU, offCPU []float64
+	for n := 0; n < b.N; n++ {
+		for i := range rounds {
+			order := []string{sideMetrics, sideFramework}
+			if i%2 == 1 {
+				order = []string{sideFramework, sideMetrics}
+			}
+			got := map[string]measurement{}
+			for _, side := range order {
+				got[side] = o.run(b, side)
+			}
+			w, wo := got[sideMetrics], got[sideFramework]
+			on, off = append(on, w.rate), append(off, wo.rate)
+			onCPU, offCPU = append(onCPU, w.cpu), append(offCPU, wo.cpu)
+			b.Logf("round %d: metrics on %.0f records/s %.0f cpu-ns/record, off %.0f records/s %.0f cpu-ns/record",
+				i, w.rate, w.cpu, wo.rate, wo.cpu)
+		}
+	}
+	b.ReportMetric(median(on), "on-records/s")
+	b.ReportMetric(median(off), "off-records/s")
+	b.ReportMetric(median(on)/median(off), "ratio")
+	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
 }
 
 // overhead is one broker shared by the runs of a benchmark; every run gets
@@ -191,11 +227,33 @@ func (o *overhead) run(b *testing.B, side string) measurement {
 	runtime.ReadMemStats(&before)
 	b.StartTimer()
 	switch side {
-	case sideFramework:
-		r, err := bench.NewRunner(cfg, in, out, eos.BeforeCommit(func(_ context.Context, bi eos.BatchInfo) error {
+	case sideFramework, sideMetrics:
+		opts := []eos.Option{eos.BeforeCommit(func(_ context.Context, bi eos.BatchInfo) error {
 			beforeEnd(bi.Records)
 			return nil
-		}))
+		})}
+		if side == sideMetrics {
+			reg := prometheus.NewRegistry()
+			opts = append(opts, eos.Metrics(reg))
+			scraped := make(chan struct{})
+			defer func() { stop(); <-scraped }() // a failing run ends here before stop
+			go func() {
+				defer close(scraped)
+				tick := time.NewTicker(time.Second)
+				defer tick.Stop()
+				for {
+					select {
+					case <-runCtx.Done():
+						return
+					case <-tick.C:
+						if _, err := reg.Gather(); err != nil {
+							b.Error(err)
+						}
+					}
+				}
+			}()
+		}
+		r, err := bench.NewRunner(cfg, in, out, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
