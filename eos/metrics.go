@@ -36,9 +36,9 @@ type abortReason uint8
 const (
 	abortProcessing abortReason = iota // user code failed under the Fail policy, or an aggregation's flush failed
 	abortVeto                          // BeforeCommit returned an error
-	abortRebalance                     // partitions were revoked during the batch (End reported an abort)
+	abortRebalance                     // partitions were revoked during the batch
 	abortProduce                       // an output (or a dead letter) could not be written
-	abortCommit                        // EndTxn or the offset commit failed, fencing included
+	abortCommit                        // EndTxn or the offset commit failed or was not confirmed and had not landed, fencing included
 	abortShutdown                      // Run was stopped while the batch ran
 	abortTimeout                       // the batch ran past transaction_timeout
 	abortClient                        // the client failed while polling the batch's records
@@ -61,7 +61,7 @@ type metrics struct {
 	batchSeconds  prometheus.Histogram
 	commitSeconds prometheus.Histogram
 	batchRecords  prometheus.Histogram
-	client        *kprom.Metrics
+	wrapped       prometheus.Registerer // reg with the Runner's labels
 	gatherer      prometheus.Gatherer // what metrics_addr serves; nil if reg cannot be read
 }
 
@@ -74,7 +74,7 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{
 		"app": r.cfg.AppID, "instance": r.cfg.InstanceID, "guarantee": string(r.cfg.Guarantee),
 	}, reg)
-	m := &metrics{gatherer: gatherer}
+	m := &metrics{gatherer: gatherer, wrapped: wrapped}
 	aborted := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eosflow_batches_aborted_total",
 		Help: "Batches that did not commit, by reason: processing_error, veto, rebalance, produce_error, commit_error, shutdown, timeout, client_error."},
 		[]string{"reason"})
@@ -131,8 +131,14 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
-	m.client = kprom.NewMetrics("eosflow", kprom.Subsystem("kafka"), kprom.Registerer(wrapped))
 	return m, nil
+}
+
+// clientMetrics returns the hooks that register a new client's own
+// metrics, unregistered when it closes. Each client gets its own: a closed
+// client's connections may still report while its successor registers.
+func (m *metrics) clientMetrics() *kprom.Metrics {
+	return kprom.NewMetrics("eosflow", kprom.Subsystem("kafka"), kprom.Registerer(m.wrapped))
 }
 
 // ownRegistry is the registry metrics_addr serves when no Metrics option
@@ -155,12 +161,14 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortProcessing
 	case b.failed != nil && b.ctx.Err() != nil:
 		return abortShutdown
-	case b.failed != nil && b.interrupted:
-		return abortRebalance
 	case b.failed != nil && b.pollFailed:
 		return abortClient
 	case b.failed != nil && errors.As(b.failed, new(*produceError)):
 		return abortProduce
+	case b.failed != nil && (b.interrupted || b.r.contexts.revokes.Load() != b.revokes):
+		// User code, a held-back update or a timer firing saw its
+		// partition's context end.
+		return abortRebalance
 	case b.failed != nil && !isRebuildable(b.failed):
 		return abortProcessing
 	case b.failed != nil:
@@ -169,8 +177,12 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortProduce
 	case endErr != nil:
 		return abortCommit
+	case b.r.contexts.revokes.Load() != b.revokes:
+		return abortRebalance
 	}
-	return abortRebalance
+	// End reported an abort with no revoke: an EndTxn answer it could not
+	// confirm, and the broker had not committed.
+	return abortCommit
 }
 
 // noteAbort counts a batch that did not commit, under its reason.
@@ -205,6 +217,9 @@ type health struct {
 	stopping  atomic.Bool
 	fenced    atomic.Bool
 	restoring atomic.Bool
+	// joined: the current session's client got its assignment (franz-go
+	// calls OnPartitionsAssigned after every join, empty or not).
+	joined atomic.Bool
 	// restoreLeft is the running restore's changelog offsets left.
 	restoreLeft atomic.Int64
 	// client is the current session's client, for its group membership.
@@ -217,6 +232,7 @@ type health struct {
 }
 
 func (h *health) assign(got map[string][]int32) {
+	h.joined.Store(true)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.assigned == nil {
@@ -248,6 +264,7 @@ func (h *health) revoke(gone map[string][]int32) {
 // sessionEnded forgets the assignment of a session's client, closed now.
 func (h *health) sessionEnded() {
 	h.client.Store(nil)
+	h.joined.Store(false)
 	h.mu.Lock()
 	h.assigned = nil
 	h.mu.Unlock()
@@ -292,11 +309,10 @@ func (r *Runner) notReady() string {
 	case h.restoring.Load():
 		return "restoring state stores: " + strconv.FormatInt(h.restoreLeft.Load(), 10) + " changelog offsets left"
 	}
-	cl := h.client.Load()
-	if cl == nil {
+	if h.client.Load() == nil {
 		return "connecting to the brokers"
 	}
-	if member, gen := cl.GroupMetadata(); member == "" || gen <= 0 {
+	if !h.joined.Load() {
 		return "joining consumer group " + strconv.Quote(r.cfg.AppID)
 	}
 	return ""

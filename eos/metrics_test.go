@@ -18,7 +18,10 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // series returns the value of the metric name whose labels include want
@@ -373,4 +376,43 @@ func TestLagAgainstStableOffset(t *testing.T) {
 		hw, lso, ok := lag()
 		return ok && hw <= 1 && lso <= 1 // at most the commit marker
 	})
+}
+
+// A fault that breaks one step of a transaction shows under its reason
+// alone, and after a rebuild the new client's metrics are registered again.
+func TestMetricsAbortReasonsFromFaults(t *testing.T) {
+	cases := []struct {
+		name     string
+		fault    kfake.Fault
+		reason   string
+		rebuilds int // the client redoes an unconfirmed EndTxn itself; a failed produce needs a new one
+	}{
+		{"EndTxn fails", kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1}, "commit_error", 0},
+		{"Produce fails", kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.UnknownServerError, Count: 1}, "produce_error", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 1, "in", "out")
+			const n = 200
+			conformance.Seed(t, env, "in", n)
+			h := env.Fake.Fault(tc.fault)
+			reg := prometheus.NewRegistry()
+			x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), conformance.Upper("in", "out", nil), eos.Metrics(reg))
+			x.WaitCommitted(t, n, 60*time.Second)
+			conformance.ExactlyOnce(t, env, "out", n)
+			if h.Hits() == 0 {
+				t.Fatal("fault never hit; the test proves nothing")
+			}
+			if got := abortsByReason(t, reg); len(got) != 1 || got[tc.reason] != 1 {
+				t.Fatalf("aborts by reason %v, want %s 1", got, tc.reason)
+			}
+			if rebuilds := must(t, reg, "eosflow_client_rebuilds_total", nil); rebuilds != float64(tc.rebuilds) {
+				t.Fatalf("eosflow_client_rebuilds_total = %v, want %d", rebuilds, tc.rebuilds)
+			}
+			if _, ok := series(t, reg, "eosflow_kafka_connects_total", nil); !ok {
+				t.Fatal("no client metrics")
+			}
+		})
+	}
 }

@@ -143,7 +143,7 @@ func (r *Runner) newSession() (session, error) {
 	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
 		kgo.OnPartitionsAssigned(r.onAssigned))
 	if m := r.metrics; m != nil {
-		opts = append(opts, kgo.WithHooks(m.client))
+		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
 	}
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
