@@ -62,7 +62,7 @@ type metrics struct {
 	commitSeconds prometheus.Histogram
 	batchRecords  prometheus.Histogram
 	wrapped       prometheus.Registerer // reg with the Runner's labels
-	gatherer      prometheus.Gatherer // what metrics_addr serves; nil if reg cannot be read
+	gatherer      prometheus.Gatherer   // what metrics_addr serves; nil if reg cannot be read
 }
 
 // newMetrics registers the Runner's metrics on reg.
