@@ -87,7 +87,7 @@ func TestPrometheusScrapesPipeline(t *testing.T) {
 		t.Fatalf("the vetoing app: %v, want the veto", err)
 	}
 
-	committed := fmt.Sprintf(`sum(eosflow_batches_committed_total{app=%q})`, app)
+	committed := fmt.Sprintf(`sum(eosflow_batches_committed_total{app=%q,instance="a",guarantee="exactly-once"})`, app)
 	var first float64
 	conformance.Until(t, 60*time.Second, "Prometheus to see committed batches", func() bool {
 		v, ok := promQuery(t, base, committed)

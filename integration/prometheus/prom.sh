@@ -58,6 +58,9 @@ global:
   evaluation_interval: 1s
 scrape_configs:
   - job_name: eosflow
+    # eosflow's own instance label (the instance_id) is kept; without this
+    # Prometheus' target label wins and it becomes exported_instance.
+    honor_labels: true
     static_configs:
       - targets: ['$target']
 EOF
