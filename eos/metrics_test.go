@@ -416,3 +416,27 @@ func TestMetricsAbortReasonsFromFaults(t *testing.T) {
 		})
 	}
 }
+
+// An instance that joined its group but got no partition (more instances
+// than partitions) is ready too: it takes over when another leaves.
+func TestReadyzIdleButJoined(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	ready := func(r *eos.Runner) (int, string) {
+		rec := httptest.NewRecorder()
+		r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	a := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), conformance.Upper("in", "out", nil))
+	conformance.Until(t, 60*time.Second, "a ready", func() bool { code, _ := ready(a.R); return code == 200 })
+	b := conformance.Start(t, env.Config("app", "b", config.ExactlyOnce), conformance.Upper("in", "out", nil))
+	var bodyA, bodyB string
+	conformance.Until(t, 60*time.Second, "both ready, one partition between them", func() bool {
+		codeA, ba := ready(a.R)
+		codeB, bb := ready(b.R)
+		bodyA, bodyB = ba, bb
+		return codeA == 200 && codeB == 200 &&
+			strings.Contains(ba+bb, "ready: 1 partitions assigned") && strings.Contains(ba+bb, "ready: 0 partitions assigned")
+	})
+	t.Logf("a: %q, b: %q", strings.TrimSpace(bodyA), strings.TrimSpace(bodyB))
+}
