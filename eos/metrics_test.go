@@ -16,6 +16,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/state"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -439,4 +440,42 @@ func TestReadyzIdleButJoined(t *testing.T) {
 			strings.Contains(ba+bb, "ready: 1 partitions assigned") && strings.Contains(ba+bb, "ready: 0 partitions assigned")
 	})
 	t.Logf("a: %q, b: %q", strings.TrimSpace(bodyA), strings.TrimSpace(bodyB))
+}
+
+// A new instance with an empty memory store restores it from the
+// changelog: the restore counter shows the records applied, and once the
+// restore is over the restoring gauges are back at 0 and it is ready.
+func TestMetricsRestore(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.SeedRange(t, env, "in", 0, 300)
+	cfg := env.Config("count", "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()), eos.CreateTopics(1, -1))
+	x.WaitCommitted(t, 300, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	conformance.SeedRange(t, env, "in", 300, 310)
+	reg := prometheus.NewRegistry()
+	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()), eos.Metrics(reg))
+	y.WaitCommitted(t, 10, 60*time.Second)
+	restored := y.R.Stats().Restored
+	if restored == 0 {
+		t.Fatal("nothing restored: the test proves nothing")
+	}
+	if got := must(t, reg, "eosflow_restore_records_total", nil); got != float64(restored) {
+		t.Fatalf("eosflow_restore_records_total = %v, want Stats.Restored %d", got, restored)
+	}
+	for _, name := range []string{"eosflow_restoring", "eosflow_restore_remaining_offsets"} {
+		if got := must(t, reg, name, nil); got != 0 {
+			t.Fatalf("%s = %v after the restore", name, got)
+		}
+	}
+	rec := httptest.NewRecorder()
+	y.R.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/readyz after the restore: %d %q", rec.Code, rec.Body.String())
+	}
 }
