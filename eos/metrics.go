@@ -117,6 +117,7 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		gauge("eosflow_running", "1 while Run is running.", bit(&h.running)),
 		gauge("eosflow_fenced", "1 once another process with this instance id fenced this one.", bit(&h.fenced)),
 		gauge("eosflow_assigned_partitions", "Input partitions assigned to this instance.", func() float64 { return float64(h.assignedCount()) }),
+		gauge("eosflow_group_generation", "The consumer group generation this instance's client last joined (-1 when not in the group): a rising value means rebalances.", h.generation),
 		&lagCollector{r: r,
 			hw: prometheus.NewDesc("eosflow_input_lag_records", "Records of an assigned input partition after the group's committed offset, up to the high watermark (open transactions and markers included).",
 				[]string{"topic", "partition"}, nil),
@@ -229,6 +230,17 @@ type health struct {
 
 	mu       sync.Mutex
 	assigned map[string]map[int32]bool
+}
+
+// generation is the group generation of the current session's client, -1
+// outside the group.
+func (h *health) generation() float64 {
+	cl := h.client.Load()
+	if cl == nil {
+		return -1
+	}
+	_, gen := cl.GroupMetadata()
+	return float64(gen)
 }
 
 func (h *health) assign(got map[string][]int32) {

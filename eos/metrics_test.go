@@ -124,6 +124,9 @@ func TestMetricsCountBatches(t *testing.T) {
 	if got := must(t, reg, "eosflow_fenced", labels); got != 0 {
 		t.Fatalf("eosflow_fenced = %v", got)
 	}
+	if got := must(t, reg, "eosflow_group_generation", labels); got < 1 {
+		t.Fatalf("eosflow_group_generation = %v in the group, want the generation joined (>= 1)", got)
+	}
 	if got := abortsByReason(t, reg); len(got) != 0 {
 		t.Fatalf("aborts %v, want none", got)
 	}
@@ -142,6 +145,9 @@ func TestMetricsCountBatches(t *testing.T) {
 	}
 	if got := must(t, reg, "eosflow_running", labels); got != 0 {
 		t.Fatalf("eosflow_running = %v after Run returned", got)
+	}
+	if got := must(t, reg, "eosflow_group_generation", labels); got != -1 {
+		t.Fatalf("eosflow_group_generation = %v after Run returned, want -1", got)
 	}
 }
 
