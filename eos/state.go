@@ -483,8 +483,10 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			}
 			var writes []state.Write
 			last := int64(-1)
+			reached := false // a record at or past the end came: nothing below it is left
 			for _, rec := range p.Records {
 				if rec.Offset >= tg.end {
+					reached = true
 					break
 				}
 				last = rec.Offset
@@ -492,17 +494,25 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 					writes = append(writes, state.Write{Key: rec.Key, Value: rec.Value})
 				}
 			}
-			if last < 0 {
+			// The records of an aborted transaction are dropped by the
+			// client, never delivered. Kafka writes the abort marker
+			// after it answers EndTxn, so the end read just after an
+			// abort can fall right after such records, before their
+			// marker: the marker, past the end, is then the first
+			// record delivered.
+			if last < 0 && !reached {
 				return
 			}
-			if err := tg.store.Restore(writes, last); err != nil {
-				ferr = fmt.Errorf("eos: restoring state store %q of task %s from %s/%d: %w", tg.store.Name(), tg.task, p.Topic, p.Partition, err)
-				return
+			if last >= 0 {
+				if err := tg.store.Restore(writes, last); err != nil {
+					ferr = fmt.Errorf("eos: restoring state store %q of task %s from %s/%d: %w", tg.store.Name(), tg.task, p.Topic, p.Partition, err)
+					return
+				}
+				applied += uint64(len(writes))
+				tg.pos = last + 1
 			}
-			applied += uint64(len(writes))
-			tg.pos = last + 1
 			progressed = time.Now()
-			if last+1 >= tg.end {
+			if reached || last+1 >= tg.end {
 				tg.done = true
 				left--
 			}
