@@ -3,8 +3,6 @@ package eos_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,119 +15,13 @@ import (
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// perKeyCounts counts records per key in the store "counts" and, every
-// interval of stream time, emits "key=count@now" for every key of the
-// task.
-type perKeyCounts struct{ interval time.Duration }
-
-func (p perKeyCounts) Init(ctx processor.InitContext) error {
-	return processor.Schedule(ctx, processor.StreamTime, p.interval, p.emit)
-}
-
-func (p perKeyCounts) Process(ctx processor.Context[string], r processor.Record[string]) error {
-	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
-	if err != nil {
-		return err
-	}
-	n, _, err := kv.Get(string(r.Key))
-	if err != nil {
-		return err
-	}
-	return kv.Put(string(r.Key), n+1)
-}
-
-func (p perKeyCounts) emit(ctx processor.Context[string], now time.Time) error {
-	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
-	if err != nil {
-		return err
-	}
-	for e, err := range kv.All() {
-		if err != nil {
-			return err
-		}
-		ctx.Emit(processor.Record[string]{Key: []byte(e.Key), Value: fmt.Sprintf("%s=%d@%d", e.Key, e.Value, now.UnixMilli())})
-	}
-	return nil
-}
-
-func (perKeyCounts) Close() error { return nil }
-
-func perKeyCountsTopology(in, out string, interval time.Duration) *topology.Topology {
-	top := topology.New("timed-counts")
-	top.AddStore("counts", state.Memory())
-	src := topology.Source(top, "in", in, codec.String())
-	counts := topology.ProcessWith(src, "per-key", func() processor.Processor[string, string] { return perKeyCounts{interval} },
-		topology.UseStores("counts"), topology.Timers())
-	topology.To(counts, "out", out, codec.String())
-	return top
-}
 
 type timedRecord struct {
 	partition int32
 	key       string
 	ts        time.Time
-}
-
-// timedSeed makes n records over keys keys (each in one partition), with
-// event times rising by 300ms and one in ten out of order by up to 2s.
-func timedSeed(n, keys int, partitions int32) []timedRecord {
-	rng := rand.New(rand.NewPCG(11, 13))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var recs []timedRecord
-	for i := 0; i < n; i++ {
-		k := rng.IntN(keys)
-		ts := base.Add(time.Duration(i) * 300 * time.Millisecond)
-		if rng.IntN(10) == 0 {
-			ts = ts.Add(-time.Duration(rng.IntN(2000)) * time.Millisecond)
-		}
-		recs = append(recs, timedRecord{partition: int32(k) % partitions, key: fmt.Sprintf("k%02d", k), ts: ts})
-	}
-	return recs
-}
-
-// expectedFirings computes in plain Go what the stream-time timer emits:
-// per partition in order, after each record is counted, stream time moving
-// from one multiple of interval past another emits every key's count.
-func expectedFirings(recs []timedRecord, interval time.Duration) []string {
-	type part struct {
-		started bool
-		stream  int64
-		counts  map[string]int
-	}
-	parts := map[int32]*part{}
-	iv := interval.Milliseconds()
-	var out []string
-	for _, r := range recs {
-		p := parts[r.partition]
-		if p == nil {
-			p = &part{counts: map[string]int{}}
-			parts[r.partition] = p
-		}
-		p.counts[r.key]++
-		ts := r.ts.UnixMilli()
-		if !p.started {
-			p.started, p.stream = true, ts
-			continue
-		}
-		if ts <= p.stream {
-			continue
-		}
-		fire := p.stream/iv != ts/iv
-		p.stream = ts
-		if fire {
-			for k, c := range p.counts {
-				out = append(out, fmt.Sprintf("%s=%d@%d", k, c, ts))
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func produceTimed(t *testing.T, env *kafkatest.Env, topic string, recs []timedRecord) {
@@ -141,73 +33,6 @@ func produceTimed(t *testing.T, env *kafkatest.Env, topic string, recs []timedRe
 	if err := cl.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// A stream-time timer that emits per-key counts every 10 s of event time
-// produces exactly the outputs computed from the input in plain Go, each
-// once, across aborted commits (EndTxn fails: the batch's firings and the
-// stream time it reached are redone) and a restart (the next runner
-// restores stream time and counts from the changelogs, and neither
-// repeats nor skips a firing).
-func TestStreamTimeTimerExactlyOnce(t *testing.T) {
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 3, "in", "out")
-	const n, interval = 1500, 10 * time.Second
-	recs := timedSeed(n, 20, 3)
-	want := expectedFirings(recs, interval)
-	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
-	cfg := env.Config("app", "a", config.ExactlyOnce)
-	cfg.MaxBatchRecords = 100
-	cfg.StateDir = t.TempDir()
-
-	produceTimed(t, env, "in", recs[:n/2])
-	x := conformance.Start(t, cfg, perKeyCountsTopology("in", "out", interval))
-	x.WaitCommitted(t, n/2, 60*time.Second)
-	x.Stop()
-	if err := x.Wait(t, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if h.Hits() == 0 {
-		t.Fatal("no commit was failed")
-	}
-	first := x.R.Stats()
-	produceTimed(t, env, "in", recs[n/2:])
-	y := conformance.Start(t, cfg, perKeyCountsTopology("in", "out", interval))
-	y.WaitCommitted(t, n-n/2, 60*time.Second)
-	t.Logf("first run %+v; second run %+v; %d faults", first, y.R.Stats(), h.Hits())
-	if first.Aborted == 0 {
-		t.Fatal("no batch aborted: the faults did not exercise a redo")
-	}
-	if y.R.Stats().Restored == 0 {
-		t.Fatal("the second run restored nothing, yet its memory stores started empty")
-	}
-	var got []string
-	for _, r := range conformance.Drain(t, env, "out", len(want)) {
-		got = append(got, string(r.Value))
-	}
-	slices.Sort(got)
-	if !slices.Equal(got, want) {
-		t.Fatalf("%d outputs, want %d; first differences: %v", len(got), len(want), diff(got, want))
-	}
-	t.Logf("%d firings' outputs exact", len(want))
-}
-
-// diff lists a few entries in only one of the sorted a and b.
-func diff(a, b []string) []string {
-	var d []string
-	for i, j := 0, 0; (i < len(a) || j < len(b)) && len(d) < 6; {
-		switch {
-		case j >= len(b) || i < len(a) && a[i] < b[j]:
-			d = append(d, "extra "+a[i])
-			i++
-		case i >= len(a) || b[j] < a[i]:
-			d = append(d, "missing "+b[j])
-			j++
-		default:
-			i, j = i+1, j+1
-		}
-	}
-	return d
 }
 
 // tickTopology emits, every interval of wall-clock time and for each task

@@ -49,6 +49,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"StreamJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamJoinExactlyOnce(t, env, state.Memory()) }},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, state.Pebble()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, state.Pebble()) }},
+		{"StreamTimeTimerExactlyOnce", StreamTimeTimerExactlyOnce},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
 	}

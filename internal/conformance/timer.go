@@ -1,0 +1,287 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// perKeyCounts counts records per key in the store "counts" and, every
+// interval of stream time, emits "key=count@now" for every key of the
+// task.
+type perKeyCounts struct{ interval time.Duration }
+
+func (p perKeyCounts) Init(ctx processor.InitContext) error {
+	return processor.Schedule(ctx, processor.StreamTime, p.interval, p.emit)
+}
+
+func (p perKeyCounts) Process(ctx processor.Context[string], r processor.Record[string]) error {
+	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
+	if err != nil {
+		return err
+	}
+	n, _, err := kv.Get(string(r.Key))
+	if err != nil {
+		return err
+	}
+	return kv.Put(string(r.Key), n+1)
+}
+
+func (p perKeyCounts) emit(ctx processor.Context[string], now time.Time) error {
+	kv, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
+	if err != nil {
+		return err
+	}
+	for e, err := range kv.All() {
+		if err != nil {
+			return err
+		}
+		ctx.Emit(processor.Record[string]{Key: []byte(e.Key), Value: fmt.Sprintf("%s=%d@%d", e.Key, e.Value, now.UnixMilli())})
+	}
+	return nil
+}
+
+func (perKeyCounts) Close() error { return nil }
+
+// perKeyCountsTopology counts the records of each key of in (a memory
+// store "counts") and, each time a task's stream time passes a multiple
+// of interval, writes "key=count@stream-time-ms" for every key of the task
+// to out: the stream-time timer whose outputs StreamTimeTimerExactlyOnce
+// compares with expectedFirings.
+func perKeyCountsTopology(in, out string, interval time.Duration) *topology.Topology {
+	top := topology.New("timed-counts")
+	top.AddStore("counts", state.Memory())
+	src := topology.Source(top, "in", in, codec.String())
+	counts := topology.ProcessWith(src, "per-key", func() processor.Processor[string, string] { return perKeyCounts{interval} },
+		topology.UseStores("counts"), topology.Timers())
+	topology.To(counts, "out", out, codec.String())
+	return top
+}
+
+// timerSeed makes n records over keys keys (each in one partition), with
+// event times rising by 300ms and one in ten out of order by up to 2s.
+func timerSeed(n, keys int, partitions int32) []eventRecord {
+	rng := rand.New(rand.NewPCG(11, 13))
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var recs []eventRecord
+	for i := 0; i < n; i++ {
+		k := rng.IntN(keys)
+		ts := base.Add(time.Duration(i) * 300 * time.Millisecond)
+		if rng.IntN(10) == 0 {
+			ts = ts.Add(-time.Duration(rng.IntN(2000)) * time.Millisecond)
+		}
+		recs = append(recs, eventRecord{partition: int32(k) % partitions, key: fmt.Sprintf("k%02d", k), ts: ts})
+	}
+	return recs
+}
+
+// expectedFirings computes in plain Go what perKeyCountsTopology emits:
+// per partition in order, after each record is counted, stream time moving
+// from one multiple of interval past another emits every key's count.
+// The result is sorted.
+func expectedFirings(recs []eventRecord, interval time.Duration) []string {
+	type part struct {
+		started bool
+		stream  int64
+		counts  map[string]int
+	}
+	parts := map[int32]*part{}
+	iv := interval.Milliseconds()
+	var out []string
+	for _, r := range recs {
+		p := parts[r.partition]
+		if p == nil {
+			p = &part{counts: map[string]int{}}
+			parts[r.partition] = p
+		}
+		p.counts[r.key]++
+		ts := r.ts.UnixMilli()
+		if !p.started {
+			p.started, p.stream = true, ts
+			continue
+		}
+		if ts <= p.stream {
+			continue
+		}
+		fire := p.stream/iv != ts/iv
+		p.stream = ts
+		if fire {
+			for k, c := range p.counts {
+				out = append(out, fmt.Sprintf("%s=%d@%d", k, c, ts))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// diff lists a few entries in only one of the sorted a and b.
+func diff(a, b []string) []string {
+	var d []string
+	for i, j := 0, 0; (i < len(a) || j < len(b)) && len(d) < 6; {
+		switch {
+		case j >= len(b) || i < len(a) && a[i] < b[j]:
+			d = append(d, "extra "+a[i])
+			i++
+		case i >= len(a) || b[j] < a[i]:
+			d = append(d, "missing "+b[j])
+			j++
+		default:
+			i, j = i+1, j+1
+		}
+	}
+	return d
+}
+
+// errVeto is the batch failure StreamTimeTimerExactlyOnce injects with
+// eos.BeforeCommit.
+var errVeto = errors.New("conformance: injected commit veto")
+
+// vetoes fails every every-th batch of input records a runner ends, until
+// limit batches were failed in all. A veto aborts the batch and stops
+// the runner that ended it, so each runner gets its own option.
+type vetoes struct {
+	every, limit int
+	fired        atomic.Int32
+}
+
+// option returns a BeforeCommit option for one runner.
+func (v *vetoes) option() eos.Option {
+	batches := 0 // BeforeCommit runs on the runner's one consuming goroutine
+	return eos.BeforeCommit(func(_ context.Context, b eos.BatchInfo) error {
+		if b.Records == 0 {
+			return nil
+		}
+		batches++
+		if batches%v.every == 0 && int(v.fired.Load()) < v.limit {
+			v.fired.Add(1)
+			return errVeto
+		}
+		return nil
+	})
+}
+
+// StreamTimeTimerExactlyOnce: a stream-time timer that emits per-key
+// counts every 10 s of event time produces exactly the outputs computed
+// from the input in plain Go, each once, across aborted batches and
+// restarts. On every broker a BeforeCommit veto aborts every 4th batch of
+// a runner, 3 times in all, after the batch's firings were produced; the
+// vetoed runner stops, and the next one restores stream time and counts
+// from the changelogs and redoes the batch, neither repeating nor skipping
+// a firing. Half way the pipeline also stops cleanly and restarts on the
+// rest of the input. On the embedded broker the first 3 EndTxn requests
+// fail as well, a different path: franz-go aborts the transaction by
+// reloading its producer id and reports an abort, and the same runner
+// asks the broker whether the batch's offsets landed, then redoes it.
+func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
+	const n, partitions, batch, interval = 1500, 3, 100, 10 * time.Second
+	recs := timerSeed(n, 20, partitions)
+	want := expectedFirings(recs, interval)
+	names := topics(t, env, partitions, "in", "out")
+	in, out := names[0], names[1]
+	cfg := env.Config(env.Name("timed"), "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = batch
+	cfg.StateDir = t.TempDir()
+	var endTxn *kfake.FaultHandle
+	if env.Fake != nil {
+		endTxn = env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
+	}
+	veto := &vetoes{every: 4, limit: 3}
+
+	var runs []*Run
+	var restoring []bool // whether a runner started after records committed
+	committed := func() (in uint64) {
+		for _, x := range runs {
+			in += x.R.Stats().RecordsIn
+		}
+		return in
+	}
+	// runUntil starts runners, a new one after each veto, until target
+	// input records committed, and returns the one running then.
+	runUntil := func(target uint64) *Run {
+		for {
+			restoring = append(restoring, committed() > 0)
+			x := Start(t, cfg, perKeyCountsTopology(in, out, interval), veto.option())
+			runs = append(runs, x)
+			var err error
+			stopped := false
+			Until(t, 90*time.Second, fmt.Sprintf("%d records committed", target), func() bool {
+				select {
+				case err = <-x.errc:
+					stopped = true
+					return true
+				default:
+				}
+				return committed() >= target
+			})
+			if !stopped {
+				return x
+			}
+			if !errors.Is(err, errVeto) {
+				t.Fatalf("runner %d stopped with %v, want the injected veto", len(runs), err)
+			}
+			if s := x.R.Stats(); s.Aborted == 0 {
+				t.Fatalf("runner %d stopped on a veto but aborted no batch: %+v", len(runs), s)
+			}
+		}
+	}
+	produceEvents(t, env, in, recs[:n/2])
+	x := runUntil(n / 2)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	produceEvents(t, env, in, recs[n/2:])
+	runUntil(n)
+
+	var aborted uint64
+	for i, x := range runs {
+		s := x.R.Stats()
+		aborted += s.Aborted
+		t.Logf("runner %d: %+v", i+1, s)
+		if restoring[i] && s.Restored == 0 {
+			t.Fatalf("runner %d restored nothing, yet its memory store started empty after counts had committed", i+1)
+		}
+	}
+	if got := veto.fired.Load(); got != int32(veto.limit) {
+		t.Fatalf("%d batches vetoed, want %d: the faults did not exercise a redo", got, veto.limit)
+	}
+	faults := veto.limit
+	if endTxn != nil {
+		if endTxn.Hits() != 3 {
+			t.Fatalf("%d of 3 injected EndTxn failures happened", endTxn.Hits())
+		}
+		faults += endTxn.Hits()
+	}
+	if aborted < uint64(faults) {
+		t.Fatalf("%d batches aborted across the runners, want at least the %d failed", aborted, faults)
+	}
+	if c := committed(); c != n {
+		t.Fatalf("%d input records committed across %d runners, want %d", c, len(runs), n)
+	}
+	var got []string
+	for _, r := range Drain(t, env, out, len(want)) {
+		got = append(got, string(r.Value))
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("%d outputs, want %d; first differences: %v", len(got), len(want), diff(got, want))
+	}
+	t.Logf("%d firings' outputs exact across %d runners, %d aborted batches", len(want), len(runs), aborted)
+}
