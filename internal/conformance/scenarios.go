@@ -50,6 +50,9 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, state.Pebble()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, state.Pebble()) }},
 		{"StreamTimeTimerExactlyOnce", StreamTimeTimerExactlyOnce},
+		{"WallClockTimerFiresWithoutInput", WallClockTimerFiresWithoutInput},
+		{"WallClockTimersStopOnRevoke", WallClockTimersStopOnRevoke},
+		{"WallClockTimerWaitsForACommittedOffset", WallClockTimerWaitsForACommittedOffset},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, newEnv(t)) })
 	}

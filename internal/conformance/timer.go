@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -284,4 +286,225 @@ func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 		t.Fatalf("%d outputs, want %d; first differences: %v", len(got), len(want), diff(got, want))
 	}
 	t.Logf("%d firings' outputs exact across %d runners, %d aborted batches", len(want), len(runs), aborted)
+}
+
+// tickTopology emits, every interval of wall-clock time and for each task
+// of in, "<instance> <now ms>" keyed by the task's partition: a Process
+// node remembers the task's partition from its records (and emits
+// nothing), which the timer reads from the store.
+func tickTopology(in, out, instance string, interval time.Duration) *topology.Topology {
+	top := topology.New("ticks")
+	top.AddStore("partition", state.Memory())
+	src := topology.Source(top, "in", in, codec.String())
+	ticked := topology.ProcessWith(src, "tick", func() processor.Processor[string, string] { return &ticker{instance, interval} },
+		topology.UseStores("partition"), topology.Timers())
+	topology.To(ticked, "out", out, codec.String())
+	return top
+}
+
+type ticker struct {
+	instance string
+	interval time.Duration
+}
+
+func (p *ticker) Init(ctx processor.InitContext) error {
+	return processor.Schedule(ctx, processor.WallClock, p.interval, p.tick)
+}
+
+func (p *ticker) Process(ctx processor.Context[string], r processor.Record[string]) error {
+	st, err := ctx.Store("partition")
+	if err != nil {
+		return err
+	}
+	return st.Put([]byte("p"), []byte(strconv.Itoa(int(r.Partition))))
+}
+
+func (p *ticker) tick(ctx processor.Context[string], now time.Time) error {
+	st, err := ctx.Store("partition")
+	if err != nil {
+		return err
+	}
+	part, _, err := st.Get([]byte("p"))
+	if err != nil {
+		return err
+	}
+	ctx.Emit(processor.Record[string]{Key: part, Value: fmt.Sprintf("%s %d", p.instance, now.UnixMilli())})
+	return nil
+}
+
+func (*ticker) Close() error { return nil }
+
+// tick is one parsed output of tickTopology.
+type tick struct {
+	partition string
+	instance  string
+	at        int64 // the firing's wall-clock time, in ms
+}
+
+// readTicks drains out, read_committed, and parses its records as ticks,
+// failing t unless it holds exactly want of them: what the runners
+// reported as committed.
+func readTicks(t *testing.T, env *kafkatest.Env, out string, want uint64) []tick {
+	t.Helper()
+	recs := Drain(t, env, out, int(want))
+	if uint64(len(recs)) != want {
+		t.Fatalf("read_committed saw %d ticks, the runners committed %d", len(recs), want)
+	}
+	var ticks []tick
+	for _, r := range recs {
+		f := strings.Fields(string(r.Value))
+		if len(f) != 2 {
+			t.Fatalf("output %q is not a tick", r.Value)
+		}
+		at, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			t.Fatalf("output %q is not a tick: %v", r.Value, err)
+		}
+		ticks = append(ticks, tick{partition: string(r.Key), instance: f[0], at: at})
+	}
+	return ticks
+}
+
+// produceNow writes one record now to each of partitions of topic, so
+// that every task has a committed offset and knows its partition.
+func produceNow(t *testing.T, env *kafkatest.Env, topic string, partitions ...int32) {
+	t.Helper()
+	var recs []eventRecord
+	for _, p := range partitions {
+		recs = append(recs, eventRecord{p, fmt.Sprint("k", p), time.Now()})
+	}
+	produceEvents(t, env, topic, recs)
+}
+
+// WallClockTimerFiresWithoutInput: a wall-clock timer fires while no input
+// arrives: the instance begins transactions of its own for it, and the
+// firings are visible to a read_committed reader, per task, never closer
+// together than the interval, and often enough: at least a third of the
+// intervals in the time watched.
+func WallClockTimerFiresWithoutInput(t *testing.T, env *kafkatest.Env) {
+	const interval, watch = 250 * time.Millisecond, 4 * time.Second
+	names := topics(t, env, 2, "in", "out")
+	in, out := names[0], names[1]
+	produceNow(t, env, in, 0, 1)
+	cfg := env.Config(env.Name("ticks"), "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	x := Start(t, cfg, tickTopology(in, out, "a", interval))
+	x.WaitCommitted(t, 2, 60*time.Second)
+	before := x.R.Stats()
+	from := time.Now().UnixMilli()
+	time.Sleep(watch)
+	to := time.Now().UnixMilli()
+	x.Stop() // the ticks end, so that the reader finds them all
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s := x.R.Stats()
+	if s.RecordsIn != 2 {
+		t.Fatalf("%d records in, want the 2 seeded", s.RecordsIn)
+	}
+	if s.Committed <= before.Committed {
+		t.Fatalf("no transaction committed in %s without input: stats %+v", watch, s)
+	}
+	last := map[string]int64{}
+	watched := map[string]int{}
+	for _, tk := range readTicks(t, env, out, s.RecordsOut) {
+		if tk.instance != "a" || (tk.partition != "0" && tk.partition != "1") {
+			t.Fatalf("tick %+v: not of instance a's tasks 0 and 1", tk)
+		}
+		if prev, ok := last[tk.partition]; ok && tk.at-prev < interval.Milliseconds() {
+			t.Fatalf("task %s fired at %d and %d, closer than the interval %s", tk.partition, prev, tk.at, interval)
+		}
+		last[tk.partition] = tk.at
+		if tk.at >= from && tk.at <= to {
+			watched[tk.partition]++
+		}
+	}
+	least := int(watch / interval / 3)
+	if watched["0"] < least || watched["1"] < least {
+		t.Fatalf("ticks per task in %s without input %v, want at least %d each at %s", watch, watched, least, interval)
+	}
+	t.Logf("ticks per task in %s %v (at most %d each), in %d transactions", watch, watched, watch/interval, s.Committed-before.Committed)
+}
+
+// WallClockTimersStopOnRevoke: a task's timers stop when it is revoked:
+// once a second instance fires for a task, the first never does again,
+// while it keeps firing for the tasks it kept, within 20 s (200
+// intervals) of the second's first firing. The rebalance aborts a timer
+// transaction of the first instance, whose kept tasks then restore from
+// their changelogs before they fire again.
+func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
+	const interval = 100 * time.Millisecond
+	names := topics(t, env, 4, "in", "out")
+	in, out := names[0], names[1]
+	produceNow(t, env, in, 0, 1, 2, 3)
+	app := env.Name("ticks")
+	start := func(instance string) *Run {
+		cfg := env.Config(app, instance, config.ExactlyOnce)
+		cfg.StateDir = t.TempDir()
+		return Start(t, cfg, tickTopology(in, out, instance, interval))
+	}
+	a := start("a")
+	a.WaitCommitted(t, 4, 60*time.Second)
+	Until(t, 30*time.Second, "a's first ticks", func() bool { return a.R.Stats().RecordsOut >= 8 })
+	b := start("b")
+	WaitAssigned(t, env, app, "b")
+	Until(t, 60*time.Second, "b's first ticks", func() bool { return b.R.Stats().RecordsOut > 0 })
+	// Ticks of a fired after settled prove that it kept tasks: it
+	// commits a firing within a few intervals of its time.
+	settled := time.Now().UnixMilli()
+	aOut := a.R.Stats().RecordsOut
+	Until(t, 20*time.Second, "more ticks of both", func() bool {
+		return a.R.Stats().RecordsOut >= aOut+10 && b.R.Stats().RecordsOut >= 10
+	})
+	a.Stop()
+	b.Stop()
+	if err := a.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ticks := readTicks(t, env, out, a.R.Stats().RecordsOut+b.R.Stats().RecordsOut)
+	bSeen := map[string]bool{}
+	aKept := map[string]bool{}
+	for _, tk := range ticks {
+		switch tk.instance {
+		case "b":
+			bSeen[tk.partition] = true
+		case "a":
+			if bSeen[tk.partition] {
+				t.Fatalf("instance a fired for task %s at %d, after b took it over", tk.partition, tk.at)
+			}
+			if tk.at > settled {
+				aKept[tk.partition] = true
+			}
+		default:
+			t.Fatalf("tick %+v of no instance", tk)
+		}
+	}
+	if len(bSeen) == 0 || len(aKept) == 0 {
+		t.Fatalf("b fired for %v, a fired after b settled in for %v; want both to own tasks", bSeen, aKept)
+	}
+	t.Logf("%d ticks; b took %v, a kept %v", len(ticks), bSeen, aKept)
+}
+
+// WallClockTimerWaitsForACommittedOffset: a wall-clock timer of a task
+// whose partition has no committed offset waits for the task's first
+// records: a transaction without one could not be fenced by the group's
+// generation. Once a record commits, it fires.
+func WallClockTimerWaitsForACommittedOffset(t *testing.T, env *kafkatest.Env) {
+	names := topics(t, env, 1, "in", "out")
+	in, out := names[0], names[1]
+	app := env.Name("ticks")
+	cfg := env.Config(app, "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	x := Start(t, cfg, tickTopology(in, out, "a", 100*time.Millisecond))
+	WaitAssigned(t, env, app, "a")
+	time.Sleep(1500 * time.Millisecond)
+	if s := x.R.Stats(); s.Committed != 0 || s.RecordsOut != 0 {
+		t.Fatalf("stats %+v before any input: a timer fired in a transaction nothing fences", s)
+	}
+	produceNow(t, env, in, 0)
+	x.WaitCommitted(t, 1, 60*time.Second)
+	Until(t, 30*time.Second, "ticks after the first record", func() bool { return x.R.Stats().RecordsOut >= 5 })
 }
