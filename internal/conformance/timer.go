@@ -446,9 +446,11 @@ func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
 	a := start("a")
 	a.WaitCommitted(t, 4, 60*time.Second)
 	Until(t, 30*time.Second, "a's first ticks", func() bool { return a.R.Stats().RecordsOut >= 8 })
+	joined := time.Now()
 	b := start("b")
 	WaitAssigned(t, env, app, "b")
 	Until(t, 60*time.Second, "b's first ticks", func() bool { return b.R.Stats().RecordsOut > 0 })
+	took := time.Since(joined)
 	// Ticks of a fired after settled prove that it kept tasks: it
 	// commits a firing within a few intervals of its time.
 	settled := time.Now().UnixMilli()
@@ -456,6 +458,7 @@ func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
 	Until(t, 20*time.Second, "more ticks of both", func() bool {
 		return a.R.Stats().RecordsOut >= aOut+10 && b.R.Stats().RecordsOut >= 10
 	})
+	resumed := time.Now().UnixMilli() - settled
 	a.Stop()
 	b.Stop()
 	if err := a.Wait(t, 30*time.Second); err != nil {
@@ -485,7 +488,7 @@ func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
 	if len(bSeen) == 0 || len(aKept) == 0 {
 		t.Fatalf("b fired for %v, a fired after b settled in for %v; want both to own tasks", bSeen, aKept)
 	}
-	t.Logf("%d ticks; b took %v, a kept %v", len(ticks), bSeen, aKept)
+	t.Logf("%d ticks; b took %v and first fired %s after it started; a kept %v; 10 more ticks of each within %dms", len(ticks), bSeen, took.Round(time.Millisecond), aKept, resumed)
 }
 
 // WallClockTimerWaitsForACommittedOffset: a wall-clock timer of a task
