@@ -45,7 +45,7 @@ type timedRecord struct {
 func StreamJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	const n, partitions = 600, 3
 	rng := rand.New(rand.NewPCG(11, 13))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := eventBase()
 	var orders, payments []timedRecord
 	want := map[string]bool{}
 	for i := 0; i < n; i++ {

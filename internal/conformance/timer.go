@@ -80,7 +80,7 @@ func perKeyCountsTopology(in, out string, interval time.Duration) *topology.Topo
 // event times rising by 300ms and one in ten out of order by up to 2s.
 func timerSeed(n, keys int, partitions int32) []eventRecord {
 	rng := rand.New(rand.NewPCG(11, 13))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := eventBase()
 	var recs []eventRecord
 	for i := 0; i < n; i++ {
 		k := rng.IntN(keys)

@@ -37,6 +37,14 @@ func WindowedCountTopology(in, out string, e state.Engine) *topology.Topology {
 	return top
 }
 
+// eventBase is where the seeds' event times begin: an hour ago, to the
+// minute. Event times become the records' timestamps, and a real broker
+// deletes records older than its retention (7 days by default) at its
+// next retention check, whether or not the scenario has read them yet;
+// it refuses records too far ahead of its clock. The minute keeps windows
+// and timer intervals aligned alike in every run.
+func eventBase() time.Time { return time.Now().Add(-time.Hour).Truncate(time.Minute) }
+
 // eventRecord is one seeded record: its partition, key and event time.
 type eventRecord struct {
 	partition int32
@@ -50,7 +58,7 @@ type eventRecord struct {
 // partition far in the future, which closes every window of the data.
 func windowSeed(n, keys int, partitions int32, seed uint64) []eventRecord {
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	base := eventBase()
 	var recs []eventRecord
 	for i := 0; i < n; i++ {
 		k := rng.IntN(keys)
