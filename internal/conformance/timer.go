@@ -223,15 +223,21 @@ func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 			runs = append(runs, x)
 			var err error
 			stopped := false
-			Until(t, 90*time.Second, fmt.Sprintf("%d records committed", target), func() bool {
+			for deadline := time.Now().Add(90 * time.Second); !stopped && committed() < target; {
+				if time.Now().After(deadline) {
+					var stats []string
+					for i, x := range runs {
+						stats = append(stats, fmt.Sprintf("runner %d: %+v", i+1, x.R.Stats()))
+					}
+					t.Fatalf("timed out after 90s with %d of %d records committed and %d vetoes; %s",
+						committed(), target, veto.fired.Load(), strings.Join(stats, "; "))
+				}
 				select {
 				case err = <-x.errc:
 					stopped = true
-					return true
-				default:
+				case <-time.After(10 * time.Millisecond):
 				}
-				return committed() >= target
-			})
+			}
 			if !stopped {
 				return x
 			}
