@@ -75,26 +75,7 @@ func BenchmarkOverhead(b *testing.B) {
 //
 //	go test -run '^$' -bench OverheadRatio -benchtime 1x -v ./eos/
 func BenchmarkOverheadRatio(b *testing.B) {
-	const rounds = 5
-	o := newOverhead(b)
-	var fw, raw, fwCPU, rawCPU []float64
-	for n := 0; n < b.N; n++ {
-		for i := range rounds {
-			order := []string{sideFramework, sideRaw}
-			if i%2 == 1 {
-				order = []string{sideRaw, sideFramework}
-			}
-			got := map[string]measurement{}
-			for _, side := range order {
-				got[side] = o.run(b, side)
-			}
-			f, r := got[sideFramework], got[sideRaw]
-			fw, raw = append(fw, f.rate), append(raw, r.rate)
-			fwCPU, rawCPU = append(fwCPU, f.cpu), append(rawCPU, r.cpu)
-			b.Logf("round %d: framework %.0f records/s %.0f cpu-ns/record, raw %.0f records/s %.0f cpu-ns/record",
-				i, f.rate, f.cpu, r.rate, r.cpu)
-		}
-	}
+	fw, raw, fwCPU, rawCPU := alternate(b, sideFramework, sideRaw)
 	b.ReportMetric(median(fw), "framework-records/s")
 	b.ReportMetric(median(raw), "raw-records/s")
 	b.ReportMetric(median(fw)/median(raw), "ratio")
@@ -111,30 +92,37 @@ func BenchmarkOverheadRatio(b *testing.B) {
 //
 //	go test -run '^$' -bench MetricsOverhead -benchtime 1x -v ./eos/
 func BenchmarkMetricsOverhead(b *testing.B) {
+	on, off, onCPU, offCPU := alternate(b, sideMetrics, sideFramework)
+	b.ReportMetric(median(on), "on-records/s")
+	b.ReportMetric(median(off), "off-records/s")
+	b.ReportMetric(median(on)/median(off), "ratio")
+	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
+}
+
+// alternate runs sides first and second on one broker, five rounds per
+// b.N, swapping which goes first each round so that neither always runs
+// on a warmer machine, and returns each side's rates and CPU per record.
+func alternate(b *testing.B, first, second string) (firstRate, secondRate, firstCPU, secondCPU []float64) {
 	const rounds = 5
 	o := newOverhead(b)
-	var on, off, onCPU, offCPU []float64
 	for n := 0; n < b.N; n++ {
 		for i := range rounds {
-			order := []string{sideMetrics, sideFramework}
+			order := []string{first, second}
 			if i%2 == 1 {
-				order = []string{sideFramework, sideMetrics}
+				order = []string{second, first}
 			}
 			got := map[string]measurement{}
 			for _, side := range order {
 				got[side] = o.run(b, side)
 			}
-			w, wo := got[sideMetrics], got[sideFramework]
-			on, off = append(on, w.rate), append(off, wo.rate)
-			onCPU, offCPU = append(onCPU, w.cpu), append(offCPU, wo.cpu)
-			b.Logf("round %d: metrics on %.0f records/s %.0f cpu-ns/record, off %.0f records/s %.0f cpu-ns/record",
-				i, w.rate, w.cpu, wo.rate, wo.cpu)
+			x, y := got[first], got[second]
+			firstRate, secondRate = append(firstRate, x.rate), append(secondRate, y.rate)
+			firstCPU, secondCPU = append(firstCPU, x.cpu), append(secondCPU, y.cpu)
+			b.Logf("round %d: %s %.0f records/s %.0f cpu-ns/record, %s %.0f records/s %.0f cpu-ns/record",
+				i, first, x.rate, x.cpu, second, y.rate, y.cpu)
 		}
 	}
-	b.ReportMetric(median(on), "on-records/s")
-	b.ReportMetric(median(off), "off-records/s")
-	b.ReportMetric(median(on)/median(off), "ratio")
-	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
+	return firstRate, secondRate, firstCPU, secondCPU
 }
 
 // overhead is one broker shared by the runs of a benchmark; every run gets
