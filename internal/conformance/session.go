@@ -78,7 +78,7 @@ func sessionSeed(keys int, partitions int32, span time.Duration, seed uint64) []
 	rng := rand.New(rand.NewPCG(seed, seed^0x5e55))
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	gap, grace := sessionGap.Milliseconds(), sessionGrace.Milliseconds()
-	base := eventBase().UTC() // recent: Kafka deletes records older than its retention
+	base := eventBase() // recent: Kafka deletes records older than its retention
 	var recs []sessionRecord
 	add := func(k int, ts time.Time, delay time.Duration) {
 		recs = append(recs, sessionRecord{id: len(recs), partition: int32(k) % partitions, key: fmt.Sprintf("s%02d", k), ts: ts, arrive: ts.Add(delay)})

@@ -43,7 +43,7 @@ func WindowedCountTopology(in, out string, e state.Engine) *topology.Topology {
 // next retention check, whether or not the scenario has read them yet;
 // it refuses records too far ahead of its clock. The minute keeps windows
 // and timer intervals aligned alike in every run.
-func eventBase() time.Time { return time.Now().Add(-time.Hour).Truncate(time.Minute) }
+func eventBase() time.Time { return time.Now().UTC().Add(-time.Hour).Truncate(time.Minute) }
 
 // eventRecord is one seeded record: its partition, key and event time.
 type eventRecord struct {
