@@ -714,9 +714,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		res.Verdict = verdict.Judge(o.Records, out)
 	}
 	if o.Guarantee == config.ExactlyOnce {
-		n, err := countUncommitted(dctx, base, res.Output, len(out), time.Second)
-		if err == nil {
-			res.AbortedRecords = n - len(out)
+		all, err := verdict.DrainAll(dctx, base, res.Output, len(out), time.Second)
+		if err == nil && dctx.Err() == nil {
+			res.AbortedRecords = len(all) - len(out)
 		}
 	}
 	res.Seconds = time.Since(began).Seconds()

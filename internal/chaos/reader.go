@@ -98,33 +98,3 @@ func (r *liveReader) stop() {
 	r.cancel()
 	<-r.done
 }
-
-// countUncommitted counts the records of topic read_uncommitted: the
-// committed ones plus those of aborted transactions. It reads until it
-// has at least want and nothing new came for idle, or ctx ends.
-func countUncommitted(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) (int, error) {
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
-	)...)
-	if err != nil {
-		return 0, err
-	}
-	defer cl.Close()
-	n := 0
-	last := time.Now()
-	for ctx.Err() == nil {
-		pctx, cancel := context.WithTimeout(ctx, idle/4+10*time.Millisecond)
-		fs := cl.PollFetches(pctx)
-		cancel()
-		if k := fs.NumRecords(); k > 0 {
-			n += k
-			last = time.Now()
-		}
-		if n >= want && time.Since(last) >= idle {
-			break
-		}
-	}
-	return n, ctx.Err()
-}
