@@ -307,22 +307,9 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 	// previous owner's committed batch whose marker has not reached the
 	// changelog yet sits above the LSO, and must not be missed. Reading
 	// read_committed waits at an open transaction until it ends.
-	lctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-	adm := kadm.NewClient(r.admin)
-	ends, err := adm.ListEndOffsets(lctx, topics...)
-	if err == nil {
-		err = ends.Error()
-	}
-	var starts kadm.ListedOffsets
-	if err == nil {
-		starts, err = adm.ListStartOffsets(lctx, topics...)
-		if err == nil {
-			err = starts.Error()
-		}
-	}
-	cancel()
+	starts, ends, err := r.changelogBounds(ctx, topics)
 	if err != nil {
-		return &rebuildError{fmt.Errorf("reading the start and end of changelogs %v: %w", topics, err)}
+		return err
 	}
 	consume := map[string]map[int32]kgo.Offset{}
 	remaining := 0
@@ -368,6 +355,51 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 		ts.ready[t] = true
 	}
 	return nil
+}
+
+// changelogBounds lists the start and end offsets of topics. A changelog
+// made moments ago can be in the metadata before its partitions answer
+// (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER…): such retriable errors are
+// retried, with a log line each second, until connect_timeout, rather than
+// failing the restore into a client rebuild. Past the bound it is a
+// rebuildError naming the topics.
+func (r *Runner) changelogBounds(ctx context.Context, topics []string) (starts, ends kadm.ListedOffsets, err error) {
+	lctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	defer cancel()
+	adm := kadm.NewClient(r.admin)
+	began, logged := time.Now(), time.Now()
+	for {
+		ends, err = adm.ListEndOffsets(lctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err == nil {
+			starts, err = adm.ListStartOffsets(lctx, topics...)
+			if err == nil {
+				err = starts.Error()
+			}
+		}
+		var ke *kerr.Error
+		if err == nil || !errors.As(err, &ke) || !ke.Retriable || ctx.Err() != nil {
+			break
+		}
+		if time.Since(logged) >= time.Second {
+			r.log.Info("waiting for changelog partitions to answer before restoring", zap.Strings("topics", topics),
+				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
+			logged = time.Now()
+		}
+		select {
+		case <-lctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		if lctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, nil, &rebuildError{fmt.Errorf("reading the start and end of changelogs %v: %w; inspect them with `eosctl topic describe %s`", topics, err, strings.Join(topics, " "))}
+	}
+	return starts, ends, nil
 }
 
 // wipeIfBehind empties a store its changelog partition can no longer

@@ -529,3 +529,26 @@ func TestStoreBehindChangelogStartIsWiped(t *testing.T) {
 		t.Fatal("the planted key survived: the store was not wiped")
 	}
 }
+
+// A changelog made moments ago can be listed before its partitions answer
+// offset requests (on Apache Kafka, UNKNOWN_TOPIC_OR_PARTITION for a
+// while after CreateTopics): the restore waits for them instead of
+// failing into client rebuilds, which cost the first start seconds.
+func TestRestoreWaitsForANewChangelog(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	const n = 300
+	conformance.SeedRange(t, env, "in", 0, n)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: topology.ChangelogTopic("app", "counts"),
+		Err: kerr.UnknownTopicOrPartition, Count: 5})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
+	x.WaitCommitted(t, n, 60*time.Second)
+	if got := h.Hits(); got != 5 {
+		t.Fatalf("the changelog's offsets failed %d times, want 5: the test proves nothing", got)
+	}
+	if s := x.R.Stats(); s.Rebuilds != 0 {
+		t.Fatalf("%d client rebuilds while the new changelog did not answer; want the restore to wait for it", s.Rebuilds)
+	}
+	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
+}
