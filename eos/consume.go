@@ -114,7 +114,9 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			return progressed, nil
 		}
 		pctx, cancel := context.WithTimeout(ctx, r.pollWait())
+		r.idleWake.set(cancel)
 		fetches, perr := s.poll(pctx, r.pollSize())
+		r.idleWake.set(nil)
 		cancel()
 		if perr != nil {
 			return progressed, perr

@@ -134,6 +134,7 @@ type Runner struct {
 	purging           atomic.Bool              // a purge is running
 	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
 	timerInfo         runnerTimers             // the topology's timers; see timer.go
+	idleWake          pollWake                 // ends an idle poll when tasks are assigned; see timer.go
 }
 
 // Option configures a Runner.

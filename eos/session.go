@@ -336,6 +336,9 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 	r.health.assign(got)
 	if r.state != nil {
 		r.state.assign(got)
+		// New tasks' wall-clock timers are due from now: an idle poll
+		// would otherwise keep them waiting until it ends.
+		r.idleWake.wake()
 	}
 }
 

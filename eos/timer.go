@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -268,4 +269,28 @@ func (ts *taskStores) ownedOf(topics []string) (ready, unready []state.Task) {
 	slices.SortFunc(ready, less)
 	slices.SortFunc(unready, less)
 	return ready, unready
+}
+
+// pollWake ends the poll the loop waits in, from a rebalance callback:
+// an idle poll waits up to idleCheck, and the timers of tasks assigned
+// meanwhile would wait as long.
+type pollWake struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc // of the current poll; nil between polls
+}
+
+// set records the cancel of the poll about to start, or nil after it.
+func (w *pollWake) set(cancel context.CancelFunc) {
+	w.mu.Lock()
+	w.cancel = cancel
+	w.mu.Unlock()
+}
+
+// wake ends the current poll, if any.
+func (w *pollWake) wake() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cancel != nil {
+		w.cancel()
+	}
 }

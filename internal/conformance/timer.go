@@ -455,8 +455,14 @@ func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
 	joined := time.Now()
 	b := start("b")
 	WaitAssigned(t, env, app, "b")
+	assigned := time.Now()
 	Until(t, 60*time.Second, "b's first ticks", func() bool { return b.R.Stats().RecordsOut > 0 })
-	took := time.Since(joined)
+	took, late := time.Since(joined), time.Since(assigned)
+	// The assignment ends b's idle poll, which would otherwise wait up
+	// to 5 s (the idle check) before the new tasks' timers are looked at.
+	if late > 3*time.Second {
+		t.Errorf("b's first timer fired %s after it was assigned tasks, due every %s; want it within 3s", late.Round(time.Millisecond), interval)
+	}
 	// Ticks of a fired after settled prove that it kept tasks: it
 	// commits a firing within a few intervals of its time.
 	settled := time.Now().UnixMilli()
@@ -494,7 +500,7 @@ func WallClockTimersStopOnRevoke(t *testing.T, env *kafkatest.Env) {
 	if len(bSeen) == 0 || len(aKept) == 0 {
 		t.Fatalf("b fired for %v, a fired after b settled in for %v; want both to own tasks", bSeen, aKept)
 	}
-	t.Logf("%d ticks; b took %v and first fired %s after it started; a kept %v; 10 more ticks of each within %dms", len(ticks), bSeen, took.Round(time.Millisecond), aKept, resumed)
+	t.Logf("%d ticks; b took %v and first fired %s after it started, %s after its assignment; a kept %v; 10 more ticks of each within %dms", len(ticks), bSeen, took.Round(time.Millisecond), late.Round(time.Millisecond), aKept, resumed)
 }
 
 // WallClockTimerWaitsForACommittedOffset: a wall-clock timer of a task
