@@ -13,6 +13,8 @@ import (
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -60,6 +62,10 @@ type batch struct {
 	vetoed, timedOut, pollFailed bool
 	// decided is when the batch was ready to end.
 	decided time.Time
+	// With Tracing: the batch's span and its context, and the context of
+	// the record being processed, the parent of its outputs' spans.
+	span            trace.Span
+	spanCtx, recCtx context.Context
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -215,6 +221,10 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
+	r.abortNoted = false
+	if r.tracing != nil {
+		b.traceBegin()
+	}
 	// A full produce buffer blocks Produce; with the brokers gone it
 	// would block for good. Past this the records fail and the batch
 	// aborts, logged like any other. Ending the batch flushes first, so
@@ -366,10 +376,18 @@ func (b *batch) one(rec *kgo.Record) {
 	if r.state != nil {
 		r.state.beginRecord()
 	}
+	uctx := r.contexts.of(rec)
+	var span trace.Span
+	if r.tracing != nil {
+		uctx, span = b.traceRecord(uctx, rec)
+	}
 	if rej, ok := r.rejectionOf(rec); ok {
 		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
 	} else {
-		outcome, err = r.proc.Process(r.contexts.of(rec), rec, b.emit)
+		outcome, err = r.proc.Process(uctx, rec, b.emit)
+	}
+	if span != nil {
+		b.traceRecordEnd(span, outcome, err)
 	}
 	if r.state != nil && outcome != engine.Processed {
 		r.state.failRecord()
@@ -401,7 +419,13 @@ func (b *batch) one(rec *kgo.Record) {
 func (b *batch) emit(rec *kgo.Record) {
 	b.out++
 	if b.r.attribute {
-		rec.Context = &outputSource{Context: context.Background(), in: b.cur, sink: b.r.proc.OutputNode()}
+		parent := context.Background()
+		if b.recCtx != nil {
+			parent = b.recCtx
+		}
+		rec.Context = &outputSource{Context: parent, in: b.cur, sink: b.r.proc.OutputNode()}
+	} else if b.recCtx != nil {
+		rec.Context = b.recCtx
 	}
 	b.s.produce(b.produceCtx, rec)
 }
@@ -449,8 +473,11 @@ func (b *batch) decide() bool {
 // or client failure; then an abort the client reported without an error
 // (a rebalance, or an EndTxn answer it could not confirm, checked with the
 // broker under exactly-once).
-func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
+func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	r, s, ctx := b.r, b.s, b.ctx
+	if b.span != nil {
+		defer func() { b.traceEnd(done, rerr) }()
+	}
 	b.tally = r.proc.Take()
 	if b.lost > 0 {
 		log.Warn("at-most-once: records whose processing was interrupted by shutdown are lost (their offsets were committed first)",
@@ -461,9 +488,24 @@ func (b *batch) end(commit bool, log *zap.Logger) (bool, error) {
 		offsets = s.client().UncommittedOffsets()
 	}
 	if commit && r.state != nil {
-		r.state.produceChanges(func(rec *kgo.Record) { s.produce(b.produceCtx, rec) })
+		r.state.produceChanges(func(rec *kgo.Record) {
+			if b.spanCtx != nil {
+				rec.Context = b.spanCtx
+			}
+			s.produce(b.produceCtx, rec)
+		})
+	}
+	var endSpan trace.Span
+	if b.span != nil {
+		endSpan = b.traceEndStart(commit)
 	}
 	committed, endErr := s.end(commit)
+	if endSpan != nil {
+		if endErr != nil {
+			endSpan.SetStatus(codes.Error, endErr.Error())
+		}
+		endSpan.End()
+	}
 	if r.metrics != nil {
 		records := 0
 		if committed {

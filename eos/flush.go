@@ -45,6 +45,14 @@ func (b *batch) flush() bool {
 // beginUpdate starts a held-back update of input record in.
 func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 	b.cur = in
+	if b.r.tracing != nil {
+		// A held-back update's or a timer's outputs belong to the
+		// record that made them, if any.
+		b.recCtx = b.spanCtx
+		if in != nil && in.Context != nil {
+			b.recCtx = in.Context
+		}
+	}
 	if b.r.state != nil {
 		b.r.state.beginRecord()
 	}
@@ -53,6 +61,9 @@ func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 
 // endUpdate undoes the store writes of an update that did not go through.
 func (b *batch) endUpdate(o engine.Outcome) {
+	if b.r.tracing != nil {
+		b.recCtx = b.spanCtx
+	}
 	if b.r.state != nil && o != engine.Processed {
 		b.r.state.failRecord()
 	}

@@ -189,6 +189,7 @@ func (b *batch) abortReason(endErr error) abortReason {
 // noteAbort counts a batch that did not commit, under its reason.
 func (r *Runner) noteAbort(reason abortReason) {
 	r.aborted.Add(1)
+	r.abortNoted, r.abortReason = true, reason
 	if m := r.metrics; m != nil {
 		m.aborts[reason].Inc()
 	}

@@ -113,6 +113,18 @@ type outputSource struct {
 	sink string
 }
 
+// outputSourceKey finds an outputSource inside a context derived from it:
+// tracing hooks wrap the record's context in their span's.
+type outputSourceKey struct{}
+
+// Value answers outputSourceKey with the outputSource itself.
+func (o *outputSource) Value(key any) any {
+	if key == (outputSourceKey{}) {
+		return o
+	}
+	return o.Context.Value(key)
+}
+
 func isDeadLetter(r *kgo.Record) bool { return header(r, processor.HeaderNode) != "" }
 
 func header(r *kgo.Record, key string) string {
@@ -169,8 +181,11 @@ func (r *Runner) noteRejection(s session) {
 			rec.Topic, rec.Key, len(rec.Key)+len(rec.Value), err)
 		return
 	}
-	src, ok := rec.Context.(*outputSource)
-	if !ok || src.in == nil {
+	var src *outputSource
+	if rec.Context != nil {
+		src, _ = rec.Context.Value(outputSourceKey{}).(*outputSource)
+	}
+	if src == nil || src.in == nil {
 		r.attribute = true
 		r.log.Warn("the broker refused an output; redoing the batch to find its input record",
 			zap.String("output_topic", rec.Topic), zap.Int("value_bytes", len(rec.Value)), zap.Error(err))

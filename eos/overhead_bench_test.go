@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // The overhead workload: the same for the framework and the raw loop.
@@ -32,6 +34,8 @@ const (
 	sideFramework = "framework"
 	sideRaw       = "raw-franz-go"
 	sideMetrics   = "framework-with-metrics" // eos.Metrics on, scraped every second
+	sideTraced    = "framework-traced"       // eos.Tracing, every span exported to a discarding exporter
+	sideSampled   = "framework-traced-1pc"   // the same, 1 % of traces sampled
 )
 
 // BenchmarkOverhead moves the same records through the same broker twice
@@ -93,6 +97,32 @@ func BenchmarkOverheadRatio(b *testing.B) {
 //	go test -run '^$' -bench MetricsOverhead -benchtime 1x -v ./eos/
 func BenchmarkMetricsOverhead(b *testing.B) {
 	on, off, onCPU, offCPU := alternate(b, sideMetrics, sideFramework)
+	b.ReportMetric(median(on), "on-records/s")
+	b.ReportMetric(median(off), "off-records/s")
+	b.ReportMetric(median(on)/median(off), "ratio")
+	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
+}
+
+// BenchmarkTracingOverhead is BenchmarkMetricsOverhead for tracing: every
+// record sampled (three spans per record: receive, process, publish, and
+// one per batch), exported by a batching exporter that discards them.
+//
+//	go test -run '^$' -bench TracingOverhead -benchtime 1x -v ./eos/
+func BenchmarkTracingOverhead(b *testing.B) {
+	on, off, onCPU, offCPU := alternate(b, sideTraced, sideFramework)
+	b.ReportMetric(median(on), "on-records/s")
+	b.ReportMetric(median(off), "off-records/s")
+	b.ReportMetric(median(on)/median(off), "ratio")
+	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
+}
+
+// BenchmarkSampledTracingOverhead is BenchmarkTracingOverhead with 1 % of
+// traces sampled (ParentBased(TraceIDRatioBased(0.01))), as production
+// tracing at this rate usually is.
+//
+//	go test -run '^$' -bench SampledTracingOverhead -benchtime 1x -v ./eos/
+func BenchmarkSampledTracingOverhead(b *testing.B) {
+	on, off, onCPU, offCPU := alternate(b, sideSampled, sideFramework)
 	b.ReportMetric(median(on), "on-records/s")
 	b.ReportMetric(median(off), "off-records/s")
 	b.ReportMetric(median(on)/median(off), "ratio")
@@ -215,11 +245,20 @@ func (o *overhead) run(b *testing.B, side string) measurement {
 	runtime.ReadMemStats(&before)
 	b.StartTimer()
 	switch side {
-	case sideFramework, sideMetrics:
+	case sideFramework, sideMetrics, sideTraced, sideSampled:
 		opts := []eos.Option{eos.BeforeCommit(func(_ context.Context, bi eos.BatchInfo) error {
 			beforeEnd(bi.Records)
 			return nil
 		})}
+		if side == sideTraced || side == sideSampled {
+			sampler := sdktrace.AlwaysSample()
+			if side == sideSampled {
+				sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+			defer func() { _ = tp.Shutdown(context.Background()) }()
+			opts = append(opts, eos.Tracing(tp, nil))
+		}
 		if side == sideMetrics {
 			reg := prometheus.NewRegistry()
 			opts = append(opts, eos.Metrics(reg))

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // An output the broker itself refuses (here: every produce request to out
@@ -28,8 +29,15 @@ import (
 // goes through the sink's policy; the records that shared its batches are
 // redone untouched.
 func TestBrokerRefusedOutputIsAttributed(t *testing.T) {
-	for _, g := range []config.Guarantee{config.ExactlyOnce, config.Idempotent} {
-		t.Run(string(g), func(t *testing.T) {
+	for _, tc := range []struct {
+		g      config.Guarantee
+		traced bool // tracing wraps each output's context in its span's
+	}{{config.ExactlyOnce, false}, {config.Idempotent, false}, {config.ExactlyOnce, true}} {
+		g, name := tc.g, string(tc.g)
+		if tc.traced {
+			name += "-traced"
+		}
+		t.Run(name, func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out", "dlq")
 			const n, big = 2000, 200_000
@@ -51,7 +59,13 @@ func TestBrokerRefusedOutputIsAttributed(t *testing.T) {
 			top.OnError("out", topology.DeadLetter("dlq"))
 			// Uncompressed, a request's size shows whether it carries
 			// the oversized record.
-			x := conformance.Start(t, cfg, top, eos.ClientOpts(kgo.ProducerBatchCompression(kgo.NoCompression())))
+			opts := []eos.Option{eos.ClientOpts(kgo.ProducerBatchCompression(kgo.NoCompression()))}
+			if tc.traced {
+				tp := sdktrace.NewTracerProvider()
+				t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+				opts = append(opts, eos.Tracing(tp, nil))
+			}
+			x := conformance.Start(t, cfg, top, opts...)
 			x.WaitCommitted(t, n+1, 60*time.Second)
 			if h.Hits() == 0 {
 				t.Fatal("the broker never refused the oversized output")

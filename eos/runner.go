@@ -135,6 +135,9 @@ type Runner struct {
 	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
 	timerInfo         runnerTimers             // the topology's timers; see timer.go
 	idleWake          pollWake                 // ends an idle poll when tasks are assigned; see timer.go
+	tracing           *tracing                 // Tracing, if given
+	abortNoted        bool                     // the current batch's abort was counted, under abortReason
+	abortReason       abortReason
 }
 
 // Option configures a Runner.

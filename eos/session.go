@@ -145,6 +145,9 @@ func (r *Runner) newSession() (session, error) {
 	if m := r.metrics; m != nil {
 		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
 	}
+	if r.tracing != nil {
+		opts = append(opts, kgo.WithHooks(r.tracing.hooks...))
+	}
 	if r.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
 	}

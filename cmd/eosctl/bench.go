@@ -34,6 +34,10 @@ keys unchanged — from an input topic to an output topic with each case, on the
 same broker, one after the other:
 
   at-most-once, at-least-once, idempotent, exactly-once   this framework
+  exactly-once/metrics   exactly-once serving /metrics, scraped every second;
+                         reported as a ratio to exactly-once (goal ≥ 0.97×)
+  exactly-once/traced    exactly-once with eos.Tracing, every span exported
+                         to a discarding exporter
   raw-franz-go    a hand-written kgo.GroupTransactSession loop, same transform and batching
   kafka-streams   the Java app in bench/streams (exactly_once_v2), when java is on PATH
                   and its jar exists or mvn can build it; otherwise skipped

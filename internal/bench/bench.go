@@ -30,11 +30,17 @@ const (
 	ExactlyOnce  = string(config.ExactlyOnce)
 	RawFranzGo   = "raw-franz-go"  // the hand-written GroupTransactSession loop (RunRaw)
 	KafkaStreams = "kafka-streams" // the Java app in bench/streams, exactly_once_v2
+	// ExactlyOnceMetrics is exactly-once serving its metrics on
+	// metrics_addr, scraped every second as Prometheus would.
+	ExactlyOnceMetrics = "exactly-once/metrics"
+	// ExactlyOnceTraced is exactly-once with eos.Tracing, every span kept
+	// and handed to a batching exporter that discards them.
+	ExactlyOnceTraced = "exactly-once/traced"
 )
 
 // Cases lists every case of the upper pipeline in report order.
 func Cases() []string {
-	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, RawFranzGo, KafkaStreams}
+	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceMetrics, ExactlyOnceTraced, RawFranzGo, KafkaStreams}
 }
 
 // Pipelines: the workloads a bench can move.
@@ -409,6 +415,8 @@ type caseSpec struct {
 	final     bool   // a windowed case emitting final results only
 	cache     int64  // Kafka Streams' statestore.cache.max.bytes; -1: its default
 	restore   bool   // a restore case
+	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
+	traced    bool   // eos.Tracing (ExactlyOnceTraced)
 }
 
 func (o *Options) plan() []caseSpec {
@@ -418,6 +426,10 @@ func (o *Options) plan() []caseSpec {
 		switch k {
 		case RawFranzGo:
 			c.engine, c.guarantee = EngineFranzGo, ExactlyOnce
+		case ExactlyOnceMetrics:
+			c.kind, c.guarantee, c.metrics = ExactlyOnce, ExactlyOnce, true
+		case ExactlyOnceTraced:
+			c.kind, c.guarantee, c.traced = ExactlyOnce, ExactlyOnce, true
 		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal:
 			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
 			if stateful(o.Pipeline) && k != KafkaStreamsCached {
@@ -779,6 +791,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		Input: in, Output: out, AppID: appID,
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
+		Metrics: c.metrics, Traced: c.traced,
 	}
 	if c.pipeline == PipelineWindowed {
 		spec.Window, spec.Grace, spec.Final = h.o.Window, h.o.Grace, c.final

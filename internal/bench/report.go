@@ -16,6 +16,9 @@ const (
 	// TargetVsStreams: exactly-once is ahead of Kafka Streams
 	// exactly_once_v2, at an equal or lower p99.
 	TargetVsStreams = 1.0
+	// TargetMetrics: serving and scraping metrics keeps at least this
+	// share of exactly-once's throughput.
+	TargetMetrics = 0.97
 )
 
 func specJSON(s WorkerSpec) (string, error) {
@@ -131,6 +134,15 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 				P99MS: eo.P99MS, OtherP99: other.P99MS, Met: met, CPURatio: cpuRatio,
 			})
 		}
+	}
+	if m, eo := byName[ExactlyOnceMetrics], byName[ExactlyOnce]; m != nil && eo != nil && eo.RecordsPerSec > 0 {
+		ratio := m.RecordsPerSec / eo.RecordsPerSec
+		var cpuRatio float64
+		if m.CPUMicrosPerRecord > 0 {
+			cpuRatio = eo.CPUMicrosPerRecord / m.CPUMicrosPerRecord
+		}
+		m.Targets = append(m.Targets, Target{Against: ExactlyOnce, Ratio: ratio, Want: TargetMetrics,
+			P99MS: m.P99MS, OtherP99: eo.P99MS, Met: ratio >= TargetMetrics, CPURatio: cpuRatio})
 	}
 	return rep
 }

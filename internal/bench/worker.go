@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -53,6 +56,12 @@ type WorkerSpec struct {
 	// RestoreRecords, when positive, makes the worker print a
 	// RestoredLine once its stores restored that many changelog records.
 	RestoreRecords int `json:"restore_records,omitempty"`
+	// Metrics serves the runtime's metrics on a free local port and
+	// scrapes them every second; Traced turns on eos.Tracing with every
+	// span exported to a discarding exporter. Both measure what
+	// observability costs.
+	Metrics bool `json:"metrics,omitempty"`
+	Traced  bool `json:"traced,omitempty"`
 }
 
 // Config is the pipeline configuration spec describes; the SASL password
@@ -69,6 +78,9 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	cfg.Guarantee = config.Guarantee(s.Case)
 	if s.StateDir != "" {
 		cfg.StateDir = s.StateDir
+	}
+	if s.Metrics {
+		cfg.MetricsAddr = "127.0.0.1:0"
 	}
 	if s.Case == RawFranzGo {
 		cfg.Guarantee = config.ExactlyOnce
@@ -135,9 +147,19 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		rl = &restoreLog{}
 		opts = append(opts, eos.Logger(zap.New(rl)))
 	}
+	if spec.Traced {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		opts = append(opts, eos.Tracing(tp, nil))
+	}
 	r, err := eos.New(cfg, top, opts...)
 	if err != nil {
 		return err
+	}
+	if spec.Metrics {
+		sctx, stopScrapes := context.WithCancel(ctx)
+		defer stopScrapes()
+		go scrape(sctx, r)
 	}
 	fmt.Fprintln(ready, ReadyLine)
 	if rl == nil {
@@ -422,3 +444,31 @@ func (t *tailBuffer) String() string {
 
 // errSkipped marks a case that cannot run here; its message says why.
 var errSkipped = errors.New("skipped")
+
+// scrape reads r's /metrics every second until ctx ends, as Prometheus
+// would, so that a bench counts what serving metrics costs.
+func scrape(ctx context.Context, r *eos.Runner) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		addr := r.MetricsAddr()
+		if addr == "" {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+}
