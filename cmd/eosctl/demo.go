@@ -73,6 +73,7 @@ func newDemoCmd(g *globals) *cobra.Command {
 	f.IntVar(&o.PoisonEvry, "poison-every", 0, "make one record in every N undecodable, to be dead-lettered; default records/20")
 	f.IntVar(&o.Restarts, "restarts", 2, "graceful pipeline restarts spread over the run")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee: exactly-once, idempotent, at-least-once, at-most-once")
+	f.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve the pipeline's /metrics, /healthz and /readyz on this host:port (e.g. 127.0.0.1:9464), for Prometheus or 'eosctl top'")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log the runtime's events to stderr")
 	return cmd
 }

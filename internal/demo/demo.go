@@ -35,7 +35,10 @@ type Options struct {
 	FailEvery  int              // a processing error on every FailEvery'th record, once; default Records/8
 	PoisonEvry int              // an undecodable record every PoisonEvry records, dead-lettered; default Records/20
 	Restarts   int              // pipeline restarts spread over the run; default 2
-	Logger     *zap.Logger
+	// MetricsAddr is the pipeline's metrics_addr, so that a dashboard or
+	// `eosctl top` can watch the run; empty serves no metrics.
+	MetricsAddr string
+	Logger      *zap.Logger
 }
 
 // Result is the verdict plus what was injected.
@@ -103,6 +106,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	cfg.InstanceID = "demo"
 	cfg.Brokers = o.Brokers
 	cfg.Guarantee = o.Guarantee
+	cfg.MetricsAddr = o.MetricsAddr
 	suffix := fmt.Sprintf("%06x", rand.Uint32()&0xffffff)
 	cfg.AppID = "eosflow-demo-" + suffix
 	in, out, dlq := "demo-in-"+suffix, "demo-out-"+suffix, "demo-dlq-"+suffix
