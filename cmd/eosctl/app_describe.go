@@ -372,6 +372,19 @@ func errNoSuchApp(app string, groups []string) error {
 	return errors.New(msg)
 }
 
+// membersTable lists a group's members and the tasks each owns.
+func membersTable(members []appMemberJSON) *table {
+	t := newTable("INSTANCE", "CLIENT ID", "HOST", "TASKS", "MEMBER ID")
+	for _, m := range members {
+		ts := kadm.TopicsSet{}
+		for topic, ps := range m.Tasks {
+			ts.Add(topic, ps...)
+		}
+		t.add(orDash(m.InstanceID), m.ClientID, m.Host, partitionsString(ts), m.MemberID)
+	}
+	return t
+}
+
 // writeAppDescribe prints the description as titled tables.
 func writeAppDescribe(w io.Writer, res appDescribeJSON) error {
 	topics := newTable("TOPIC", "KIND", "PARTITIONS", "RF", "CLEANUP.POLICY", "MIN.ISR", "PROBLEMS")
@@ -388,14 +401,7 @@ func writeAppDescribe(w io.Writer, res appDescribeJSON) error {
 			ends.add(t.Topic, e.Partition, leaderCell(e.Leader), offsetCell(e.EndOffset), committed, lag)
 		}
 	}
-	members := newTable("INSTANCE", "CLIENT ID", "HOST", "TASKS", "MEMBER ID")
-	for _, m := range res.Group.Members {
-		ts := kadm.TopicsSet{}
-		for t, ps := range m.Tasks {
-			ts.Add(t, ps...)
-		}
-		members.add(orDash(m.InstanceID), m.ClientID, m.Host, partitionsString(ts), m.MemberID)
-	}
+	members := membersTable(res.Group.Members)
 	stores := storesTable(res.Stores)
 	grp := res.Group
 	sections := []struct {

@@ -152,6 +152,7 @@ func newRootCmd() *cobra.Command {
 		newGroupCmd(g),
 		newTopicCmd(g),
 		newAppCmd(g),
+		newTopCmd(g),
 		newDoctorCmd(g),
 		newDedupCmd(g),
 		newDevCmd(g),

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+)
+
+// servedPipeline runs in → upper-case → out as app "orders", instance
+// "worker-0", with metrics_addr on a free port, while records keep
+// arriving, so that every interval has batches to commit. It returns the
+// metrics address.
+func servedPipeline(t *testing.T, env *kafkatest.Env) string {
+	t.Helper()
+	env.CreateTopics(t, 2, "in", "out")
+	cfg := env.Config("orders", "worker-0", config.ExactlyOnce)
+	cfg.MetricsAddr = "127.0.0.1:0"
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	conformance.Until(t, 30*time.Second, "metrics served", func() bool { return x.R.MetricsAddr() != "" })
+	addr := x.R.MetricsAddr()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	cl := env.Client(t, kgo.DefaultProduceTopic("in"))
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			_ = cl.ProduceSync(ctx, kgo.KeyStringRecord(fmt.Sprint(i), fmt.Sprintf("record-%d", i))).FirstErr()
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	x.WaitCommitted(t, 20, 60*time.Second)
+	return addr
+}
+
+// topOnce runs `top --once -o json` and decodes its frame.
+func topOnce(t *testing.T, broker, app, metrics string) topJSON {
+	t.Helper()
+	out, errOut, code := runCLI(t, nil, "--brokers", broker, "-o", "json", "top", app, "--metrics", metrics, "--once", "--interval", "1s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	var f topJSON
+	if err := json.Unmarshal([]byte(out), &f); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	return f
+}
+
+func TestTopShowsRunningPipeline(t *testing.T) {
+	env := kafkatest.Fake(t)
+	addr := servedPipeline(t, env)
+
+	f := topOnce(t, env.Brokers[0], "orders", addr)
+	if f.App != "orders" || f.CommitsPerSec <= 0 || f.RecordsInPerSec <= 0 || f.RecordsOutPerSec <= 0 || f.CommitP99Seconds == nil || *f.CommitP99Seconds <= 0 {
+		t.Errorf("rates of a pipeline committing all along: %+v", f)
+	}
+	if f.AbortsPerSec != 0 || len(f.Aborts) != 0 {
+		t.Errorf("aborts without a fault: %v %+v", f.AbortsPerSec, f.Aborts)
+	}
+	if len(f.Instances) != 1 {
+		t.Fatalf("instances: %+v", f.Instances)
+	}
+	i := f.Instances[0]
+	if i.Instance != "worker-0" || i.URL != "http://"+addr+"/metrics" || !i.Running || i.Fenced || i.Ready == nil || !*i.Ready ||
+		i.AssignedPartitions != 2 || i.Generation < 1 || i.CommitsPerSec != f.CommitsPerSec || i.Error != "" || i.Guarantee != "exactly-once" {
+		t.Errorf("instance: %+v", i)
+	}
+	grp := f.Group
+	if grp.State != "Stable" || len(grp.Members) != 1 || grp.Members[0].InstanceID != "worker-0" || fmt.Sprint(grp.Members[0].Tasks) != "map[in:[0 1]]" {
+		t.Errorf("group: %+v", grp)
+	}
+	if len(grp.Inputs) != 2 {
+		t.Fatalf("inputs: %+v", grp.Inputs)
+	}
+	for p, in := range grp.Inputs {
+		if in.Topic != "in" || in.Partition != int32(p) || in.Committed < 0 || in.HighWatermark < in.Committed || in.LagLSO < 0 || in.LagHWM < in.LagLSO {
+			t.Errorf("input partition %d: %+v", p, in)
+		}
+	}
+
+	out, errOut, code := runCLI(t, nil, "--brokers", env.Brokers[0], "top", "orders", "--metrics", addr, "--once", "--interval", "1s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	t.Logf("frame:\n%s", out)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^commits/s [1-9][0-9]*\.[0-9]  aborts/s 0\.0  records in/s [1-9]`),
+		regexp.MustCompile(`(?m)^worker-0 +yes +no +yes +2 +[1-9][0-9]* +[1-9]`),
+		regexp.MustCompile(`(?m)^Aborts: none$`),
+		regexp.MustCompile(`(?m)^Group orders: Stable, 1 member\(s\)$`),
+		regexp.MustCompile(`(?m)^worker-0 .* in-0,in-1 `),
+		regexp.MustCompile(`(?m)^in +0 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+`),
+		regexp.MustCompile(`(?m)^in +1 +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+ +[0-9]+`),
+	} {
+		if !want.MatchString(out) {
+			t.Errorf("frame lacks %s", want)
+		}
+	}
+	if strings.Contains(out, "\033[") {
+		t.Error("frame not written to a terminal clears the screen")
+	}
+}
+
+// Every other commit fails on the broker: top shows the aborts under
+// commit_error, while the batches redone keep committing.
+func TestTopShowsAbortsByReason(t *testing.T) {
+	env := kafkatest.Fake(t)
+	var commits atomic.Int64
+	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: -1, When: func(req kmsg.Request) bool {
+		end, ok := req.(*kmsg.EndTxnRequest)
+		return ok && end.Commit && commits.Add(1)%2 == 1
+	}})
+	addr := servedPipeline(t, env)
+
+	f := topOnce(t, env.Brokers[0], "orders", addr)
+	if len(f.Aborts) != 1 || f.Aborts[0].Reason != "commit_error" || f.Aborts[0].PerSec <= 0 || f.Aborts[0].Total < 1 {
+		t.Fatalf("aborts %+v, want commit_error only, during the interval too", f.Aborts)
+	}
+	if f.AbortsPerSec != f.Aborts[0].PerSec || f.Instances[0].AbortsPerSec != f.AbortsPerSec || f.CommitsPerSec <= 0 {
+		t.Errorf("rates: %+v", f)
+	}
+
+	out, errOut, code := runCLI(t, nil, "--brokers", env.Brokers[0], "top", "orders", "--metrics", addr, "--once", "--interval", "1s")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^Aborts by reason:\nREASON +PER SEC +TOTAL\ncommit_error +[0-9]+\.[0-9] +[1-9][0-9]*$`).MatchString(out) {
+		t.Errorf("frame does not list the aborts under commit_error:\n%s", out)
+	}
+}
+
+// An endpoint that serves other apps' metrics is named in the frame with
+// the apps it serves, rather than shown as an idle instance.
+func TestTopOtherAppsEndpoint(t *testing.T) {
+	env := kafkatest.Fake(t)
+	addr := servedPipeline(t, env)
+	f := topOnce(t, env.Brokers[0], "payments", addr)
+	if len(f.Instances) != 1 || !strings.Contains(f.Instances[0].Error, `no eosflow series of app "payments" (this endpoint serves "orders")`) {
+		t.Errorf("instances: %+v", f.Instances)
+	}
+	if f.Group.State != "Dead" || len(f.Group.Members) != 0 {
+		t.Errorf("group of an app that never ran: %+v", f.Group)
+	}
+}
+
+func TestTopUnreachable(t *testing.T) {
+	_, addr := newCluster(t, kfake.SeedTopics(1, "in"))
+	dead := freeAddr(t)
+	_, errOut, code := runCLI(t, nil, "--brokers", addr, "top", "orders", "--metrics", dead, "--once")
+	if code != exitFailure || !strings.Contains(errOut, "cannot scrape metrics URL http://"+dead+"/metrics: ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("unreachable metrics URL: exit %d, stderr %q", code, errOut)
+	}
+
+	_, errOut, code = runCLI(t, nil, "--brokers", dead, "--timeout", "2s", "top", "orders", "--metrics", "127.0.0.1:1", "--once")
+	if code != exitFailure || !strings.Contains(errOut, "cannot reach broker(s) "+dead) {
+		t.Errorf("unreachable broker: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestTopUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"top", "orders"},
+		{"top", "--metrics", "127.0.0.1:9464"},
+		{"top", "orders", "--metrics", "127.0.0.1:9464", "--interval", "0s"},
+		{"top", "orders", "--metrics", "ftp://host/metrics"},
+		{"top", "a", "b", "--metrics", "127.0.0.1:9464"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Setenv("EOS_APP_ID", "")
+			if _, errOut, code := runCLI(t, nil, args...); code != exitUsage {
+				t.Errorf("exit %d, want %d; stderr %s", code, exitUsage, errOut)
+			}
+		})
+	}
+}
+
+func TestMetricsURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:9464":                "http://127.0.0.1:9464/metrics",
+		"http://host:9464":              "http://host:9464/metrics",
+		"https://host/":                 "https://host/metrics",
+		"http://host:1/app/metrics?x=1": "http://host:1/app/metrics?x=1",
+	} {
+		if got, err := metricsURL(in); err != nil || got != want {
+			t.Errorf("metricsURL(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if got := readyzURL("http://host:1/app/metrics?x=1"); got != "http://host:1/app/readyz" {
+		t.Errorf("readyzURL: %q", got)
+	}
+	if got := readyzURL("http://host:1/prom"); got != "" {
+		t.Errorf("readyzURL of a path not ending in /metrics: %q", got)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	b := func(bounds []float64, counts ...float64) buckets {
+		return buckets{bounds: bounds, counts: counts, count: counts[len(counts)-1]}
+	}
+	bounds := []float64{0.001, 0.002, 0.004, inf}
+	cases := []struct {
+		name string
+		b    buckets
+		q    float64
+		want float64
+		ok   bool
+	}{
+		{"empty", b(bounds, 0, 0, 0, 0), 0.99, 0, false},
+		{"all in the first bucket interpolate from 0", b(bounds, 100, 100, 100, 100), 0.5, 0.0005, true},
+		{"in the third bucket", b(bounds, 0, 50, 100, 100), 0.99, 0.002 + 0.002*(99-50)/50, true},
+		{"in +Inf: the highest finite bound", b(bounds, 0, 0, 1, 100), 0.99, 0.004, true},
+		{"without an explicit +Inf bucket", buckets{bounds: bounds[:3], counts: []float64{0, 0, 1}, count: 100}, 0.99, 0.004, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.b.quantile(tc.q)
+			if ok != tc.ok || math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("quantile(%v) = %v, %v; want %v, %v", tc.q, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	prev := b(bounds, 10, 10, 10, 10)
+	cur := b(bounds, 10, 60, 110, 110)
+	if d := cur.since(prev); d.count != 100 || fmt.Sprint(d.counts) != "[0 50 100 100]" {
+		t.Errorf("since: %+v", d)
+	}
+	if d := prev.since(cur); d.count != 10 {
+		t.Errorf("since across a reset: %+v, want all of the new reading", d)
+	}
+}
