@@ -70,7 +70,7 @@ func newTopCmd(g *globals) *cobra.Command {
 		Use:   "top [APP_ID] --metrics URL...",
 		Short: "Watch an app live: commit and abort rates, latency, throughput, members and lag",
 		Long: `Watch the pipeline whose app_id is APP_ID (default: app_id of --config, or
-EOS_APP_ID). Every --interval it scrapes each --metrics endpoint (an
+EOS_APP_ID, or else the one app the --metrics endpoints serve). Every --interval it scrapes each --metrics endpoint (an
 instance's metrics_addr) and reads the app's consumer group, then prints:
 
   - commits and aborts per second, aborts by reason, p99 commit latency
@@ -98,9 +98,6 @@ terminal the screen is redrawn; otherwise frames follow each other. With
 			}
 			if len(args) == 1 {
 				cfg.AppID = args[0]
-			}
-			if cfg.AppID == "" {
-				return usageErrorf("name the app: give APP_ID, or --config with app_id (or EOS_APP_ID)")
 			}
 			if interval <= 0 {
 				return usageErrorf("--interval must be positive, got %s", interval)
@@ -156,6 +153,12 @@ func (t *topper) run(ctx context.Context) error {
 	if err := firstErr(prev); err != nil {
 		return err
 	}
+	if t.cfg.AppID == "" {
+		if t.cfg.AppID, err = onlyApp(prev); err != nil {
+			return err
+		}
+		t.desc.cfg.AppID = t.cfg.AppID
+	}
 	clear := t.g.output != outputJSON && isTerminal(t.out)
 	for frames := 0; ; frames++ {
 		select {
@@ -191,6 +194,27 @@ func (t *topper) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// onlyApp is the app the endpoints serve when none was named, if they
+// serve exactly one.
+func onlyApp(ss []scrape) (string, error) {
+	var apps []string
+	for _, s := range ss {
+		for _, a := range s.apps() {
+			if !slices.Contains(apps, a) {
+				apps = append(apps, a)
+			}
+		}
+	}
+	switch len(apps) {
+	case 1:
+		return apps[0], nil
+	case 0:
+		return "", usageErrorf("name the app: give APP_ID, or --config with app_id (or EOS_APP_ID); the --metrics endpoints serve no eosflow series")
+	}
+	slices.Sort(apps)
+	return "", usageErrorf("name the app: the --metrics endpoints serve %s", quoteAll(apps))
 }
 
 // firstErr is the first endpoint's error, if any failed.
