@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -267,6 +268,27 @@ func TestTopNeedsApp(t *testing.T) {
 		_, errOut, code := runCLI(t, nil, "--brokers", broker, "top", "--metrics", srv.URL, "--once")
 		if code != exitUsage || !strings.Contains(errOut, want) {
 			t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, exitUsage, want)
+		}
+	}
+}
+
+// Frames clear the screen only on a terminal: not in a file, a pipe or
+// /dev/null (a character device, but no terminal).
+func TestIsTerminal(t *testing.T) {
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, out := range map[string]io.Writer{"/dev/null": devNull, "pipe": w, "buffer": &strings.Builder{}} {
+		if isTerminal(out) {
+			t.Errorf("%s taken for a terminal", name)
 		}
 	}
 }
