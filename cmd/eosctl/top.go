@@ -71,8 +71,9 @@ func newTopCmd(g *globals) *cobra.Command {
 		Use:   "top [APP_ID] --metrics URL...",
 		Short: "Watch an app live: commit and abort rates, latency, throughput, members and lag",
 		Long: `Watch the pipeline whose app_id is APP_ID (default: app_id of --config, or
-EOS_APP_ID, or else the one app the --metrics endpoints serve). Every --interval it scrapes each --metrics endpoint (an
-instance's metrics_addr) and reads the app's consumer group, then prints:
+EOS_APP_ID, or else the one app the --metrics endpoints serve). Every
+--interval it scrapes each --metrics endpoint (an instance's metrics_addr)
+and reads the app's consumer group, then prints:
 
   - commits and aborts per second, aborts by reason, p99 commit latency
     (from the eosflow_commit_duration_seconds buckets observed in the
