@@ -29,8 +29,8 @@ import (
 // servedPipeline runs in → upper-case → out as app "orders", instance
 // "worker-0", with metrics_addr on a free port, while records keep
 // arriving, so that every interval has batches to commit. It returns the
-// metrics address.
-func servedPipeline(t *testing.T, env *kafkatest.Env) string {
+// metrics address and the running pipeline.
+func servedPipeline(t *testing.T, env *kafkatest.Env) (string, *conformance.Run) {
 	t.Helper()
 	env.CreateTopics(t, 2, "in", "out")
 	cfg := env.Config("orders", "worker-0", config.ExactlyOnce)
@@ -50,7 +50,7 @@ func servedPipeline(t *testing.T, env *kafkatest.Env) string {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	x.WaitCommitted(t, 20, 60*time.Second)
-	return addr
+	return addr, x
 }
 
 // topOnce runs `top --once -o json` and decodes its frame.
@@ -69,7 +69,7 @@ func topOnce(t *testing.T, broker, app, metrics string) topJSON {
 
 func TestTopShowsRunningPipeline(t *testing.T) {
 	env := kafkatest.Fake(t)
-	addr := servedPipeline(t, env)
+	addr, _ := servedPipeline(t, env)
 
 	f := topOnce(t, env.Brokers[0], "orders", addr)
 	if f.App != "orders" || f.CommitsPerSec <= 0 || f.RecordsInPerSec <= 0 || f.RecordsOutPerSec <= 0 || f.CommitP99Seconds == nil || *f.CommitP99Seconds <= 0 {
@@ -135,7 +135,7 @@ func TestTopShowsAbortsByReason(t *testing.T) {
 		end, ok := req.(*kmsg.EndTxnRequest)
 		return ok && end.Commit && commits.Add(1)%2 == 1
 	}})
-	addr := servedPipeline(t, env)
+	addr, _ := servedPipeline(t, env)
 
 	f := topOnce(t, env.Brokers[0], "orders", addr)
 	if len(f.Aborts) != 1 || f.Aborts[0].Reason != "commit_error" || f.Aborts[0].PerSec <= 0 || f.Aborts[0].Total < 1 {
@@ -158,7 +158,7 @@ func TestTopShowsAbortsByReason(t *testing.T) {
 // the apps it serves, rather than shown as an idle instance.
 func TestTopOtherAppsEndpoint(t *testing.T) {
 	env := kafkatest.Fake(t)
-	addr := servedPipeline(t, env)
+	addr, _ := servedPipeline(t, env)
 	f := topOnce(t, env.Brokers[0], "payments", addr)
 	if len(f.Instances) != 1 || !strings.Contains(f.Instances[0].Error, `no eosflow series of app "payments" (this endpoint serves "orders")`) {
 		t.Errorf("instances: %+v", f.Instances)
@@ -290,5 +290,46 @@ func TestIsTerminal(t *testing.T) {
 		if isTerminal(out) {
 			t.Errorf("%s taken for a terminal", name)
 		}
+	}
+}
+
+// Without --once top prints a frame every interval until stopped; an
+// instance that stops serving shows in the next frame instead of ending
+// top, since a dead instance is what an operator watches for.
+func TestTopLiveFrames(t *testing.T) {
+	env := kafkatest.Fake(t)
+	addr, x := servedPipeline(t, env)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--brokers", env.Brokers[0], "top", "orders", "--metrics", addr, "--interval", "300ms"}, strings.NewReader(""), &out, &errOut)
+	}()
+	frames := func() int { return strings.Count(out.String(), "app orders  ") }
+	conformance.Until(t, 30*time.Second, "two frames", func() bool { return frames() >= 2 })
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	gone := "cannot scrape metrics URL http://" + addr + "/metrics"
+	conformance.Until(t, 30*time.Second, "a frame naming the stopped instance", func() bool { return strings.Contains(out.String(), gone) })
+	n := frames()
+	conformance.Until(t, 30*time.Second, "frames after the instance stopped", func() bool { return frames() > n })
+	cancel()
+	select {
+	case code := <-done:
+		if code != exitOK {
+			t.Errorf("exit %d after being stopped; stderr %s", code, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("top did not stop with its context")
+	}
+	got := out.String()
+	if strings.Contains(got, "\033[") || !strings.Contains(got, "\n\napp orders  ") {
+		t.Errorf("frames not to a terminal should follow each other after a blank line, without screen clears:\n%s", got)
+	}
+	if errOut.String() != "" {
+		t.Errorf("stderr: %s", errOut.String())
 	}
 }
