@@ -198,7 +198,10 @@ func (s scrape) readings(app string) map[string]*reading {
 // note on an endpoint that serves other apps than the one asked for.
 func (s scrape) apps() []string {
 	var out []string
-	for _, f := range s.families {
+	for name, f := range s.families {
+		if !strings.HasPrefix(name, "eosflow_") {
+			continue // a program's own metrics may carry an app label too
+		}
 		for _, m := range f.GetMetric() {
 			if a, ok := labelsOf(m)["app"]; ok && !slices.Contains(out, a) {
 				out = append(out, a)

@@ -260,7 +260,7 @@ func TestTopNeedsApp(t *testing.T) {
 	_, broker := newCluster(t)
 	for body, want := range map[string]string{
 		"eosflow_running{app=\"a\",instance=\"x\"} 1\neosflow_running{app=\"b\",instance=\"y\"} 1\n": `the --metrics endpoints serve "a", "b"`,
-		"go_goroutines 7\n": "serve no eosflow series",
+		"go_goroutines 7\nhttp_requests_total{app=\"shop\"} 3\n":                                     "serve no eosflow series",
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }))
 		t.Cleanup(srv.Close)
