@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +19,10 @@ import (
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -483,5 +487,104 @@ func TestMetricsRestore(t *testing.T) {
 	y.R.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
 	if rec.Code != 200 {
 		t.Fatalf("/readyz after the restore: %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// readyz answers /readyz of r's handler.
+func readyz(r *eos.Runner) (int, string) {
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	return rec.Code, rec.Body.String()
+}
+
+// /readyz answers 503 "restoring" while an instance's stores catch up
+// with their changelogs (held here by the broker sleeping the restore's
+// fetches), and 200 once they did.
+func TestReadyzWhileRestoring(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.SeedRange(t, env, "in", 0, 200)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
+	x.WaitCommitted(t, 200, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	changelog := topology.ChangelogTopic("app", "counts")
+	details, err := kadm.NewClient(env.Client(t)).ListTopics(context.Background(), changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := details[changelog].ID
+	release := make(chan struct{})
+	var held atomic.Int32
+	env.Fake.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Fake.KeepControl()
+		for _, tp := range req.(*kmsg.FetchRequest).Topics {
+			if tp.Topic == changelog || tp.TopicID == id {
+				held.Add(1)
+				env.Fake.SleepControl(func() { <-release })
+				break
+			}
+		}
+		return nil, nil, false
+	})
+	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
+	conformance.SeedRange(t, env, "in", 200, 210) // a task restores before its first record
+	conformance.Until(t, 60*time.Second, "/readyz restoring", func() bool {
+		code, body := readyz(y.R)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "restoring state stores")
+	})
+	if held.Load() == 0 {
+		t.Fatal("no changelog fetch was held, yet the instance reported restoring")
+	}
+	close(release)
+	conformance.Until(t, 60*time.Second, "/readyz 200 after the restore", func() bool {
+		code, _ := readyz(y.R)
+		return code == http.StatusOK
+	})
+	if s := y.R.Stats(); s.Restored == 0 {
+		t.Fatalf("stats %+v: nothing restored", s)
+	}
+}
+
+// /readyz answers 503 "stopping" from the moment Run's context ends until
+// Run returns (the open batch still commits), then "not running".
+func TestReadyzWhileStopping(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 20)
+	inCommit, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
+		once.Do(func() { close(inCommit) })
+		<-release
+		return nil
+	}))
+	select {
+	case <-inCommit:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no batch reached its commit")
+	}
+	if code, body := readyz(x.R); code != http.StatusOK {
+		t.Fatalf("/readyz while a batch commits: %d %q, want 200", code, body)
+	}
+	x.Stop()
+	conformance.Until(t, 10*time.Second, "/readyz stopping", func() bool {
+		code, body := readyz(x.R)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "stopping")
+	})
+	close(release)
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(x.R); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
+		t.Fatalf("/readyz after Run returned: %d %q, want 503 not running", code, body)
+	}
+	if s := x.R.Stats(); s.Committed == 0 {
+		t.Fatalf("stats %+v: the batch open at the stop did not commit", s)
 	}
 }
