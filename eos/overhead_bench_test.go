@@ -95,34 +95,26 @@ func BenchmarkOverheadRatio(b *testing.B) {
 // CPU per record over with's (below 1 = metrics cost CPU).
 //
 //	go test -run '^$' -bench MetricsOverhead -benchtime 1x -v ./eos/
-func BenchmarkMetricsOverhead(b *testing.B) {
-	on, off, onCPU, offCPU := alternate(b, sideMetrics, sideFramework)
-	b.ReportMetric(median(on), "on-records/s")
-	b.ReportMetric(median(off), "off-records/s")
-	b.ReportMetric(median(on)/median(off), "ratio")
-	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
-}
+func BenchmarkMetricsOverhead(b *testing.B) { onOff(b, sideMetrics) }
 
 // BenchmarkTracingOverhead is BenchmarkMetricsOverhead for tracing: every
 // record sampled (three spans per record: receive, process, publish, and
 // one per batch), exported by a batching exporter that discards them.
 //
 //	go test -run '^$' -bench TracingOverhead -benchtime 1x -v ./eos/
-func BenchmarkTracingOverhead(b *testing.B) {
-	on, off, onCPU, offCPU := alternate(b, sideTraced, sideFramework)
-	b.ReportMetric(median(on), "on-records/s")
-	b.ReportMetric(median(off), "off-records/s")
-	b.ReportMetric(median(on)/median(off), "ratio")
-	b.ReportMetric(median(offCPU)/median(onCPU), "cpu-ratio")
-}
+func BenchmarkTracingOverhead(b *testing.B) { onOff(b, sideTraced) }
 
 // BenchmarkSampledTracingOverhead is BenchmarkTracingOverhead with 1 % of
 // traces sampled (ParentBased(TraceIDRatioBased(0.01))), as production
 // tracing at this rate usually is.
 //
 //	go test -run '^$' -bench SampledTracingOverhead -benchtime 1x -v ./eos/
-func BenchmarkSampledTracingOverhead(b *testing.B) {
-	on, off, onCPU, offCPU := alternate(b, sideSampled, sideFramework)
+func BenchmarkSampledTracingOverhead(b *testing.B) { onOff(b, sideSampled) }
+
+// onOff alternates side, the framework with something on, with the plain
+// framework, and reports on over off.
+func onOff(b *testing.B, side string) {
+	on, off, onCPU, offCPU := alternate(b, side, sideFramework)
 	b.ReportMetric(median(on), "on-records/s")
 	b.ReportMetric(median(off), "off-records/s")
 	b.ReportMetric(median(on)/median(off), "ratio")

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -61,25 +59,7 @@ func dashboardExprs(t *testing.T) map[string]string {
 // when Prometheus refuses the query.
 func promSeries(t *testing.T, base, q string) int {
 	t.Helper()
-	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
-	if err != nil {
-		t.Fatalf("querying Prometheus at %s: %v", base, err)
-	}
-	defer resp.Body.Close()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			Result []json.RawMessage `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		t.Fatalf("Prometheus answer to %q: %v", q, err)
-	}
-	if body.Status != "success" {
-		t.Fatalf("Prometheus refused %q: %s", q, body.Error)
-	}
-	return len(body.Data.Result)
+	return len(promResult(t, base, q))
 }
 
 // Every query of deploy/grafana/dashboards/eosflow.json, with the

@@ -19,9 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// promQuery returns the single value of a PromQL instant query, and
-// whether it had one.
-func promQuery(t *testing.T, base, q string) (float64, bool) {
+// promResult runs a PromQL instant query and returns its series' values
+// (the sample's value as Prometheus writes it), failing t when Prometheus
+// refuses the query.
+func promResult(t *testing.T, base, q string) []string {
 	t.Helper()
 	resp, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
 	if err != nil {
@@ -43,11 +44,22 @@ func promQuery(t *testing.T, base, q string) (float64, bool) {
 	if body.Status != "success" {
 		t.Fatalf("Prometheus refused %q: %s", q, body.Error)
 	}
-	if len(body.Data.Result) != 1 {
+	values := make([]string, len(body.Data.Result))
+	for i, r := range body.Data.Result {
+		values[i], _ = r.Value[1].(string)
+	}
+	return values
+}
+
+// promQuery returns the single value of a PromQL instant query, and
+// whether it had one.
+func promQuery(t *testing.T, base, q string) (float64, bool) {
+	t.Helper()
+	values := promResult(t, base, q)
+	if len(values) != 1 {
 		return 0, false
 	}
-	s, _ := body.Data.Result[0].Value[1].(string)
-	v, err := strconv.ParseFloat(s, 64)
+	v, err := strconv.ParseFloat(values[0], 64)
 	return v, err == nil
 }
 
