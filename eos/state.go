@@ -368,6 +368,7 @@ func (r *Runner) changelogBounds(ctx context.Context, topics []string) (starts, 
 	defer cancel()
 	adm := kadm.NewClient(r.admin)
 	began, logged := time.Now(), time.Now()
+	var last error // the last retriable answer, which a timeout must not hide
 	for {
 		ends, err = adm.ListEndOffsets(lctx, topics...)
 		if err == nil {
@@ -379,13 +380,17 @@ func (r *Runner) changelogBounds(ctx context.Context, topics []string) (starts, 
 				err = starts.Error()
 			}
 		}
-		var ke *kerr.Error
-		if err == nil || !errors.As(err, &ke) || !ke.Retriable || ctx.Err() != nil {
+		if err == nil || !allRetriable(err) || ctx.Err() != nil {
 			break
 		}
-		if time.Since(logged) >= time.Second {
-			r.log.Info("waiting for changelog partitions to answer before restoring", zap.Strings("topics", topics),
-				zap.Duration("waited", time.Since(began).Round(time.Millisecond)), zap.Error(err))
+		last = err
+		if waited := time.Since(began); time.Since(logged) >= time.Second {
+			level := zap.InfoLevel
+			if waited >= 3*time.Second { // no longer a topic just made
+				level = zap.WarnLevel
+			}
+			r.log.Log(level, "waiting for changelog partitions to answer before restoring", zap.Strings("topics", topics),
+				zap.Duration("waited", waited.Round(time.Millisecond)), zap.Duration("bound", r.cfg.ConnectTimeout), zap.Error(err))
 			logged = time.Now()
 		}
 		select {
@@ -397,9 +402,28 @@ func (r *Runner) changelogBounds(ctx context.Context, topics []string) (starts, 
 		}
 	}
 	if err != nil {
+		if last != nil && err != last {
+			err = fmt.Errorf("%w, after retrying %w for %s", err, last, time.Since(began).Round(time.Millisecond))
+		}
 		return nil, nil, &rebuildError{fmt.Errorf("reading the start and end of changelogs %v: %w; inspect them with `eosctl topic describe %s`", topics, err, strings.Join(topics, " "))}
 	}
 	return starts, ends, nil
+}
+
+// allRetriable says whether err is a retriable Kafka error and, for the
+// errors of a request sent to several brokers, whether every one is.
+func allRetriable(err error) bool {
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) {
+		for _, e := range se.Errs {
+			if !allRetriable(e.Err) {
+				return false
+			}
+		}
+		return len(se.Errs) > 0
+	}
+	var ke *kerr.Error
+	return errors.As(err, &ke) && ke.Retriable
 }
 
 // wipeIfBehind empties a store its changelog partition can no longer

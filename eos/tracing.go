@@ -57,8 +57,14 @@ func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Option
 type publishHooks struct{ t *kotel.Tracer }
 
 // OnProduceRecordBuffered starts the publish span and writes its context
-// into the record's headers.
-func (h publishHooks) OnProduceRecordBuffered(r *kgo.Record) { h.t.OnProduceRecordBuffered(r) }
+// into the record's headers. Outputs share their input's header slice,
+// and kotel overwrites a traceparent in place: each output gets a copy
+// first, or the outputs of one input would overwrite one another's (and
+// the input's) while the client encodes them.
+func (h publishHooks) OnProduceRecordBuffered(r *kgo.Record) {
+	r.Headers = append(make([]kgo.RecordHeader, 0, len(r.Headers)+1), r.Headers...)
+	h.t.OnProduceRecordBuffered(r)
+}
 
 // OnProduceRecordUnbuffered ends the publish span.
 func (h publishHooks) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
@@ -98,6 +104,9 @@ func (b *batch) traceRecord(uctx context.Context, rec *kgo.Record) (context.Cont
 		)
 	}
 	b.recCtx = ctx
+	// Held-back updates and timers of this record, emitted later in the
+	// batch, find its span here (see beginUpdate).
+	rec.Context = ctx
 	return trace.ContextWithSpan(uctx, span), span
 }
 

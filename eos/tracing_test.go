@@ -159,3 +159,54 @@ func knownTrace(ids map[int]trace.TraceID, id trace.TraceID) bool {
 	}
 	return false
 }
+
+// Outputs share their input's headers; with tracing each still carries a
+// traceparent of its own publish span, all in the input's trace (and under
+// -race, no two publishes write one header).
+func TestTracingFanOutGivesEachOutputItsOwnSpan(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	const n = 50
+	prop := propagation.TraceContext{}
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	upstream := map[string]trace.TraceID{}
+	cl := env.Client(t)
+	for i := range n {
+		ctx, span := tp.Tracer("upstream").Start(context.Background(), "send")
+		r := &kgo.Record{Topic: "in", Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}
+		prop.Inject(ctx, kotel.NewRecordCarrier(r))
+		span.End()
+		upstream[fmt.Sprint(i)] = span.SpanContext().TraceID()
+		cl.Produce(context.Background(), r, nil)
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	top := topology.New("fan")
+	src := topology.Source(top, "in", "in", codec.Bytes())
+	three := topology.FlatMap(src, "three", func(_ context.Context, k, v []byte) ([]topology.KV[[]byte], error) {
+		return []topology.KV[[]byte]{{Key: k, Value: v}, {Key: k, Value: v}, {Key: k, Value: v}}, nil
+	})
+	topology.To(three, "out", "out", codec.Bytes())
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top, eos.Tracing(tp, nil))
+	outs := conformance.Drain(t, env, "out", 3*n)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	spans := map[trace.SpanID]bool{}
+	for _, o := range outs {
+		sc := trace.SpanContextFromContext(prop.Extract(context.Background(), kotel.NewRecordCarrier(o)))
+		if sc.TraceID() != upstream[string(o.Key)] {
+			t.Fatalf("output of %s in trace %s, want its input's %s", o.Key, sc.TraceID(), upstream[string(o.Key)])
+		}
+		if spans[sc.SpanID()] {
+			t.Fatalf("two outputs carry the parent span %s: they share a header", sc.SpanID())
+		}
+		spans[sc.SpanID()] = true
+	}
+	if len(outs) != 3*n {
+		t.Fatalf("%d outputs, want %d", len(outs), 3*n)
+	}
+}
