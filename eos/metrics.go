@@ -118,6 +118,9 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		gauge("eosflow_fenced", "1 once another process with this instance id fenced this one.", bit(&h.fenced)),
 		gauge("eosflow_assigned_partitions", "Input partitions assigned to this instance.", func() float64 { return float64(h.assignedCount()) }),
 		gauge("eosflow_group_generation", "The consumer group generation this instance's client last joined (-1 when not in the group): a rising value means rebalances.", h.generation),
+		&storeSizeCollector{r: r, desc: prometheus.NewDesc("eosflow_store_bytes",
+			"Bytes of committed data in a state store's open tasks on this instance, as its engine counts them (memory: keys and values; pebble: its files and the memory its memtables took).",
+			[]string{"store"}, nil)},
 		&lagCollector{r: r,
 			hw: prometheus.NewDesc("eosflow_input_lag_records", "Records of an assigned input partition after the group's committed offset, up to the high watermark (open transactions and markers included).",
 				[]string{"topic", "partition"}, nil),
@@ -417,4 +420,22 @@ func (c *lagCollector) read() []prometheus.Metric {
 		}
 	}
 	return out
+}
+
+// storeSizeCollector reports the size of each state store's open tasks
+// when scraped.
+type storeSizeCollector struct {
+	r    *Runner
+	desc *prometheus.Desc
+}
+
+func (c *storeSizeCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *storeSizeCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.r.state == nil {
+		return
+	}
+	for name, n := range c.r.state.sizes() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name)
+	}
 }

@@ -588,3 +588,50 @@ func TestReadyzWhileStopping(t *testing.T) {
 		t.Fatalf("stats %+v: the batch open at the stop did not commit", s)
 	}
 }
+
+// eosflow_store_bytes reports what a store's open tasks hold: for memory,
+// exactly the keys and values of the latest changelog record per key; for
+// pebble, its files and memtables (more than nothing). It is gone once Run
+// returned and closed the stores.
+func TestMetricsStoreBytes(t *testing.T) {
+	for _, e := range []state.Engine{state.Memory(), state.Pebble()} {
+		t.Run(e.String(), func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 3, "in", "out")
+			conformance.SeedRange(t, env, "in", 0, 500)
+			cfg := env.Config("count", "a", config.ExactlyOnce)
+			cfg.StateDir = t.TempDir()
+			reg := prometheus.NewRegistry()
+			x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", e), eos.Metrics(reg))
+			x.WaitCommitted(t, 500, 60*time.Second)
+
+			latest := map[string]int{}
+			for _, r := range conformance.Drain(t, env, topology.ChangelogTopic("count", "counts"), 1) {
+				latest[string(r.Key)] = len(r.Key) + len(r.Value)
+			}
+			want := 0
+			for _, n := range latest {
+				want += n
+			}
+			got := must(t, reg, "eosflow_store_bytes", map[string]string{"store": "counts"})
+			switch e.String() {
+			case "memory":
+				if got != float64(want) {
+					t.Fatalf("eosflow_store_bytes = %v, want %d: the %d keys and latest values of the changelog", got, want, len(latest))
+				}
+			default:
+				if got <= 0 {
+					t.Fatalf("eosflow_store_bytes = %v for a store of %d keys", got, len(latest))
+				}
+			}
+			x.Stop()
+			if err := x.Wait(t, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if v, ok := series(t, reg, "eosflow_store_bytes", nil); ok {
+				t.Fatalf("eosflow_store_bytes = %v after Run closed the stores", v)
+			}
+			t.Logf("%s: %v bytes for %d keys (%d bytes of keys and values)", e, got, len(latest), want)
+		})
+	}
+}

@@ -48,6 +48,11 @@ type taskStores struct {
 	markSeq map[*state.Store]uint64
 	touched []*state.Store
 
+	// sized are the open stores, for the store-size metric, which reads
+	// them from scrapes: a store leaves it before it closes.
+	sizeMu sync.Mutex
+	sized  map[*state.Store]bool
+
 	mu            sync.Mutex
 	own           map[state.Task]bool // assigned to this instance now
 	assigned      map[state.Task]bool // since the last batch: must catch up first
@@ -124,6 +129,7 @@ func (ts *taskStores) closeTask(t state.Task) {
 	for name, s := range ts.open[t] {
 		delete(ts.markSeq, s)
 		s.Abort()
+		ts.track(s, false)
 		if err := s.Close(); err != nil {
 			ts.log.Warn("closing a state store", zap.String("store", name), zap.Stringer("task", t), zap.Error(err))
 		}
@@ -265,6 +271,35 @@ func (ts *taskStores) aborted() {
 }
 
 // closeAll closes every store; Run calls it when it returns.
+// track adds an opened store to, or removes a closing one from, what the
+// store-size metric reads.
+func (ts *taskStores) track(s *state.Store, open bool) {
+	ts.sizeMu.Lock()
+	defer ts.sizeMu.Unlock()
+	if ts.sized == nil {
+		ts.sized = map[*state.Store]bool{}
+	}
+	if open {
+		ts.sized[s] = true
+	} else {
+		delete(ts.sized, s)
+	}
+}
+
+// sizes sums, per store name, the bytes its open tasks hold, over the
+// stores whose engines can tell.
+func (ts *taskStores) sizes() map[string]int64 {
+	ts.sizeMu.Lock()
+	defer ts.sizeMu.Unlock()
+	out := map[string]int64{}
+	for s := range ts.sized {
+		if n, ok, err := s.SizeBytes(); ok && err == nil {
+			out[s.Name()] += n
+		}
+	}
+	return out
+}
+
 func (ts *taskStores) closeAll() {
 	for t := range ts.open {
 		ts.closeTask(t)
@@ -294,6 +329,7 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 					return fmt.Errorf("eos: opening state store %q of task %s in %s: %w", spec.Name, t, ts.dir, err)
 				}
 				ts.open[t][spec.Name] = s
+				ts.track(s, true)
 			}
 			topic := topology.ChangelogTopic(ts.appID, spec.Name)
 			if targets[topic] == nil {

@@ -593,3 +593,37 @@ func testWipe(t *testing.T, ec engineCase) {
 		t.Fatalf("entries after Wipe, restore and reopen = %q, want [z=9]", got)
 	}
 }
+
+// The memory engine's size follows every kind of write: a new key adds its
+// key and value, an overwrite replaces the old value's bytes, a delete
+// takes the key's bytes away, a wipe empties it.
+func TestMemorySizeBytes(t *testing.T) {
+	b, err := Memory().Open("", "s", Task{Topic: "in"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sized := b.(Sized)
+	steps := []struct {
+		writes []Write
+		want   int64
+	}{
+		{[]Write{{Key: []byte("a"), Value: []byte("123")}, {Key: []byte("bb"), Value: []byte("4")}}, 4 + 3},
+		{[]Write{{Key: []byte("a"), Value: []byte("1")}}, 2 + 3},
+		{[]Write{{Key: []byte("bb")}}, 2},
+		{[]Write{{Key: []byte("zz")}}, 2}, // deleting a missing key
+	}
+	for i, s := range steps {
+		if err := b.Apply(s.writes, int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := sized.SizeBytes(); got != s.want {
+			t.Fatalf("step %d: %d bytes, want %d", i, got, s.want)
+		}
+	}
+	if err := b.(Wiper).Wipe(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := sized.SizeBytes(); got != 0 {
+		t.Fatalf("%d bytes after Wipe", got)
+	}
+}

@@ -80,6 +80,12 @@ type Wiper interface {
 	Wipe() error
 }
 
+// Sized is a Backend that can tell cheaply about how many bytes it holds:
+// what the store-size metric reports (see Store.SizeBytes).
+type Sized interface {
+	SizeBytes() (int64, error)
+}
+
 // Dated is a Backend that keeps the wall-clock time of its last Apply, so
 // that the runtime can tell a store too old to catch up from a compacted
 // changelog (see Store.AppliedAt).

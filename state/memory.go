@@ -27,7 +27,10 @@ type memoryBackend struct {
 	mu     sync.RWMutex
 	tree   *btree.BTreeG[Write]
 	offset int64
+	bytes  int64 // keys and values held
 }
+
+func writeBytes(w Write) int64 { return int64(len(w.Key) + len(w.Value)) }
 
 func (m *memoryBackend) Get(key []byte) ([]byte, bool, error) {
 	m.mu.RLock()
@@ -63,10 +66,16 @@ func (m *memoryBackend) Apply(writes []Write, offset int64) error {
 	defer m.mu.Unlock()
 	for _, w := range writes {
 		if w.Value == nil {
-			m.tree.Delete(w)
+			if old, ok := m.tree.Delete(w); ok {
+				m.bytes -= writeBytes(old)
+			}
 			continue
 		}
-		m.tree.ReplaceOrInsert(Write{Key: bytes.Clone(w.Key), Value: bytes.Clone(w.Value)})
+		nw := Write{Key: bytes.Clone(w.Key), Value: bytes.Clone(w.Value)}
+		if old, ok := m.tree.ReplaceOrInsert(nw); ok {
+			m.bytes -= writeBytes(old)
+		}
+		m.bytes += writeBytes(nw)
 	}
 	m.offset = offset
 	return nil
@@ -77,13 +86,21 @@ func (m *memoryBackend) Wipe() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.tree.Clear(false)
-	m.offset = NoOffset
+	m.offset, m.bytes = NoOffset, 0
 	return nil
+}
+
+// SizeBytes implements Sized: the keys and values in the tree.
+func (m *memoryBackend) SizeBytes() (int64, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.bytes, nil
 }
 
 func (m *memoryBackend) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.tree.Clear(false)
+	m.bytes = 0
 	return nil
 }

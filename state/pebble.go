@@ -213,6 +213,13 @@ func (p *pebbleBackend) Wipe() error {
 	return b.Commit(pebble.NoSync)
 }
 
+// SizeBytes implements Sized: the store's files on disk plus its
+// memtables (compressed data, obsolete files awaiting deletion included).
+func (p *pebbleBackend) SizeBytes() (int64, error) {
+	m := p.db.Metrics()
+	return int64(m.DiskSpaceUsage() + m.MemTable.Size), nil
+}
+
 func (p *pebbleBackend) Close() error {
 	return errors.Join(p.db.Flush(), p.db.Close())
 }

@@ -264,6 +264,18 @@ func (s *Store) AppliedAt() (time.Time, error) {
 	return t, nil
 }
 
+// SizeBytes returns about how many bytes the store's committed data
+// takes, when its engine can tell cheaply (see Sized); ok is false when it
+// cannot.
+func (s *Store) SizeBytes() (n int64, ok bool, err error) {
+	sz, ok := s.b.(Sized)
+	if !ok {
+		return 0, false, nil
+	}
+	n, err = sz.SizeBytes()
+	return n, true, err
+}
+
 // Close drops the overlay and closes the engine's backend; it is
 // idempotent. What Commit and Restore wrote stays (in a persistent
 // engine).
