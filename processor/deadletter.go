@@ -9,9 +9,12 @@ import (
 // DeadLetter is what the headers of a dead-lettered record say about it:
 // the node that failed, why, and where the record was read.
 type DeadLetter struct {
-	Node      string
-	Error     string
-	Stack     string // set when the node panicked
+	Node string
+	// Error is the failure's message, as valid UTF-8, cut to 8 KiB so the
+	// dead letter still fits where its record did.
+	Error string
+	// Stack is set when the node panicked, cut to 32 KiB.
+	Stack     string
 	Topic     string
 	Partition int32
 	Offset    int64

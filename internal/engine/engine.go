@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
@@ -379,21 +381,66 @@ func (e *Engine) run(src graph.Source, r *kgo.Record) (err error) {
 	return src(e, r)
 }
 
+// Dead-letter header size limits: a record is dead-lettered beside its own
+// key, value and headers, so the error text and stack added to it must stay
+// small enough that the dead letter still fits the topic's
+// max.message.bytes, whatever an error message or a deep stack holds.
+const (
+	maxErrorHeader = 8 << 10
+	maxStackHeader = 32 << 10
+)
+
+// deadLetter builds the dead letter of r: its key, value and timestamp, its
+// headers less any dead-letter headers it already carried (forged ones, or
+// those of an earlier dead-lettering that a replay kept), so each
+// dead-letter header appears once and says what happened this time, then
+// the dead-letter headers, their text valid UTF-8 and bounded in size.
 func deadLetter(topic string, r *kgo.Record, ne *topology.NodeError) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, len(r.Headers)+7)
-	h = append(h, r.Headers...)
+	for _, rh := range r.Headers {
+		if !isDeadLetterHeader(rh.Key) {
+			h = append(h, rh)
+		}
+	}
 	h = append(h,
-		kgo.RecordHeader{Key: processor.HeaderNode, Value: []byte(ne.Node)},
-		kgo.RecordHeader{Key: processor.HeaderError, Value: []byte(ne.Err.Error())},
+		kgo.RecordHeader{Key: processor.HeaderNode, Value: headerText(ne.Node, maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderError, Value: headerText(ne.Err.Error(), maxErrorHeader)},
 		kgo.RecordHeader{Key: processor.HeaderSourceTopic, Value: []byte(r.Topic)},
 		kgo.RecordHeader{Key: processor.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(r.Partition), 10)},
 		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, r.Offset, 10)},
 		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, r.Timestamp.UnixMilli(), 10)},
 	)
 	if ne.Stack != nil {
-		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: ne.Stack})
+		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: headerText(string(ne.Stack), maxStackHeader)})
 	}
 	return &kgo.Record{Topic: topic, Partition: graph.AnyPartition, Key: r.Key, Value: r.Value, Headers: h, Timestamp: r.Timestamp}
+}
+
+// isDeadLetterHeader reports whether key is one of the headers deadLetter
+// adds.
+func isDeadLetterHeader(key string) bool {
+	switch key {
+	case processor.HeaderNode, processor.HeaderError, processor.HeaderStack,
+		processor.HeaderSourceTopic, processor.HeaderSourcePartition,
+		processor.HeaderSourceOffset, processor.HeaderSourceTimestamp:
+		return true
+	}
+	return false
+}
+
+// headerText returns s as valid UTF-8 (invalid bytes become U+FFFD), cut
+// at a rune boundary to at most limit bytes plus a note of how much was
+// cut.
+func headerText(s string, limit int) []byte {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= limit {
+		return []byte(s)
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Appendf([]byte(s[:cut]), "… [truncated %d bytes]", len(s)-cut)
 }
 
 // Context implements graph.Exec: the current record's context.
