@@ -102,7 +102,7 @@ func Compute(p Params) (Estimate, error) {
 	if p.IDBytes <= 0 {
 		errs = append(errs, fmt.Errorf("id bytes %d: must be positive", p.IDBytes))
 	}
-	if p.Overhead < 1 {
+	if !(p.Overhead >= 1) || math.IsInf(p.Overhead, 0) { // NaN fails >= too
 		errs = append(errs, fmt.Errorf("overhead %v: must be at least 1 (1 means no overhead)", p.Overhead))
 	}
 	if !(p.FalsePositiveRate > 0 && p.FalsePositiveRate < 1) {
@@ -130,6 +130,11 @@ func Compute(p Params) (Estimate, error) {
 	}
 
 	e.Bloom = BloomFilter(n, p.FalsePositiveRate)
+	for _, v := range []float64{e.Exact.Bytes, e.SortedSet.Bytes, e.Bloom.Bits, e.Bloom.Bytes} {
+		if math.IsInf(v, 0) || math.IsNaN(v) {
+			return Estimate{}, fmt.Errorf("rate %v × window %s × %d id bytes × overhead %v: the sizes overflow a float64; use realistic values", p.Rate, p.Window, p.IDBytes, p.Overhead)
+		}
+	}
 	return e, nil
 }
 
