@@ -42,19 +42,9 @@ EOS_BROKERS. Brokers beyond the first listen on the following ports.`,
 		Example: "  eosctl dev broker --data-dir ~/.eosflow/kfake\n  eosctl dev broker --listen 127.0.0.1:0 --brokers-count 3",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host, portStr, err := net.SplitHostPort(listen)
+			host, port, err := parseListen(listen, count, partitions)
 			if err != nil {
-				return usageErrorf("--listen %q: want host:port, e.g. 127.0.0.1:9092", listen)
-			}
-			port, err := strconv.Atoi(portStr)
-			if err != nil || port < 0 || port+count-1 > 65535 {
-				return usageErrorf("--listen %q: port must be 0 (random) or a port with room for %d brokers", listen, count)
-			}
-			if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-				return usageErrorf("--listen %q: give a concrete host; the broker advertises the address it listens on, and clients cannot dial %q", listen, host)
-			}
-			if count < 1 || partitions < 1 {
-				return usageErrorf("--brokers-count and --partitions must be at least 1")
+				return err
 			}
 			opts := []kfake.Opt{
 				kfake.NumBrokers(count),
@@ -113,4 +103,26 @@ EOS_BROKERS. Brokers beyond the first listen on the following ports.`,
 	f.StringToStringVar(&configs, "broker-config", nil, "broker config key=value (repeatable), e.g. transaction.max.timeout.ms=60000")
 	_ = c.MarkFlagDirname("data-dir")
 	return c
+}
+
+// parseListen checks dev broker's --listen, --brokers-count and --partitions
+// together, as usage errors: listen must be a concrete host and a port (0
+// for random ones) with room for count consecutive ports. count is checked
+// first, so a huge one cannot overflow the port arithmetic.
+func parseListen(listen string, count, partitions int) (host string, port int, err error) {
+	if count < 1 || partitions < 1 {
+		return "", 0, usageErrorf("--brokers-count and --partitions must be at least 1")
+	}
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, usageErrorf("--listen %q: want host:port, e.g. 127.0.0.1:9092", listen)
+	}
+	port, err = strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 || count > 65536-port {
+		return "", 0, usageErrorf("--listen %q: port must be 0 (random) or a port with room for %d brokers", listen, count)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return "", 0, usageErrorf("--listen %q: give a concrete host; the broker advertises the address it listens on, and clients cannot dial %q", listen, host)
+	}
+	return host, port, nil
 }

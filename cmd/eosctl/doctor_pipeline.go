@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -72,16 +73,33 @@ func (e *doctorEnv) checkTxnTimeout(fs *findings, label string) {
 func (e *doctorEnv) msConfig(key string, largest bool) time.Duration {
 	var out time.Duration
 	for _, v := range e.brokerConfig(key) {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		d, ok := msDuration(v)
+		if !ok {
 			continue
 		}
-		d := time.Duration(ms) * time.Millisecond
 		if out == 0 || largest && d > out || !largest && d < out {
 			out = d
 		}
 	}
 	return out
+}
+
+// msDuration parses a broker's millisecond setting. A value beyond what a
+// time.Duration holds (about 292 years) saturates instead of wrapping
+// around to a wrong, possibly negative, duration.
+func msDuration(v string) (time.Duration, bool) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	const limit = math.MaxInt64 / int64(time.Millisecond)
+	switch {
+	case ms > limit:
+		return math.MaxInt64, true
+	case ms < -limit:
+		return math.MinInt64, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // splitJoined undoes errors.Join so each problem is its own finding.
