@@ -15,6 +15,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -153,5 +154,54 @@ func sameRecords(t *testing.T, topic string, got, want []*kgo.Record) {
 				t.Fatalf("%s record %d header %d: %q, want %q", topic, i, j, g.Headers[j].Key, h.Key)
 			}
 		}
+	}
+}
+
+// A poison record too large for the dead-letter topic (its max.message.bytes
+// below the input's) cannot be dead-lettered: Run stops with an error
+// wrapping MESSAGE_TOO_LARGE that names the record and the fix, rather than
+// dropping it or retrying forever; nothing of its batch becomes visible, and
+// the records before it are output at most once.
+func TestHostileDeadLetterTooLarge(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	small := "10000"
+	env.CreateTopicsWith(t, 1, map[string]*string{"max.message.bytes": &small}, "dlq")
+	cl := env.Client(t)
+	var poisonOffset int64 = -1
+	for i := range 21 {
+		v := fmt.Appendf(nil, "rec-%d", i)
+		if i == 10 {
+			v = append([]byte("POISON "), bytes.Repeat([]byte("P"), 50_000)...)
+		}
+		res, err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k"), Value: v}).First()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 10 {
+			poisonOffset = res.Offset
+		}
+	}
+
+	top := topology.New("hostile")
+	src := topology.Source(top, "in", "in", hostileCodec)
+	topology.To(src, "out", "out", codec.Bytes())
+	top.OnError("in", topology.DeadLetter("dlq"))
+	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
+	err := x.Wait(t, 60*time.Second)
+	if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("dead letter of in/0@%d", poisonOffset)) || !strings.Contains(err.Error(), "max.message.bytes") {
+		t.Fatalf("Run: %v; want MESSAGE_TOO_LARGE naming the dead letter of in/0@%d and max.message.bytes", err, poisonOffset)
+	}
+	if dlq := conformance.Drain(t, env, "dlq", 0); len(dlq) != 0 {
+		t.Fatalf("dlq holds %d records", len(dlq))
+	}
+	seen := map[string]bool{}
+	for _, r := range conformance.Drain(t, env, "out", 0) {
+		v := string(r.Value)
+		var i int
+		if _, err := fmt.Sscanf(v, "rec-%d", &i); err != nil || i >= 10 || seen[v] {
+			t.Fatalf("out holds %.20q (again: %v): only the records before the poison one, once each, may be there", v, seen[v])
+		}
+		seen[v] = true
 	}
 }
