@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kafka.sh — run a real Apache Kafka (KRaft) on loopback without Docker.
 #
-#   kafka.sh start   [--cluster N] [--node I]   fetch (once), format (once), start, wait until ready
+#   kafka.sh start   [--cluster N] [--node I] [--secure]
+#                                               fetch (once), format (once), start, wait until ready;
+#                                               --secure: SASL_SSL + SCRAM-SHA-512 + ACLs (see README.md)
 #   kafka.sh stop    [--node I]                 SIGTERM, wait, SIGKILL after EOS_KAFKA_STOP_TIMEOUT
 #   kafka.sh kill    [--node I]                 SIGKILL (hard crash; data dirs are kept)
 #   kafka.sh restart [--hard] [--node I]        stop (or kill with --hard), then start on the same data
@@ -9,6 +11,7 @@
 #   kafka.sh bootstrap                          print the bootstrap address list
 #   kafka.sh clean                              stop and delete the data of the current layout
 #   kafka.sh fetch                              only download the broker into the cache
+#   kafka.sh secure-env                         print EOS_* variables to connect to a --secure layout
 #
 # The broker jars come from Maven Central (see pom.xml next to this script) and are
 # cached in integration/kafka/.dist/ (EOS_KAFKA_CACHE). Node data, configs, logs and
@@ -30,7 +33,7 @@ log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -50,6 +53,7 @@ shift
 NODES_ARG=""
 NODE=""
 HARD=0
+SECURE_ARG=0
 while (($#)); do
 	case $1 in
 	--cluster) NODES_ARG=${2:?--cluster needs a node count}; shift 2 ;;
@@ -57,6 +61,7 @@ while (($#)); do
 	--node) NODE=${2:?--node needs a node id}; shift 2 ;;
 	--node=*) NODE=${1#*=}; shift ;;
 	--hard) HARD=1; shift ;;
+	--secure) SECURE_ARG=1; shift ;;
 	-h | --help) usage ;;
 	*) die "unknown argument: $1 (try --help)" ;;
 	esac
@@ -83,6 +88,15 @@ fi
 
 if ((NODES == 1)); then LAYOUT="single-$BASE_PORT"; else LAYOUT="cluster$NODES-$BASE_PORT"; fi
 LAYOUT_DIR="$RUN_ROOT/$LAYOUT"
+
+# A layout first started with --secure stays secure: its storage holds the
+# SCRAM credentials, and the marker file makes every later command (start,
+# restart, the readiness probe, secure-env) use SASL_SSL.
+SECURE_DIR="$LAYOUT_DIR/secure"
+SECURE=0
+[[ -f $SECURE_DIR/.complete ]] && SECURE=1
+SCRAM=SCRAM-SHA-512
+ADMIN_USER=admin
 
 # Controller listener of node I: broker port + 10000 (or - 10000 near the top of the range).
 broker_port() { echo $((BASE_PORT + $1 - 1)); }
@@ -123,6 +137,95 @@ fetch() {
 		echo "$VERSION" >"$DIST/.complete"
 		log "fetched $(find "$DIST/libs" -name '*.jar' | wc -l) jars ($(du -sh "$DIST/libs" | cut -f1)) in $((SECONDS - t0))s into $DIST"
 	) 9>"$CACHE_DIR/.fetch.lock"
+}
+
+# ---------------------------------------------------------------- security
+
+# setup_secure makes, once per layout, the admin password and the
+# certificates: a CA (ca.pem, what clients trust) and one broker certificate
+# for 127.0.0.1 and localhost signed by it (broker.pem: key + chain, Kafka's
+# PEM keystore format). Go clients need only ca.pem.
+setup_secure() {
+	[[ -f $SECURE_DIR/.complete ]] && return 0
+	command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+	local i
+	for ((i = 1; i <= NODES; i++)); do
+		[[ -f $(node_dir "$i")/data/meta.properties ]] &&
+			die "layout $LAYOUT was formatted without --secure; run '$0 clean' first (it deletes its data)"
+	done
+	rm -rf "$SECURE_DIR"
+	mkdir -p "$SECURE_DIR"
+	chmod 700 "$SECURE_DIR"
+	(
+		cd "$SECURE_DIR"
+		openssl rand -hex 16 >admin.password
+		openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=eosflow test CA" \
+			-keyout ca.key -out ca.pem
+		openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=localhost" -keyout broker.key -out broker.csr
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >broker.ext
+		openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -sha256 -days 3650 \
+			-extfile broker.ext -out broker.crt
+		cat broker.key broker.crt ca.pem >broker.pem
+		chmod 600 ./*
+	) >"$LAYOUT_DIR/openssl.out" 2>&1 || { cat "$LAYOUT_DIR/openssl.out" >&2; die "openssl could not make the certificates"; }
+	write_admin_properties
+	touch "$SECURE_DIR/.complete"
+	SECURE=1
+	log "secure layout: CA $SECURE_DIR/ca.pem, super user $ADMIN_USER (password in $SECURE_DIR/admin.password)"
+}
+
+admin_password() { cat "$SECURE_DIR/admin.password"; }
+
+# admin.properties is the Java tools' --command-config for the super user.
+write_admin_properties() {
+	{
+		echo "security.protocol=SASL_SSL"
+		echo "sasl.mechanism=$SCRAM"
+		echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$ADMIN_USER\" password=\"$(admin_password)\";"
+		echo "ssl.truststore.type=PEM"
+		echo "ssl.truststore.location=$SECURE_DIR/ca.pem"
+	} >"$SECURE_DIR/admin.properties"
+	chmod 600 "$SECURE_DIR/admin.properties"
+}
+
+# secure_config prints the broker settings of a secure node: clients and
+# brokers use SASL_SSL with SCRAM-SHA-512, the loopback controller listener
+# SASL_PLAINTEXT with PLAIN for the super user only, and the KRaft
+# StandardAuthorizer denies whatever no ACL allows.
+secure_config() { # broker-port controller-port
+	local pw
+	pw=$(admin_password)
+	echo "listeners=SASL_SSL://$HOST:$1,CONTROLLER://$HOST:$2"
+	echo "advertised.listeners=SASL_SSL://$HOST:$1"
+	echo "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
+	echo "inter.broker.listener.name=SASL_SSL"
+	echo "controller.listener.names=CONTROLLER"
+	echo "sasl.enabled.mechanisms=$SCRAM"
+	echo "sasl.mechanism.inter.broker.protocol=$SCRAM"
+	echo "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$ADMIN_USER\" password=\"$pw\";"
+	echo "sasl.mechanism.controller.protocol=PLAIN"
+	echo "listener.name.controller.sasl.enabled.mechanisms=PLAIN"
+	echo "listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"$ADMIN_USER\" password=\"$pw\" user_$ADMIN_USER=\"$pw\";"
+	echo "ssl.keystore.type=PEM"
+	echo "ssl.keystore.location=$SECURE_DIR/broker.pem"
+	echo "ssl.truststore.type=PEM"
+	echo "ssl.truststore.location=$SECURE_DIR/ca.pem"
+	echo "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+	echo "allow.everyone.if.no.acl.found=false"
+	echo "super.users=User:$ADMIN_USER"
+}
+
+# secure_env prints how a client connects as the super user, as the EOS_*
+# variables config.FromEnv reads (and EOS_KAFKA_BROKERS for the tests).
+secure_env() {
+	((SECURE)) || die "layout $LAYOUT is not secure; start it with '$0 start --secure'"
+	echo "EOS_BROKERS=$(bootstrap)"
+	echo "EOS_KAFKA_BROKERS=$(bootstrap)"
+	echo "EOS_TLS_ENABLED=true"
+	echo "EOS_TLS_CA_FILE=$SECURE_DIR/ca.pem"
+	echo "EOS_SASL_MECHANISM=$SCRAM"
+	echo "EOS_SASL_USERNAME=$ADMIN_USER"
+	echo "EOS_SASL_PASSWORD=$(admin_password)"
 }
 
 # ---------------------------------------------------------------- config
@@ -174,11 +277,15 @@ write_config() { # node id
 		echo "# Generated by kafka.sh on every start; edit EOS_KAFKA_EXTRA_CONFIG instead."
 		echo "process.roles=broker,controller"
 		echo "node.id=$i"
-		echo "listeners=PLAINTEXT://$HOST:$bp,CONTROLLER://$HOST:$cp"
-		echo "advertised.listeners=PLAINTEXT://$HOST:$bp"
-		echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
-		echo "inter.broker.listener.name=PLAINTEXT"
-		echo "controller.listener.names=CONTROLLER"
+		if ((SECURE)); then
+			secure_config "$bp" "$cp"
+		else
+			echo "listeners=PLAINTEXT://$HOST:$bp,CONTROLLER://$HOST:$cp"
+			echo "advertised.listeners=PLAINTEXT://$HOST:$bp"
+			echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+			echo "inter.broker.listener.name=PLAINTEXT"
+			echo "controller.listener.names=CONTROLLER"
+		fi
 		if ((NODES == 1)); then
 			# Single-node dynamic quorum, formatted with --standalone.
 			echo "controller.quorum.bootstrap.servers=$HOST:$cp"
@@ -209,6 +316,7 @@ write_config() { # node id
 			tr ' ' '\n' <<<"$EOS_KAFKA_EXTRA_CONFIG" | sed '/^$/d'
 		fi
 	} >"$dir/server.properties"
+	chmod 600 "$dir/server.properties"
 }
 
 cluster_id() {
@@ -238,6 +346,9 @@ format_node() { # node id
 	[[ -f $dir/data/meta.properties ]] && return 0
 	local args=(format -t "$(cluster_id)" -c "$dir/server.properties")
 	((NODES == 1)) && args+=(--standalone)
+	# The super user's SCRAM credential goes into the bootstrap metadata, so
+	# it exists before any listener accepts a client.
+	((SECURE)) && args+=(--add-scram "$SCRAM=[name=$ADMIN_USER,password=$(admin_password)]")
 	log "formatting node $i storage in $dir/data"
 	java_tool kafka.tools.StorageTool "${args[@]}" >"$dir/format.out" 2>&1 ||
 		{ cat "$dir/format.out" >&2; die "formatting node $i failed"; }
@@ -345,7 +456,8 @@ server_started() { # node id
 # Wait until a metadata request through each addressed node lists every addressed node
 # as a live broker (BrokerApiVersionsCommand sends Metadata, then ApiVersions to each).
 wait_ready() {
-	local deadline=$((SECONDS + START_TIMEOUT)) i pending out want
+	local deadline=$((SECONDS + START_TIMEOUT)) i pending out want command_config=()
+	((SECURE)) && command_config=(--command-config "$SECURE_DIR/admin.properties")
 	for i in $(selected_nodes); do
 		while ! port_open "$(broker_port "$i")"; do
 			node_alive "$i" || fail_start "node $i exited during startup"
@@ -363,7 +475,7 @@ wait_ready() {
 		for i in $(selected_nodes); do
 			node_alive "$i" || fail_start "node $i exited during startup"
 			out=$(java_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
-				--bootstrap-server "$HOST:$(broker_port "$i")" 2>/dev/null | grep -F '(id: ' || true)
+				--bootstrap-server "$HOST:$(broker_port "$i")" "${command_config[@]}" 2>/dev/null | grep -F '(id: ' || true)
 			for want in $(selected_nodes); do
 				grep -qF "(id: $want " <<<"$out" || pending+=" $want"
 			done
@@ -398,6 +510,7 @@ cmd_start() {
 	exec 8>"$LAYOUT_DIR/.lock"
 	flock -w $((START_TIMEOUT * 2)) 8 || die "another kafka.sh start holds $LAYOUT_DIR/.lock"
 	write_log4j
+	((SECURE_ARG)) && setup_secure
 	echo "$NODES $BASE_PORT" >"$CURRENT_FILE"
 	# Format all nodes first (in parallel): a static quorum needs every voter's storage.
 	local pids=()
@@ -415,6 +528,11 @@ cmd_start() {
 	log "ready in $((SECONDS - t0))s: Apache Kafka $(running_version), $NODES-node layout $LAYOUT${NODE:+ (node $NODE)}"
 	echo "EOS_KAFKA_BROKERS=$(bootstrap)"
 	echo "EOS_KAFKA_VERSION=$(running_version)"
+	if ((SECURE)); then
+		secure_env >"$SECURE_DIR/secure.env"
+		chmod 600 "$SECURE_DIR/secure.env"
+		echo "EOS_KAFKA_SECURE_ENV=$SECURE_DIR/secure.env"
+	fi
 }
 
 stop_nodes() { # signal(TERM|KILL)
@@ -489,5 +607,6 @@ status) cmd_status ;;
 bootstrap) bootstrap ;;
 clean) cmd_clean ;;
 fetch) fetch; echo "$LIBS" ;;
+secure-env) secure_env ;;
 *) usage ;;
 esac
