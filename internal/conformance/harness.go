@@ -120,7 +120,7 @@ func Drain(t *testing.T, env *kafkatest.Env, topic string, want int) []*kgo.Reco
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	recs, err := verdict.Drain(ctx, []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}, topic, want, 300*time.Millisecond)
+	recs, err := verdict.Drain(ctx, env.ClientOpts(t), topic, want, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -347,7 +347,7 @@ func AtMostOnceNeverRepeats(t *testing.T, env *kafkatest.Env) {
 	// flushed; read until at least what the failures cannot have lost.
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	recs, err := verdict.Drain(ctx, []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}, out, n-faults*batch, time.Second)
+	recs, err := verdict.Drain(ctx, env.ClientOpts(t), out, n-faults*batch, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 // Package kafkatest gives tests a broker: the real cluster named by
-// EOS_KAFKA_BROKERS when set, else an in-process kfake cluster.
+// EOS_KAFKA_BROKERS when set, else an in-process kfake cluster; and the
+// secured cluster (SASL_SSL, ACLs) named by EOS_KAFKA_SECURE_ENV.
 package kafkatest
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -21,10 +23,19 @@ import (
 // EnvBrokers is the variable naming a real cluster for integration tests.
 const EnvBrokers = "EOS_KAFKA_BROKERS"
 
+// EnvSecure names a file of KEY=VALUE lines, as `kafka.sh secure-env`
+// prints them, describing a secured cluster and its super user.
+const EnvSecure = "EOS_KAFKA_SECURE_ENV"
+
 // Env is a broker for one test.
 type Env struct {
 	Brokers []string
 	Fake    *kfake.Cluster // nil on a real cluster
+	// TLS and SASL are how every client of a secured cluster connects,
+	// so helpers and pipeline configs built from Env reach it the same
+	// way; both are zero on a plain cluster.
+	TLS  config.TLS
+	SASL config.SASL
 }
 
 // Real reports whether the test runs against a real cluster.
@@ -62,10 +73,80 @@ func Real(t testing.TB) *Env {
 	return &Env{Brokers: b}
 }
 
+// Secure returns the secured cluster described by the file in
+// EOS_KAFKA_SECURE_ENV, connecting as its super user, and skips t when the
+// variable is unset: such a cluster needs `kafka.sh start --secure`.
+func Secure(t testing.TB) *Env {
+	t.Helper()
+	path := os.Getenv(EnvSecure)
+	if path == "" {
+		t.Skipf("%s is not set; start a secured broker with `EOS_KAFKA_PORT=19600 integration/kafka/kafka.sh start --secure` and set %s to the secure.env file it prints", EnvSecure, EnvSecure)
+	}
+	vars, err := readEnvFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v", EnvSecure, err)
+	}
+	var c config.Config
+	if v := vars["EOS_BROKERS"]; v != "" {
+		c.Brokers = strings.Split(v, ",")
+	}
+	c.TLS = config.TLS{Enabled: vars["EOS_TLS_ENABLED"] == "true", CAFile: vars["EOS_TLS_CA_FILE"]}
+	c.SASL = config.SASL{Mechanism: vars["EOS_SASL_MECHANISM"], Username: vars["EOS_SASL_USERNAME"], Password: vars["EOS_SASL_PASSWORD"]}
+	if len(c.Brokers) == 0 || !c.TLS.Enabled || c.SASL.Mechanism == "" {
+		t.Fatalf("%s=%s names no secured cluster: want EOS_BROKERS, EOS_TLS_ENABLED=true and EOS_SASL_MECHANISM", EnvSecure, path)
+	}
+	t.Logf("secured broker: %s as %s (%s)", strings.Join(c.Brokers, ","), c.SASL.Username, c.SASL.Mechanism)
+	return &Env{Brokers: c.Brokers, TLS: c.TLS, SASL: c.SASL}
+}
+
+// readEnvFile reads KEY=VALUE lines, skipping blanks and # comments.
+func readEnvFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	vars := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: line %q is not KEY=VALUE", path, line)
+		}
+		vars[k] = v
+	}
+	return vars, sc.Err()
+}
+
+// As returns a copy of e that authenticates as user, so a test can run a
+// pipeline as a least-privilege principal while setup stays with the
+// super user.
+func (e *Env) As(user, password string) *Env {
+	c := *e
+	c.SASL.Username, c.SASL.Password = user, password
+	return &c
+}
+
+// ClientOpts returns the options that reach the brokers: the seeds and,
+// on a secured cluster, TLS and SASL.
+func (e *Env) ClientOpts(t testing.TB) []kgo.Opt {
+	t.Helper()
+	c := config.Config{Brokers: e.Brokers, TLS: e.TLS, SASL: e.SASL}
+	opts, err := c.KgoOpts()
+	if err != nil {
+		t.Fatalf("client options: %v", err)
+	}
+	return opts
+}
+
 // Client returns a client to the broker, closed when t ends.
 func (e *Env) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(e.Brokers...)}, opts...)...)
+	cl, err := kgo.NewClient(append(e.ClientOpts(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +195,6 @@ func (e *Env) Config(appID, instanceID string, g config.Guarantee) config.Config
 	c.SessionTimeout = 6 * time.Second
 	c.RebalanceTimeout = 10 * time.Second
 	c.ConnectTimeout = 5 * time.Second
+	c.TLS, c.SASL = e.TLS, e.SASL
 	return c
 }
