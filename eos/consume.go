@@ -716,11 +716,10 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 			return fe.Err
 		case errors.Is(fe.Err, kerr.InvalidSessionTimeout):
 			return r.rejectedSetting(fe.Err)
+		case isFatal(fe.Err) && fe.Topic == "":
+			return r.authError(fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err), r.inputs...)
 		case isFatal(fe.Err):
-			if fe.Topic == "" {
-				return fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err)
-			}
-			return fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			return r.authError(fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err), fe.Topic)
 		}
 	}
 	return nil

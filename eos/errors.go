@@ -16,6 +16,11 @@ var ErrFenced = errors.New("eos: producer fenced")
 // ErrUnreachable means no seed broker answered within the connect timeout.
 var ErrUnreachable = errors.New("eos: brokers unreachable")
 
+// ErrAuthentication means the brokers refused this client's SASL login or
+// it refused their TLS certificate: Run stops at once, as retrying the
+// same credentials cannot succeed.
+var ErrAuthentication = errors.New("eos: authentication failed")
+
 // ErrMissingTopics matches every *MissingTopicsError.
 var ErrMissingTopics = errors.New("eos: topics do not exist")
 

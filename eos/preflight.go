@@ -39,11 +39,17 @@ func (r *Runner) preflight(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		if aerr := r.authenticationError(err); aerr != nil {
+			return aerr
+		}
 		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
 			ErrUnreachable, strings.Join(r.cfg.Brokers, ","), r.cfg.ConnectTimeout, err)
 	}
 	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
 	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
+	if isFatal(err) {
+		return r.authError(err, refusedTopics(pctx, cl, topics)...)
+	}
 	if err != nil {
 		return r.unreachable(fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err))
 	}
@@ -54,7 +60,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			missing = append(missing, t)
 		case isFatal(d.Err):
-			return fmt.Errorf("eos: topic %q: %w; grant the app Describe/Read/Write on it", t, d.Err)
+			return r.authError(d.Err, t)
 		}
 	}
 	if len(missing) > 0 && r.create != nil {
@@ -82,6 +88,27 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return err
 	}
 	return r.changelogs(pctx, kadm.NewClient(cl), parts)
+}
+
+// authenticationError says which credential the brokers refused, or that
+// their certificate is not trusted, or returns nil for other errors: both
+// fail the same way on every attempt, and "unreachable" would send the
+// reader to the network instead.
+func (r *Runner) authenticationError(err error) error {
+	brokers := strings.Join(r.cfg.Brokers, ",")
+	switch {
+	case kafkautil.IsSASLFailure(err):
+		return fmt.Errorf("%w: the brokers at %s refused SASL %s login of user %q (%v); check sasl.username and sasl.password (EOS_SASL_USERNAME, EOS_SASL_PASSWORD) and that the user exists for this mechanism",
+			ErrAuthentication, brokers, r.cfg.SASL.Mechanism, r.cfg.SASL.Username, err)
+	case kafkautil.IsTLSFailure(err):
+		ca := "the system's CA pool"
+		if r.cfg.TLS.CAFile != "" {
+			ca = "tls.ca_file " + r.cfg.TLS.CAFile
+		}
+		return fmt.Errorf("%w: the certificate of the brokers at %s is not trusted by %s (%v); set tls.ca_file (EOS_TLS_CA_FILE) to the CA that signed it, and connect by a name the certificate lists",
+			ErrAuthentication, brokers, ca, err)
+	}
+	return nil
 }
 
 // createTopics makes the missing topics as CreateTopics asked. Clients

@@ -379,7 +379,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr
 		case isFatal(err):
-			return fmt.Errorf("eos: %w; grant the ACLs that `eosctl doctor` lists for app %q", err, r.cfg.AppID)
+			return r.authError(err)
 		case !isRebuildable(err):
 			return err
 		}

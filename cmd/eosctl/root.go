@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 )
 
 // Exit codes: scripts and CI rely on these, so they never change meaning.
@@ -333,6 +334,14 @@ func (g *globals) client(ctx context.Context, cfg config.Config) (*kgo.Client, e
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
+		switch {
+		case kafkautil.IsSASLFailure(err):
+			return nil, fmt.Errorf("authentication failed: broker(s) %s refused SASL %s login of user %q (%v) — check --sasl-user and the password (EOS_SASL_PASSWORD or --sasl-password), and --sasl-mechanism",
+				strings.Join(cfg.Brokers, ", "), cfg.SASL.Mechanism, cfg.SASL.Username, err)
+		case kafkautil.IsTLSFailure(err):
+			return nil, fmt.Errorf("authentication failed: the certificate of broker(s) %s is not trusted (%v) — pass the CA that signed it with --tls-ca (or tls.ca_file in --config)",
+				strings.Join(cfg.Brokers, ", "), err)
+		}
 		return nil, fmt.Errorf("broker(s) %s accept connections but do not answer Kafka requests: %w — check --tls and --sasl-* (or the --config tls/sasl settings)",
 			strings.Join(cfg.Brokers, ", "), err)
 	}

@@ -1,6 +1,8 @@
 package kafkautil
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,4 +17,27 @@ func IsFatal(err error) bool {
 		errors.Is(err, kerr.TopicAuthorizationFailed) ||
 		errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.ClusterAuthorizationFailed)
+}
+
+// IsSASLFailure reports whether err is the brokers refusing the client's
+// SASL login: a wrong user name, password or mechanism. The same
+// credentials fail the same way on every attempt.
+func IsSASLFailure(err error) bool {
+	return errors.Is(err, kerr.SaslAuthenticationFailed) ||
+		errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState)
+}
+
+// IsTLSFailure reports whether err is the client refusing the brokers'
+// certificate: signed by a CA it does not trust, issued for another name,
+// or expired. No retry changes the certificate.
+func IsTLSFailure(err error) bool {
+	var (
+		unknown  x509.UnknownAuthorityError
+		hostname x509.HostnameError
+		invalid  x509.CertificateInvalidError
+		verify   *tls.CertificateVerificationError
+	)
+	return errors.As(err, &unknown) || errors.As(err, &hostname) ||
+		errors.As(err, &invalid) || errors.As(err, &verify)
 }

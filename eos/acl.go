@@ -1,0 +1,165 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ErrNotAuthorized matches every *AuthorizationError.
+var ErrNotAuthorized = errors.New("eos: not authorized")
+
+// ACL is one permission an application needs, as kafka-acls.sh names it,
+// so an AuthorizationError can print the command that grants it.
+type ACL struct {
+	Operation string // Read, Write or IdempotentWrite
+	Resource  string // topic, group, transactional-id or cluster
+	Name      string // the resource's name, or its prefix when Prefixed; "" for the cluster
+	Prefixed  bool   // the ACL covers every name starting with Name
+}
+
+// Flags returns the kafka-acls.sh flags that grant a, e.g.
+// "--operation Read --topic orders".
+func (a ACL) Flags() string {
+	var b strings.Builder
+	b.WriteString("--operation " + a.Operation)
+	if a.Prefixed {
+		b.WriteString(" --resource-pattern-type prefixed")
+	}
+	b.WriteString(" --" + a.Resource)
+	if a.Name != "" {
+		b.WriteString(" " + a.Name)
+	}
+	return b.String()
+}
+
+// AuthorizationError means the brokers refused the application's
+// principal an operation: no retry or new client can change an ACL, so
+// Run stops, before committing anything, and names the grants that fix it.
+type AuthorizationError struct {
+	Principal string   // e.g. User:orders-app; "" when the config names no SASL user
+	AppID     string   // the application, for `eosctl doctor --acls`
+	Brokers   []string // for the --bootstrap-server of the fix
+	Missing   []ACL    // what to grant; Read and Write imply Describe
+	Inputs    []string // the topics the app reads, for the doctor command in the message
+	Outputs   []string // the topics the app writes
+	Err       error    // the broker's answer
+}
+
+// Error names the principal, the missing ACLs and the kafka-acls.sh
+// commands that grant them, on one line.
+func (e *AuthorizationError) Error() string {
+	p := e.Principal
+	if p == "" {
+		p = "'User:<the app's principal>'"
+	}
+	var what, fix []string
+	for _, a := range e.Missing {
+		name := a.Name
+		if a.Prefixed {
+			name += "*"
+		}
+		what = append(what, strings.TrimSpace(a.Operation+" on "+strings.ReplaceAll(a.Resource, "-", " ")+" "+name))
+		fix = append(fix, fmt.Sprintf("kafka-acls.sh --bootstrap-server %s --add --allow-principal %s %s",
+			strings.Join(e.Brokers, ","), p, a.Flags()))
+	}
+	doctor := []string{"EOS_APP_ID=" + e.AppID, "eosctl", "doctor", "--acls"}
+	if e.Principal != "" {
+		doctor = append(doctor, "--principal", e.Principal)
+	}
+	for _, t := range e.Inputs {
+		doctor = append(doctor, "--input-topic", t)
+	}
+	for _, t := range e.Outputs {
+		doctor = append(doctor, "--output-topic", t)
+	}
+	return fmt.Sprintf("eos: %s is not authorized (%v): it needs %s; grant it with: %s; `%s` prints every ACL the app needs",
+		orUnknown(e.Principal), e.Err, strings.Join(what, " and "), strings.Join(fix, " && "), strings.Join(doctor, " "))
+}
+
+func orUnknown(p string) string {
+	if p == "" {
+		return "the app's principal"
+	}
+	return p
+}
+
+// Unwrap exposes the broker's error.
+func (e *AuthorizationError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrNotAuthorized) hold.
+func (e *AuthorizationError) Is(target error) bool { return target == ErrNotAuthorized }
+
+// principal is the Kafka principal of a SASL user, or "" when the
+// config authenticates some other way.
+func principal(c config.Config) string {
+	if c.SASL.Mechanism != "" && c.SASL.Username != "" {
+		return "User:" + c.SASL.Username
+	}
+	return ""
+}
+
+// authError turns an authorization failure into an *AuthorizationError
+// naming the grant that fixes it. topics are the topics the refused
+// request named; without them a topic refusal blames every output topic,
+// as only producing fails without naming its topic. Other errors are
+// returned as they are.
+func (r *Runner) authError(err error, topics ...string) error {
+	var ae *AuthorizationError
+	if err == nil || errors.As(err, &ae) || !isFatal(err) {
+		return err
+	}
+	e := &AuthorizationError{Principal: principal(r.cfg), AppID: r.cfg.AppID, Brokers: r.cfg.Brokers, Err: err,
+		Inputs: r.inputs, Outputs: r.top.OutputTopics()}
+	switch {
+	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
+		e.Err = fmt.Errorf("transactional id %q: %w", r.cfg.TransactionalID(), err)
+		e.Missing = []ACL{{Operation: "Write", Resource: "transactional-id", Name: r.cfg.AppID + config.TransactionalIDSeparator, Prefixed: true}}
+	case errors.Is(err, kerr.GroupAuthorizationFailed):
+		e.Missing = []ACL{{Operation: "Read", Resource: "group", Name: r.cfg.AppID}}
+	case errors.Is(err, kerr.ClusterAuthorizationFailed):
+		e.Missing = []ACL{{Operation: "IdempotentWrite", Resource: "cluster"}}
+	default: // topics
+		if len(topics) == 0 {
+			topics = r.top.OutputTopics()
+		}
+		for _, t := range topics {
+			op := "Write"
+			if slices.Contains(r.inputs, t) {
+				op = "Read"
+			}
+			e.Missing = append(e.Missing, ACL{Operation: op, Resource: "topic", Name: t})
+		}
+	}
+	return e
+}
+
+// refusedTopics asks for each topic's metadata and returns those the
+// brokers refuse to describe to this principal: a listing of several
+// topics fails as a whole and does not say which.
+func refusedTopics(ctx context.Context, cl *kgo.Client, topics []string) []string {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil
+	}
+	var refused []string
+	for _, t := range resp.Topics {
+		if t.Topic != nil && errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
+			refused = append(refused, *t.Topic)
+		}
+	}
+	return refused
+}

@@ -1,0 +1,76 @@
+package eos_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A pipeline whose principal lacks one ACL stops at once with an
+// *AuthorizationError that names the missing grant as a kafka-acls.sh
+// command, instead of retrying, and commits nothing. (A wrong password is
+// tested on the real broker in integration/: kfake closes the connection
+// instead of answering SASL_AUTHENTICATION_FAILED.)
+func TestMissingACLStopsWithTheGrant(t *testing.T) {
+	allow := func(r kmsg.ACLResourceType, name string, p kmsg.ACLResourcePatternType, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: r, Name: name, Pattern: p, Operation: op, Allow: true}
+	}
+	lit := kmsg.ACLResourcePatternTypeLiteral
+	grants := map[string]kfake.ACL{
+		"--operation Read --topic in":   allow(kmsg.ACLResourceTypeTopic, "in", lit, kmsg.ACLOperationRead),
+		"--operation Write --topic out": allow(kmsg.ACLResourceTypeTopic, "out", lit, kmsg.ACLOperationWrite),
+		"--operation Read --group app":  allow(kmsg.ACLResourceTypeGroup, "app", lit, kmsg.ACLOperationRead),
+		"--operation Write --resource-pattern-type prefixed --transactional-id app:": allow(kmsg.ACLResourceTypeTransactionalId, "app:",
+			kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
+	}
+	for missing := range grants {
+		t.Run(missing, func(t *testing.T) {
+			var acls []kfake.ACL
+			for fix, a := range grants {
+				if fix != missing {
+					acls = append(acls, a)
+				}
+			}
+			admin := kafkatest.Fake(t, kfake.EnableSASL(), kfake.EnableACLs(),
+				kfake.Superuser(config.SASLScramSHA512, "admin", "admin-secret"),
+				kfake.User(config.SASLScramSHA512, "app-user", "app-secret", acls...))
+			admin.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "admin", Password: "admin-secret"}
+			admin.CreateTopics(t, 1, "in", "out")
+			conformance.Seed(t, admin, "in", 10)
+			cfg := admin.As("app-user", "app-secret").Config("app", "1", config.ExactlyOnce)
+			x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+			err := x.Wait(t, 30*time.Second)
+			var ae *eos.AuthorizationError
+			if !errors.As(err, &ae) || !errors.Is(err, eos.ErrNotAuthorized) {
+				t.Fatalf("Run = %v, want an *eos.AuthorizationError", err)
+			}
+			want := "kafka-acls.sh --bootstrap-server " + strings.Join(admin.Brokers, ",") + " --add --allow-principal User:app-user " + missing
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the error does not contain %q:\n%v", want, err)
+			}
+			if !strings.Contains(err.Error(), "eosctl doctor --acls") || strings.Contains(err.Error(), "app-secret") {
+				t.Errorf("want the doctor command and no password in:\n%v", err)
+			}
+			if !kfakeIsAuthError(err) {
+				t.Errorf("the broker's authorization error is not wrapped: %v", err)
+			}
+			if n := len(conformance.Drain(t, admin, "out", 0)); n != 0 {
+				t.Errorf("%d records committed to out without %s", n, missing)
+			}
+		})
+	}
+}
+
+func kfakeIsAuthError(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
