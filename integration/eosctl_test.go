@@ -27,6 +27,25 @@ var (
 // exit code.
 func eosctl(t *testing.T, env *kafkatest.Env, args ...string) (string, int) {
 	t.Helper()
+	cmd := exec.Command(eosctlBinary(t), append([]string{"--brokers", strings.Join(env.Brokers, ",")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if stderr.Len() > 0 {
+		t.Logf("eosctl %s: stderr: %s", strings.Join(args, " "), stderr.String())
+	}
+	return string(out), code
+}
+
+// eosctlBinary builds eosctl once per test binary and returns its path.
+func eosctlBinary(t *testing.T) string {
+	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "eosctl-it")
 		if err != nil {
@@ -43,20 +62,7 @@ func eosctl(t *testing.T, env *kafkatest.Env, args ...string) (string, int) {
 	if buildErr != nil {
 		t.Fatalf("building eosctl: %v", buildErr)
 	}
-	cmd := exec.Command(eosctlBin, append([]string{"--brokers", strings.Join(env.Brokers, ",")}, args...)...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	if stderr.Len() > 0 {
-		t.Logf("eosctl %s: stderr: %s", strings.Join(args, " "), stderr.String())
-	}
-	return string(out), code
+	return eosctlBin
 }
 
 func decode[T any](t *testing.T, s string) T {

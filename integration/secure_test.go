@@ -1,0 +1,456 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// grant is one ACL of the least-privilege set of an exactly-once pipeline.
+type grant struct {
+	name string // how the missing-ACL table names it
+	acl  func(p pipelineNames) *kadm.ACLBuilder
+	// want are substrings the error of a pipeline lacking this grant
+	// must contain: the resource, and the fix.
+	want func(p pipelineNames) []string
+	// describe, for a topic, is the Describe-only ACL that a second row
+	// grants in its place: the pipeline then passes its start-up checks
+	// and meets the refusal when it fetches or produces.
+	describe func(p pipelineNames) *kadm.ACLBuilder
+}
+
+// pipelineNames are the fresh names of one least-privilege pipeline.
+type pipelineNames struct {
+	user, password, principal string
+	in, out, app              string
+	cfg                       config.Config
+}
+
+// leastPrivilege is every ACL a stateless exactly-once pipeline needs, and
+// nothing else: Read and Write imply Describe, and Kafka 2.8+ brokers accept
+// Write on the transactional id instead of IdempotentWrite on the cluster.
+var leastPrivilege = []grant{
+	{
+		name: "Read on input topic",
+		acl: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Topics(p.in).Operations(kadm.OpRead)
+		},
+		want: func(p pipelineNames) []string {
+			return []string{"TOPIC_AUTHORIZATION_FAILED", p.in, "kafka-acls", "--operation Read --topic " + p.in}
+		},
+		describe: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Topics(p.in).Operations(kadm.OpDescribe)
+		},
+	},
+	{
+		name: "Write on output topic",
+		acl: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Topics(p.out).Operations(kadm.OpWrite)
+		},
+		want: func(p pipelineNames) []string {
+			return []string{"TOPIC_AUTHORIZATION_FAILED", p.out, "kafka-acls", "--operation Write --topic " + p.out}
+		},
+		describe: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Topics(p.out).Operations(kadm.OpDescribe)
+		},
+	},
+	{
+		name: "Read on group (app_id)",
+		acl: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Groups(p.app).Operations(kadm.OpRead)
+		},
+		want: func(p pipelineNames) []string {
+			return []string{"GROUP_AUTHORIZATION_FAILED", p.app, "kafka-acls", "--operation Read --group " + p.app}
+		},
+	},
+	{
+		name: "Write on transactional id prefix app_id:",
+		acl: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).TransactionalIDs(p.app + config.TransactionalIDSeparator).
+				ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite)
+		},
+		want: func(p pipelineNames) []string {
+			return []string{"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", p.cfg.TransactionalID(), "kafka-acls",
+				"--operation Write --resource-pattern-type prefixed --transactional-id " + p.app + config.TransactionalIDSeparator}
+		},
+	},
+}
+
+// secureEnv is the secured cluster as its super user, or a skip.
+func secureEnv(t *testing.T) *kafkatest.Env {
+	t.Helper()
+	env := kafkatest.Secure(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := env.Client(t).Ping(ctx); err != nil {
+		t.Fatalf("the secured broker at %s does not answer the super user: %v", strings.Join(env.Brokers, ","), err)
+	}
+	return env
+}
+
+// newPipeline makes a SCRAM user and fresh topic and app names, and creates
+// the topics as the super user. Its config runs as the new user.
+func newPipeline(t *testing.T, admin *kafkatest.Env, prefix string) pipelineNames {
+	t.Helper()
+	p := pipelineNames{
+		user:     admin.Name(prefix + "-user"),
+		password: randomHex(t),
+		in:       admin.Name(prefix + "-in"),
+		out:      admin.Name(prefix + "-out"),
+		app:      admin.Name(prefix + "-app"),
+	}
+	p.principal = "User:" + p.user
+	p.cfg = admin.As(p.user, p.password).Config(p.app, "1", config.ExactlyOnce)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := admin.Admin(t).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{
+		User: p.user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: p.password,
+	}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("create SCRAM user %s: %v", p.user, err)
+	}
+	admin.CreateTopics(t, 2, p.in, p.out)
+	waitAuthenticates(t, admin.As(p.user, p.password))
+	return p
+}
+
+// waitAuthenticates waits until env's user can log in: a new SCRAM
+// credential reaches the broker's cache shortly after the controller
+// accepted it.
+func waitAuthenticates(t *testing.T, env *kafkatest.Env) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		cl, cerr := kgo.NewClient(env.ClientOpts(t)...)
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = cl.Ping(ctx)
+		cancel()
+		cl.Close()
+		if err == nil {
+			return
+		}
+	}
+	t.Fatalf("user %s cannot log in 30s after it was created: %v", env.SASL.Username, err)
+}
+
+// grantAll creates the ACLs and waits until the broker's authorizer lists
+// all of them, so the pipeline sees them from its first request.
+func grantAll(t *testing.T, admin *kafkatest.Env, p pipelineNames, grants []grant) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := admin.Admin(t)
+	for _, g := range grants {
+		res, err := adm.CreateACLs(ctx, g.acl(p))
+		if err == nil {
+			for _, r := range res {
+				if r.Err != nil {
+					err = r.Err
+				}
+			}
+		}
+		if err != nil {
+			t.Fatalf("grant %s to %s: %v", g.name, p.principal, err)
+		}
+	}
+	conformance.Until(t, 30*time.Second, "the ACLs to reach the authorizer", func() bool {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType = kmsg.ACLResourceTypeAny
+		req.ResourcePatternType = kmsg.ACLResourcePatternTypeAny
+		req.Principal = &p.principal
+		req.Operation = kmsg.ACLOperationAny
+		req.PermissionType = kmsg.ACLPermissionTypeAny
+		resp, err := req.RequestWith(ctx, admin.Client(t))
+		if err != nil || resp.ErrorCode != 0 {
+			return false
+		}
+		n := 0
+		for _, r := range resp.Resources {
+			n += len(r.ACLs)
+		}
+		return n == len(grants)
+	})
+}
+
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// TestSecureLeastPrivilegeExactlyOnce runs the exactly-once pipeline over
+// SASL_SSL as a user holding exactly the ACLs of leastPrivilege, and
+// checks every input record reached the output once.
+func TestSecureLeastPrivilegeExactlyOnce(t *testing.T) {
+	admin := secureEnv(t)
+	p := newPipeline(t, admin, "lp")
+	grantAll(t, admin, p, leastPrivilege)
+	const n = 2000
+	conformance.Seed(t, admin, p.in, n)
+	x := conformance.Start(t, p.cfg, conformance.Upper(p.in, p.out, nil))
+	x.WaitCommitted(t, n, 90*time.Second)
+	v := conformance.ExactlyOnce(t, admin, p.out, n)
+	t.Logf("%s with only %d ACLs over SASL_SSL: %v", p.principal, len(leastPrivilege), v)
+	if offs := groupOffsets(t, admin, p.app); offs == 0 {
+		t.Fatalf("group %s committed no offsets after a full run", p.app)
+	}
+}
+
+// TestSecureMissingACL removes each grant of leastPrivilege in turn (and,
+// for a topic, replaces it with Describe only) and checks the pipeline
+// stops within a bound with an error naming what is missing and how to
+// grant it, having committed neither output nor offsets.
+func TestSecureMissingACL(t *testing.T) {
+	admin := secureEnv(t)
+	type row struct {
+		name    string
+		missing grant
+		grants  []grant
+	}
+	var rows []row
+	for i, missing := range leastPrivilege {
+		var rest []grant
+		for j, g := range leastPrivilege {
+			if j != i {
+				rest = append(rest, g)
+			}
+		}
+		rows = append(rows, row{missing.name, missing, rest})
+		if missing.describe != nil {
+			with := append(append([]grant{}, rest...), grant{name: "Describe only", acl: missing.describe})
+			rows = append(rows, row{missing.name + ", Describe kept", missing, with})
+		}
+	}
+	const bound = 60 * time.Second
+	var table []string
+	for _, tc := range rows {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			p := newPipeline(t, admin, "acl")
+			grantAll(t, admin, p, tc.grants)
+			conformance.Seed(t, admin, p.in, 100)
+			begin := time.Now()
+			x := conformance.Start(t, p.cfg, conformance.Upper(p.in, p.out, nil))
+			err := x.Wait(t, bound)
+			took := time.Since(begin)
+			if err == nil {
+				t.Fatalf("without %s, Run returned nil after %s", tc.name, took)
+			}
+			table = append(table, "| "+tc.name+" | "+took.Round(100*time.Millisecond).String()+" | "+err.Error()+" |")
+			if !errors.Is(err, eos.ErrNotAuthorized) {
+				t.Errorf("without %s the error is not an eos.AuthorizationError: %v", tc.name, err)
+			}
+			for _, w := range tc.missing.want(p) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("without %s the error does not contain %q:\n%v", tc.name, w, err)
+				}
+			}
+			if strings.Contains(err.Error(), p.password) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+			if got := committedRecords(t, admin, p.out); got != 0 {
+				t.Errorf("without %s, %d records were committed to %s", tc.name, got, p.out)
+			}
+			if got := groupOffsets(t, admin, p.app); got != 0 {
+				t.Errorf("without %s, group %s committed %d offsets", tc.name, p.app, got)
+			}
+		})
+	}
+	t.Logf("missing-ACL table:\n| permission removed | Run returned after | error |\n|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+// committedRecords counts the records of topic a read_committed consumer
+// sees. With no records written at all it does not need to read.
+func committedRecords(t *testing.T, admin *kafkatest.Env, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := admin.Admin(t).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	written := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { written += o.Offset })
+	if written == 0 {
+		return 0
+	}
+	recs, err := verdict.Drain(ctx, admin.ClientOpts(t), topic, 0, 3*time.Second)
+	if err != nil {
+		t.Fatalf("drain %s: %v", topic, err)
+	}
+	return len(recs)
+}
+
+// groupOffsets counts the partitions group has committed offsets for.
+func groupOffsets(t *testing.T, admin *kafkatest.Env, group string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := admin.Admin(t).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatalf("fetch offsets of group %s: %v", group, err)
+	}
+	if err := offs.Error(); err != nil {
+		t.Fatalf("fetch offsets of group %s: %v", group, err)
+	}
+	n := 0
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			n++
+		}
+	})
+	return n
+}
+
+// TestSecureBadCredentials checks that a wrong password and a CA that did
+// not sign the broker's certificate each stop eos.Run and eosctl with a
+// one-line error within the connect timeout.
+func TestSecureBadCredentials(t *testing.T) {
+	admin := secureEnv(t)
+	other := untrustedCA(t)
+	cases := []struct {
+		name string
+		env  *kafkatest.Env
+		want []string // substrings of the runtime's and eosctl's errors
+	}{
+		{"wrong password", admin.As(admin.SASL.Username, "not-the-password"), []string{"authentication failed", "SASL", admin.SASL.Username}},
+		{"untrusted CA", withCA(admin, other), []string{"authentication failed", "certificate", "not trusted"}},
+	}
+	for _, tc := range cases {
+		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
+			cfg := tc.env.Config(admin.Name("bad-app"), "1", config.ExactlyOnce)
+			limit := cfg.ConnectTimeout + 5*time.Second
+			top := conformance.Upper(admin.Name("bad-in"), admin.Name("bad-out"), nil)
+			r, err := eos.New(cfg, top)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			begin := time.Now()
+			err = r.Run(ctx)
+			took := time.Since(begin)
+			checkOneLine(t, "eos Run", err, took, limit, tc.want, admin.SASL.Password)
+			if !errors.Is(err, eos.ErrAuthentication) {
+				t.Errorf("Run's error is not eos.ErrAuthentication: %v", err)
+			}
+			begin = time.Now()
+			if err := r.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			t.Logf("Close after the failed Run took %s", time.Since(begin).Round(time.Millisecond))
+			if took := time.Since(begin); took > limit {
+				t.Errorf("Close after the failed Run took %s, want at most %s", took, limit)
+			}
+
+			args := []string{"topic", "list", "--brokers", strings.Join(tc.env.Brokers, ","),
+				"--tls-ca", tc.env.TLS.CAFile, "--sasl-mechanism", tc.env.SASL.Mechanism, "--sasl-user", tc.env.SASL.Username,
+				"--timeout", cfg.ConnectTimeout.String()}
+			cmd := exec.Command(eosctlBinary(t), args...)
+			cmd.Env = append(os.Environ(), "EOS_SASL_PASSWORD="+tc.env.SASL.Password)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			begin = time.Now()
+			out, cerr := cmd.Output()
+			took = time.Since(begin)
+			if cerr == nil {
+				t.Fatalf("eosctl %s succeeded: %s", strings.Join(args, " "), out)
+			}
+			checkOneLine(t, "eosctl topic list", errors.New(strings.TrimSpace(stderr.String())), took, limit, tc.want, admin.SASL.Password)
+		})
+	}
+}
+
+// checkOneLine asserts err is set, came within limit, is one line, names
+// the cause and does not show the password.
+func checkOneLine(t *testing.T, who string, err error, took, limit time.Duration, want []string, password string) {
+	t.Helper()
+	if err == nil || err.Error() == "" {
+		t.Fatalf("%s: no error after %s", who, took)
+	}
+	msg := err.Error()
+	t.Logf("%s failed after %s: %s", who, took.Round(time.Millisecond), msg)
+	if took > limit {
+		t.Errorf("%s took %s to fail, want at most %s", who, took, limit)
+	}
+	if strings.Count(msg, "\n") > 0 {
+		t.Errorf("%s: the error has %d lines, want one:\n%s", who, strings.Count(msg, "\n")+1, msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("%s: the error does not contain %q: %s", who, w, msg)
+		}
+	}
+	if strings.Contains(msg, password) {
+		t.Errorf("%s: the error shows the password: %s", who, msg)
+	}
+}
+
+// withCA returns a copy of env that trusts only the CA in file.
+func withCA(env *kafkatest.Env, file string) *kafkatest.Env {
+	c := *env
+	c.TLS.CAFile = file
+	return &c
+}
+
+// untrustedCA writes a fresh self-signed CA, which signed nothing the
+// broker presents, and returns its PEM file.
+func untrustedCA(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "untrusted test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "untrusted-ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
