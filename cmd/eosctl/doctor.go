@@ -51,6 +51,7 @@ func (fs *findings) fail(check, detail, fix string) {
 // doctorOpts are the doctor's own flags: who runs the pipeline and which
 // topics it reads and writes, for the ACL checks.
 type doctorOpts struct {
+	acls         bool // print the needed ACLs as kafka-acls.sh commands and stop
 	principal    string
 	topics       []string
 	inputTopics  []string
@@ -99,13 +100,32 @@ warn or fail with the fix:
     ids (the prefix app_id:), Read on its group, Read on input and Write on
     output topics
 
-Exits 1 when any check fails.`,
-		Example: "  eosctl doctor --config pipeline.yaml --principal User:orders-app --input-topic orders --output-topic invoices",
-		Args:    usageArgs(cobra.NoArgs),
+Exits 1 when any check fails.
+
+With --acls it checks nothing and does not connect: it prints the ACLs the
+pipeline needs (least privilege) as kafka-acls.sh commands for --principal,
+ready to run (-o json lists them as objects).`,
+		Example: `  eosctl doctor --config pipeline.yaml --principal User:orders-app --input-topic orders --output-topic invoices
+  eosctl doctor --acls --config pipeline.yaml --input-topic orders --output-topic invoices | sh`,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.pipelineConfig()
 			if err != nil {
 				return err
+			}
+			if o.acls {
+				principal := o.principal
+				if principal == "" && cfg.SASL.Username != "" {
+					principal = "User:" + cfg.SASL.Username
+				}
+				grants, err := (&doctorEnv{cfg: cfg, opts: o}).grants(principal)
+				if err != nil {
+					return err
+				}
+				if g.output == outputJSON {
+					return g.render(cmd.OutOrStdout(), grants, nil)
+				}
+				return writeGrants(cmd.OutOrStdout(), grants)
 			}
 			ctx, cancel := g.commandContext(cmd)
 			defer cancel()
@@ -140,6 +160,7 @@ Exits 1 when any check fails.`,
 		},
 	}
 	f := c.Flags()
+	f.BoolVar(&o.acls, "acls", false, "print the ACLs the pipeline needs as kafka-acls.sh commands, without connecting")
 	f.StringVar(&o.principal, "principal", "", "principal the pipeline runs as, e.g. User:orders-app (default User:<sasl user>)")
 	f.StringSliceVar(&o.inputTopics, "input-topic", nil, "topic the pipeline reads (repeatable): checks Read")
 	f.StringSliceVar(&o.outputTopics, "output-topic", nil, "topic the pipeline writes (repeatable): checks Write")
