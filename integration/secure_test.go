@@ -8,12 +8,14 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"math/big"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +227,68 @@ func TestSecureLeastPrivilegeExactlyOnce(t *testing.T) {
 	if offs := groupOffsets(t, admin, p.app); offs == 0 {
 		t.Fatalf("group %s committed no offsets after a full run", p.app)
 	}
+
+	// The doctor prints exactly these grants, and finds them all in place.
+	out, errOut, code := secureEosctl(t, admin, []string{"EOS_APP_ID=" + p.app},
+		"doctor", "--acls", "--principal", p.principal, "--input-topic", p.in, "--output-topic", p.out)
+	if code != 0 {
+		t.Fatalf("eosctl doctor --acls: exit %d: %s", code, errOut)
+	}
+	var printed, granted []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "kafka-acls.sh ") {
+			printed = append(printed, l)
+		}
+	}
+	for _, g := range leastPrivilege {
+		w := g.want(p)
+		granted = append(granted, "kafka-acls.sh --bootstrap-server "+strings.Join(admin.Brokers, ",")+" --add --allow-principal "+p.principal+" "+w[len(w)-1])
+	}
+	slices.Sort(printed)
+	slices.Sort(granted)
+	if !slices.Equal(printed, granted) {
+		t.Errorf("eosctl doctor --acls printed:\n%s\nthe grants this test proved sufficient are:\n%s", strings.Join(printed, "\n"), strings.Join(granted, "\n"))
+	}
+	out, errOut, _ = secureEosctl(t, admin, []string{"EOS_APP_ID=" + p.app}, "-o", "json",
+		"doctor", "--principal", p.principal, "--input-topic", p.in, "--output-topic", p.out)
+	var res struct {
+		Findings []struct{ Check, Status, Detail string }
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("eosctl doctor -o json: %v: %s %s", err, out, errOut)
+	}
+	acls := 0
+	for _, f := range res.Findings {
+		if f.Check == "acl" {
+			acls++
+			if f.Status == "fail" {
+				t.Errorf("eosctl doctor finds an ACL missing although the pipeline ran: %s", f.Detail)
+			}
+		}
+	}
+	if acls == 0 {
+		t.Errorf("eosctl doctor checked no ACLs: %s", out)
+	}
+}
+
+// secureEosctl runs eosctl as env's user over SASL_SSL (password in
+// EOS_SASL_PASSWORD, as the docs advise) with more environment variables.
+func secureEosctl(t *testing.T, env *kafkatest.Env, vars []string, args ...string) (string, string, int) {
+	t.Helper()
+	all := append([]string{"--brokers", strings.Join(env.Brokers, ","), "--tls-ca", env.TLS.CAFile,
+		"--sasl-mechanism", env.SASL.Mechanism, "--sasl-user", env.SASL.Username}, args...)
+	cmd := exec.Command(eosctlBinary(t), all...)
+	cmd.Env = append(append(os.Environ(), "EOS_SASL_PASSWORD="+env.SASL.Password), vars...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), stderr.String(), code
 }
 
 // TestSecureMissingACL removes each grant of leastPrivilege in turn (and,
