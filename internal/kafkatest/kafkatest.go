@@ -36,6 +36,10 @@ type Env struct {
 	// way; both are zero on a plain cluster.
 	TLS  config.TLS
 	SASL config.SASL
+	// AppSASL, when set, is who the pipelines built from Config run as,
+	// while the helpers (topics, seeding, draining) stay with SASL: so a
+	// scenario can run its pipelines with least-privilege ACLs.
+	AppSASL config.SASL
 }
 
 // Real reports whether the test runs against a real cluster.
@@ -196,5 +200,8 @@ func (e *Env) Config(appID, instanceID string, g config.Guarantee) config.Config
 	c.RebalanceTimeout = 10 * time.Second
 	c.ConnectTimeout = 5 * time.Second
 	c.TLS, c.SASL = e.TLS, e.SASL
+	if e.AppSASL.Mechanism != "" {
+		c.SASL = e.AppSASL
+	}
 	return c
 }
