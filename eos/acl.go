@@ -112,6 +112,22 @@ func principal(c config.Config) string {
 // as only producing fails without naming its topic. Other errors are
 // returned as they are.
 func (r *Runner) authError(err error, topics ...string) error {
+	return r.authErrorOp(err, "", topics...)
+}
+
+// topicError is an error about one topic, such as a refused produce.
+type topicError struct {
+	topic string
+	err   error
+}
+
+func (e *topicError) Error() string { return "topic " + e.topic + ": " + e.err.Error() }
+func (e *topicError) Unwrap() error { return e.err }
+
+// authErrorOp is authError for a topic operation known to the caller
+// (Create, Read, Write); with op "" a topic the app consumes needs Read
+// and any other Write.
+func (r *Runner) authErrorOp(err error, op string, topics ...string) error {
 	var ae *AuthorizationError
 	if err == nil || errors.As(err, &ae) || !isFatal(err) {
 		return err
@@ -127,13 +143,21 @@ func (r *Runner) authError(err error, topics ...string) error {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		e.Missing = []ACL{{Operation: "IdempotentWrite", Resource: "cluster"}}
 	default: // topics
+		var te *topicError
+		if len(topics) == 0 && errors.As(err, &te) {
+			topics = []string{te.topic}
+		}
 		if len(topics) == 0 {
 			topics = r.top.OutputTopics()
 		}
 		for _, t := range topics {
-			op := "Write"
-			if slices.Contains(r.inputs, t) {
+			op := op
+			switch {
+			case op != "":
+			case slices.Contains(r.inputs, t):
 				op = "Read"
+			default:
+				op = "Write"
 			}
 			e.Missing = append(e.Missing, ACL{Operation: op, Resource: "topic", Name: t})
 		}

@@ -115,6 +115,9 @@ func (r *Runner) authenticationError(err error) error {
 // that meet a topic before its metadata spreads retry until it has.
 func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
 	err := kafkautil.RequestTopics(ctx, adm, r.create.partitions, r.create.replication, nil, missing...)
+	if isFatal(err) {
+		return r.authErrorOp(fmt.Errorf("creating missing topics %v: %w", missing, err), "Create", missing...)
+	}
 	if err != nil {
 		return r.unreachable(fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " ")))
 	}

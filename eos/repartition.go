@@ -78,6 +78,9 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 					s.From, s.Topic, s.Topic, s.Topic, repartitionFlags)
 			}
 			if err := kafkautil.RequestTopics(ctx, adm, want, -1, repartitionConfigs(), s.Topic); err != nil {
+				if isFatal(err) {
+					return r.authErrorOp(fmt.Errorf("creating repartition topic %s: %w", s.Topic, err), "Create", s.Topic)
+				}
 				return r.unreachable(fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags))
 			}
 			r.log.Info("created repartition topic", zap.String("topic", s.Topic), zap.Int32("partitions", want))

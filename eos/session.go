@@ -59,6 +59,11 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 	if err == nil {
 		return
 	}
+	if r != nil && isFatal(err) {
+		// A refused produce names no topic; keep it, so the error can
+		// name the ACL that is missing.
+		err = &topicError{topic: r.Topic, err: err}
+	}
 	p.mu.Lock()
 	if p.err == nil {
 		p.err = err

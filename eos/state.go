@@ -559,7 +559,7 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			switch {
 			case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
 			case kafkautil.IsFatal(fe.Err):
-				return fmt.Errorf("eos: restoring from %s/%d: %w; grant the app Read on its changelogs", fe.Topic, fe.Partition, fe.Err)
+				return r.authErrorOp(fmt.Errorf("restoring from %s/%d: %w", fe.Topic, fe.Partition, fe.Err), "Read", fe.Topic)
 			case errors.Is(fe.Err, kerr.OffsetOutOfRange):
 				return fmt.Errorf("eos: restoring from %s/%d: the changelog no longer holds the offset the store needs next (deleted or truncated): %w; delete the task's directory under %s to restore it in full",
 					fe.Topic, fe.Partition, fe.Err, r.state.dir)
@@ -662,9 +662,14 @@ func (r *Runner) changelogs(ctx context.Context, adm *kadm.Client, partitions ma
 		switch {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			if err := kafkautil.RequestTopics(ctx, adm, want[topic], -1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+				if isFatal(err) {
+					return r.authErrorOp(fmt.Errorf("creating changelog %s: %w", topic, err), "Create", topic)
+				}
 				return r.unreachable(fmt.Errorf("eos: creating changelog %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want[topic]))
 			}
 			r.log.Info("created changelog topic", zap.String("topic", topic), zap.Int32("partitions", want[topic]))
+		case isFatal(d.Err):
+			return r.authErrorOp(fmt.Errorf("changelog %s: %w", topic, d.Err), "Write", topic)
 		case d.Err != nil:
 			return fmt.Errorf("eos: changelog %s: %w", topic, d.Err)
 		case int32(len(d.Partitions)) != want[topic]:

@@ -25,6 +25,8 @@ import (
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -171,8 +173,10 @@ func grantAll(t *testing.T, admin *kafkatest.Env, p pipelineNames, grants []gran
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := admin.Admin(t)
+	want := 0
 	for _, g := range grants {
 		res, err := adm.CreateACLs(ctx, g.acl(p))
+		want += len(res)
 		if err == nil {
 			for _, r := range res {
 				if r.Err != nil {
@@ -199,7 +203,7 @@ func grantAll(t *testing.T, admin *kafkatest.Env, p pipelineNames, grants []gran
 		for _, r := range resp.Resources {
 			n += len(r.ACLs)
 		}
-		return n == len(grants)
+		return n == want
 	})
 }
 
@@ -311,6 +315,18 @@ func TestSecureConformance(t *testing.T) {
 		{name: "Write on transactional ids app-*", acl: func(pipelineNames) *kadm.ACLBuilder {
 			return prefixed(kadm.NewACLs().Allow(principal).TransactionalIDs("app-").Operations(kadm.OpWrite))
 		}},
+		// The stateful scenario's app is count-*: its changelog
+		// count-*-counts-changelog is made, written and restored by
+		// the pipeline itself.
+		{name: "Read on groups count-*", acl: func(pipelineNames) *kadm.ACLBuilder {
+			return prefixed(kadm.NewACLs().Allow(principal).Groups("count-").Operations(kadm.OpRead))
+		}},
+		{name: "Write on transactional ids count-*", acl: func(pipelineNames) *kadm.ACLBuilder {
+			return prefixed(kadm.NewACLs().Allow(principal).TransactionalIDs("count-").Operations(kadm.OpWrite))
+		}},
+		{name: "Create, Read and Write on topics count-*", acl: func(pipelineNames) *kadm.ACLBuilder {
+			return prefixed(kadm.NewACLs().Allow(principal).Topics("count-").Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite))
+		}},
 	}
 	grantAll(t, admin, pipelineNames{principal: principal}, grants)
 	// The user may not even create the topics it reads: the broker
@@ -333,6 +349,9 @@ func TestSecureConformance(t *testing.T) {
 		{"DeadLetterCommitsWithOffsets", conformance.DeadLetterCommitsWithOffsets},
 		{"ZombieIsFenced", conformance.ZombieIsFenced},
 		{"RebalanceTwoInstances", func(t *testing.T, env *kafkatest.Env) { conformance.Rebalance(t, env, 2) }},
+		{"StatefulCountAcrossRestartMemory", func(t *testing.T, env *kafkatest.Env) {
+			conformance.StatefulCountAcrossRestart(t, env, state.Memory())
+		}},
 	} {
 		t.Run(s.name, func(t *testing.T) { s.fn(t, &env) })
 	}
@@ -584,4 +603,86 @@ func untrustedCA(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestSecureMissingACLStateful is the missing-ACL table of a stateful
+// pipeline: besides the four grants of a stateless one it needs Create,
+// Read and Write on its changelog (app_id-STORE-changelog), which it makes
+// on first start, writes in each transaction and restores from. Each row
+// grants all but one of those three.
+func TestSecureMissingACLStateful(t *testing.T) {
+	admin := secureEnv(t)
+	ops := []kadm.ACLOperation{kadm.OpCreate, kadm.OpRead, kadm.OpWrite}
+	var table []string
+	for _, missing := range append([]kadm.ACLOperation{kadm.OpUnknown}, ops...) {
+		name := "none (all granted)"
+		if missing != kadm.OpUnknown {
+			name = camelOp(missing) + " on changelog"
+		}
+		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+			p := newPipeline(t, admin, "st")
+			changelog := topology.ChangelogTopic(p.app, "counts")
+			var keep []kadm.ACLOperation
+			for _, op := range ops {
+				if op != missing {
+					keep = append(keep, op)
+				}
+			}
+			grants := append(append([]grant{}, leastPrivilege...), grant{name: "changelog", acl: func(p pipelineNames) *kadm.ACLBuilder {
+				return kadm.NewACLs().Allow(p.principal).Topics(changelog).Operations(keep...)
+			}})
+			grantAll(t, admin, p, grants)
+			const n = 200
+			conformance.Seed(t, admin, p.in, n)
+			p.cfg.StateDir = t.TempDir()
+			begin := time.Now()
+			x := conformance.Start(t, p.cfg, conformance.CountTopology(p.in, p.out, state.Memory()))
+			if missing == kadm.OpUnknown {
+				x.WaitCommitted(t, n, 90*time.Second)
+				conformance.CheckCounts(t, admin, p.out, changelog, n)
+				return
+			}
+			committed := 0
+			if missing == kadm.OpRead {
+				// Only a restore reads the changelog: the first run works,
+				// and a restart of the in-memory store must restore.
+				x.WaitCommitted(t, n, 90*time.Second)
+				x.Stop()
+				if err := x.Wait(t, 30*time.Second); err != nil {
+					t.Fatalf("the first run, which restores nothing, failed: %v", err)
+				}
+				committed = committedRecords(t, admin, p.out)
+				conformance.Seed(t, admin, p.in, 10)
+				begin = time.Now()
+				x = conformance.Start(t, p.cfg, conformance.CountTopology(p.in, p.out, state.Memory()))
+			}
+			err := x.Wait(t, 15*time.Second)
+			took := time.Since(begin)
+			if err == nil {
+				t.Fatalf("without %s, Run returned nil after %s", name, took)
+			}
+			table = append(table, "| "+name+" | "+took.Round(100*time.Millisecond).String()+" | "+err.Error()+" |")
+			if !errors.Is(err, eos.ErrNotAuthorized) {
+				t.Errorf("without %s the error is not an eos.AuthorizationError: %v", name, err)
+			}
+			for _, w := range []string{changelog, "kafka-acls", "--operation " + camelOp(missing) + " --topic " + changelog} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("without %s the error does not contain %q:\n%v", name, w, err)
+				}
+			}
+			if got := committedRecords(t, admin, p.out); got != committed {
+				t.Errorf("without %s, %d records were committed to %s, want %d", name, got, p.out, committed)
+			}
+			if got := groupOffsets(t, admin, p.app); committed == 0 && got != 0 {
+				t.Errorf("without %s, group %s committed %d offsets", name, p.app, got)
+			}
+		})
+	}
+	t.Logf("missing-ACL table, stateful:\n| permission removed | Run returned after | error |\n|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+// camelOp spells an ACL operation as kafka-acls.sh does: Create, Read, Write.
+func camelOp(op kadm.ACLOperation) string {
+	s := strings.ToLower(op.String())
+	return strings.ToUpper(s[:1]) + s[1:]
 }
