@@ -686,3 +686,50 @@ func camelOp(op kadm.ACLOperation) string {
 	s := strings.ToLower(op.String())
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// TestSecureEosctlCommands runs eosctl's inspection and topic commands as
+// the super user over SASL_SSL, with flags, and once with only the EOS_*
+// variables, after a pipeline left a group and a transactional id behind.
+func TestSecureEosctlCommands(t *testing.T) {
+	admin := secureEnv(t)
+	in, out, app := admin.Name("cli-in"), admin.Name("cli-out"), admin.Name("cli-app")
+	admin.CreateTopics(t, 1, in, out)
+	conformance.Seed(t, admin, in, 50)
+	cfg := admin.Config(app, "1", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.Upper(in, out, nil))
+	x.WaitCommitted(t, 50, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	extra := admin.Name("cli-extra")
+	for _, tc := range []struct {
+		args []string
+		want string // in stdout
+	}{
+		{[]string{"topic", "create", extra, "--partitions", "2"}, extra},
+		{[]string{"topic", "list"}, extra},
+		{[]string{"topic", "describe", in}, in},
+		{[]string{"txn", "list"}, cfg.TransactionalID()},
+		{[]string{"txn", "describe", cfg.TransactionalID()}, cfg.TransactionalID()},
+		{[]string{"txn", "producers", "--topic", out}, out},
+		{[]string{"txn", "hanging", "--topic", out}, ""},
+		{[]string{"group", "lag", app}, in},
+		{[]string{"app", "describe", app}, app},
+		{[]string{"topic", "delete", extra, "--yes"}, extra},
+	} {
+		stdout, stderr, code := secureEosctl(t, admin, nil, tc.args...)
+		if code != 0 || !strings.Contains(stdout, tc.want) {
+			t.Errorf("eosctl %s: exit %d, stdout lacks %q:\n%s\nstderr: %s", strings.Join(tc.args, " "), code, tc.want, stdout, stderr)
+		}
+	}
+	// The same connection from EOS_* variables alone.
+	cmd := exec.Command(eosctlBinary(t), "topic", "list")
+	cmd.Env = append(os.Environ(), "EOS_BROKERS="+strings.Join(admin.Brokers, ","), "EOS_TLS_ENABLED=true",
+		"EOS_TLS_CA_FILE="+admin.TLS.CAFile, "EOS_SASL_MECHANISM="+admin.SASL.Mechanism,
+		"EOS_SASL_USERNAME="+admin.SASL.Username, "EOS_SASL_PASSWORD="+admin.SASL.Password)
+	stdout, err := cmd.Output()
+	if err != nil || !strings.Contains(string(stdout), in) {
+		t.Errorf("eosctl topic list with EOS_* variables: %v:\n%s", err, stdout)
+	}
+}
