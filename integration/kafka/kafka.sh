@@ -587,7 +587,9 @@ cmd_status() {
 			rc=1
 		fi
 	done
-	echo "layout $LAYOUT, Kafka $VERSION, bootstrap $(bootstrap)"
+	local sec=""
+	((SECURE)) && sec=" (SASL_SSL, SCRAM-SHA-512, ACLs: $0 secure-env)"
+	echo "layout $LAYOUT, Kafka $VERSION, bootstrap $(bootstrap)$sec"
 	return $rc
 }
 
