@@ -1,0 +1,38 @@
+// Package dedup remembers which message ids already had their side effect, so
+// that a consumer which sees a message again (Kafka delivers at least once to
+// anything outside a Kafka transaction: a database, a cache, a call to another
+// service) can skip it. This is the article's "distributed dedup store"
+// pattern of idempotent consumers.
+//
+// A Store marks an id with a time to live. Mark is atomic: of all the callers
+// that mark one id while it lives, exactly one is told it came first; that
+// caller performs the effect, the others skip it. Three stores implement it:
+//
+//   - Memory: a bounded map in this process. For tests and for a single
+//     instance; it forgets everything when the process exits, so after a
+//     restart every redelivered message looks new.
+//   - Redis: SET key NX PX ttl, the article's SETNX. Shared by every instance;
+//     it forgets ids when Redis restarts without persistence or evicts keys
+//     under memory pressure (maxmemory-policy), and then duplicates pass.
+//   - Postgres: a table with a unique id and an expiry, INSERT ... ON
+//     CONFLICT. Durable; when the effect is a write to the same database,
+//     prefer putting the id in that write's own transaction (the article's
+//     "database constraint" pattern), which needs no separate store at all.
+//
+// When to mark is the article's trade-off, and a Store does not choose it:
+// mark before the effect and a crash between the two loses the effect (the id
+// is marked, the redelivered message is skipped); mark after the effect and a
+// crash between the two repeats it (the redelivered message is not marked
+// yet). Mark-before with Forget on a failed effect narrows the loss to real
+// crashes.
+//
+// Keep ids for twice the longest redelivery window (consumer lag, retry
+// storms, clock skew): an id that expires or is evicted before its last
+// redelivery makes that redelivery look new. `eosctl dedup size` computes
+// what that retention costs.
+//
+// A store that cannot answer returns an error (a *StoreError naming the store
+// and its address) within its Timeout; whether to process the message anyway
+// (fail open: risk a duplicate) or to stop (fail closed: risk stalling) is the
+// caller's choice. The article notes that most systems fail open.
+package dedup

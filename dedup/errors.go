@@ -1,0 +1,46 @@
+package dedup
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrInvalid means a constructor or call got an argument it cannot use (an
+// empty id, a ttl below MinTTL, a malformed URL or table name); nothing was
+// sent to the store.
+var ErrInvalid = errors.New("dedup: invalid argument")
+
+// ErrStore matches every *StoreError: the store did not answer or refused the
+// command. Whether the message is then processed (fail open) or not (fail
+// closed) is the caller's decision.
+var ErrStore = errors.New("dedup: store failed")
+
+// ErrClosed is returned by every call on a closed Redis or Postgres store.
+var ErrClosed = errors.New("dedup: store closed")
+
+// StoreError is a failed call to a Redis or Postgres store. It names the store,
+// the address it talked to and the id, so a log line says which server to look
+// at.
+type StoreError struct {
+	Store string // "redis" or "postgres"
+	Addr  string // host:port
+	Op    string // "mark", "seen", "forget", "purge", "connect", "create table"
+	ID    string // the message id; empty for connect, create table and purge
+	Err   error
+}
+
+// Error names the store, its address, the operation and the id.
+func (e *StoreError) Error() string {
+	what := e.Op
+	if e.ID != "" {
+		what = fmt.Sprintf("%s %q", e.Op, e.ID)
+	}
+	return fmt.Sprintf("dedup: %s at %s: %s: %v: is the server up and reachable?", e.Store, e.Addr, what, e.Err)
+}
+
+// Unwrap gives the client's error, e.g. a context.DeadlineExceeded or a
+// *net.OpError.
+func (e *StoreError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStore) hold.
+func (e *StoreError) Is(target error) bool { return target == ErrStore }

@@ -1,0 +1,111 @@
+package dedup_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/eosflow/eosflow/dedup"
+)
+
+// TestPostgresPurgeDeletesOnlyExpiredRows checks the cleanup the article's
+// TTL pattern needs: expired rows go, live ones stay and stay marked.
+func TestPostgresPurgeDeletesOnlyExpiredRows(t *testing.T) {
+	url := os.Getenv("EOS_POSTGRES_URL")
+	if url == "" {
+		t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
+	}
+	table := fmt.Sprintf("eosflow_dedup_purge_%d", time.Now().UnixNano())
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Exec(t.Context(), "DROP TABLE IF EXISTS "+table)
+		conn.Close(t.Context())
+	})
+	p, err := dedup.NewPostgres(t.Context(), url, dedup.Table(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 5 {
+		if _, err := p.Mark(t.Context(), fmt.Sprint("short-", i), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Mark(t.Context(), "long", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	n, err := p.Purge(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("Purge deleted %d rows, want the 5 expired ones", n)
+	}
+	var left int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM "+table).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 1 {
+		t.Errorf("%d rows left after Purge, want 1 (the live id)", left)
+	}
+	if first, err := p.Mark(t.Context(), "long", time.Hour); err != nil || first {
+		t.Errorf(`Mark("long") after Purge = %v, %v; want false: a live id must survive Purge`, first, err)
+	}
+	if n, err := p.Purge(t.Context()); err != nil || n != 0 {
+		t.Errorf("second Purge = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func TestNewPostgresRejectsBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		opts []dedup.PostgresOption
+	}{
+		{"postgres://postgres@127.0.0.1:1/x", []dedup.PostgresOption{dedup.Table("bad-name")}},
+		{"postgres://postgres@127.0.0.1:1/x", []dedup.PostgresOption{dedup.Table("a;DROP TABLE b")}},
+		{"postgres://postgres@127.0.0.1:1/x", []dedup.PostgresOption{dedup.Timeout(0)}},
+		{"::not a url", nil},
+	} {
+		if _, err := dedup.NewPostgres(t.Context(), c.url, c.opts...); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("NewPostgres(%q, %d options): err = %v, want ErrInvalid", c.url, len(c.opts), err)
+		}
+	}
+}
+
+func TestNewRedisRejectsBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		url  string
+		opts []dedup.RedisOption
+	}{
+		{"http://127.0.0.1:1", nil},
+		{"redis://127.0.0.1:1/0", []dedup.RedisOption{dedup.Timeout(-time.Second)}},
+	} {
+		if _, err := dedup.NewRedis(c.url, c.opts...); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("NewRedis(%q, %d options): err = %v, want ErrInvalid", c.url, len(c.opts), err)
+		}
+	}
+}
+
+func TestClosedStoresRefuseCalls(t *testing.T) {
+	r, err := dedup.NewRedis("redis://127.0.0.1:1/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v, want nil", err)
+	}
+	if _, err := r.Mark(t.Context(), "a", time.Minute); !errors.Is(err, dedup.ErrClosed) {
+		t.Errorf("Mark on a closed Redis store: %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,172 @@
+package dedup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultPrefix starts every key a Redis store writes, when no Prefix option
+// is given, so the ids share a Redis database with other data safely.
+const DefaultPrefix = "eosflow:dedup:"
+
+// RedisOption configures NewRedis.
+type RedisOption interface{ applyRedis(*redisConfig) }
+
+type redisConfig struct {
+	prefix  string
+	timeout time.Duration
+}
+
+type redisOptionFunc func(*redisConfig)
+
+func (f redisOptionFunc) applyRedis(c *redisConfig) { f(c) }
+
+// Prefix starts every key with p, overriding DefaultPrefix
+// ("eosflow:dedup:"): one prefix per pipeline keeps their ids apart.
+func Prefix(p string) RedisOption {
+	return redisOptionFunc(func(c *redisConfig) { c.prefix = p })
+}
+
+// Redis is a Store on a Redis server: one key per id, written with
+// SET key 1 NX PX ttl (the article's SETNX with expiry), so Redis expires ids
+// by itself and one command both checks and marks. Every instance of a
+// pipeline can share it.
+//
+// What it risks: Redis keeps ids in memory. Without persistence a restart of
+// Redis forgets them, and with a maxmemory-policy that evicts (allkeys-*,
+// volatile-*) a full Redis drops ids early; either way the next redelivery of
+// a forgotten id repeats its effect. Use noeviction and size memory with
+// `eosctl dedup size`. Against a failover replica that had not received the
+// latest writes, a mark can be lost the same way.
+type Redis struct {
+	client  *redis.Client
+	addr    string
+	cfg     redisConfig
+	closed  atomic.Bool
+	closeFn func() error
+}
+
+// NewRedis returns a store on the Redis at url (redis://[user:pass@]host:port/db
+// or rediss:// for TLS). It does not connect yet: the first call does, and
+// Ping checks the server at start.
+func NewRedis(url string, opts ...RedisOption) (*Redis, error) {
+	cfg := redisConfig{prefix: DefaultPrefix, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o.applyRedis(&cfg)
+	}
+	if err := checkTimeout(cfg.timeout); err != nil {
+		return nil, err
+	}
+	ro, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis url: %v: want redis://host:port/db", ErrInvalid, err)
+	}
+	// Bound connecting and each command by the timeout, so a server that
+	// does not answer is an error, not a stalled pipeline; a refused
+	// connection is reported as such instead of being retried until the
+	// deadline hides the cause. One command retry is enough for a
+	// connection that Redis closed while idle.
+	ro.DialTimeout = cfg.timeout
+	ro.ReadTimeout = cfg.timeout
+	ro.WriteTimeout = cfg.timeout
+	ro.DialerRetries = 1
+	ro.MaxRetries = 1
+	c := redis.NewClient(ro)
+	return &Redis{client: c, addr: ro.Addr, cfg: cfg, closeFn: c.Close}, nil
+}
+
+// Addr is the host:port the store talks to.
+func (r *Redis) Addr() string { return r.addr }
+
+// Mark runs SET key 1 NX PX ttl: Redis executes one command at a time, so
+// exactly one concurrent caller gets OK.
+func (r *Redis) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := check(id, ttl); err != nil {
+		return false, err
+	}
+	ctx, cancel, err := r.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	err = r.client.SetArgs(ctx, r.cfg.prefix+id, "1", redis.SetArgs{Mode: "NX", TTL: time.Duration(millis(ttl)) * time.Millisecond}).Err()
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, redis.Nil):
+		return false, nil
+	default:
+		return false, r.fail("mark", id, err)
+	}
+}
+
+// Seen runs EXISTS key; Redis never reports an expired key.
+func (r *Redis) Seen(ctx context.Context, id string) (bool, error) {
+	if err := checkID(id); err != nil {
+		return false, err
+	}
+	ctx, cancel, err := r.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cancel()
+	n, err := r.client.Exists(ctx, r.cfg.prefix+id).Result()
+	if err != nil {
+		return false, r.fail("seen", id, err)
+	}
+	return n == 1, nil
+}
+
+// Forget runs DEL key.
+func (r *Redis) Forget(ctx context.Context, id string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	ctx, cancel, err := r.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := r.client.Del(ctx, r.cfg.prefix+id).Err(); err != nil {
+		return r.fail("forget", id, err)
+	}
+	return nil
+}
+
+// Ping checks that the server answers, for a readiness check at start.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel, err := r.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := r.client.Ping(ctx).Err(); err != nil {
+		return r.fail("ping", "", err)
+	}
+	return nil
+}
+
+// Close closes the connections; it is idempotent.
+func (r *Redis) Close() error {
+	if r.closed.Swap(true) {
+		return nil
+	}
+	return r.closeFn()
+}
+
+func (r *Redis) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if r.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	return ctx, cancel, nil
+}
+
+func (r *Redis) fail(op, id string, err error) error {
+	return &StoreError{Store: "redis", Addr: r.addr, Op: op, ID: id, Err: err}
+}
