@@ -54,6 +54,9 @@ func (t *Topology) Describe() string {
 				if n.latest {
 					stores += ", emit: latest per commit"
 				}
+				if n.dedup != "" {
+					stores += ", " + n.dedup
+				}
 				fmt.Fprintf(&b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
 			}
 			if len(n.children) > 0 {

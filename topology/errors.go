@@ -81,3 +81,7 @@ func (e *RetryTimeError) Is(target error) bool {
 // given a record without a key: it has no group to count it in. The
 // node's error policy applies to it, without retries.
 var ErrNoKey = errors.New("topology: record has no key")
+
+// ErrEmptyDedupID is the error of a Dedup node whose id function returned
+// "": every record needs an id that is the same on each delivery.
+var ErrEmptyDedupID = errors.New("topology: dedup id function returned an empty id; derive the id from the record (a header, a field of the value, or topic/partition/offset)")

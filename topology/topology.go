@@ -69,6 +69,7 @@ type Node struct {
 	late           *ErrorPolicy // a windowed aggregation's policy for ErrLate
 	windows        string       // a windowed aggregation's Windows, described
 	latest         bool         // an aggregation with LatestPerCommit
+	dedup          string       // a Dedup node's mode, retention and store failure handling, described
 }
 
 // Name is the node's unique name.

@@ -1,0 +1,262 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/graph"
+)
+
+// DedupStore is what Dedup needs of a store; every store of package dedup
+// (Memory, Redis, Postgres) is one. It is declared here, not imported, so a
+// pipeline without Dedup does not link the Redis and Postgres clients.
+type DedupStore interface {
+	// Mark records id for ttl; first is true for exactly one caller while
+	// the id lives.
+	Mark(ctx context.Context, id string, ttl time.Duration) (first bool, err error)
+	// Seen reports whether id is remembered.
+	Seen(ctx context.Context, id string) (bool, error)
+	// Forget removes id.
+	Forget(ctx context.Context, id string) error
+}
+
+// dedupTimeout bounds the Forget after a failed effect, which runs even when
+// the record's context ended.
+const dedupTimeout = 5 * time.Second
+
+// DefaultDedupRetention is how long Dedup remembers an id when no
+// DedupRetention option is given: twice a 12-hour redelivery window, as the
+// article advises (twice the longest time after which a message can come
+// again). A record redelivered after its id expired looks new and its effect
+// repeats, so raise it if an instance can be down, or a partition's lag can
+// grow, for longer than 12 hours.
+const DefaultDedupRetention = 24 * time.Hour
+
+// DedupOption tunes Dedup.
+type DedupOption interface{ applyDedup(*dedupConf) }
+
+type dedupConf struct {
+	after      bool
+	retention  time.Duration
+	failClosed bool
+	onErr      func(ctx context.Context, id string, err error)
+}
+
+type dedupOpt func(*dedupConf)
+
+func (f dedupOpt) applyDedup(c *dedupConf) { f(c) }
+
+// MarkBefore marks an id before its effect runs, so that even two instances
+// racing on one id run the effect once. What it risks is a lost effect: if
+// the process dies after the mark and before the effect finished, the
+// redelivered record finds its id marked and skips the effect. When the
+// effect returns an error (or panics) the mark is forgotten, so a failure
+// that is not a crash does not lose the effect.
+func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = false }) }
+
+// MarkAfter marks an id only after its effect succeeded; this is the
+// default. What it risks is a repeated effect: if the process dies after the
+// effect and before the mark, the redelivered record is not marked yet and
+// its effect runs again. Checking and marking are two calls, so two instances
+// racing on one id can both run the effect; when an id's records share a key
+// they meet in one partition, owned by one instance at a time.
+func MarkAfter() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = true }) }
+
+// DedupRetention keeps ids for d, overriding DefaultDedupRetention (24h).
+// Keep ids for twice the longest redelivery window.
+func DedupRetention(d time.Duration) DedupOption {
+	return dedupOpt(func(c *dedupConf) { c.retention = d })
+}
+
+// FailOpen runs the effect when the store fails (unreachable, timed out);
+// this is the default, as in most systems per the article: the risk is
+// a duplicate effect, which is usually cheaper than a lost or stalled one.
+// onErr, if not nil, is told about each such failure (to log or count it).
+func FailOpen(onErr func(ctx context.Context, id string, err error)) DedupOption {
+	return dedupOpt(func(c *dedupConf) { c.failClosed, c.onErr = false, onErr })
+}
+
+// FailClosed makes a store failure the node's error, handled by its error
+// policy (top.OnError): Retry retries the store call, Fail aborts the
+// transaction and stops, DeadLetter and Skip set the record aside. The risk
+// is a stall (or a record set aside) while the store is down, never a
+// repeated effect the store could have caught.
+func FailClosed() DedupOption {
+	return dedupOpt(func(c *dedupConf) { c.failClosed, c.onErr = true, nil })
+}
+
+// Dedup runs effect once per id (from id) within the retention, recording
+// ids in store: the article's dedup store, for effects outside Kafka (a
+// payment call, an email, a write to another database). A record whose id is
+// already marked skips the effect. Every record, first or not, then goes on
+// to the nodes after Dedup unchanged.
+//
+// Records are passed on because Kafka outputs must not be deduplicated by an
+// external store under the exactly-once guarantee: when a transaction aborts
+// (a rebalance, a failed commit) its records are processed again, and their
+// outputs, whose first writes were aborted, must be written again, while the
+// effect, which did happen, must not. Drop repeated ids from the outputs too,
+// if wanted, with a Filter or Process that keeps its own state.
+//
+// effect runs under the node's error policy (top.OnError), like the
+// function of MapValues; ctx is cancelled on shutdown and when the record's
+// partition is revoked. The default mode is MarkAfter with FailOpen; see
+// MarkBefore, MarkAfter, FailOpen and FailClosed for what each risks. An
+// empty id is an error of the node (ErrEmptyDedupID), handled by its policy.
+func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store DedupStore, effect func(ctx context.Context, r Record[T]) error, opts ...DedupOption) Stream[T] {
+	conf := dedupConf{after: true, retention: DefaultDedupRetention}
+	for _, o := range opts {
+		if o != nil {
+			o.applyDedup(&conf)
+		}
+	}
+	p := &port[T]{}
+	n := attach(s, name, KindProcessor, "Dedup", func(n *Node) func(graph.Exec, Record[T]) error {
+		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf}
+		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
+		run := d.markBefore
+		if conf.after {
+			run = d.markAfter
+		}
+		return func(x graph.Exec, r Record[T]) error {
+			if err := run(x, r); err != nil {
+				return err
+			}
+			return p.push(x, r)
+		}
+	})
+	t := s.topology()
+	if n == nil {
+		return Stream[T]{}
+	}
+	t.nilFunc(n, id == nil || effect == nil)
+	if store == nil {
+		t.problem(name, "Dedup has no store; pass dedup.NewMemory(), dedup.NewRedis(url) or dedup.NewPostgres(ctx, url)")
+	}
+	if conf.retention < time.Millisecond {
+		t.problem(name, "Dedup retention %v is below 1ms; keep ids twice the longest redelivery window", conf.retention)
+	}
+	mode := "mark after"
+	if !conf.after {
+		mode = "mark before"
+	}
+	fail := "fail open"
+	if conf.failClosed {
+		fail = "fail closed"
+	}
+	n.dedup = fmt.Sprintf("%s, retention %v, %s", mode, conf.retention, fail)
+	return Stream[T]{n: n, p: p}
+}
+
+type dedupNode[T any] struct {
+	n      *Node
+	id     func(Record[T]) string
+	store  DedupStore
+	effect func(context.Context, Record[T]) error
+	apply  func(context.Context, Record[T]) (struct{}, error) // effect, in the shape call takes
+	conf   dedupConf
+}
+
+// ident runs the user's id function and refuses an empty id.
+func (d *dedupNode[T]) ident(x graph.Exec, r Record[T]) (string, error) {
+	x.Enter(d.n.index)
+	id := d.id(r)
+	if id == "" {
+		return "", &NodeError{Node: d.n.name, Err: ErrEmptyDedupID}
+	}
+	return id, nil
+}
+
+// storeCall runs one store call. Failing closed, the call goes through the
+// node's retry policy and its error becomes the node's; failing open, the
+// error is reported to onErr and ok is false so the caller runs the effect
+// anyway. An error once the record's context ended is returned either way:
+// the record is redone, not let through.
+func storeCall[T, R any](d *dedupNode[T], x graph.Exec, fn func(context.Context, string) (R, error), id string) (res R, ok bool, err error) {
+	if d.conf.failClosed {
+		res, err = call(x, d.n, fn, id)
+		return res, err == nil, err
+	}
+	x.Enter(d.n.index)
+	res, err = fn(x.Context(), id)
+	if err == nil {
+		return res, true, nil
+	}
+	if x.Context().Err() != nil {
+		return res, false, &NodeError{Node: d.n.name, Err: err}
+	}
+	if d.conf.onErr != nil {
+		d.conf.onErr(x.Context(), id, err)
+	}
+	return res, false, nil
+}
+
+// markBefore marks first and runs the effect only if the mark was the
+// first; an effect that fails or panics has its mark forgotten.
+func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
+	id, err := d.ident(x, r)
+	if err != nil {
+		return err
+	}
+	first, ok, err := storeCall(d, x, d.mark, id)
+	switch {
+	case err != nil:
+		return err
+	case !ok: // failing open: nothing was marked, nothing to forget
+		return d.run(x, r)
+	case !first: // a repeat
+		return nil
+	}
+	done := false
+	defer func() {
+		if !done {
+			d.forget(x, id)
+		}
+	}()
+	err = d.run(x, r)
+	done = err == nil
+	return err
+}
+
+// markAfter runs the effect unless the id is marked, and marks it once the
+// effect succeeded.
+func (d *dedupNode[T]) markAfter(x graph.Exec, r Record[T]) error {
+	id, err := d.ident(x, r)
+	if err != nil {
+		return err
+	}
+	seen, ok, err := storeCall(d, x, d.store.Seen, id)
+	switch {
+	case err != nil:
+		return err
+	case ok && seen: // a repeat
+		return nil
+	}
+	if err := d.run(x, r); err != nil {
+		return err
+	}
+	_, _, err = storeCall(d, x, d.mark, id)
+	return err
+}
+
+// run calls the effect under the node's retry policy.
+func (d *dedupNode[T]) run(x graph.Exec, r Record[T]) error {
+	_, err := call(x, d.n, d.apply, r)
+	return err
+}
+
+func (d *dedupNode[T]) mark(ctx context.Context, id string) (bool, error) {
+	return d.store.Mark(ctx, id, d.conf.retention)
+}
+
+// forget undoes a mark whose effect failed, also when the record's context
+// ended (that is often why it failed), bounded by dedupTimeout. If it
+// fails, the redelivery is dropped: mark-before's loss, reported to onErr.
+func (d *dedupNode[T]) forget(x graph.Exec, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Context()), dedupTimeout)
+	defer cancel()
+	if err := d.store.Forget(ctx, id); err != nil && d.conf.onErr != nil {
+		d.conf.onErr(ctx, id, fmt.Errorf("forget after a failed effect: %w", err))
+	}
+}

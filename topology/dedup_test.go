@@ -1,0 +1,289 @@
+package topology_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/topology"
+)
+
+// flakyStore is a Memory store whose calls fail while down is set.
+type flakyStore struct {
+	*dedup.Memory
+	mu    sync.Mutex
+	down  int // fail this many more calls; -1: every call
+	calls []string
+}
+
+var errStoreDown = errors.New("store down")
+
+func (f *flakyStore) fail(op string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, op)
+	if f.down == 0 {
+		return nil
+	}
+	if f.down > 0 {
+		f.down--
+	}
+	return errStoreDown
+}
+
+func (f *flakyStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := f.fail("mark"); err != nil {
+		return false, err
+	}
+	return f.Memory.Mark(ctx, id, ttl)
+}
+
+func (f *flakyStore) Seen(ctx context.Context, id string) (bool, error) {
+	if err := f.fail("seen"); err != nil {
+		return false, err
+	}
+	return f.Memory.Seen(ctx, id)
+}
+
+func (f *flakyStore) Forget(ctx context.Context, id string) error {
+	if err := f.fail("forget"); err != nil {
+		return err
+	}
+	return f.Memory.Forget(ctx, id)
+}
+
+func newFlaky(t *testing.T) *flakyStore {
+	m, err := dedup.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &flakyStore{Memory: m}
+}
+
+// effects records each call of the effect node, and fails or panics on
+// demand.
+type effects struct {
+	mu    sync.Mutex
+	ran   []string
+	fail  map[string]int // fail the effect for this id this many more times
+	panic map[string]int
+}
+
+func (e *effects) run(_ context.Context, r topology.Record[string]) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := r.Value
+	if e.panic[v] > 0 {
+		e.panic[v]--
+		panic("effect panicked")
+	}
+	if e.fail[v] > 0 {
+		e.fail[v]--
+		return errors.New("effect failed")
+	}
+	e.ran = append(e.ran, v)
+	return nil
+}
+
+func byValue(r topology.Record[string]) string { return r.Value }
+
+// dedupTop is in → Dedup (id = value, the effect) → out.
+func dedupTop(store topology.DedupStore, fx *effects, opts ...topology.DedupOption) *topology.Topology {
+	top := topology.New("dedup")
+	in := topology.Source(top, "in", "in", codec.String())
+	once := topology.Dedup(in, "once", byValue, store, fx.run, opts...)
+	topology.To(once, "out", "out", codec.String())
+	return top
+}
+
+var modes = []struct {
+	name string
+	opt  topology.DedupOption
+}{{"MarkBefore", topology.MarkBefore()}, {"MarkAfter", topology.MarkAfter()}}
+
+// Both modes run the effect once per id, and pass every record on: a
+// repeated id and the records of an aborted batch (the store's marks are not
+// part of it) are written out again, the effect is not run again.
+func TestDedupRunsEffectOncePerID(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			fx := &effects{}
+			r := newRig(t, dedupTop(newFlaky(t), fx, m.opt))
+			var outs []string
+			for _, v := range []string{"a", "b", "a", "c", "b"} {
+				outs = append(outs, r.must("in", 0, "", v)...)
+			}
+			r.abort() // the batch is redone after an abort: the effects must not be
+			for _, v := range []string{"a", "b", "c"} {
+				outs = append(outs, r.must("in", 0, "", v)...)
+			}
+			if want := []string{"a", "b", "c"}; !slices.Equal(fx.ran, want) {
+				t.Errorf("effects ran for %v, want %v once each", fx.ran, want)
+			}
+			if want := []string{"out:=a", "out:=b", "out:=a", "out:=c", "out:=b", "out:=a", "out:=b", "out:=c"}; !slices.Equal(outs, want) {
+				t.Errorf("outputs %v, want %v: every record passes Dedup", outs, want)
+			}
+		})
+	}
+}
+
+// A failed or panicking effect leaves its id unmarked in both modes (mark
+// before forgets its mark), so the redelivery runs it.
+func TestDedupFailedEffectRunsAgain(t *testing.T) {
+	for _, m := range modes {
+		for _, how := range []string{"error", "panic"} {
+			t.Run(m.name+"/"+how, func(t *testing.T) {
+				fx := &effects{fail: map[string]int{}, panic: map[string]int{}}
+				if how == "error" {
+					fx.fail["a"] = 1
+				} else {
+					fx.panic["a"] = 1
+				}
+				store := newFlaky(t)
+				r := newRig(t, dedupTop(store, fx, m.opt))
+				got, _, err := r.send("in", 0, "", "a")
+				if got != engine.Failed || err == nil {
+					t.Fatalf("failing effect: outcome %v, error %v; want Failed under the default policy", got, err)
+				}
+				if seen, _ := store.Seen(context.Background(), "a"); seen {
+					t.Fatal(`id "a" is marked after its effect failed; its redelivery would be dropped`)
+				}
+				r.abort()
+				r.must("in", 0, "", "a")
+				r.must("in", 0, "", "a")
+				if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+					t.Errorf("effects ran for %v, want %v", fx.ran, want)
+				}
+			})
+		}
+	}
+}
+
+// The order of store calls is the mode: mark before asks Mark first, mark
+// after asks Seen, runs the effect, then marks.
+func TestDedupModesCallTheStoreInTheirOrder(t *testing.T) {
+	for _, c := range []struct {
+		opt  topology.DedupOption
+		want []string
+	}{
+		{topology.MarkBefore(), []string{"mark", "mark"}},
+		{topology.MarkAfter(), []string{"seen", "mark", "seen"}},
+	} {
+		store := newFlaky(t)
+		fx := &effects{}
+		r := newRig(t, dedupTop(store, fx, c.opt))
+		r.must("in", 0, "", "a")
+		r.must("in", 0, "", "a")
+		if !slices.Equal(store.calls, c.want) {
+			t.Errorf("store calls %v, want %v", store.calls, c.want)
+		}
+	}
+}
+
+// Failing open, a store that is down lets records through (a duplicate
+// effect is the risk) and onErr hears of it; failing closed, the record
+// fails under the node's policy, and a Retry policy rides out a short
+// outage.
+func TestDedupStoreDown(t *testing.T) {
+	for _, m := range modes {
+		t.Run(m.name+"/FailOpen", func(t *testing.T) {
+			store := newFlaky(t)
+			store.down = -1
+			fx := &effects{}
+			var reported []string
+			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailOpen(func(_ context.Context, id string, err error) {
+				if !errors.Is(err, errStoreDown) {
+					t.Errorf("onErr got %v, want the store's error", err)
+				}
+				reported = append(reported, id)
+			})))
+			r.must("in", 0, "", "a")
+			r.must("in", 0, "", "a")
+			if want := []string{"a", "a"}; !slices.Equal(fx.ran, want) {
+				t.Errorf("effects ran for %v, want %v: failing open lets every record through", fx.ran, want)
+			}
+			if len(reported) == 0 {
+				t.Error("onErr was never called")
+			}
+		})
+		t.Run(m.name+"/FailClosed", func(t *testing.T) {
+			store := newFlaky(t)
+			store.down = -1
+			fx := &effects{}
+			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailClosed()))
+			got, _, err := r.send("in", 0, "", "a")
+			if got != engine.Failed || !errors.Is(err, errStoreDown) {
+				t.Fatalf("outcome %v, error %v; want Failed wrapping the store's error", got, err)
+			}
+			var ne *topology.NodeError
+			if !errors.As(err, &ne) || ne.Node != "once" {
+				t.Errorf("error %v does not name the Dedup node", err)
+			}
+			if len(fx.ran) != 0 {
+				t.Errorf("effects ran for %v while the store was down, failing closed", fx.ran)
+			}
+		})
+		t.Run(m.name+"/FailClosedRetry", func(t *testing.T) {
+			store := newFlaky(t)
+			store.down = 2
+			fx := &effects{}
+			top := dedupTop(store, fx, m.opt, topology.FailClosed())
+			top.OnError("once", topology.Retry(3, time.Millisecond, topology.Fail()))
+			r := newRig(t, top)
+			r.must("in", 0, "", "a")
+			r.must("in", 0, "", "a")
+			if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+				t.Errorf("effects ran for %v, want %v", fx.ran, want)
+			}
+		})
+	}
+}
+
+func TestDedupEmptyIDGoesToThePolicy(t *testing.T) {
+	fx := &effects{}
+	top := dedupTop(newFlaky(t), fx)
+	top.OnError("once", topology.Skip())
+	r := newRig(t, top)
+	got, out, err := r.send("in", 0, "", "")
+	if got != engine.Skipped || err != nil || len(out) != 0 {
+		t.Fatalf("empty id under Skip: outcome %v, outputs %v, error %v; want Skipped", got, out, err)
+	}
+	top = dedupTop(newFlaky(t), fx)
+	r = newRig(t, top)
+	if _, _, err := r.send("in", 0, "", ""); !errors.Is(err, topology.ErrEmptyDedupID) {
+		t.Fatalf("empty id under Fail: error %v, want ErrEmptyDedupID", err)
+	}
+}
+
+func TestDedupValidateAndDescribe(t *testing.T) {
+	top := topology.New("bad")
+	in := topology.Source(top, "in", "in", codec.String())
+	fx := &effects{}
+	d := topology.Dedup(in, "no-store", byValue, nil, fx.run)
+	d = topology.Dedup(d, "no-id", nil, newFlaky(t), fx.run)
+	d = topology.Dedup(d, "no-effect", byValue, newFlaky(t), nil)
+	d = topology.Dedup(d, "no-retention", byValue, newFlaky(t), fx.run, topology.DedupRetention(0))
+	topology.To(d, "out", "out", codec.String())
+	err := top.Validate()
+	for _, want := range []string{`"no-store": Dedup has no store`, `"no-id": Dedup has a nil function`, `"no-effect": Dedup has a nil function`, `"no-retention": Dedup retention 0s is below 1ms`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to contain %q", err, want)
+		}
+	}
+
+	desc := dedupTop(newFlaky(t), fx, topology.MarkBefore(), topology.DedupRetention(8*time.Hour), topology.FailClosed()).Describe()
+	if want := "Processor: once (Dedup, mark before, retention 8h0m0s, fail closed)"; !strings.Contains(desc, want) {
+		t.Errorf("Describe() =\n%s\nwant a line with %q", desc, want)
+	}
+	desc = dedupTop(newFlaky(t), fx).Describe()
+	if want := "Processor: once (Dedup, mark after, retention 24h0m0s, fail open)"; !strings.Contains(desc, want) {
+		t.Errorf("Describe() =\n%s\nwant a line with %q (the defaults)", desc, want)
+	}
+}
