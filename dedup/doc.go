@@ -24,7 +24,7 @@
 // is marked, the redelivered message is skipped); mark after the effect and a
 // crash between the two repeats it (the redelivered message is not marked
 // yet). Mark-before with Forget on a failed effect narrows the loss to real
-// crashes.
+// crashes. In a pipeline, topology.Dedup does this for you, in either mode.
 //
 // Keep ids for twice the longest redelivery window (consumer lag, retry
 // storms, clock skew): an id that expires or is evicted before its last
