@@ -51,8 +51,14 @@ install() {
 		log "no postgresql package known; running apt-get update"
 		apt-get update -qq
 	fi
+	# The package would create (and where it can, start) a cluster "main" on
+	# the default port 5432; this script runs its own, so ask for none.
+	if [[ ! -e /etc/postgresql-common/createcluster.conf ]]; then
+		mkdir -p /etc/postgresql-common/createcluster.d
+		echo 'create_main_cluster = false' >/etc/postgresql-common/createcluster.d/eosflow.conf
+	fi
 	log "installing the postgresql package"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
 	bindir >/dev/null || die "apt-get installed no PostgreSQL server under /usr/lib/postgresql"
 }
 

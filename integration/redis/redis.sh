@@ -39,7 +39,7 @@ install() {
 		apt-get update -qq
 	fi
 	log "installing the redis-server package"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends redis-server >/dev/null
 	command -v redis-server >/dev/null || die "apt-get installed no redis-server binary"
 }
 
