@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/eosflow/eosflow/dedup"
 )
 
@@ -66,6 +68,30 @@ func backends() []backend {
 			},
 		},
 		{
+			name: "redis-sorted-set",
+			open: func(t *testing.T) dedup.Store {
+				key := "eosflow:dedup-test:" + t.Name()
+				z, err := dedup.NewRedisSortedSet(redisURL, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { z.Close(); dropRedisKey(t, redisURL, key) })
+				if err := z.Ping(t.Context()); err != nil {
+					t.Fatalf("EOS_REDIS_URL=%s: %v", redisURL, err)
+				}
+				return z
+			},
+			unreachable: func(ctx context.Context, addr string, timeout time.Duration) error {
+				z, err := dedup.NewRedisSortedSet("redis://"+addr+"/0", "ids", dedup.Timeout(timeout))
+				if err != nil {
+					return err
+				}
+				defer z.Close()
+				_, err = z.Mark(ctx, "m-1", time.Minute)
+				return err
+			},
+		},
+		{
 			name: "postgres",
 			open: func(t *testing.T) dedup.Store {
 				p, err := dedup.NewPostgres(t.Context(), pgURL, dedup.Table("eosflow_dedup_test"))
@@ -86,11 +112,13 @@ func backends() []backend {
 			},
 		},
 	}
-	if redisURL == "" {
-		bs[1].skip = "EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)"
-	}
-	if pgURL == "" {
-		bs[2].skip = "EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)"
+	for i := range bs {
+		switch {
+		case strings.HasPrefix(bs[i].name, "redis") && redisURL == "":
+			bs[i].skip = "EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)"
+		case bs[i].name == "postgres" && pgURL == "":
+			bs[i].skip = "EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)"
+		}
 	}
 	return bs
 }
@@ -351,4 +379,19 @@ func testUnreachable(t *testing.T, addr string, call func(context.Context, strin
 		t.Errorf("err = %q does not name the address %s", err, addr)
 	}
 	t.Logf("after %v: %v", took.Round(time.Millisecond), err)
+}
+
+// dropRedisKey deletes key, so a sorted set (which never expires as a whole)
+// does not outlive its test on a long-running server.
+func dropRedisKey(t *testing.T, url, key string) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	if err := c.Del(context.Background(), key).Err(); err != nil {
+		t.Errorf("DEL %s: %v", key, err)
+	}
 }

@@ -14,6 +14,9 @@
 //   - Redis: SET key NX PX ttl, the article's SETNX. Shared by every instance;
 //     it forgets ids when Redis restarts without persistence or evicts keys
 //     under memory pressure (maxmemory-policy), and then duplicates pass.
+//   - RedisSortedSet: the article's variant, one sorted set whose members
+//     are ids scored with their expiry; Purge removes expired ones
+//     (ZREMRANGEBYSCORE). Risks what Redis risks, and grows until purged.
 //   - Postgres: a table with a unique id and an expiry, INSERT ... ON
 //     CONFLICT. Durable; when the effect is a write to the same database,
 //     prefer putting the id in that write's own transaction (the article's

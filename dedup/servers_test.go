@@ -109,3 +109,43 @@ func TestClosedStoresRefuseCalls(t *testing.T) {
 		t.Errorf("Mark on a closed Redis store: %v, want ErrClosed", err)
 	}
 }
+
+// TestRedisSortedSetPurgeRemovesOnlyExpiredMembers is the article's
+// ZREMRANGEBYSCORE cleanup: expired members go, live ones stay marked.
+func TestRedisSortedSetPurgeRemovesOnlyExpiredMembers(t *testing.T) {
+	url := os.Getenv("EOS_REDIS_URL")
+	if url == "" {
+		t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
+	}
+	key := fmt.Sprintf("eosflow:dedup-test:purge:%d", time.Now().UnixNano())
+	z, err := dedup.NewRedisSortedSet(url, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	defer dropRedisKey(t, url, key)
+	for i := range 5 {
+		if _, err := z.Mark(t.Context(), fmt.Sprint("short-", i), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := z.Mark(t.Context(), "long", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n, err := z.Purge(t.Context()); err != nil || n != 5 {
+		t.Errorf("Purge = %d, %v; want the 5 expired members", n, err)
+	}
+	if first, err := z.Mark(t.Context(), "long", time.Hour); err != nil || first {
+		t.Errorf(`Mark("long") after Purge = %v, %v; want false: a live id must survive Purge`, first, err)
+	}
+	if err := z.Forget(t.Context(), "long"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := z.Purge(t.Context()); err != nil || n != 0 {
+		t.Errorf("Purge of an empty set = %d, %v; want 0, nil", n, err)
+	}
+	if _, err := dedup.NewRedisSortedSet(url, ""); !errors.Is(err, dedup.ErrInvalid) {
+		t.Errorf("NewRedisSortedSet with an empty key: %v, want ErrInvalid", err)
+	}
+}
