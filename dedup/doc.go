@@ -6,7 +6,7 @@
 //
 // A Store marks an id with a time to live. Mark is atomic: of all the callers
 // that mark one id while it lives, exactly one is told it came first; that
-// caller performs the effect, the others skip it. Three stores implement it:
+// caller performs the effect, the others skip it. Four stores implement it:
 //
 //   - Memory: a bounded map in this process. For tests and for a single
 //     instance; it forgets everything when the process exits, so after a
