@@ -63,6 +63,8 @@ start() {
 	install
 	mkdir -p "$RUN_DIR"
 	rm -f "$PID_FILE"
+	# A fresh log per start, so that startup errors are this start's.
+	[[ -f $LOG ]] && mv -f "$LOG" "$LOG.1"
 	# The package's /etc/redis/redis.conf is not read: everything is given here.
 	redis-server --bind 127.0.0.1 --port "$PORT" --protected-mode yes \
 		--save '' --appendonly no --dir "$RUN_DIR" \
@@ -70,6 +72,9 @@ start() {
 		fail_with_log "redis-server exited with status $?"
 	local deadline=$((SECONDS + 30))
 	until [[ $(cli ping 2>/dev/null) == PONG ]]; do
+		if grep -q 'aborting' "$LOG" 2>/dev/null || { [[ -f $PID_FILE ]] && ! running; }; then
+			fail_with_log "redis-server exited during startup"
+		fi
 		((SECONDS < deadline)) || fail_with_log "Redis not answering PING on 127.0.0.1:$PORT after 30 s"
 		sleep 0.1
 	done
