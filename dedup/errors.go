@@ -1,8 +1,10 @@
 package dedup
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 )
 
 // ErrInvalid means a constructor or call got an argument it cannot use (an
@@ -35,7 +37,18 @@ func (e *StoreError) Error() string {
 	if e.ID != "" {
 		what = fmt.Sprintf("%s %q", e.Op, e.ID)
 	}
-	return fmt.Sprintf("dedup: %s at %s: %s: %v: is the server up and reachable?", e.Store, e.Addr, what, e.Err)
+	hint := ""
+	if unreachable(e.Err) {
+		hint = ": is the server up and reachable?"
+	}
+	return fmt.Sprintf("dedup: %s at %s: %s: %v%s", e.Store, e.Addr, what, e.Err, hint)
+}
+
+// unreachable reports whether err says the server could not be reached in
+// time, rather than that it refused the command.
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
 }
 
 // Unwrap gives the client's error, e.g. a context.DeadlineExceeded or a
