@@ -52,6 +52,10 @@ var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z
 // transaction instead (the article's database-constraint pattern): then the
 // effect and its mark commit together and neither mark-before's loss nor
 // mark-after's repeat can happen.
+//
+// After the server restarts, a call on a pooled connection that died with it
+// can fail once (unexpected EOF); it is not retried, since a Mark whose answer
+// was lost may have been applied. The next call gets a new connection.
 type Postgres struct {
 	pool   *pgxpool.Pool
 	addr   string

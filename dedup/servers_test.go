@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -165,4 +166,44 @@ func TestStoreErrorMessage(t *testing.T) {
 	if !errors.Is(denied, dedup.ErrStore) {
 		t.Error("a StoreError does not match ErrStore")
 	}
+}
+
+// Postgres keeps marks through a crash of the server (pg.sh restart --hard:
+// an immediate shutdown, then WAL recovery), and the store's pool gets over
+// its dead connections by itself: the durability the Redis stores, without
+// persistence, do not have.
+func TestPostgresMarksSurviveServerCrash(t *testing.T) {
+	url, restart := os.Getenv("EOS_POSTGRES_URL"), os.Getenv("EOS_POSTGRES_RESTART_CMD")
+	if url == "" || restart == "" {
+		t.Skip(`EOS_POSTGRES_URL or EOS_POSTGRES_RESTART_CMD is not set: with pg.sh, EOS_POSTGRES_RESTART_CMD="integration/postgres/pg.sh restart --hard"`)
+	}
+	p, err := dedup.NewPostgres(t.Context(), url, dedup.Table("eosflow_dedup_test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	id := fmt.Sprintf("%s/%d", t.Name(), time.Now().UnixNano())
+	if first, err := p.Mark(t.Context(), id, time.Hour); err != nil || !first {
+		t.Fatalf("Mark before the crash = %v, %v; want true, nil", first, err)
+	}
+	if out, err := exec.Command("sh", "-c", restart).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", restart, err, out)
+	}
+	var first bool
+	var errs []error
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if first, err = p.Mark(t.Context(), id, time.Hour); err == nil {
+			break
+		}
+		errs = append(errs, err)
+		if time.Now().After(deadline) {
+			t.Fatalf("the store did not recover within 15 s of the restart: %v", errors.Join(errs...))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if first {
+		t.Fatalf("Mark(%q) after the crash = true: the mark was lost", id)
+	}
+	t.Logf("the mark survived the crash; %d failed calls before the pool recovered %v", len(errs), errs)
 }
