@@ -175,7 +175,7 @@ func TestStoreErrorMessage(t *testing.T) {
 func TestPostgresMarksSurviveServerCrash(t *testing.T) {
 	url, restart := os.Getenv("EOS_POSTGRES_URL"), os.Getenv("EOS_POSTGRES_RESTART_CMD")
 	if url == "" || restart == "" {
-		t.Skip(`EOS_POSTGRES_URL or EOS_POSTGRES_RESTART_CMD is not set: with pg.sh, EOS_POSTGRES_RESTART_CMD="integration/postgres/pg.sh restart --hard"`)
+		t.Skip(`EOS_POSTGRES_URL or EOS_POSTGRES_RESTART_CMD is not set: with pg.sh, EOS_POSTGRES_RESTART_CMD="$PWD/integration/postgres/pg.sh restart --hard" (go test runs in the package directory)`)
 	}
 	p, err := dedup.NewPostgres(t.Context(), url, dedup.Table("eosflow_dedup_test"))
 	if err != nil {
