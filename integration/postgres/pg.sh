@@ -105,10 +105,12 @@ start() {
 		as "$bin/initdb" -D "$DATA" -A trust -U postgres -E UTF8 --no-instructions >"$RUN_DIR/initdb.log" 2>&1 ||
 			{ cat "$RUN_DIR/initdb.log" >&2; die "initdb failed"; }
 	fi
-	# No fsync: the data of a test server is disposable; a --hard restart still exercises
-	# crash recovery from the WAL.
+	# No fsync: the data of a test server is disposable, and a crashed server process
+	# (restart --hard) loses nothing the OS already has. Commits stay synchronous, so a
+	# committed transaction has reached the OS and survives that crash, WAL recovery
+	# included; synchronous_commit=off would lose the last ones.
 	as "$bin/pg_ctl" -D "$DATA" -l "$LOG" -w -t "$START_TIMEOUT" -o "-p $PORT -k $RUN_DIR \
-		-c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+		-c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off \
 		-c max_connections=200" start >/dev/null 2>&1 ||
 		fail_with_log "PostgreSQL did not start on 127.0.0.1:$PORT within ${START_TIMEOUT}s"
 	local psql=("$bin/psql" -X -q -h 127.0.0.1 -p "$PORT" -U postgres -d postgres -v ON_ERROR_STOP=1)
