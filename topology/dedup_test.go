@@ -287,3 +287,17 @@ func TestDedupValidateAndDescribe(t *testing.T) {
 		t.Errorf("Describe() =\n%s\nwant a line with %q (the defaults)", desc, want)
 	}
 }
+
+// A Dedup node retries up to three calls per record (store check, effect,
+// mark), so CheckRetryTime counts its policy's waits three times.
+func TestDedupRetryTimeCountsEveryRetriedCall(t *testing.T) {
+	top := dedupTop(newFlaky(t), &effects{})
+	top.OnError("once", topology.Retry(3, time.Second, topology.Fail())) // 1s+2s per call, 9s per record
+	err := top.CheckRetryTime(8 * time.Second)
+	if !errors.Is(err, topology.ErrRetryTooLong) || !strings.Contains(err.Error(), "9s") {
+		t.Errorf("CheckRetryTime(8s) = %v; want the node reported with 9s (3 calls × 3s)", err)
+	}
+	if err := top.CheckRetryTime(10 * time.Second); err != nil {
+		t.Errorf("CheckRetryTime(10s) = %v; want nil", err)
+	}
+}

@@ -15,7 +15,8 @@ import (
 // transaction that outlives its timeout is aborted by the broker, which
 // stops the pipeline as if it were fenced. The worst case is the sum of
 // the waits before every retry, each as Delay computes it (capped by
-// MaxBackoff), over every Retry in the Then chain. Nodes whose code is
+// MaxBackoff), over every Retry in the Then chain; for Dedup, three times
+// that (its store check, effect and mark each retry). Nodes whose code is
 // never retried (Filter, Peek, Branch, Merge) are not reported. The error
 // joins one *RetryTimeError per node; nil means every node fits.
 func (t *Topology) CheckRetryTime(limit time.Duration) error {
@@ -29,12 +30,22 @@ func (t *Topology) CheckRetryTime(limit time.Duration) error {
 		}
 		p := n.Policy()
 		total, attempts := retryTime(p.p)
+		if n.op == "Dedup" {
+			// One record can retry the store check, the effect and the
+			// mark, each under the whole policy.
+			total, attempts = mulSat(total, dedupRetried), attempts*dedupRetried
+		}
 		if attempts > 0 && total >= limit {
 			errs = append(errs, &RetryTimeError{Node: n.name, Policy: p, Attempts: attempts, Total: total, Limit: limit})
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// dedupRetried is how many calls of a Dedup node each retry under its policy
+// for one record: the store check (Seen or Mark), the effect, and the Mark
+// after it.
+const dedupRetried = 3
 
 // retried reports whether the user code of an op runs under call, so that
 // a Retry policy applies to it. Ops not listed here count as retried, so a
