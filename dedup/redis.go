@@ -64,18 +64,21 @@ func NewRedis(url string, opts ...RedisOption) (*Redis, error) {
 	}
 	ro, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis url: %v: want redis://host:port/db", ErrInvalid, err)
+		// The parse error quotes the URL, password included: say what
+		// is wrong without it.
+		return nil, fmt.Errorf("%w: the redis url does not parse (not repeated here: it may hold a password); want redis://[user:password@]host:port/db, with a password's special characters percent-encoded", ErrInvalid)
 	}
 	// Bound connecting and each command by the timeout, so a server that
 	// does not answer is an error, not a stalled pipeline; a refused
 	// connection is reported as such instead of being retried until the
-	// deadline hides the cause. One command retry is enough for a
-	// connection that Redis closed while idle.
+	// deadline hides the cause. Commands are not retried: a Mark whose
+	// answer was lost may have been applied, and its retry would find its
+	// own mark and report a repeat (under MarkBefore, a lost effect).
 	ro.DialTimeout = cfg.timeout
 	ro.ReadTimeout = cfg.timeout
 	ro.WriteTimeout = cfg.timeout
 	ro.DialerRetries = 1
-	ro.MaxRetries = 1
+	ro.MaxRetries = -1
 	c := redis.NewClient(ro)
 	return &Redis{client: c, addr: ro.Addr, cfg: cfg, closeFn: c.Close}, nil
 }

@@ -118,6 +118,7 @@ func (r *Runner) authError(err error, topics ...string) error {
 // topicError is an error about one topic, such as a refused produce.
 type topicError struct {
 	topic string
+	op    string // the operation refused, if known (a produce: Write)
 	err   error
 }
 
@@ -146,6 +147,9 @@ func (r *Runner) authErrorOp(err error, op string, topics ...string) error {
 		var te *topicError
 		if len(topics) == 0 && errors.As(err, &te) {
 			topics = []string{te.topic}
+			if op == "" {
+				op = te.op // a repartition topic is consumed too, but a produce needs Write
+			}
 		}
 		if len(topics) == 0 {
 			topics = r.top.OutputTopics()

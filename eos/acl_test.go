@@ -10,6 +10,8 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -73,4 +75,36 @@ func TestMissingACLStopsWithTheGrant(t *testing.T) {
 func kfakeIsAuthError(err error) bool {
 	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.GroupAuthorizationFailed) ||
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
+
+// A repartition topic is both read and written by the app: a refused
+// produce to it names Write (not Read, as for a topic it only consumes).
+func TestMissingWriteOnRepartitionTopicNamesWrite(t *testing.T) {
+	lit := kmsg.ACLResourcePatternTypeLiteral
+	allow := func(r kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: r, Name: name, Pattern: lit, Operation: op, Allow: true}
+	}
+	rep, changelog := topology.RepartitionTopic("app", "by-value"), topology.ChangelogTopic("app", "counts")
+	acls := []kfake.ACL{
+		allow(kmsg.ACLResourceTypeTopic, "in", kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, "out", kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, changelog, kmsg.ACLOperationAll),
+		allow(kmsg.ACLResourceTypeGroup, "app", kmsg.ACLOperationRead),
+		{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "app:", Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationWrite, Allow: true},
+	}
+	admin := kafkatest.Fake(t, kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser(config.SASLScramSHA512, "admin", "admin-secret"),
+		kfake.User(config.SASLScramSHA512, "app-user", "app-secret", acls...))
+	admin.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "admin", Password: "admin-secret"}
+	admin.CreateTopics(t, 1, "in", "out")
+	admin.CreateTopicsWith(t, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, changelog)
+	admin.CreateTopicsWith(t, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("delete"), "retention.ms": kmsg.StringPtr("-1")}, rep)
+	conformance.SeedValues(t, admin, "in", 0, 10)
+	cfg := admin.As("app-user", "app-secret").Config("app", "1", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.GroupedCountTopology("in", "out", state.Memory()))
+	err := x.Wait(t, 30*time.Second)
+	if !errors.Is(err, eos.ErrNotAuthorized) || !strings.Contains(err.Error(), "--operation Write --topic "+rep) {
+		t.Fatalf("Run = %v\nwant an authorization error naming Write on %s", err, rep)
+	}
 }

@@ -62,7 +62,7 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 	if r != nil && isFatal(err) {
 		// A refused produce names no topic; keep it, so the error can
 		// name the ACL that is missing.
-		err = &topicError{topic: r.Topic, err: err}
+		err = &topicError{topic: r.Topic, op: "Write", err: err}
 	}
 	p.mu.Lock()
 	if p.err == nil {

@@ -437,6 +437,9 @@ func (r *Runner) changelogBounds(ctx context.Context, topics []string) (starts, 
 			break
 		}
 	}
+	if err != nil && isFatal(err) {
+		return nil, nil, r.authErrorOp(fmt.Errorf("reading the start and end of changelogs %v: %w", topics, err), "Read", topics...)
+	}
 	if err != nil {
 		if last != nil && err != last {
 			err = fmt.Errorf("%w, after retrying %w for %s", err, last, time.Since(began).Round(time.Millisecond))

@@ -2,6 +2,7 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,9 +51,13 @@ func (f dedupOpt) applyDedup(c *dedupConf) { f(c) }
 // MarkBefore marks an id before its effect runs, so that even two instances
 // racing on one id run the effect once. What it risks is a lost effect: if
 // the process dies after the mark and before the effect finished, the
-// redelivered record finds its id marked and skips the effect. When the
-// effect returns an error (or panics) the mark is forgotten, so a failure
-// that is not a crash does not lose the effect.
+// redelivered record finds its id marked and skips the effect. The same
+// happens when a Mark's answer is lost (a timeout) and the node's Retry
+// policy (FailClosed) calls Mark again: the retry finds the first call's
+// mark. When the effect returns an error (or panics) the mark is forgotten,
+// so a failure that is not a crash does not lose the effect; if that Forget
+// fails, it is reported to onErr (FailOpen) or joined to the effect's error
+// (FailClosed).
 func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = false }) }
 
 // MarkAfter marks an id only after its effect succeeded; this is the
@@ -210,12 +215,19 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	}
 	done := false
 	defer func() {
-		if !done {
-			d.forget(x, id)
+		if !done { // the effect panicked
+			_ = d.forget(x, id)
 		}
 	}()
 	err = d.run(x, r)
-	done = err == nil
+	done = true
+	if err != nil {
+		if ferr := d.forget(x, id); ferr != nil && d.conf.failClosed {
+			// The mark stays: the redo will skip the effect. Say so
+			// with the effect's error, to the node's policy.
+			err = errors.Join(err, &NodeError{Node: d.n.name, Err: ferr})
+		}
+	}
 	return err
 }
 
@@ -236,7 +248,9 @@ func (d *dedupNode[T]) markAfter(x graph.Exec, r Record[T]) error {
 	if err := d.run(x, r); err != nil {
 		return err
 	}
-	_, _, err = storeCall(d, x, d.mark, id)
+	// The effect happened: mark it even if the record's context ends now
+	// (a revoke, a shutdown), or the redo would repeat it.
+	_, _, err = storeCall(d, x, d.markDetached, id)
 	return err
 }
 
@@ -250,13 +264,27 @@ func (d *dedupNode[T]) mark(ctx context.Context, id string) (bool, error) {
 	return d.store.Mark(ctx, id, d.conf.retention)
 }
 
+// markDetached is mark outside the record's context, bounded by
+// dedupTimeout.
+func (d *dedupNode[T]) markDetached(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupTimeout)
+	defer cancel()
+	return d.mark(ctx, id)
+}
+
 // forget undoes a mark whose effect failed, also when the record's context
 // ended (that is often why it failed), bounded by dedupTimeout. If it
-// fails, the redelivery is dropped: mark-before's loss, reported to onErr.
-func (d *dedupNode[T]) forget(x graph.Exec, id string) {
+// fails, the redelivery is dropped: mark-before's loss, reported to onErr
+// and returned.
+func (d *dedupNode[T]) forget(x graph.Exec, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Context()), dedupTimeout)
 	defer cancel()
-	if err := d.store.Forget(ctx, id); err != nil && d.conf.onErr != nil {
-		d.conf.onErr(ctx, id, fmt.Errorf("forget after a failed effect: %w", err))
+	err := d.store.Forget(ctx, id)
+	if err != nil {
+		err = fmt.Errorf("forget after a failed effect (the redelivered record will skip its effect): %w", err)
+		if d.conf.onErr != nil {
+			d.conf.onErr(ctx, id, err)
+		}
 	}
+	return err
 }

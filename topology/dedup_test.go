@@ -13,6 +13,7 @@ import (
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // flakyStore is a Memory store whose calls fail while down is set.
@@ -299,5 +300,53 @@ func TestDedupRetryTimeCountsEveryRetriedCall(t *testing.T) {
 	}
 	if err := top.CheckRetryTime(10 * time.Second); err != nil {
 		t.Errorf("CheckRetryTime(10s) = %v; want nil", err)
+	}
+}
+
+// ctxStore is a Memory store that refuses calls whose context ended, as a
+// network store would.
+type ctxStore struct{ *dedup.Memory }
+
+func (s ctxStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	return s.Memory.Mark(ctx, id, ttl)
+}
+
+// Mark after: an effect that succeeded is marked even when the record's
+// context ends meanwhile (a revoke or a shutdown), so the redo of the
+// record does not run it again.
+func TestDedupMarkAfterSurvivesTheRecordContextEnding(t *testing.T) {
+	m, err := dedup.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := 0
+	top := topology.New("dedup")
+	in := topology.Source(top, "in", "in", codec.String())
+	once := topology.Dedup(in, "once", byValue, ctxStore{m}, func(context.Context, topology.Record[string]) error {
+		ran++
+		cancel() // the partition is revoked as the effect returns
+		return nil
+	})
+	topology.To(once, "out", "out", codec.String())
+	r := newRig(t, top)
+	if _, err := r.e.Process(ctx, &kgo.Record{Topic: "in", Value: []byte("a")}, func(*kgo.Record) {}); err != nil {
+		t.Logf("process: %v", err)
+	}
+	if seen, _ := m.Seen(context.Background(), "a"); !seen || ran != 1 {
+		t.Fatalf("effect ran %d times, id marked %v: an effect that happened must be marked, or its redo repeats it", ran, seen)
+	}
+}
+
+// A Redis URL that does not parse is refused without repeating it: it may
+// hold a password.
+func TestDedupRedisURLErrorHidesThePassword(t *testing.T) {
+	_, err := dedup.NewRedis("redis://app:s3cr%t@127.0.0.1:1/0")
+	if err == nil || strings.Contains(err.Error(), "s3cr") || !errors.Is(err, dedup.ErrInvalid) {
+		t.Fatalf("error %v: want ErrInvalid without the password", err)
 	}
 }
