@@ -24,6 +24,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		stateKind string
 		groupBy   string
 		verbose   bool
+		worker    workerLogin
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -126,8 +127,13 @@ With -o json, "failed" names every check the run failed.`,
 			}
 			if cfg != nil {
 				o.Brokers, o.Base = cfg.Brokers, *cfg
-				o.WorkerArgs, o.WorkerEnv = g.workerFlags(*cfg)
+				if o.WorkerArgs, o.WorkerEnv, err = g.workerFlags(*cfg, worker); err != nil {
+					return err
+				}
 			} else {
+				if worker.user != "" {
+					return usageErrorf("--worker-sasl-user needs --brokers: the embedded broker has no users")
+				}
 				o.Base = config.Default()
 				if o.BrokerRestartCmd != "" {
 					return usageErrorf("--broker-restart-cmd needs --brokers; the embedded broker is restarted by verify itself")
@@ -196,6 +202,7 @@ With -o json, "failed" names every check the run failed.`,
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print each injected fault and event to stderr")
+	f.StringVar(&worker.user, "worker-sasl-user", "", "SASL user the workers run as, in place of verify's own (which must create and delete topics): e.g. one holding only prefixed grants on eosverify-; its password in env "+envWorkerPassword)
 	_ = cmd.RegisterFlagCompletionFunc("guarantee", cobra.FixedCompletions(
 		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
 		cobra.ShellCompDirectiveNoFileComp))
@@ -265,9 +272,29 @@ func verifyTable(r chaos.Result) *table {
 	return t
 }
 
+// envWorkerPassword holds the password of --worker-sasl-user, kept out of
+// flags because ps shows them.
+const envWorkerPassword = "EOS_WORKER_SASL_PASSWORD"
+
+// workerLogin is who the workers authenticate as when it is not verify's
+// own user: a least-privilege principal, so a run proves the pipeline
+// needs no more than the grants it holds.
+type workerLogin struct{ user string }
+
 // workerFlags passes the connection flags on to the workers; the SASL
-// password goes through the environment, which ps does not show.
-func (g *globals) workerFlags(cfg config.Config) (args, env []string) {
+// password goes through the environment, which ps does not show. With
+// w.user set the workers log in as that user instead.
+func (g *globals) workerFlags(cfg config.Config, w workerLogin) (args, env []string, err error) {
+	if w.user != "" {
+		pw := os.Getenv(envWorkerPassword)
+		switch {
+		case cfg.SASL.Mechanism == "":
+			return nil, nil, usageErrorf("--worker-sasl-user needs a SASL mechanism (--sasl-mechanism or EOS_SASL_MECHANISM)")
+		case pw == "":
+			return nil, nil, usageErrorf("--worker-sasl-user %s needs its password in env %s", w.user, envWorkerPassword)
+		}
+		cfg.SASL.Username, cfg.SASL.Password = w.user, pw
+	}
 	if g.configFile != "" {
 		args = append(args, "--config", g.configFile)
 	}
@@ -286,9 +313,11 @@ func (g *globals) workerFlags(cfg config.Config) (args, env []string) {
 		args = append(args, "--tls-insecure")
 	}
 	if cfg.SASL.Password != "" {
+		// Last in the environment, so it wins over an inherited
+		// EOS_SASL_PASSWORD of verify's own user.
 		env = append(env, "EOS_SASL_PASSWORD="+cfg.SASL.Password)
 	}
-	return args, env
+	return args, env, nil
 }
 
 // progressBar draws one line on a terminal; it is nil elsewhere, and its

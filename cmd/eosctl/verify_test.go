@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/verdict"
 )
@@ -15,6 +17,8 @@ import (
 // brokers) are tested in internal/chaos; these cover the command line.
 
 func TestVerifyUsageErrors(t *testing.T) {
+	t.Setenv("EOS_BROKERS", "")
+	t.Setenv(envWorkerPassword, "")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -26,6 +30,10 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"restart command without brokers", []string{"verify", "--broker-restart-cmd", "true"}, "needs --brokers"},
 		{"broker restarts without command", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "1"}, "--broker-restart-cmd"},
 		{"argument", []string{"verify", "now"}, "unknown command"},
+		{"worker user on the embedded broker", []string{"verify", "--worker-sasl-user", "w"}, "needs --brokers"},
+		{"worker user without SASL", []string{"verify", "--brokers", "127.0.0.1:1", "--worker-sasl-user", "w"}, "SASL mechanism"},
+		{"worker user without password", []string{"verify", "--brokers", "127.0.0.1:1", "--sasl-mechanism", "SCRAM-SHA-512",
+			"--worker-sasl-user", "w"}, envWorkerPassword},
 		{"worker without topics", []string{"verify", "worker", "--app", "a", "--instance", "w"}, "required flag"},
 		{"unknown pipeline", []string{"verify", "--pipeline", "sum"}, "--pipeline"},
 		{"unknown state", []string{"verify", "--pipeline", "count", "--state", "rocks"}, "--state"},
@@ -132,5 +140,44 @@ func TestProgressBarOnlyOnTerminals(t *testing.T) {
 	bar.clear()
 	if b.Len() != 0 {
 		t.Fatalf("wrote %q", b.String())
+	}
+}
+
+// TestVerifyWorkerLogin checks that --worker-sasl-user replaces verify's
+// own user in what the workers get, and that its password is passed last
+// in their environment, so an inherited EOS_SASL_PASSWORD cannot win.
+func TestVerifyWorkerLogin(t *testing.T) {
+	g := &globals{}
+	cfg := config.Default()
+	cfg.TLS = config.TLS{Enabled: true, CAFile: "/ca.pem"}
+	cfg.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "admin", Password: "admin-secret"}
+
+	args, env, err := g.workerFlags(cfg, workerLogin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "admin") || !slices.Equal(env, []string{"EOS_SASL_PASSWORD=admin-secret"}) {
+		t.Fatalf("without a worker user: args %q, env %q; want verify's own login", args, env)
+	}
+
+	t.Setenv(envWorkerPassword, "worker-secret")
+	args, env, err = g.workerFlags(cfg, workerLogin{user: "worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(args, "--sasl-user")
+	if i < 0 || args[i+1] != "worker" || slices.Contains(args, "admin") {
+		t.Fatalf("args %q: want --sasl-user worker and no admin", args)
+	}
+	for _, want := range []string{"--tls", "--tls-ca", "--sasl-mechanism"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if !slices.Equal(env, []string{"EOS_SASL_PASSWORD=worker-secret"}) {
+		t.Fatalf("env %q: want the worker's password only", env)
+	}
+	if strings.Contains(strings.Join(args, " "), "secret") {
+		t.Fatalf("a password reached the workers' flags: %q", args)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/chaos"
 )
 
@@ -24,7 +25,8 @@ var processStarted = time.Now()
 // batch committed, which verify reads while it runs. Its exit status says
 // why it stopped too, so verify can fail a run on any stop it did not
 // inject: 0 after a clean stop on SIGTERM, chaos.ExitInjected after an
-// injected processing error, 2 on settings no restart can fix, 1 on any
+// injected processing error, 2 on settings no restart can fix (including
+// a missing ACL or a refused login), 1 on any
 // other error.
 func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	var (
@@ -86,6 +88,11 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 				return &exitError{code: chaos.ExitInjected, err: err}
 			case errors.Is(err, config.ErrInvalid):
 				return usageError{err} // a restart cannot fix it: verify stops
+			case errors.Is(err, eos.ErrNotAuthorized), errors.Is(err, eos.ErrAuthentication):
+				// A missing grant or a refused login: verify stops at
+				// once with the fix rather than restarting the worker
+				// until the run times out.
+				return usageError{err}
 			}
 			return err // exit 1: a real failure, which fails the verify run
 		},

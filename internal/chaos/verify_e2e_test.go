@@ -82,10 +82,16 @@ func moduleRoot(t *testing.T) string {
 // exit code.
 func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
 	t.Helper()
+	return verifyEnv(t, nil, args...)
+}
+
+// verifyEnv is verify with env added to eosctl's environment.
+func verifyEnv(t *testing.T, env []string, args ...string) (chaos.Result, map[string]any, int) {
+	t.Helper()
 	args = append([]string{"verify", "-o", "json", "--log-dir", t.TempDir()}, args...)
 	cmd := exec.Command(eosctl(t), args...)
 	cmd.Dir = moduleRoot(t)
-	cmd.Env = append(os.Environ(), "EOS_BROKERS=") // the embedded broker unless --brokers
+	cmd.Env = append(append(os.Environ(), "EOS_BROKERS="), env...) // the embedded broker unless --brokers
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
