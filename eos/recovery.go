@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/engine"
@@ -245,6 +247,9 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 		scancel()
 		if serr != nil {
 			what = fmt.Sprintf("the group's committed offsets, which a pending transactional offset commit holds back (%v): an open or hanging transaction", serr)
+			if r.hangingDenied != "" {
+				what += "; " + r.hangingDenied
+			}
 		}
 	}
 	serr := &StallError{Group: r.cfg.AppID, Partitions: waiting, Waited: waited, Waiting: what}
@@ -372,6 +377,7 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 	if r.pidEpoch < 0 {
 		return 0 // no producer id loaded (not transactional)
 	}
+	r.hangingDenied = ""
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.admin)
@@ -386,16 +392,46 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 			topics = append(topics, topology.ChangelogTopic(r.cfg.AppID, s.Name))
 		}
 	}
+	var denied []string
 	details, err := adm.ListTopics(actx, topics...)
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		// One refused topic fails the whole listing: list them one by
+		// one, to look where this instance may and to name the others.
+		details, err = kadm.TopicDetails{}, nil
+		for _, topic := range topics {
+			d, terr := adm.ListTopics(actx, topic)
+			switch {
+			case errors.Is(terr, kerr.TopicAuthorizationFailed):
+				denied = append(denied, "Describe on topic "+topic)
+			case terr != nil:
+				err = terr
+			default:
+				maps.Copy(details, d)
+			}
+		}
+	}
 	if err != nil {
 		r.log.Warn("cannot list partitions to look for hanging transactions", zap.Error(err))
 		return 0
 	}
+	for _, d := range details.Sorted() {
+		if errors.Is(d.Err, kerr.TopicAuthorizationFailed) {
+			denied = append(denied, "Describe on topic "+d.Topic)
+		}
+	}
 	producers, err := adm.DescribeProducers(actx, details.TopicsSet())
 	if err != nil {
 		r.log.Warn("cannot describe producers to look for hanging transactions", zap.Error(err))
+		r.noteHangingDenied(denied, err)
 		return 0
 	}
+	refused := map[string]bool{}
+	producers.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if errors.Is(p.Err, kerr.TopicAuthorizationFailed) && !refused[p.Topic] {
+			refused[p.Topic] = true
+			denied = append(denied, "Read on topic "+p.Topic)
+		}
+	})
 	aborted := 0
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		if p.ProducerID != r.pid || p.ProducerEpoch >= r.pidEpoch || p.CurrentTxnStartOffset < 0 {
@@ -416,11 +452,31 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 			})
 		}
 		if err != nil {
+			if errors.Is(err, kerr.ClusterAuthorizationFailed) && !slices.Contains(denied, "ClusterAction on the cluster") {
+				denied = append(denied, "ClusterAction on the cluster")
+			}
 			r.log.Warn("could not abort a hanging transaction of this instance; abort it with `eosctl txn abort`", append(fields, zap.Error(err))...)
 			return
 		}
 		aborted++
 		r.log.Warn("aborted a hanging transaction of this instance left by a broker crash", fields...)
 	})
+	r.noteHangingDenied(denied, nil)
 	return aborted
+}
+
+// noteHangingDenied keeps, for the stall error, which grants kept this
+// instance from finding or aborting its hanging transactions: without
+// them only an operator can end one, and the error must say so.
+func (r *Runner) noteHangingDenied(denied []string, err error) {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		// Refused before any producer was seen: name all it takes.
+		denied = []string{"Read on the topics it writes and on __consumer_offsets", "ClusterAction on the cluster"}
+	}
+	if len(denied) == 0 {
+		return
+	}
+	r.hangingDenied = "this instance may not look for or abort its own hanging transactions (it needs " +
+		strings.Join(denied, ", ") + "); grant them, or abort the transaction with `eosctl txn hanging` and `eosctl txn abort` as an admin"
+	r.log.Warn("cannot repair hanging transactions after a broker crash", zap.String("why", r.hangingDenied))
 }

@@ -117,6 +117,7 @@ type Runner struct {
 	ownMembers        map[string]bool          // group member ids this Runner's clients had
 	pid               int64                    // this session\'s producer id, and the epoch it started at
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
+	hangingDenied     string                   // why the last abortOwnHanging could not look or abort: missing grants
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 	partitionCounts   map[string]int32         // output topics' partition counts, when asked
 	state             *taskStores              // the topology's state stores; nil without

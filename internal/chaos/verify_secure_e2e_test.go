@@ -27,7 +27,9 @@ const verifyPrefix = "eosverify-"
 // (SASL_SSL, SCRAM-SHA-512, an authorizer that denies what no ACL allows)
 // with its workers logged in as a user holding only prefixed grants on
 // verify's names — Read, Write and Create on topics, Read on groups, Write
-// on transactional ids, nothing on the cluster — while verify itself, which
+// on transactional ids — and the two that let a worker abort its own
+// hanging transactions after the broker crash (Read on __consumer_offsets,
+// ClusterAction), while verify itself, which
 // creates and deletes topics, is the super user. The short form of
 // TestVerifyRealBroker: the stateless pipeline through kills, a SIGTERM, a
 // rebalance and a hard broker restart, the count with pebble state, and a
@@ -53,6 +55,11 @@ func TestVerifySecureBroker(t *testing.T) {
 			Operations(kadm.OpRead),
 		kadm.NewACLs().Allow(principal).TransactionalIDs(verifyPrefix).ResourcePatternType(kadm.ACLPatternPrefixed).
 			Operations(kadm.OpWrite),
+		// What repairing its own hanging transactions after a broker
+		// crash takes (README, Security): without it a hard restart can
+		// stall a worker until an admin aborts the transaction.
+		kadm.NewACLs().Allow(principal).Topics("__consumer_offsets").Operations(kadm.OpRead),
+		kadm.NewACLs().Allow(principal).Clusters().Operations(kadm.OpClusterAction),
 	)
 	secure := []string{"--brokers", strings.Join(env.Brokers, ","), "--tls-ca", env.TLS.CAFile,
 		"--sasl-mechanism", env.SASL.Mechanism, "--sasl-user", env.SASL.Username, "--broker-restart-cmd", restart}
