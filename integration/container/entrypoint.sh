@@ -14,6 +14,15 @@
 #   KAFKA_ADVERTISED_HOST  host clients are told to connect to   127.0.0.1
 #   KAFKA_CONTROLLER_PORT  controller listener port              KAFKA_PORT + 10000
 #
+# Secure mode: KAFKA_SECURE_DIR names a mounted directory holding ca.pem, broker.pem
+# (key + certificate chain, PEM keystore) and admin.password, as
+# integration/container/secure-certs.sh makes them. Clients then connect over SASL_SSL
+# with SCRAM-SHA-512 on KAFKA_PORT; the StandardAuthorizer denies whatever no ACL
+# allows, except to the super user admin, whose SCRAM credential is formatted into the
+# storage; the controller listener is SASL_PLAINTEXT on loopback. Tools inside the
+# container connect as admin with --command-config /opt/kafka/config/admin.properties.
+# Secure mode runs a single broker+controller.
+#
 # Multi-node: give each container its own KAFKA_NODE_ID and KAFKA_PORT and the same
 # KAFKA_CONTROLLER_QUORUM_VOTERS (e.g. 1@127.0.0.1:19092,2@127.0.0.1:19093,3@127.0.0.1:19094)
 # and CLUSTER_ID; replication factors then default to 3 and min ISR to 2.
@@ -43,6 +52,52 @@ setdefault() { # NAME VALUE
 setdefault KAFKA_NODE_ID 1
 setdefault KAFKA_PROCESS_ROLES broker,controller
 roles=$KAFKA_PROCESS_ROLES
+
+SCRAM=SCRAM-SHA-512
+ADMIN_USER=admin
+ADMIN_PASSWORD=""
+if [[ -n ${KAFKA_SECURE_DIR:-} ]]; then
+	sd=$KAFKA_SECURE_DIR
+	for f in ca.pem broker.pem admin.password; do
+		[[ -r $sd/$f ]] || {
+			echo "KAFKA_SECURE_DIR=$sd has no readable $f; make the files on the host with" \
+				"integration/container/secure-certs.sh DIR and mount DIR at $sd" >&2
+			exit 1
+		}
+	done
+	[[ $roles == *controller* && $roles == *broker* ]] || {
+		echo "KAFKA_SECURE_DIR needs KAFKA_PROCESS_ROLES=broker,controller (got $roles)" >&2
+		exit 1
+	}
+	ADMIN_PASSWORD=$(tr -d '[:space:]' <"$sd/admin.password")
+	# It goes into JAAS strings and --add-scram's [name=...,password=...].
+	[[ $ADMIN_PASSWORD =~ ^[A-Za-z0-9._~+-]+$ ]] || {
+		echo "$sd/admin.password is empty or has characters other than letters, digits and ._~+-;" \
+			"make a new one with integration/container/secure-certs.sh DIR --force" >&2
+		exit 1
+	}
+	# Same settings as integration/kafka/kafka.sh --secure. The variables encode the
+	# property names (see above): "__" is "_", "___" is "-".
+	setdefault KAFKA_LISTENERS "SASL_SSL://0.0.0.0:$PORT,CONTROLLER://127.0.0.1:$CPORT"
+	setdefault KAFKA_ADVERTISED_LISTENERS "SASL_SSL://$HOST:$PORT"
+	setdefault KAFKA_LISTENER_SECURITY_PROTOCOL_MAP "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
+	setdefault KAFKA_INTER_BROKER_LISTENER_NAME SASL_SSL
+	setdefault KAFKA_SASL_ENABLED_MECHANISMS $SCRAM
+	setdefault KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL $SCRAM
+	setdefault KAFKA_LISTENER_NAME_SASL__SSL_SCRAM___SHA___512_SASL_JAAS_CONFIG \
+		"org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$ADMIN_USER\" password=\"$ADMIN_PASSWORD\";"
+	setdefault KAFKA_SASL_MECHANISM_CONTROLLER_PROTOCOL PLAIN
+	setdefault KAFKA_LISTENER_NAME_CONTROLLER_SASL_ENABLED_MECHANISMS PLAIN
+	setdefault KAFKA_LISTENER_NAME_CONTROLLER_PLAIN_SASL_JAAS_CONFIG \
+		"org.apache.kafka.common.security.plain.PlainLoginModule required username=\"$ADMIN_USER\" password=\"$ADMIN_PASSWORD\" user_$ADMIN_USER=\"$ADMIN_PASSWORD\";"
+	setdefault KAFKA_SSL_KEYSTORE_TYPE PEM
+	setdefault KAFKA_SSL_KEYSTORE_LOCATION "$sd/broker.pem"
+	setdefault KAFKA_SSL_TRUSTSTORE_TYPE PEM
+	setdefault KAFKA_SSL_TRUSTSTORE_LOCATION "$sd/ca.pem"
+	setdefault KAFKA_AUTHORIZER_CLASS_NAME org.apache.kafka.metadata.authorizer.StandardAuthorizer
+	setdefault KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND false
+	setdefault KAFKA_SUPER_USERS "User:$ADMIN_USER"
+fi
 if [[ $roles == *controller* && $roles == *broker* ]]; then
 	setdefault KAFKA_LISTENERS "PLAINTEXT://0.0.0.0:$PORT,CONTROLLER://0.0.0.0:$CPORT"
 elif [[ $roles == *controller* ]]; then
@@ -83,7 +138,7 @@ not_a_property() {
 	KAFKA_VERSION | KAFKA_HEAP_OPTS | KAFKA_LOG4J_OPTS | KAFKA_OPTS | KAFKA_JMX_OPTS | \
 		KAFKA_JVM_PERFORMANCE_OPTS | KAFKA_GC_LOG_OPTS | KAFKA_LOG4J_ROOT_LOGLEVEL | \
 		KAFKA_LOG4J_LOGGERS | KAFKA_TOOLS_* | KAFKA_JMX_PORT | KAFKA_JMX_HOSTNAME | \
-		KAFKA_PORT | KAFKA_ADVERTISED_HOST | KAFKA_CONTROLLER_PORT) return 0 ;;
+		KAFKA_PORT | KAFKA_ADVERTISED_HOST | KAFKA_CONTROLLER_PORT | KAFKA_SECURE_DIR) return 0 ;;
 	esac
 	return 1
 }
@@ -113,7 +168,28 @@ mkdir -p "$CONFIG_DIR"
 } >"$PROPS"
 
 echo "===> server.properties"
-cat "$PROPS"
+if [[ -n $ADMIN_PASSWORD ]]; then
+	# The JAAS settings carry the admin password: keep it out of the logs.
+	props=$(<"$PROPS")
+	printf '%s\n' "${props//"$ADMIN_PASSWORD"/[redacted]}"
+else
+	cat "$PROPS"
+fi
+
+if [[ -n $ADMIN_PASSWORD ]]; then
+	# The tools' --command-config for the super user, e.g. in a health check.
+	(
+		umask 077
+		{
+			echo "security.protocol=SASL_SSL"
+			echo "sasl.mechanism=$SCRAM"
+			echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$ADMIN_USER\" password=\"$ADMIN_PASSWORD\";"
+			echo "ssl.truststore.type=PEM"
+			echo "ssl.truststore.location=$KAFKA_SECURE_DIR/ca.pem"
+		} >"$CONFIG_DIR/admin.properties"
+	)
+	echo "===> secure mode: SASL_SSL + $SCRAM on port $PORT, ACLs, super user $ADMIN_USER (secrets in $KAFKA_SECURE_DIR)"
+fi
 
 # Format the log directories once (a restarted container keeps its data).
 formatted=1
@@ -127,8 +203,19 @@ if ((formatted == 0)); then
 	if [[ -z ${KAFKA_CONTROLLER_QUORUM_VOTERS:-} && $roles == *controller* ]]; then
 		args+=(--standalone)
 	fi
+	# The super user's SCRAM credential goes into the bootstrap metadata, so it
+	# exists before any listener accepts a client.
+	if [[ -n $ADMIN_PASSWORD ]]; then
+		args+=(--add-scram "$SCRAM=[name=$ADMIN_USER,password=$ADMIN_PASSWORD]")
+	fi
 	echo "===> formatting ${KAFKA_LOG_DIRS} (cluster id $CLUSTER_ID)"
-	/opt/kafka/bin/kafka-run-class.sh kafka.tools.StorageTool "${args[@]}"
+	if [[ -n $ADMIN_PASSWORD ]]; then
+		# The tool prints the bootstrap records, the admin's salted SCRAM keys among them.
+		/opt/kafka/bin/kafka-run-class.sh kafka.tools.StorageTool "${args[@]}" |
+			sed -E 's/UserScramCredentialRecord\([^)]*\)/UserScramCredentialRecord([redacted])/g'
+	else
+		/opt/kafka/bin/kafka-run-class.sh kafka.tools.StorageTool "${args[@]}"
+	fi
 fi
 
 echo "===> starting Apache Kafka ${KAFKA_VERSION:-} (node ${KAFKA_NODE_ID}, roles $roles)"

@@ -151,9 +151,10 @@ func startContainer() {
 	shared.env = &Env{Brokers: []string{addr}}
 }
 
-// waitReady pings addr until a broker answers a metadata request.
-func waitReady(ctx context.Context, addr string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTimeout(2*time.Second))
+// waitReady pings addr until a broker answers a metadata request; opts
+// add how to reach it, such as TLS and SASL.
+func waitReady(ctx context.Context, addr string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.DialTimeout(2 * time.Second)}, opts...)...)
 	if err != nil {
 		return err
 	}
