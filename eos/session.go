@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -53,10 +54,28 @@ type produceErrs struct {
 	err    error
 	rejRec *kgo.Record
 	rejErr error
+	// written is the producer id and epoch of the batch's first written
+	// record, and mixed whether a later one was written under another:
+	// see txnSession.end.
+	written atomic.Pointer[producerEpoch]
+	mixed   atomic.Bool
+}
+
+// errEpochChanged: a batch's records were not all written under the
+// producer epoch its commit would use, so it is aborted and redone.
+var errEpochChanged = errors.New("the producer epoch changed during the batch")
+
+// producerEpoch is who wrote a record, as the broker acknowledged it.
+type producerEpoch struct {
+	id    int64
+	epoch int16
 }
 
 func (p *produceErrs) record(r *kgo.Record, err error) {
 	if err == nil {
+		if r != nil {
+			p.wrote(producerEpoch{r.ProducerID, r.ProducerEpoch})
+		}
 		return
 	}
 	if r != nil && isFatal(err) {
@@ -77,10 +96,40 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 	p.mu.Unlock()
 }
 
+// wrote notes the producer of a written record; it allocates once a
+// batch, for the first.
+func (p *produceErrs) wrote(pe producerEpoch) {
+	w := p.written.Load()
+	if w == nil {
+		p.written.CompareAndSwap(nil, &pe)
+		w = p.written.Load()
+	}
+	if *w != pe {
+		p.mixed.Store(true)
+	}
+}
+
 func (p *produceErrs) reset() {
 	p.mu.Lock()
 	p.err, p.rejRec, p.rejErr = nil, nil, nil
 	p.mu.Unlock()
+	p.written.Store(nil)
+	p.mixed.Store(false)
+}
+
+// epochChanged reports, once the batch's records are all written, whether
+// any was written under a producer id or epoch other than now, the one
+// the commit would use. franz-go loads a new epoch mid-transaction after
+// some produce errors (UNKNOWN_PRODUCER_ID past a deleted log head); the
+// load aborts what the transaction held, so a commit would carry the
+// input offsets without those records.
+func (p *produceErrs) epochChanged(now producerEpoch) error {
+	w := p.written.Load()
+	if w == nil || *w == now && !p.mixed.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w: records written under producer %d epoch %d, the transaction now under %d epoch %d (mixed: %v)",
+		errEpochChanged, w.id, w.epoch, now.id, now.epoch, p.mixed.Load())
 }
 
 func likelierCulprit(r, than *kgo.Record, err error) bool {
@@ -232,6 +281,13 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		}
 	}
 	perr := s.errs.take()
+	if perr == nil && commit {
+		// ProducerID loads the new epoch if one is due, as End would.
+		id, epoch, err := s.sess.Client().ProducerID(ctx)
+		if err == nil {
+			perr = s.errs.epochChanged(producerEpoch{id, epoch})
+		}
+	}
 	if perr != nil {
 		commit = false // a lost output must not commit its input offsets
 	}
