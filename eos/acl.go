@@ -48,9 +48,14 @@ type AuthorizationError struct {
 	AppID     string   // the application, for `eosctl doctor --acls`
 	Brokers   []string // for the --bootstrap-server of the fix
 	Missing   []ACL    // what to grant; Read and Write imply Describe
-	Inputs    []string // the topics the app reads, for the doctor command in the message
+	Inputs    []string // the topics the app reads (its repartition topics aside), for the doctor command in the message
 	Outputs   []string // the topics the app writes
-	Err       error    // the broker's answer
+	// Stores and Repartitions name the app's state stores and its
+	// GroupBy and Through nodes, whose internal topics (changelogs and
+	// repartition topics) need grants too.
+	Stores       []string
+	Repartitions []string
+	Err          error // the broker's answer
 }
 
 // Error names the principal, the missing ACLs and the kafka-acls.sh
@@ -79,6 +84,12 @@ func (e *AuthorizationError) Error() string {
 	}
 	for _, t := range e.Outputs {
 		doctor = append(doctor, "--output-topic", t)
+	}
+	for _, s := range e.Stores {
+		doctor = append(doctor, "--store", s)
+	}
+	for _, n := range e.Repartitions {
+		doctor = append(doctor, "--repartition", n)
 	}
 	return fmt.Sprintf("eos: %s is not authorized (%v): it needs %s; grant it with: %s; `%s` prints every ACL the app needs",
 		orUnknown(e.Principal), e.Err, strings.Join(what, " and "), strings.Join(fix, " && "), strings.Join(doctor, " "))
@@ -134,7 +145,17 @@ func (r *Runner) authErrorOp(err error, op string, topics ...string) error {
 		return err
 	}
 	e := &AuthorizationError{Principal: principal(r.cfg), AppID: r.cfg.AppID, Brokers: r.cfg.Brokers, Err: err,
-		Inputs: r.inputs, Outputs: r.top.OutputTopics()}
+		Inputs: r.top.InputTopics(), Outputs: r.top.OutputTopics()}
+	if r.state != nil {
+		for _, s := range r.state.specs {
+			e.Stores = append(e.Stores, s.Name)
+		}
+	}
+	for _, rp := range r.proc.Repartitions() {
+		// The topic is app_id-NODE-repartition; doctor wants the node.
+		node := strings.TrimSuffix(strings.TrimPrefix(rp.Topic, r.cfg.AppID+"-"), "-repartition")
+		e.Repartitions = append(e.Repartitions, node)
+	}
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
 		e.Err = fmt.Errorf("transactional id %q: %w", r.cfg.TransactionalID(), err)

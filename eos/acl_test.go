@@ -78,7 +78,8 @@ func kfakeIsAuthError(err error) bool {
 }
 
 // A repartition topic is both read and written by the app: a refused
-// produce to it names Write (not Read, as for a topic it only consumes).
+// produce to it names Write (not Read, as for a topic it only consumes),
+// and the suggested doctor command names the store and the GroupBy node.
 func TestMissingWriteOnRepartitionTopicNamesWrite(t *testing.T) {
 	lit := kmsg.ACLResourcePatternTypeLiteral
 	allow := func(r kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
@@ -106,5 +107,11 @@ func TestMissingWriteOnRepartitionTopicNamesWrite(t *testing.T) {
 	err := x.Wait(t, 30*time.Second)
 	if !errors.Is(err, eos.ErrNotAuthorized) || !strings.Contains(err.Error(), "--operation Write --topic "+rep) {
 		t.Fatalf("Run = %v\nwant an authorization error naming Write on %s", err, rep)
+	}
+	// The doctor command it suggests prints the internal topics' grants
+	// too, so it names the store and the GroupBy node.
+	doctor := "`EOS_APP_ID=app eosctl doctor --acls --principal User:app-user --input-topic in --output-topic out --store counts --repartition by-value`"
+	if !strings.Contains(err.Error(), doctor) {
+		t.Errorf("the error does not suggest %s:\n%v", doctor, err)
 	}
 }

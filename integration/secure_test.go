@@ -609,7 +609,8 @@ func untrustedCA(t *testing.T) string {
 // pipeline: besides the four grants of a stateless one it needs Create,
 // Read and Write on its changelog (app_id-STORE-changelog), which it makes
 // on first start, writes in each transaction and restores from. Each row
-// grants all but one of those three.
+// grants all but one of those three; with all of them, `eosctl doctor
+// --acls --store` prints exactly the grants the pipeline ran with.
 func TestSecureMissingACLStateful(t *testing.T) {
 	admin := secureEnv(t)
 	ops := []kadm.ACLOperation{kadm.OpCreate, kadm.OpRead, kadm.OpWrite}
@@ -640,6 +641,17 @@ func TestSecureMissingACLStateful(t *testing.T) {
 			if missing == kadm.OpUnknown {
 				x.WaitCommitted(t, n, 90*time.Second)
 				conformance.CheckCounts(t, admin, p.out, changelog, n)
+				// doctor --acls --store prints exactly the grants
+				// this run had.
+				var flags []string
+				for _, g := range leastPrivilege {
+					w := g.want(p)
+					flags = append(flags, w[len(w)-1])
+				}
+				for _, op := range ops {
+					flags = append(flags, "--operation "+camelOp(op)+" --topic "+changelog)
+				}
+				checkDoctorGrants(t, admin, p, []string{"--store", "counts"}, flags)
 				return
 			}
 			committed := 0
@@ -679,6 +691,33 @@ func TestSecureMissingACLStateful(t *testing.T) {
 		})
 	}
 	t.Logf("missing-ACL table, stateful:\n| permission removed | Run returned after | error |\n|---|---|---|\n%s", strings.Join(table, "\n"))
+}
+
+// checkDoctorGrants runs `eosctl doctor --acls` for p with extra flags and
+// fails t unless it prints exactly one kafka-acls.sh command for each of
+// flags (e.g. "--operation Read --topic in"), the grants the pipeline
+// just ran with.
+func checkDoctorGrants(t *testing.T, admin *kafkatest.Env, p pipelineNames, extra, flags []string) {
+	t.Helper()
+	args := append([]string{"doctor", "--acls", "--principal", p.principal, "--input-topic", p.in, "--output-topic", p.out}, extra...)
+	out, errOut, code := secureEosctl(t, admin, []string{"EOS_APP_ID=" + p.app}, args...)
+	if code != 0 {
+		t.Fatalf("eosctl %s: exit %d: %s", strings.Join(args, " "), code, errOut)
+	}
+	var printed, granted []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "kafka-acls.sh ") {
+			printed = append(printed, l)
+		}
+	}
+	for _, f := range flags {
+		granted = append(granted, "kafka-acls.sh --bootstrap-server "+strings.Join(admin.Brokers, ",")+" --add --allow-principal "+p.principal+" "+f)
+	}
+	slices.Sort(printed)
+	slices.Sort(granted)
+	if !slices.Equal(printed, granted) {
+		t.Errorf("eosctl %s printed:\n%s\nthe grants the pipeline ran with are:\n%s", strings.Join(args, " "), strings.Join(printed, "\n"), strings.Join(granted, "\n"))
+	}
 }
 
 // camelOp spells an ACL operation as kafka-acls.sh does: Create, Read, Write.

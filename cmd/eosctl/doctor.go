@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/topology"
 )
 
 // Finding statuses, from good to bad.
@@ -48,14 +49,45 @@ func (fs *findings) fail(check, detail, fix string) {
 	*fs = append(*fs, finding{Check: check, Status: statusFail, Detail: detail, Fix: fix})
 }
 
-// doctorOpts are the doctor's own flags: who runs the pipeline and which
-// topics it reads and writes, for the ACL checks.
+// doctorOpts are the doctor's own flags: who runs the pipeline, which
+// topics it reads and writes, and its state stores and repartitioning
+// nodes (whose internal topics it makes, reads and writes), for the ACL
+// checks.
 type doctorOpts struct {
 	acls         bool // print the needed ACLs as kafka-acls.sh commands and stop
 	principal    string
 	topics       []string
 	inputTopics  []string
 	outputTopics []string
+	stores       []string // state stores: each has a changelog app_id-STORE-changelog
+	repartitions []string // GroupBy and Through nodes: each has a topic app_id-NODE-repartition
+}
+
+// checkInternalNames refuses a --store or --repartition name that cannot
+// be part of a topic name, so no kafka-acls.sh command is printed for a
+// topic that cannot exist.
+func (o doctorOpts) checkInternalNames(appID string) error {
+	for _, names := range []struct {
+		flag  string
+		names []string
+		topic func(app, name string) string
+	}{
+		{"--store", o.stores, topology.ChangelogTopic},
+		{"--repartition", o.repartitions, topology.RepartitionTopic},
+	} {
+		for _, n := range names.names {
+			if err := validTopicName(n); err != nil {
+				return usageErrorf("%s %q: it becomes part of a topic name: %v", names.flag, n, err)
+			}
+			if appID == "" {
+				continue
+			}
+			if err := validTopicName(names.topic(appID, n)); err != nil {
+				return usageErrorf("%s %q: %v", names.flag, n, err)
+			}
+		}
+	}
+	return nil
 }
 
 // doctorEnv is what every check may use.
@@ -98,19 +130,31 @@ warn or fail with the fix:
   - with an authorizer, the ACLs the pipeline's principal needs:
     IdempotentWrite on the cluster, Write and Describe on its transactional
     ids (the prefix app_id:), Read on its group, Read on input and Write on
-    output topics
+    output topics; for each --store, Create, Read and Write on its
+    changelog app_id-STORE-changelog (the runtime makes it on first start,
+    writes it in every transaction and restores from it); for each
+    --repartition node (GroupBy, Through), Create, Read, Write and Delete
+    on app_id-NODE-repartition (made on first start, written and read back
+    by the app, its consumed records deleted with DeleteRecords)
 
 Exits 1 when any check fails.
 
 With --acls it checks nothing and does not connect: it prints the ACLs the
 pipeline needs (least privilege) as kafka-acls.sh commands for --principal,
-ready to run (-o json lists them as objects).`,
+ready to run (-o json lists them as objects). doctor cannot see the
+pipeline's code: name every state store with --store and every GroupBy or
+Through node with --repartition (as 'eosctl app describe' or the
+topology's Describe lists them), or their grants are left out.`,
 		Example: `  eosctl doctor --config pipeline.yaml --principal User:orders-app --input-topic orders --output-topic invoices
-  eosctl doctor --acls --config pipeline.yaml --input-topic orders --output-topic invoices | sh`,
+  eosctl doctor --acls --config pipeline.yaml --input-topic orders --output-topic invoices | sh
+  eosctl doctor --acls --config pipeline.yaml --input-topic orders --output-topic counts --store counts --repartition by-customer`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := g.pipelineConfig()
 			if err != nil {
+				return err
+			}
+			if err := o.checkInternalNames(cfg.AppID); err != nil {
 				return err
 			}
 			if o.acls {
@@ -165,6 +209,8 @@ ready to run (-o json lists them as objects).`,
 	f.StringSliceVar(&o.inputTopics, "input-topic", nil, "topic the pipeline reads (repeatable): checks Read")
 	f.StringSliceVar(&o.outputTopics, "output-topic", nil, "topic the pipeline writes (repeatable): checks Write")
 	f.StringSliceVar(&o.topics, "topic", nil, "topic the pipeline both reads and writes (repeatable)")
+	f.StringSliceVar(&o.stores, "store", nil, "state store of the pipeline (repeatable): checks Create, Read and Write on its changelog app_id-STORE-changelog")
+	f.StringSliceVar(&o.repartitions, "repartition", nil, "GroupBy or Through node of the pipeline (repeatable): checks Create, Read, Write and Delete on app_id-NODE-repartition")
 	return c
 }
 

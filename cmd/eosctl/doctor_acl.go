@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/topology"
 )
 
 // aclEntry is one ACL as DescribeACLs returns it.
@@ -81,6 +82,11 @@ func (e *doctorEnv) checkACLs(fs *findings) error {
 	}
 	for _, n := range e.aclNeeds(fs) {
 		allowed := aclAllows(acls, p, n)
+		if n.resource == kmsg.ACLResourceTypeTopic && n.op == kmsg.ACLOperationCreate {
+			// Kafka's authorizer lets Create on the cluster create any
+			// topic.
+			allowed = allowed || aclAllows(acls, p, aclNeed{resource: kmsg.ACLResourceTypeCluster, name: "kafka-cluster", op: kmsg.ACLOperationCreate})
+		}
 		what := fmt.Sprintf("%s on %s %q (%s)", camel(n.op.String()), camel(n.resource.String()), n.name, n.why)
 		switch {
 		case allowed:
@@ -103,7 +109,8 @@ func (e *doctorEnv) checkACLs(fs *findings) error {
 }
 
 // aclNeeds lists what the pipeline needs: the transactional id and group
-// come from the config's app_id, topics from the flags.
+// come from the config's app_id, topics from the flags, and the internal
+// topics from app_id and the --store and --repartition names.
 func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 	var needs []aclNeed
 	c := e.cfg
@@ -131,6 +138,27 @@ func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 	}
 	for _, t := range append(append([]string{}, e.opts.outputTopics...), e.opts.topics...) {
 		needs = append(needs, aclNeed{kmsg.ACLResourceTypeTopic, t, kmsg.ACLOperationWrite, "--topic " + t, "to produce to it", false})
+	}
+	if c.AppID == "" {
+		return needs // internal topics are named after the app
+	}
+	topic := func(t string, op kmsg.ACLOperation, why string) aclNeed {
+		return aclNeed{kmsg.ACLResourceTypeTopic, t, op, "--topic " + t, why, false}
+	}
+	for _, s := range e.opts.stores {
+		t := topology.ChangelogTopic(c.AppID, s)
+		needs = append(needs,
+			topic(t, kmsg.ACLOperationCreate, "to create the changelog of store "+s+" on first start"),
+			topic(t, kmsg.ACLOperationRead, "to restore store "+s+" from its changelog"),
+			topic(t, kmsg.ACLOperationWrite, "to write the changes of store "+s+" in each transaction"))
+	}
+	for _, n := range e.opts.repartitions {
+		t := topology.RepartitionTopic(c.AppID, n)
+		needs = append(needs,
+			topic(t, kmsg.ACLOperationCreate, "to create the repartition topic of "+n+" on first start"),
+			topic(t, kmsg.ACLOperationRead, "to read back the records "+n+" sends through it"),
+			topic(t, kmsg.ACLOperationWrite, "to write the records "+n+" sends through it"),
+			topic(t, kmsg.ACLOperationDelete, "to delete the records the group has consumed (DeleteRecords), without which the topic grows without bound"))
 	}
 	return needs
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/eosflow/eosflow/topology"
 )
 
 // devConfigs are the broker settings a single-broker cluster needs for
@@ -176,6 +178,43 @@ func TestDoctorChecksACLs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With --store and --repartition the doctor checks the grants of the
+// internal topics too: Create granted on the cluster covers creating them,
+// and a missing Delete on the repartition topic fails with its fix.
+func TestDoctorChecksInternalTopicACLs(t *testing.T) {
+	lit := kmsg.ACLResourcePatternTypeLiteral
+	allow := func(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: rt, Name: name, Pattern: lit, Operation: op, Allow: true}
+	}
+	changelog, rep := topology.ChangelogTopic("orders", "counts"), topology.RepartitionTopic("orders", "by-value")
+	acls := []kfake.ACL{
+		{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "orders:", Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationWrite, Allow: true},
+		allow(kmsg.ACLResourceTypeGroup, "orders", kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLOperationCreate),
+		allow(kmsg.ACLResourceTypeTopic, changelog, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, changelog, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationWrite),
+	}
+	_, addr := newCluster(t, kfake.BrokerConfigs(devConfigs), kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"), kfake.User("SCRAM-SHA-256", "app", "secret", acls...))
+	res := doctor(t, addr, exitFailure, "--config", writeConfig(t, addr, ""),
+		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-user", "admin", "--sasl-password", "admin",
+		"--principal", "User:app", "--store", "counts", "--repartition", "by-value")
+	for _, want := range []string{
+		`Create on Topic "` + changelog + `"`, `Read on Topic "` + changelog + `"`, `Write on Topic "` + changelog + `"`,
+		`Create on Topic "` + rep + `"`, `Read on Topic "` + rep + `"`, `Write on Topic "` + rep + `"`,
+	} {
+		if _, ok := findingWith(res, statusOK, want); !ok {
+			t.Errorf("want ok for %s: %+v", want, res.Findings)
+		}
+	}
+	f, ok := findingWith(res, statusFail, `lacks Delete on Topic "`+rep+`"`)
+	if !ok || !strings.HasSuffix(f.Fix, "--operation Delete --topic "+rep) {
+		t.Errorf("want a failure for Delete on %s with its kafka-acls.sh fix: %+v", rep, res.Findings)
 	}
 }
 
