@@ -17,8 +17,9 @@ var ErrFenced = errors.New("eos: producer fenced")
 var ErrUnreachable = errors.New("eos: brokers unreachable")
 
 // ErrAuthentication means the brokers refused this client's SASL login or
-// it refused their TLS certificate: Run stops at once, as retrying the
-// same credentials cannot succeed.
+// its TLS client certificate (or its lack of one, on a mutual-TLS
+// listener), or it refused their TLS certificate: Run stops at once, as
+// retrying the same credentials cannot succeed.
 var ErrAuthentication = errors.New("eos: authentication failed")
 
 // ErrMissingTopics matches every *MissingTopicsError.

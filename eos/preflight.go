@@ -90,10 +90,11 @@ func (r *Runner) preflight(ctx context.Context) error {
 	return r.changelogs(pctx, kadm.NewClient(cl), parts)
 }
 
-// authenticationError says which credential the brokers refused, or that
-// their certificate is not trusted, or returns nil for other errors: both
-// fail the same way on every attempt, and "unreachable" would send the
-// reader to the network instead.
+// authenticationError says which credential the brokers refused (the SASL
+// login, the client certificate or its absence), or that their certificate
+// is not trusted, or returns nil for other errors: each fails the same way
+// on every attempt, and "unreachable" would send the reader to the network
+// instead.
 func (r *Runner) authenticationError(err error) error {
 	brokers := strings.Join(r.cfg.Brokers, ",")
 	switch {
@@ -107,6 +108,12 @@ func (r *Runner) authenticationError(err error) error {
 		}
 		return fmt.Errorf("%w: the certificate of the brokers at %s is not trusted by %s (%v); set tls.ca_file (EOS_TLS_CA_FILE) to the CA that signed it, and connect by a name the certificate lists",
 			ErrAuthentication, brokers, ca, err)
+	case kafkautil.IsClientCertRefused(err) && r.cfg.TLS.CertFile == "":
+		return fmt.Errorf("%w: the brokers at %s require a client certificate (mutual TLS) and refused the connection without one (%v); set tls.cert_file and tls.key_file (EOS_TLS_CERT_FILE, EOS_TLS_KEY_FILE) to a certificate signed by a CA the brokers trust",
+			ErrAuthentication, brokers, err)
+	case kafkautil.IsClientCertRefused(err):
+		return fmt.Errorf("%w: the brokers at %s refused the client certificate tls.cert_file %s (%v); set tls.cert_file and tls.key_file (EOS_TLS_CERT_FILE, EOS_TLS_KEY_FILE) to a certificate that is valid now and signed by a CA the brokers trust",
+			ErrAuthentication, brokers, r.cfg.TLS.CertFile, err)
 	}
 	return nil
 }

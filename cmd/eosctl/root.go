@@ -341,6 +341,12 @@ func (g *globals) client(ctx context.Context, cfg config.Config) (*kgo.Client, e
 		case kafkautil.IsTLSFailure(err):
 			return nil, fmt.Errorf("authentication failed: the certificate of broker(s) %s is not trusted (%v) — pass the CA that signed it with --tls-ca (or tls.ca_file in --config)",
 				strings.Join(cfg.Brokers, ", "), err)
+		case kafkautil.IsClientCertRefused(err) && cfg.TLS.CertFile == "":
+			return nil, fmt.Errorf("authentication failed: broker(s) %s require a client certificate (mutual TLS) and refused the connection without one (%v) — pass one signed by a CA the brokers trust with --tls-cert and --tls-key (or tls.cert_file and tls.key_file in --config)",
+				strings.Join(cfg.Brokers, ", "), err)
+		case kafkautil.IsClientCertRefused(err):
+			return nil, fmt.Errorf("authentication failed: broker(s) %s refused the client certificate %s (%v) — pass one that is valid now and signed by a CA the brokers trust with --tls-cert and --tls-key (or tls.cert_file and tls.key_file in --config)",
+				strings.Join(cfg.Brokers, ", "), cfg.TLS.CertFile, err)
 		}
 		return nil, fmt.Errorf("broker(s) %s accept connections but do not answer Kafka requests: %w — check --tls and --sasl-* (or the --config tls/sasl settings)",
 			strings.Join(cfg.Brokers, ", "), err)

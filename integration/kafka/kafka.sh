@@ -3,7 +3,8 @@
 #
 #   kafka.sh start   [--cluster N] [--node I] [--secure]
 #                                               fetch (once), format (once), start, wait until ready;
-#                                               --secure: SASL_SSL + SCRAM-SHA-512 + ACLs (see README.md)
+#                                               --secure: SASL_SSL + SCRAM-SHA-512 + ACLs, and a mutual-TLS
+#                                               listener on port + 20000 (see README.md)
 #   kafka.sh stop    [--node I]                 SIGTERM, wait, SIGKILL after EOS_KAFKA_STOP_TIMEOUT
 #   kafka.sh kill    [--node I]                 SIGKILL (hard crash; data dirs are kept)
 #   kafka.sh restart [--hard] [--node I]        stop (or kill with --hard), then start on the same data
@@ -12,6 +13,7 @@
 #   kafka.sh clean                              stop and delete the data of the current layout
 #   kafka.sh fetch                              only download the broker into the cache
 #   kafka.sh secure-env                         print EOS_* variables to connect to a --secure layout
+#   kafka.sh mtls-env                           the same for its mutual-TLS listener (client certificate)
 #
 # The broker jars come from Maven Central (see pom.xml next to this script) and are
 # cached in integration/kafka/.dist/ (EOS_KAFKA_CACHE). Node data, configs, logs and
@@ -33,7 +35,7 @@ log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-	sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -99,16 +101,25 @@ SCRAM=SCRAM-SHA-512
 ADMIN_USER=admin
 
 # Controller listener of node I: broker port + 10000 (or - 10000 near the top of the range).
+# Mutual-TLS listener of a secure node I: broker port + 20000 (or - 20000). Broker ports
+# of a layout span at most 9, so neither offset can land on another node's port.
 broker_port() { echo $((BASE_PORT + $1 - 1)); }
-controller_port() {
-	local p=$(($(broker_port "$1") + 10000))
-	((p > 65535)) && p=$(($(broker_port "$1") - 10000))
+offset_port() { # node id, offset
+	local p=$(($(broker_port "$1") + $2))
+	((p > 65535)) && p=$(($(broker_port "$1") - $2))
 	echo "$p"
 }
+controller_port() { offset_port "$1" 10000; }
+mtls_port() { offset_port "$1" 20000; }
 node_dir() { echo "$LAYOUT_DIR/node-$1"; }
 bootstrap() {
 	local i out=""
 	for ((i = 1; i <= NODES; i++)); do out+="${out:+,}$HOST:$(broker_port "$i")"; done
+	echo "$out"
+}
+mtls_bootstrap() {
+	local i out=""
+	for ((i = 1; i <= NODES; i++)); do out+="${out:+,}$HOST:$(mtls_port "$i")"; done
 	echo "$out"
 }
 selected_nodes() {
@@ -144,7 +155,8 @@ fetch() {
 # setup_secure makes, once per layout, the admin password and the
 # certificates: a CA (ca.pem, what clients trust) and one broker certificate
 # for 127.0.0.1 and localhost signed by it (broker.pem: key + chain, Kafka's
-# PEM keystore format). Go clients need only ca.pem.
+# PEM keystore format). Go clients need only ca.pem; client_certs adds the
+# client certificates of the mutual-TLS listener.
 setup_secure() {
 	[[ -f $SECURE_DIR/.complete ]] && return 0
 	command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
@@ -174,6 +186,42 @@ setup_secure() {
 	log "secure layout: CA $SECURE_DIR/ca.pem, super user $ADMIN_USER (password in $SECURE_DIR/admin.password)"
 }
 
+# APP_CN is the least-privilege principal (User:eosflow-app) of the
+# client-app certificate: it holds no ACL until one is granted.
+APP_CN=eosflow-app
+
+# client_certs makes the client certificates the mutual-TLS listener
+# accepts, on every start of a secure layout, so a layout made before they
+# existed gets them too: client-admin (CN=admin, so the principal is the
+# super user User:admin) and client-app (CN=eosflow-app) signed by the
+# layout's CA; and client-untrusted (CN=admin too) signed by a CA of its own
+# (untrusted-ca.pem) that the brokers do not trust, for negative tests.
+# Existing files are kept.
+client_certs() {
+	[[ -f $SECURE_DIR/client-admin.crt && -f $SECURE_DIR/client-app.crt && -f $SECURE_DIR/client-untrusted.crt ]] && return 0
+	command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+	[[ -f $SECURE_DIR/ca.key ]] || die "$SECURE_DIR/ca.key is missing, so no client certificate can be signed; run '$0 clean' (it deletes the layout's data) and start --secure again"
+	(
+		cd "$SECURE_DIR"
+		# set -e is off in a subshell tested by ||: every step checks.
+		sign() { # name common-name ca-cert ca-key
+			[[ -f $1.crt ]] && return 0
+			openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=$2" -keyout "$1.key" -out "$1.csr" &&
+				openssl x509 -req -in "$1.csr" -CA "$3" -CAkey "$4" -CAcreateserial -sha256 -days 3650 \
+					-extfile client.ext -out "$1.crt.tmp" &&
+				mv "$1.crt.tmp" "$1.crt"
+		}
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
+			sign client-admin "$ADMIN_USER" ca.pem ca.key &&
+			sign client-app "$APP_CN" ca.pem ca.key &&
+			{ [[ -f untrusted-ca.pem ]] || openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
+				-subj "/CN=eosflow untrusted test CA" -keyout untrusted-ca.key -out untrusted-ca.pem; } &&
+			sign client-untrusted "$ADMIN_USER" untrusted-ca.pem untrusted-ca.key &&
+			chmod 600 ./*
+	) >"$LAYOUT_DIR/openssl-client.out" 2>&1 || { cat "$LAYOUT_DIR/openssl-client.out" >&2; die "openssl could not make the client certificates"; }
+	log "mutual TLS: client certificates client-admin (User:$ADMIN_USER), client-app (User:$APP_CN), client-untrusted in $SECURE_DIR"
+}
+
 admin_password() { cat "$SECURE_DIR/admin.password"; }
 
 # admin.properties is the Java tools' --command-config for the super user.
@@ -192,12 +240,18 @@ write_admin_properties() {
 # brokers use SASL_SSL with SCRAM-SHA-512, the loopback controller listener
 # SASL_PLAINTEXT with PLAIN for the super user only, and the KRaft
 # StandardAuthorizer denies whatever no ACL allows.
-secure_config() { # broker-port controller-port
+#
+# A second client listener, SSL, requires a client certificate signed by the
+# CA (mutual TLS, on that listener only); its principal is the certificate's
+# CN: CN=foo is User:foo.
+secure_config() { # broker-port controller-port mtls-port
 	local pw
 	pw=$(admin_password)
-	echo "listeners=SASL_SSL://$HOST:$1,CONTROLLER://$HOST:$2"
-	echo "advertised.listeners=SASL_SSL://$HOST:$1"
-	echo "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT"
+	echo "listeners=SASL_SSL://$HOST:$1,SSL://$HOST:$3,CONTROLLER://$HOST:$2"
+	echo "advertised.listeners=SASL_SSL://$HOST:$1,SSL://$HOST:$3"
+	echo "listener.security.protocol.map=SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SASL_PLAINTEXT"
+	echo "listener.name.ssl.ssl.client.auth=required"
+	echo "ssl.principal.mapping.rules=RULE:^CN=([^,]+).*\$/\$1/,DEFAULT"
 	echo "inter.broker.listener.name=SASL_SSL"
 	echo "controller.listener.names=CONTROLLER"
 	echo "sasl.enabled.mechanisms=$SCRAM"
@@ -226,6 +280,34 @@ secure_env() {
 	echo "EOS_SASL_MECHANISM=$SCRAM"
 	echo "EOS_SASL_USERNAME=$ADMIN_USER"
 	echo "EOS_SASL_PASSWORD=$(admin_password)"
+}
+
+# mtls_env prints how a client connects to the mutual-TLS listener as the
+# super user, authenticated by its certificate alone.
+mtls_env() {
+	((SECURE)) || die "layout $LAYOUT is not secure; start it with '$0 start --secure'"
+	[[ -f $SECURE_DIR/client-admin.crt ]] || die "layout $LAYOUT has no client certificates yet; '$0 start' makes them"
+	echo "EOS_BROKERS=$(mtls_bootstrap)"
+	echo "EOS_TLS_ENABLED=true"
+	echo "EOS_TLS_CA_FILE=$SECURE_DIR/ca.pem"
+	echo "EOS_TLS_CERT_FILE=$SECURE_DIR/client-admin.crt"
+	echo "EOS_TLS_KEY_FILE=$SECURE_DIR/client-admin.key"
+}
+
+# test_env prints the file the TestSecure* tests read: secure_env's lines,
+# then the mutual-TLS listener under EOS_KAFKA_MTLS_* names (so they do not
+# override the SASL_SSL ones), the CA key that signs certificates for new
+# principals at test time, and the certificates of client_certs.
+test_env() {
+	secure_env
+	echo "EOS_KAFKA_MTLS_BROKERS=$(mtls_bootstrap)"
+	echo "EOS_KAFKA_MTLS_CERT_FILE=$SECURE_DIR/client-admin.crt"
+	echo "EOS_KAFKA_MTLS_KEY_FILE=$SECURE_DIR/client-admin.key"
+	echo "EOS_KAFKA_CA_KEY_FILE=$SECURE_DIR/ca.key"
+	echo "EOS_KAFKA_APP_CERT_FILE=$SECURE_DIR/client-app.crt"
+	echo "EOS_KAFKA_APP_KEY_FILE=$SECURE_DIR/client-app.key"
+	echo "EOS_KAFKA_UNTRUSTED_CERT_FILE=$SECURE_DIR/client-untrusted.crt"
+	echo "EOS_KAFKA_UNTRUSTED_KEY_FILE=$SECURE_DIR/client-untrusted.key"
 }
 
 # ---------------------------------------------------------------- config
@@ -278,7 +360,7 @@ write_config() { # node id
 		echo "process.roles=broker,controller"
 		echo "node.id=$i"
 		if ((SECURE)); then
-			secure_config "$bp" "$cp"
+			secure_config "$bp" "$cp" "$(mtls_port "$i")"
 		else
 			echo "listeners=PLAINTEXT://$HOST:$bp,CONTROLLER://$HOST:$cp"
 			echo "advertised.listeners=PLAINTEXT://$HOST:$bp"
@@ -400,10 +482,12 @@ launch_node() { # node id
 		log "node $i already running (pid $pid)"
 		return 0
 	fi
-	local bp cp
+	local bp cp ports
 	bp=$(broker_port "$i")
 	cp=$(controller_port "$i")
-	for p in "$bp" "$cp"; do
+	ports=("$bp" "$cp")
+	((SECURE)) && ports+=("$(mtls_port "$i")")
+	for p in "${ports[@]}"; do
 		port_open "$p" && die "port $p is already in use (another Kafka layout running? try: $0 status / stop, or set EOS_KAFKA_PORT)"
 	done
 	write_config "$i"
@@ -420,7 +504,9 @@ launch_node() { # node id
 		</dev/null >"$dir/kafka.out" 2>&1 8>&- &
 	echo $! >"$dir/kafka.pid"
 	LAUNCHED+=" $i "
-	log "started node $i (pid $!) on $HOST:$bp, controller $HOST:$cp, log $dir/kafka.log"
+	local mtls=""
+	((SECURE)) && mtls=", mutual TLS $HOST:$(mtls_port "$i")"
+	log "started node $i (pid $!) on $HOST:$bp$mtls, controller $HOST:$cp, log $dir/kafka.log"
 }
 
 fail_start() { # message
@@ -511,6 +597,7 @@ cmd_start() {
 	flock -w $((START_TIMEOUT * 2)) 8 || die "another kafka.sh start holds $LAYOUT_DIR/.lock"
 	write_log4j
 	((SECURE_ARG)) && setup_secure
+	((SECURE)) && client_certs
 	echo "$NODES $BASE_PORT" >"$CURRENT_FILE"
 	# Format all nodes first (in parallel): a static quorum needs every voter's storage.
 	local pids=()
@@ -529,9 +616,11 @@ cmd_start() {
 	echo "EOS_KAFKA_BROKERS=$(bootstrap)"
 	echo "EOS_KAFKA_VERSION=$(running_version)"
 	if ((SECURE)); then
-		secure_env >"$SECURE_DIR/secure.env"
-		chmod 600 "$SECURE_DIR/secure.env"
+		test_env >"$SECURE_DIR/secure.env"
+		mtls_env >"$SECURE_DIR/mtls.env"
+		chmod 600 "$SECURE_DIR/secure.env" "$SECURE_DIR/mtls.env"
 		echo "EOS_KAFKA_SECURE_ENV=$SECURE_DIR/secure.env"
+		echo "EOS_KAFKA_MTLS_ENV=$SECURE_DIR/mtls.env"
 	fi
 }
 
@@ -588,7 +677,7 @@ cmd_status() {
 		fi
 	done
 	local sec=""
-	((SECURE)) && sec=" (SASL_SSL, SCRAM-SHA-512, ACLs: $0 secure-env)"
+	((SECURE)) && sec=" (SASL_SSL, SCRAM-SHA-512, ACLs: $0 secure-env; mutual TLS on $(mtls_bootstrap): $0 mtls-env)"
 	echo "layout $LAYOUT, Kafka $VERSION, bootstrap $(bootstrap)$sec"
 	return $rc
 }
@@ -610,5 +699,6 @@ bootstrap) bootstrap ;;
 clean) cmd_clean ;;
 fetch) fetch; echo "$LIBS" ;;
 secure-env) secure_env ;;
+mtls-env) mtls_env ;;
 *) usage ;;
 esac

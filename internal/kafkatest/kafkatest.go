@@ -1,6 +1,7 @@
 // Package kafkatest gives tests a broker: the real cluster named by
 // EOS_KAFKA_BROKERS when set, else an in-process kfake cluster; and the
-// secured cluster (SASL_SSL, ACLs) named by EOS_KAFKA_SECURE_ENV.
+// secured cluster (SASL_SSL, ACLs) named by EOS_KAFKA_SECURE_ENV, also
+// through its mutual-TLS listener.
 package kafkatest
 
 import (
@@ -40,6 +41,9 @@ type Env struct {
 	// while the helpers (topics, seeding, draining) stay with SASL: so a
 	// scenario can run its pipelines with least-privilege ACLs.
 	AppSASL config.SASL
+	// Certs, on the mutual-TLS listener (SecureMTLS), are the client
+	// certificates kafka.sh made; nil elsewhere.
+	Certs *MTLSCerts
 }
 
 // Real reports whether the test runs against a real cluster.
