@@ -60,6 +60,11 @@ type Stats struct {
 	// restoring them (on assignment, and after a batch that did not
 	// commit cleanly).
 	Restored uint64
+	// StoresWiped counts state stores emptied to be restored in full:
+	// their changelog could no longer bring them up to date, or the last
+	// record they applied did not read back as committed (a commit whose
+	// markers a restarting broker skipped).
+	StoresWiped uint64
 	// Redone counts input records whose outputs may have been written
 	// although their batch did not commit its offsets (idempotent and
 	// at-least-once only: a failed or lost offset commit, a produce
@@ -99,7 +104,7 @@ type Runner struct {
 	closeErr error
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
-	deadLettered, skipped, retries, restored                    atomic.Uint64
+	deadLettered, skipped, retries, restored, wipes             atomic.Uint64
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
@@ -117,7 +122,7 @@ type Runner struct {
 	ownMembers        map[string]bool          // group member ids this Runner's clients had
 	pid               int64                    // this session\'s producer id, and the epoch it started at
 	pidEpoch          int16                    // -1 before a transactional producer id is loaded
-	hangingDenied     string                   // why the last abortOwnHanging could not look or abort: missing grants
+	hangingDenied     string                   // why the last abortHanging could not look or abort: missing grants
 	deadLetterRefused error                    // a dead letter the broker refused: Run stops
 	partitionCounts   map[string]int32         // output topics' partition counts, when asked
 	state             *taskStores              // the topology's state stores; nil without
@@ -255,7 +260,7 @@ func (r *Runner) Stats() Stats {
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
 		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
-		Restored: r.restored.Load(),
+		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(),
 	}
 }
 

@@ -48,6 +48,10 @@ type taskStores struct {
 	markSeq map[*state.Store]uint64
 	touched []*state.Store
 
+	// verified holds, per open store, the applied changelog offset that a
+	// restore has read back as committed (see Runner.restore).
+	verified map[*state.Store]int64
+
 	// sized are the open stores, for the store-size metric, which reads
 	// them from scrapes: a store leaves it before it closes.
 	sizeMu sync.Mutex
@@ -64,7 +68,8 @@ func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID 
 	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, taskTopic: taskTopic, dir: dir, appID: appID, log: log,
 		open: map[state.Task]map[string]*state.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*state.Store]state.Task{}, last: map[*state.Store]*kgo.Record{}, markSeq: map[*state.Store]uint64{},
-		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
+		verified: map[*state.Store]int64{},
+		own:      map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
 	}
@@ -128,6 +133,7 @@ func (ts *taskStores) sync() {
 func (ts *taskStores) closeTask(t state.Task) {
 	for name, s := range ts.open[t] {
 		delete(ts.markSeq, s)
+		delete(ts.verified, s)
 		s.Abort()
 		ts.track(s, false)
 		if err := s.Close(); err != nil {
@@ -310,11 +316,33 @@ func (ts *taskStores) closeAll() {
 // changelogs read_committed from each store's offset to the changelog's
 // last stable offset, as it was when the restore began. It holds no
 // transaction open, however long it takes.
+//
+// A store is trusted only once the last changelog record it applied has
+// been read back as committed: a batch is applied after EndTxn reports a
+// commit, but a broker that restarts before writing the commit's markers
+// can skip them (Apache Kafka logs "Couldn't find leader endpoint ...
+// these partitions are likely deleted already and hence can be skipped"),
+// and the next marker of this producer on the partition, or the repair of
+// a hanging transaction, then aborts the batch. A store ahead of its
+// changelog would count that batch's input twice once it is redone; it is
+// wiped and restored in full instead.
 func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
-	ts := r.state
 	if len(tasks) == 0 {
 		return nil
 	}
+	for {
+		err := r.restoreOnce(ctx, tasks)
+		if !errors.Is(err, errRestoreAgain) {
+			return err
+		}
+	}
+}
+
+// errRestoreAgain: a store was wiped during a restore, which starts over.
+var errRestoreAgain = errors.New("restore again")
+
+func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
+	ts := r.state
 	targets := map[string]map[int32]*restoreTarget{}
 	var topics []string
 	for _, t := range tasks {
@@ -360,10 +388,16 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 			if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
 				return err
 			}
-			from := max(tg.store.Offset()+1, start.Offset)
+			applied := tg.store.Offset()
+			from := max(applied+1, start.Offset)
 			if from > tg.end {
 				return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
 					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
+			}
+			tg.readBack = state.NoOffset
+			if v, ok := ts.verified[tg.store]; applied >= start.Offset && (!ok || v != applied) {
+				// Read the applied record back first (see restore).
+				tg.verifying, tg.verify, from = true, applied, applied
 			}
 			if from == tg.end {
 				tg.done = true // caught up already
@@ -380,7 +414,18 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 		}
 	}
 	if remaining > 0 {
-		if err := r.readChangelogs(ctx, consume, targets, remaining); err != nil {
+		err := r.readChangelogs(ctx, consume, targets, remaining)
+		for _, ps := range targets {
+			for _, tg := range ps {
+				switch off := tg.store.Offset(); {
+				case off == state.NoOffset:
+					delete(ts.verified, tg.store) // wiped
+				case tg.readBack == off:
+					ts.verified[tg.store] = off
+				}
+			}
+		}
+		if err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -502,7 +547,26 @@ func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) erro
 	if err := tg.store.Wipe(); err != nil {
 		return fmt.Errorf("eos: wiping state store %q of task %s (%s): %w; delete the task's directory under %s", tg.store.Name(), tg.task, why, err, r.state.dir)
 	}
+	r.wipes.Add(1)
 	return nil
+}
+
+// wipeAhead empties a store whose last applied changelog record did not
+// read back as committed (the first record read_committed delivered from
+// it came at next), and has the restore start over: the store applied a
+// batch that the changelog does not hold (see restore), or compaction
+// removed that record since another instance wrote the key again. Either
+// way a restore in full is right.
+func (r *Runner) wipeAhead(tg *restoreTarget, topic string, next int64) error {
+	r.log.Warn("wiping a state store to restore it in full: the last changelog record it applied is not committed, so it may hold a batch the changelog does not",
+		zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task), zap.String("changelog", topic),
+		zap.Int64("applied_offset", tg.verify), zap.Int64("next_committed_offset", next))
+	if err := tg.store.Wipe(); err != nil {
+		return fmt.Errorf("eos: wiping state store %q of task %s, whose applied changelog offset %d is not committed: %w; delete the task's directory under %s",
+			tg.store.Name(), tg.task, tg.verify, err, r.state.dir)
+	}
+	r.wipes.Add(1)
+	return errRestoreAgain
 }
 
 // defaultDeleteRetention is Kafka's default delete.retention.ms, assumed
@@ -515,7 +579,13 @@ type restoreTarget struct {
 	task  state.Task
 	end   int64 // the last stable offset when the restore began
 	pos   int64 // the next offset to read
-	done  bool
+	// verify is the store's applied offset while verifying is set: it is
+	// being read back as committed (see restore).
+	verify    int64
+	verifying bool
+	// readBack is the last offset read back as committed, if any.
+	readBack int64
+	done     bool
 }
 
 // readChangelogs reads the partitions in consume until each reaches its
@@ -580,6 +650,22 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			last := int64(-1)
 			reached := false // a record at or past the end came: nothing below it is left
 			for _, rec := range p.Records {
+				if tg.verifying {
+					if rec.Offset != tg.verify {
+						ferr = r.wipeAhead(tg, p.Topic, rec.Offset)
+						return
+					}
+					// Committed (a marker, if the store's last read was a
+					// restore's): the store may be trusted; its record is
+					// applied already.
+					tg.verifying, tg.readBack, tg.pos = false, rec.Offset, rec.Offset+1
+					progressed = time.Now()
+					if tg.pos >= tg.end {
+						reached = true
+						break
+					}
+					continue
+				}
 				if rec.Offset >= tg.end {
 					reached = true
 					break
@@ -604,10 +690,10 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 					return
 				}
 				applied += uint64(len(writes))
-				tg.pos = last + 1
+				tg.pos, tg.readBack = last+1, last
 			}
 			progressed = time.Now()
-			if reached || last+1 >= tg.end {
+			if reached || tg.pos >= tg.end {
 				tg.done = true
 				left--
 			}

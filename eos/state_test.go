@@ -2,6 +2,7 @@ package eos_test
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -551,4 +553,73 @@ func TestRestoreWaitsForANewChangelog(t *testing.T) {
 		t.Fatalf("%d client rebuilds while the new changelog did not answer; want the restore to wait for it", s.Rebuilds)
 	}
 	conformance.CheckCounts(t, env, "out", topology.ChangelogTopic("app", "counts"), n)
+}
+
+// abortChangelogWrite writes value for key to partition 0 of changelog in
+// a transaction that aborts, and returns the record's offset: a batch
+// that EndTxn reported committed but that ended aborted, because a
+// restarting broker skipped its commit markers and a later marker of the
+// same producer aborted the partition's open records.
+func abortChangelogWrite(t *testing.T, env *kafkatest.Env, changelog string, key, value []byte) int64 {
+	t.Helper()
+	cl := env.Client(t, kgo.TransactionalID("lost-commit"), kgo.DefaultProduceTopic(changelog), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	res := cl.ProduceSync(ctx, &kgo.Record{Key: key, Value: value, Partition: 0})
+	if err := res.FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	return res[0].Record.Offset
+}
+
+// A store must never be ahead of its changelog. A pebble store that
+// applied a batch whose changelog records ended aborted (a commit whose
+// markers the broker lost) is caught when its last applied record does
+// not read back as committed: it is wiped and restored in full, and the
+// counts go on from what the changelog holds. Without that check the
+// restore started after the aborted record and the key's count jumped.
+func TestStoreAheadOfItsChangelogIsWiped(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	dir := t.TempDir()
+	const n = 400
+	conformance.SeedRange(t, env, "in", 0, n/2)
+	if s := runCounts(t, env, "a", dir, n/2); s.StoresWiped != 0 {
+		t.Fatalf("a first run wiped %d stores", s.StoresWiped)
+	}
+	key := verdict.Key(0, conformance.SeedKeys)
+	phantom := binary.BigEndian.AppendUint64(nil, 1000)
+	lost := abortChangelogWrite(t, env, changelog, key, phantom)
+
+	s, err := state.Open(state.Pebble(), filepath.Join(dir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(key, phantom); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(lost); err != nil { // applied as if committed
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	conformance.SeedRange(t, env, "in", n/2, n)
+	st := runCounts(t, env, "a", dir, n/2)
+	if st.StoresWiped != 1 {
+		t.Fatalf("%d stores wiped, want the one whose last applied record (offset %d) was aborted", st.StoresWiped, lost)
+	}
+	conformance.CheckCounts(t, env, "out", changelog, n)
+	conformance.SeedRange(t, env, "in", n, n+1)
+	if st := runCounts(t, env, "a", dir, 1); st.StoresWiped != 0 {
+		t.Fatalf("a store whose last applied record committed was wiped (%d)", st.StoresWiped)
+	}
+	conformance.CheckCounts(t, env, "out", changelog, n+1)
 }
