@@ -8,6 +8,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,7 +58,7 @@ func TestHangingRepairNamesMissingGrants(t *testing.T) {
 			}
 			defer r.admin.Close()
 			r.pid, r.pidEpoch = 1, 1
-			if n := r.abortOwnHanging(context.Background()); n != 0 {
+			if n := r.abortHanging(context.Background()); n != 0 {
 				t.Fatalf("aborted %d transactions where none hang", n)
 			}
 			if !tc.denied {
@@ -72,5 +73,104 @@ func TestHangingRepairNamesMissingGrants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A transaction that an instance of this app left open on a partition it
+// writes, and that its coordinator no longer tracks (it moved to a newer
+// epoch without writing the partition a marker: markers a restarting
+// broker skipped), hangs: read_committed readers of the partition, and
+// restores of a changelog, wait for it for good. abortHanging aborts it.
+// A transaction that is merely open, whose coordinator still tracks it,
+// is left alone, and so is one of another app's producer.
+func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	open := func(txnID string) (int64, int16) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("out"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(txnID)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		id, epoch, err := cl.ProducerID(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id, epoch
+	}
+	gonePID, goneEpoch := open("app:gone")
+	otherPID, _ := open("other-app:gone")
+
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	top := topology.New("hanging")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.log = zaptest.NewLogger(t)
+	if r.admin, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	defer r.admin.Close()
+	r.pid, r.pidEpoch = gonePID+otherPID+1, 1 // another producer
+	lso := func() (stable, end int64) {
+		adm := kadm.NewClient(r.admin)
+		s, err1 := adm.ListCommittedOffsets(ctx, "out")
+		e, err2 := adm.ListEndOffsets(ctx, "out")
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		so, _ := s.Lookup("out", 0)
+		eo, _ := e.Lookup("out", 0)
+		return so.Offset, eo.Offset
+	}
+
+	if n := r.abortHanging(ctx); n != 0 {
+		t.Fatalf("aborted %d transactions that their coordinators still track", n)
+	}
+	// The coordinators now say both producers moved on, as after skipped
+	// markers; only the app's own is aborted.
+	described := 0
+	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		described++
+		req := kr.(*kmsg.DescribeTransactionsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		for _, id := range req.TransactionalIDs {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "Empty", 60000, -1
+			st.ProducerID, st.ProducerEpoch = gonePID, goneEpoch+3
+			if strings.HasPrefix(id, "other-app:") {
+				st.ProducerID = otherPID
+			}
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+		return resp, nil, true
+	})
+	if s, e := lso(); s != 0 || e != 2 {
+		t.Fatalf("out's last stable offset %d, end %d: want 0 and 2, held back by the two open transactions", s, e)
+	}
+	if n := r.abortHanging(ctx); n != 1 {
+		t.Fatalf("aborted %d transactions, want the app's orphaned one", n)
+	}
+	if described == 0 {
+		t.Fatal("the coordinators were never asked: the test proves nothing")
+	}
+	// The orphan wrote offset 0, the other app's open transaction offset 1:
+	// the last stable offset moves to 1 and stays there.
+	if st, _ := lso(); st != 1 {
+		t.Fatalf("out's last stable offset is %d after the abort, want 1: the orphan still holds it back, or the other app's transaction was aborted too", st)
 	}
 }

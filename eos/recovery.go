@@ -38,7 +38,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 		return nil
 	}
 	landed, err := r.landed(p.offsets, r.endTimeout())
-	if err != nil && r.abortOwnHanging(ctx) > 0 {
+	if err != nil && r.abortHanging(ctx) > 0 {
 		landed, err = r.landed(p.offsets, r.endTimeout())
 	}
 	if err != nil {
@@ -235,8 +235,8 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	if len(waiting) == 0 {
 		return nil
 	}
-	if n := r.abortOwnHanging(ctx); n > 0 {
-		return &rebuildError{fmt.Errorf("no batch for %s: aborted %d hanging transaction(s) of this instance; restarting from the committed offsets", waited.Round(time.Second), n)}
+	if n := r.abortHanging(ctx); n > 0 {
+		return &rebuildError{fmt.Errorf("no batch for %s: aborted %d hanging transaction(s); restarting from the committed offsets", waited.Round(time.Second), n)}
 	}
 	what := "records from these partitions (the consumer fetched none)"
 	if known && !member {
@@ -362,18 +362,22 @@ func (r *Runner) closeAdmin() {
 // member joined with this instance's group.instance.id.
 func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
 
-// abortOwnHanging writes ABORT markers for transactions of this
-// instance's producer id that a partition still holds open with an epoch
-// older than the one this session's InitProducerId got. The coordinator
-// aborted those transactions when the epoch was bumped, but after a broker
-// crash its markers can be lost: the partition's leader then keeps the
-// transaction open for good (KIP-664 calls it hanging), which holds back
-// the group's committed offsets (UNSTABLE_OFFSET_COMMIT on every fetch)
-// or the output's last stable offset. Only the same producer at a newer
-// epoch exists now, so nothing can finish them; this is what
-// `eosctl txn hanging` and `eosctl txn abort` do by hand. It returns how
-// many it aborted.
-func (r *Runner) abortOwnHanging(ctx context.Context) int {
+// abortHanging writes ABORT markers for transactions that a partition
+// this app writes still holds open although their producer has moved on:
+// this instance's producer id at an epoch older than the one this
+// session's InitProducerId got, and the producers of the app's other
+// instances that orphaned (see orphaned). A coordinator ends a
+// transaction by writing markers to its partitions, but after a broker
+// crash they can be lost, or skipped while the restarted broker's
+// partitions have no leader yet: the partition then keeps the transaction
+// open for good (KIP-664 calls it hanging), which holds back the group's
+// committed offsets (UNSTABLE_OFFSET_COMMIT on every fetch), the output's
+// last stable offset, or a changelog's restore. Nothing else can finish
+// them; this is what `eosctl txn hanging` and `eosctl txn abort` do by
+// hand. State stores never keep what such an abort removes: a restore
+// reads back the last record a store applied (see restore). It returns
+// how many it aborted.
+func (r *Runner) abortHanging(ctx context.Context) int {
 	if r.pidEpoch < 0 {
 		return 0 // no producer id loaded (not transactional)
 	}
@@ -433,12 +437,9 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 		}
 	})
 	aborted := 0
-	producers.EachProducer(func(p kadm.DescribedProducer) {
-		if p.ProducerID != r.pid || p.ProducerEpoch >= r.pidEpoch || p.CurrentTxnStartOffset < 0 {
-			return
-		}
+	abort := func(p kadm.DescribedProducer, why string) {
 		fields := []zap.Field{zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Int64("start_offset", p.CurrentTxnStartOffset),
-			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.Int16("current_epoch", r.pidEpoch)}
+			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.String("why", why)}
 		resp, err := adm.WriteTxnMarkers(actx, kadm.TxnMarkers{
 			ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
 			CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Commit: false,
@@ -455,14 +456,107 @@ func (r *Runner) abortOwnHanging(ctx context.Context) int {
 			if errors.Is(err, kerr.ClusterAuthorizationFailed) && !slices.Contains(denied, "ClusterAction on the cluster") {
 				denied = append(denied, "ClusterAction on the cluster")
 			}
-			r.log.Warn("could not abort a hanging transaction of this instance; abort it with `eosctl txn abort`", append(fields, zap.Error(err))...)
+			r.log.Warn("could not abort a hanging transaction; abort it with `eosctl txn abort`", append(fields, zap.Error(err))...)
 			return
 		}
 		aborted++
-		r.log.Warn("aborted a hanging transaction of this instance left by a broker crash", fields...)
+		r.log.Warn("aborted a hanging transaction left by a broker crash", fields...)
+	}
+	var others []kadm.DescribedProducer
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		switch {
+		case p.CurrentTxnStartOffset < 0:
+		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
+			abort(p, fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch))
+		case p.ProducerID != r.pid:
+			others = append(others, p)
+		}
 	})
+	for _, p := range r.orphaned(actx, adm, others) {
+		abort(p.DescribedProducer, p.why)
+	}
 	r.noteHangingDenied(denied, nil)
 	return aborted
+}
+
+// orphan is an open transaction found hanging, and why.
+type orphan struct {
+	kadm.DescribedProducer
+	why string
+}
+
+// orphaned returns the transactions of open (held open by partitions for
+// producers other than this instance's) that hang: the producer is one
+// of this app's (its transactional id starts with app_id:), and its
+// coordinator has since moved to a newer epoch and is writing no markers
+// (neither PrepareCommit nor PrepareAbort), so none will come. The
+// partitions are described again after the coordinators, so that a
+// marker written meanwhile is seen rather than raced.
+func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer) []orphan {
+	if len(open) == 0 {
+		return nil
+	}
+	pids := make([]int64, 0, len(open))
+	for _, p := range open {
+		if !slices.Contains(pids, p.ProducerID) {
+			pids = append(pids, p.ProducerID)
+		}
+	}
+	listed, err := adm.ListTransactions(ctx, pids, nil)
+	if err != nil && len(listed) == 0 {
+		r.log.Info("cannot list transactions to tell hanging ones from open ones", zap.Error(err))
+		return nil
+	}
+	var ids []string
+	for _, l := range listed {
+		if strings.HasPrefix(l.TxnID, r.cfg.AppID+":") {
+			ids = append(ids, l.TxnID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	described, err := adm.DescribeTransactions(ctx, ids...)
+	if err != nil && len(described) == 0 {
+		r.log.Info("cannot describe transactions to tell hanging ones from open ones", zap.Error(err))
+		return nil
+	}
+	byPID := map[int64]kadm.DescribedTransaction{}
+	for _, d := range described {
+		if d.Err == nil {
+			byPID[d.ProducerID] = d
+		}
+	}
+	var cands []orphan
+	again := kadm.TopicsSet{}
+	for _, p := range open {
+		d, ok := byPID[p.ProducerID]
+		if !ok || d.ProducerEpoch <= p.ProducerEpoch || d.State == "PrepareCommit" || d.State == "PrepareAbort" {
+			continue
+		}
+		cands = append(cands, orphan{p, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
+			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)})
+		again.Add(p.Topic, p.Partition)
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	now, err := adm.DescribeProducers(ctx, again)
+	if err != nil {
+		return nil
+	}
+	var out []orphan
+	for _, c := range cands {
+		still := false
+		now.EachProducer(func(p kadm.DescribedProducer) {
+			still = still || p.Topic == c.Topic && p.Partition == c.Partition && p.ProducerID == c.ProducerID &&
+				p.ProducerEpoch == c.ProducerEpoch && p.CurrentTxnStartOffset == c.CurrentTxnStartOffset
+		})
+		if still {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // noteHangingDenied keeps, for the stall error, which grants kept this
