@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
@@ -80,9 +81,11 @@ func TestHangingRepairNamesMissingGrants(t *testing.T) {
 // writes, and that its coordinator no longer tracks (it moved to a newer
 // epoch without writing the partition a marker: markers a restarting
 // broker skipped), hangs: read_committed readers of the partition, and
-// restores of a changelog, wait for it for good. abortHanging aborts it.
-// A transaction that is merely open, whose coordinator still tracks it,
-// is left alone, and so is one of another app's producer.
+// restores of a changelog, wait for it for good. abortHanging aborts it,
+// or commits it where the coordinator, one epoch on in CompleteCommit,
+// proves it committed. A transaction that is merely open, whose
+// coordinator still tracks it, is left alone, and so is one of another
+// app's producer.
 func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
 	if err != nil {
@@ -90,12 +93,16 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	}
 	defer c.Close()
 	ctx := context.Background()
+	var otherCl *kgo.Client
 	open := func(txnID string) (int64, int16) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("out"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(cl.Close)
+		if txnID == "other-app:gone" {
+			otherCl = cl
+		}
 		if err := cl.BeginTransaction(); err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +117,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	}
 	gonePID, goneEpoch := open("app:gone")
 	otherPID, _ := open("other-app:gone")
+	donePID, doneEpoch := open("app:committed")
 
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
@@ -124,7 +132,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.admin.Close()
-	r.pid, r.pidEpoch = gonePID+otherPID+1, 1 // another producer
+	r.pid, r.pidEpoch = gonePID+otherPID+donePID+1, 1 // another producer
 	lso := func() (stable, end int64) {
 		adm := kadm.NewClient(r.admin)
 		s, err1 := adm.ListCommittedOffsets(ctx, "out")
@@ -152,25 +160,51 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 			st := kmsg.NewDescribeTransactionsResponseTransactionState()
 			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "Empty", 60000, -1
 			st.ProducerID, st.ProducerEpoch = gonePID, goneEpoch+3
-			if strings.HasPrefix(id, "other-app:") {
+			switch id {
+			case "other-app:gone":
 				st.ProducerID = otherPID
+			case "app:committed":
+				st.ProducerID, st.ProducerEpoch, st.State = donePID, doneEpoch+1, "CompleteCommit"
 			}
 			resp.TransactionStates = append(resp.TransactionStates, st)
 		}
 		return resp, nil, true
 	})
-	if s, e := lso(); s != 0 || e != 2 {
-		t.Fatalf("out's last stable offset %d, end %d: want 0 and 2, held back by the two open transactions", s, e)
+	if s, e := lso(); s != 0 || e != 3 {
+		t.Fatalf("out's last stable offset %d, end %d: want 0 and 3, held back by the three open transactions", s, e)
 	}
-	if n := r.abortHanging(ctx); n != 1 {
-		t.Fatalf("aborted %d transactions, want the app's orphaned one", n)
+	if n := r.abortHanging(ctx); n != 2 {
+		t.Fatalf("ended %d transactions, want the app's two orphaned ones", n)
 	}
 	if described == 0 {
 		t.Fatal("the coordinators were never asked: the test proves nothing")
 	}
-	// The orphan wrote offset 0, the other app's open transaction offset 1:
-	// the last stable offset moves to 1 and stays there.
+	// The orphans wrote offsets 0 and 2, the other app's open transaction
+	// offset 1: the last stable offset moves to 1 and stays there.
 	if st, _ := lso(); st != 1 {
-		t.Fatalf("out's last stable offset is %d after the abort, want 1: the orphan still holds it back, or the other app's transaction was aborted too", st)
+		t.Fatalf("out's last stable offset is %d after the repair, want 1: an orphan still holds it back, or the other app's transaction was ended too", st)
+	}
+	// Once the other app's transaction is gone too, read_committed sees
+	// the committed orphan's record, and not the aborted one's.
+	if err := otherCl.AbortBufferedRecords(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := otherCl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < 1 && pctx.Err() == nil {
+		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	if len(got) != 1 || got[0] != "app:committed" {
+		t.Fatalf("read_committed got %q, want only the record of the transaction its coordinator committed", got)
 	}
 }

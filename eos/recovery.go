@@ -362,8 +362,9 @@ func (r *Runner) closeAdmin() {
 // member joined with this instance's group.instance.id.
 func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
 
-// abortHanging writes ABORT markers for transactions that a partition
-// this app writes still holds open although their producer has moved on:
+// abortHanging writes markers that end transactions that a partition
+// this app writes still holds open although their producer has moved on
+// (ABORT, or COMMIT where the coordinator proves a commit; see orphaned):
 // this instance's producer id at an epoch older than the one this
 // session's InitProducerId got, and the producers of the app's other
 // instances that orphaned (see orphaned). A coordinator ends a
@@ -376,7 +377,7 @@ func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanc
 // them; this is what `eosctl txn hanging` and `eosctl txn abort` do by
 // hand. State stores never keep what such an abort removes: a restore
 // reads back the last record a store applied (see restore). It returns
-// how many it aborted.
+// how many it ended.
 func (r *Runner) abortHanging(ctx context.Context) int {
 	if r.pidEpoch < 0 {
 		return 0 // no producer id loaded (not transactional)
@@ -437,12 +438,16 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 		}
 	})
 	aborted := 0
-	abort := func(p kadm.DescribedProducer, why string) {
+	end := func(p kadm.DescribedProducer, commit bool, why string) {
+		marker := "ABORT"
+		if commit {
+			marker = "COMMIT"
+		}
 		fields := []zap.Field{zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Int64("start_offset", p.CurrentTxnStartOffset),
-			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.String("why", why)}
+			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.String("marker", marker), zap.String("why", why)}
 		resp, err := adm.WriteTxnMarkers(actx, kadm.TxnMarkers{
 			ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
-			CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Commit: false,
+			CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Commit: commit,
 			Topics: kadm.TopicsSet{p.Topic: {p.Partition: struct{}{}}},
 		})
 		if err == nil {
@@ -456,33 +461,37 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 			if errors.Is(err, kerr.ClusterAuthorizationFailed) && !slices.Contains(denied, "ClusterAction on the cluster") {
 				denied = append(denied, "ClusterAction on the cluster")
 			}
-			r.log.Warn("could not abort a hanging transaction; abort it with `eosctl txn abort`", append(fields, zap.Error(err))...)
+			r.log.Warn("could not end a hanging transaction; end it with `eosctl txn abort`", append(fields, zap.Error(err))...)
 			return
 		}
 		aborted++
-		r.log.Warn("aborted a hanging transaction left by a broker crash", fields...)
+		r.log.Warn("ended a hanging transaction left by a broker crash", fields...)
 	}
 	var others []kadm.DescribedProducer
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
 		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
-			abort(p, fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch))
+			end(p, false, fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch))
 		case p.ProducerID != r.pid:
 			others = append(others, p)
 		}
 	})
-	for _, p := range r.orphaned(actx, adm, others) {
-		abort(p.DescribedProducer, p.why)
+	orphans, odenied := r.orphaned(actx, adm, others)
+	for _, p := range orphans {
+		end(p.DescribedProducer, p.commit, p.why)
 	}
+	denied = append(denied, odenied...)
 	r.noteHangingDenied(denied, nil)
 	return aborted
 }
 
-// orphan is an open transaction found hanging, and why.
+// orphan is an open transaction found hanging, the marker that ends it,
+// and why.
 type orphan struct {
 	kadm.DescribedProducer
-	why string
+	commit bool
+	why    string
 }
 
 // orphaned returns the transactions of open (held open by partitions for
@@ -492,9 +501,25 @@ type orphan struct {
 // (neither PrepareCommit nor PrepareAbort), so none will come. The
 // partitions are described again after the coordinators, so that a
 // marker written meanwhile is seen rather than raced.
-func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer) []orphan {
+//
+// The marker is COMMIT when the coordinator proves the transaction
+// committed: under transaction version 2 every EndTxn bumps the epoch, so
+// a coordinator at the next epoch in CompleteCommit has committed exactly
+// this transaction and written no marker of a later one anywhere; its
+// partitions that got their markers are committed, and the rest must be
+// too. Otherwise ABORT: the producer's next transaction may have aborted
+// the records on other partitions with its own marker (the partitions
+// then no longer show it open), and an unproven commit would keep input
+// offsets whose outputs are gone. It also returns the grants it lacked.
+func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer) ([]orphan, []string) {
 	if len(open) == 0 {
-		return nil
+		return nil, nil
+	}
+	var denied []string
+	deny := func(err error) {
+		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			denied = append(denied, "Describe on the transactional ids "+r.cfg.AppID+": (prefixed)")
+		}
 	}
 	pids := make([]int64, 0, len(open))
 	for _, p := range open {
@@ -505,7 +530,8 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 	listed, err := adm.ListTransactions(ctx, pids, nil)
 	if err != nil && len(listed) == 0 {
 		r.log.Info("cannot list transactions to tell hanging ones from open ones", zap.Error(err))
-		return nil
+		deny(err)
+		return nil, denied
 	}
 	var ids []string
 	for _, l := range listed {
@@ -514,17 +540,20 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		}
 	}
 	if len(ids) == 0 {
-		return nil
+		return nil, denied
 	}
 	described, err := adm.DescribeTransactions(ctx, ids...)
 	if err != nil && len(described) == 0 {
 		r.log.Info("cannot describe transactions to tell hanging ones from open ones", zap.Error(err))
-		return nil
+		deny(err)
+		return nil, denied
 	}
 	byPID := map[int64]kadm.DescribedTransaction{}
 	for _, d := range described {
 		if d.Err == nil {
 			byPID[d.ProducerID] = d
+		} else {
+			deny(d.Err)
 		}
 	}
 	var cands []orphan
@@ -534,16 +563,18 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		if !ok || d.ProducerEpoch <= p.ProducerEpoch || d.State == "PrepareCommit" || d.State == "PrepareAbort" {
 			continue
 		}
-		cands = append(cands, orphan{p, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
+		committed := d.ProducerEpoch == p.ProducerEpoch+1 && d.State == "CompleteCommit"
+		cands = append(cands, orphan{p, committed, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
 			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)})
 		again.Add(p.Topic, p.Partition)
 	}
 	if len(cands) == 0 {
-		return nil
+		return nil, denied
 	}
 	now, err := adm.DescribeProducers(ctx, again)
 	if err != nil {
-		return nil
+		r.log.Info("cannot describe the partitions of hanging transactions again; leaving them", zap.Error(err))
+		return nil, denied
 	}
 	var out []orphan
 	for _, c := range cands {
@@ -556,7 +587,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 			out = append(out, c)
 		}
 	}
-	return out
+	return out, denied
 }
 
 // noteHangingDenied keeps, for the stall error, which grants kept this
