@@ -43,21 +43,7 @@ func TestHangingRepairNamesMissingGrants(t *testing.T) {
 			cfg := config.Default()
 			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 			cfg.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: tc.user, Password: tc.password}
-			top := topology.New("hanging")
-			topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
-			r, err := New(cfg, top)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.log = zaptest.NewLogger(t)
-			opts, err := cfg.KgoOpts()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.admin, err = kgo.NewClient(opts...); err != nil {
-				t.Fatal(err)
-			}
-			defer r.admin.Close()
+			r := hangingRunner(t, cfg)
 			r.pid, r.pidEpoch = 1, 1
 			if n := r.abortHanging(context.Background()); n != 0 {
 				t.Fatalf("aborted %d transactions where none hang", n)
@@ -121,17 +107,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
-	top := topology.New("hanging")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
-	r, err := New(cfg, top)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.log = zaptest.NewLogger(t)
-	if r.admin, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
-		t.Fatal(err)
-	}
-	defer r.admin.Close()
+	r := hangingRunner(t, cfg)
 	r.pid, r.pidEpoch = gonePID+otherPID+donePID+1, 1 // another producer
 	lso := func() (stable, end int64) {
 		adm := kadm.NewClient(r.admin)
@@ -207,4 +183,26 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	if len(got) != 1 || got[0] != "app:committed" {
 		t.Fatalf("read_committed got %q, want only the record of the transaction its coordinator committed", got)
 	}
+}
+
+// hangingRunner is a Runner of an in → out pipeline with cfg, an admin
+// client and a test logger, enough to call abortHanging.
+func hangingRunner(t *testing.T, cfg config.Config) *Runner {
+	t.Helper()
+	top := topology.New("hanging")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.log = zaptest.NewLogger(t)
+	opts, err := cfg.KgoOpts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.admin, err = kgo.NewClient(opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.admin.Close)
+	return r
 }
