@@ -1,0 +1,690 @@
+package pgsink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
+)
+
+// DefaultOffsetsTable is the table the input offsets and fencing tokens
+// live in, when no OffsetsTable option is given.
+const DefaultOffsetsTable = "eosflow_offsets"
+
+// DefaultBatchTimeout bounds one batch's database transaction, when no
+// BatchTimeout option is given.
+const DefaultBatchTimeout = 30 * time.Second
+
+// Batch is what a Handler writes: the records of one poll, in offset order
+// per partition, from the partitions this instance holds.
+type Batch struct {
+	Records []*kgo.Record
+
+	s          *Sink
+	unchanged  int
+	deadLetter int
+}
+
+// Unchanged counts n statements of the batch that changed no row: a
+// duplicate that ON CONFLICT DO NOTHING skipped, a stale version. They are
+// reported in Stats.Unchanged once the batch commits.
+func (b *Batch) Unchanged(n int) { b.unchanged += n }
+
+// DeadLetter writes r and why it failed into the dead-letter table, in the
+// batch's transaction, so the record is kept exactly once with the rows
+// and offsets. Without a DeadLetters option it returns an error naming the
+// record, which fails the batch.
+func (b *Batch) DeadLetter(ctx context.Context, tx pgx.Tx, r *kgo.Record, cause error) error {
+	if b.s.deadSQL == "" {
+		return fmt.Errorf("record %s/%d@%d: %w (set pgsink.DeadLetters to keep such records in a table instead of failing)", r.Topic, r.Partition, r.Offset, cause)
+	}
+	if _, err := tx.Exec(ctx, b.s.deadSQL, b.s.cfg.AppID, r.Topic, r.Partition, r.Offset, r.Key, r.Value, cause.Error()); err != nil {
+		return err
+	}
+	b.deadLetter++
+	return nil
+}
+
+// Handler writes a batch's rows in tx, the transaction its offsets commit
+// in. It must not commit or roll back tx. An error rolls the batch back: a
+// lost connection, a serialization failure or a deadlock is retried from
+// the stored offsets; any other error stops Run.
+type Handler func(ctx context.Context, tx pgx.Tx, b *Batch) error
+
+// Stats counts what a Sink did; every count is taken when its batch
+// commits.
+type Stats struct {
+	Records      uint64 // input records committed
+	Batches      uint64 // database transactions committed
+	Unchanged    uint64 // statements that changed no row (Batch.Unchanged)
+	DeadLettered uint64 // records written to the dead-letter table
+	Claims       uint64 // partitions claimed (each assignment bumps the partition's token)
+	Fenced       uint64 // batches rolled back because another instance had claimed a partition
+	Retries      uint64 // batches rolled back by a database failure and redone
+}
+
+// Option configures New.
+type Option interface{ apply(*Sink) }
+
+type optFunc func(*Sink)
+
+func (f optFunc) apply(s *Sink) { f(s) }
+
+// OffsetsTable names the offsets table, overriding DefaultOffsetsTable; it
+// may be schema-qualified. Rows are keyed by the group (config app_id), so
+// pipelines can share it.
+func OffsetsTable(name string) Option { return optFunc(func(s *Sink) { s.table = name }) }
+
+// DeadLetters names a table (created if missing) that Batch.DeadLetter
+// writes records into, overriding the default of failing the batch.
+func DeadLetters(table string) Option { return optFunc(func(s *Sink) { s.deadTable = table }) }
+
+// BatchTimeout bounds each batch's transaction, overriding
+// DefaultBatchTimeout: past it the batch rolls back and is redone, and
+// recovery_timeout of such failures stops Run.
+func BatchTimeout(d time.Duration) Option { return optFunc(func(s *Sink) { s.batchTimeout = d }) }
+
+// Logger sets the structured logger, overriding a no-op logger.
+func Logger(l *zap.Logger) Option { return optFunc(func(s *Sink) { s.log = l }) }
+
+// ClientOpts adds franz-go options (a dialer, hooks). They are applied
+// first, so none can switch off what the sink depends on: the group,
+// read_committed, manual commits and the offsets from the database.
+func ClientOpts(opts ...kgo.Opt) Option {
+	return optFunc(func(s *Sink) { s.extra = append(s.extra, opts...) })
+}
+
+// Sink consumes topics as the consumer group cfg.AppID and writes them into
+// Postgres with a Handler, exactly once. See the package documentation.
+type Sink struct {
+	cfg          config.Config
+	pool         *pgxpool.Pool
+	topics       []string
+	handle       Handler
+	table        string
+	deadTable    string
+	batchTimeout time.Duration
+	log          *zap.Logger
+	extra        []kgo.Opt
+
+	addr                                  string
+	tableSQL                              string
+	claimSQL, commitSQL, readSQL, deadSQL string
+
+	mu     sync.Mutex
+	owned  map[tp]*claim // partitions claimed and not revoked
+	cl     *kgo.Client
+	closed chan struct{}
+	once   sync.Once
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+
+	records, batches, unchanged, dead, claims, fenced, retries atomic.Uint64
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// claim is this instance's hold on a partition: the token its commits must
+// match, and the offset the next record must have at least.
+type claim struct {
+	token int64
+	next  int64
+}
+
+var identifier = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$`)
+
+// New checks its arguments and returns a Sink; it does not connect yet.
+// cfg gives the brokers, security, group (app_id), instance id (static
+// membership), max_batch_records, session and rebalance timeouts and
+// recovery_timeout; its guarantee is not used: the database transaction
+// is the commit. pool is the database the handler writes to.
+func New(cfg config.Config, pool *pgxpool.Pool, topics []string, h Handler, opts ...Option) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if pool == nil || h == nil || len(topics) == 0 {
+		return nil, fmt.Errorf("%w: New needs a pool, at least one topic and a handler", ErrInvalid)
+	}
+	s := &Sink{cfg: cfg, pool: pool, topics: slices.Clone(topics), handle: h, table: DefaultOffsetsTable,
+		batchTimeout: DefaultBatchTimeout, log: zap.NewNop(), owned: map[tp]*claim{}, closed: make(chan struct{})}
+	for _, o := range opts {
+		o.apply(s)
+	}
+	for _, t := range []string{s.table, s.deadTable} {
+		if t != "" && !identifier.MatchString(t) {
+			return nil, fmt.Errorf("%w: table name %q: use letters, digits and underscores, optionally schema.table", ErrInvalid, t)
+		}
+	}
+	if s.batchTimeout <= 0 {
+		return nil, fmt.Errorf("%w: BatchTimeout %s: want a positive duration, e.g. 30s", ErrInvalid, s.batchTimeout)
+	}
+	pc := pool.Config().ConnConfig
+	s.addr = net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port)))
+	t := quote(s.table)
+	s.tableSQL = `CREATE TABLE IF NOT EXISTS ` + t + ` (
+	group_id text NOT NULL,
+	topic text NOT NULL,
+	partition integer NOT NULL,
+	next_offset bigint NOT NULL,
+	token bigint NOT NULL,
+	owner text NOT NULL,
+	updated_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (group_id, topic, partition))`
+	s.claimSQL = `INSERT INTO ` + t + ` AS o (group_id, topic, partition, next_offset, token, owner)
+VALUES ($1, $2, $3, -1, 1, $4)
+ON CONFLICT (group_id, topic, partition) DO UPDATE SET token = o.token + 1, owner = EXCLUDED.owner, updated_at = now()
+RETURNING next_offset, token`
+	s.commitSQL = `UPDATE ` + t + ` SET next_offset = $5, updated_at = now()
+WHERE group_id = $1 AND topic = $2 AND partition = $3 AND token = $4`
+	s.readSQL = `SELECT topic, partition, next_offset, token FROM ` + t + ` WHERE group_id = $1`
+	if s.deadTable != "" {
+		d := quote(s.deadTable)
+		s.tableSQL += `;
+CREATE TABLE IF NOT EXISTS ` + d + ` (
+	group_id text NOT NULL,
+	topic text NOT NULL,
+	partition integer NOT NULL,
+	"offset" bigint NOT NULL,
+	key bytea,
+	value bytea,
+	error text NOT NULL,
+	at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (group_id, topic, partition, "offset"))`
+		s.deadSQL = `INSERT INTO ` + d + ` (group_id, topic, partition, "offset", key, value, error) VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	}
+	return s, nil
+}
+
+// Stats returns what the Sink did so far.
+func (s *Sink) Stats() Stats {
+	return Stats{Records: s.records.Load(), Batches: s.batches.Load(), Unchanged: s.unchanged.Load(),
+		DeadLettered: s.dead.Load(), Claims: s.claims.Load(), Fenced: s.fenced.Load(), Retries: s.retries.Load()}
+}
+
+// Close stops Run and waits for it. It is idempotent.
+func (s *Sink) Close() {
+	s.once.Do(func() { close(s.closed) })
+	s.wg.Wait()
+}
+
+// inspect is the query that shows the group's stored offsets.
+func (s *Sink) inspect() string {
+	return fmt.Sprintf("SELECT * FROM %s WHERE group_id = '%s'", quote(s.table), strings.ReplaceAll(s.cfg.AppID, "'", "''"))
+}
+
+func (s *Sink) dbError(op, batch string, err error) error {
+	return &DatabaseError{Addr: s.addr, Op: op, Batch: batch, Err: err, Inspect: s.inspect()}
+}
+
+// Run consumes and writes until ctx ends or Close is called (nil), or a
+// failure that retries cannot heal. It checks the brokers, topics and
+// database first, so a wrong address fails within connect_timeout.
+func (s *Sink) Run(ctx context.Context) error {
+	select {
+	case <-s.closed:
+		return nil
+	default:
+	}
+	s.wg.Add(1)
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	if err := s.preflight(ctx); err != nil {
+		return err
+	}
+	opts, err := kafkautil.ConnOptions(s.cfg, s.extra...)
+	if err != nil {
+		return err
+	}
+	opts = append(opts,
+		kgo.ConsumerGroup(s.cfg.AppID),
+		kgo.ConsumeTopics(s.topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.SessionTimeout(s.cfg.SessionTimeout),
+		kgo.RebalanceTimeout(s.cfg.RebalanceTimeout),
+		kgo.InstanceID(s.cfg.InstanceID),
+		kgo.DisableAutoCommit(),
+		// A rebalance waits until the batch in hand committed or rolled
+		// back, so partitions change hands between transactions.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.AdjustFetchOffsetsFn(s.claimPartitions),
+		kgo.OnPartitionsRevoked(s.release),
+		kgo.OnPartitionsLost(s.release),
+		kgo.MaxBufferedRecords(2*s.cfg.MaxBatchRecords+1000),
+		kgo.MaxBufferedBytes(kafkautil.MaxBufferedBytes),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cl = cl
+	s.mu.Unlock()
+	defer func() {
+		// A poll that ended with ctx may have left a rebalance blocked;
+		// leaving the group in Close waits for it.
+		cl.AllowRebalance()
+		cl.Close()
+		s.leaveGroup()
+	}()
+	return s.loop(ctx, cl)
+}
+
+// leaveGroup takes this static member out of the group when
+// leave_group_on_close asks for it, so a scale-down moves its partitions
+// at once instead of after session_timeout.
+func (s *Sink) leaveGroup() {
+	if !s.cfg.LeaveGroupOnClose {
+		return
+	}
+	opts, err := kafkautil.ConnOptions(s.cfg, s.extra...)
+	if err != nil {
+		return
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ConnectTimeout)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.AppID).InstanceIDs(s.cfg.InstanceID).Reason("eosflow pgsink shutdown"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		s.log.Warn("could not leave the group; its partitions move after session_timeout", zap.Error(err))
+	}
+}
+
+// preflight fails fast on an unreachable broker or database, a missing
+// topic, and tables that cannot be made.
+func (s *Sink) preflight(ctx context.Context) error {
+	opts, err := kafkautil.ConnOptions(s.cfg, s.extra...)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.ConnectTimeout)
+	defer cancel()
+	if err := cl.Ping(pctx); err != nil {
+		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
+			eos.ErrUnreachable, strings.Join(s.cfg.Brokers, ","), s.cfg.ConnectTimeout, err)
+	}
+	details, err := kadm.NewClient(cl).ListTopics(pctx, s.topics...)
+	if err != nil {
+		return fmt.Errorf("pgsink: listing topics on %s: %w", strings.Join(s.cfg.Brokers, ","), err)
+	}
+	var missing []string
+	for _, t := range s.topics {
+		if d, ok := details[t]; !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			missing = append(missing, t)
+		} else if d.Err != nil {
+			return fmt.Errorf("pgsink: topic %s: %w", t, d.Err)
+		}
+	}
+	if len(missing) > 0 {
+		return &eos.MissingTopicsError{Topics: missing, Brokers: s.cfg.Brokers}
+	}
+	if _, err := s.pool.Exec(pctx, s.tableSQL); err != nil {
+		return s.dbError("create tables", "", err)
+	}
+	return nil
+}
+
+// claimPartitions runs when the group assigns partitions, before they are
+// fetched: it bumps each one's token in the offsets table, which fences
+// the previous owner's commits, and starts each where the table says (at
+// the start of the partition when the table has no row yet). Kafka's
+// committed offsets are ignored.
+func (s *Sink) claimPartitions(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	owner := s.cfg.InstanceID
+	if owner == "" {
+		owner = "pid-" + strconv.Itoa(os.Getpid())
+	}
+	var claimed map[tp]*claim
+	err := s.retry(ctx, "claim partitions", func() string { return describe(fetched) }, func(ctx context.Context) error {
+		claimed = map[tp]*claim{}
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			b := &pgx.Batch{}
+			var order []tp
+			for topic, ps := range fetched {
+				for p := range ps {
+					order = append(order, tp{topic, p})
+					b.Queue(s.claimSQL, s.cfg.AppID, topic, p, owner)
+				}
+			}
+			res := tx.SendBatch(ctx, b)
+			for _, k := range order {
+				c := &claim{}
+				if err := res.QueryRow().Scan(&c.next, &c.token); err != nil {
+					res.Close()
+					return err
+				}
+				claimed[k] = c
+			}
+			return res.Close()
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.log.Info("claimed partitions", zap.String("group", s.cfg.AppID), zap.String("partitions", describeClaims(claimed)))
+	out := make(map[string]map[int32]kgo.Offset, len(fetched))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range claimed {
+		if out[k.topic] == nil {
+			out[k.topic] = map[int32]kgo.Offset{}
+		}
+		if c.next < 0 {
+			out[k.topic][k.partition] = kgo.NewOffset().AtStart()
+			c.next = 0
+		} else {
+			out[k.topic][k.partition] = kgo.NewOffset().At(c.next)
+		}
+		s.owned[k] = c
+		s.claims.Add(1)
+	}
+	return out, nil
+}
+
+// release forgets revoked or lost partitions: their records still buffered
+// are dropped, and a commit to them would be fenced anyway.
+func (s *Sink) release(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for topic, ps := range gone {
+		for _, p := range ps {
+			delete(s.owned, tp{topic, p})
+		}
+	}
+}
+
+// loop polls, writes and commits batches until ctx ends.
+func (s *Sink) loop(ctx context.Context, cl *kgo.Client) error {
+	for {
+		fetches := cl.PollRecords(ctx, s.cfg.MaxBatchRecords)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fatal error
+		fetches.EachError(func(t string, p int32, err error) {
+			if kafkautil.IsFatal(err) && fatal == nil {
+				fatal = fmt.Errorf("pgsink: consuming %s/%d: %w", t, p, err)
+			}
+			s.log.Warn("fetch error", zap.String("topic", t), zap.Int32("partition", p), zap.Error(err))
+		})
+		if fatal != nil {
+			return fatal
+		}
+		recs, from := s.take(fetches.Records())
+		if len(recs) > 0 {
+			if err := s.commit(ctx, cl, recs, from); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// take keeps the records of claimed partitions at or past each one's next
+// offset (a rewind can leave older ones buffered), and the first offset
+// per partition.
+func (s *Sink) take(all []*kgo.Record) ([]*kgo.Record, map[tp]int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	recs := all[:0]
+	from := map[tp]int64{}
+	for _, r := range all {
+		k := tp{r.Topic, r.Partition}
+		c := s.owned[k]
+		if c == nil || r.Offset < c.next {
+			continue
+		}
+		if _, ok := from[k]; !ok {
+			from[k] = r.Offset
+		}
+		recs = append(recs, r)
+	}
+	return recs, from
+}
+
+// errFenced means a partition of the batch was claimed by another
+// instance after this one claimed it.
+type errFenced struct{ parts []tp }
+
+func (e *errFenced) Error() string {
+	return fmt.Sprintf("partitions %s were claimed by another instance", describeTPs(e.parts))
+}
+
+// commit writes recs and advances the offsets in one transaction. A
+// fenced partition is released; a transient failure rewinds the batch's
+// partitions to the stored offsets and returns nil, so the records are
+// polled again.
+func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, from map[tp]int64) error {
+	next := map[tp]int64{}
+	for _, r := range recs {
+		next[tp{r.Topic, r.Partition}] = r.Offset + 1
+	}
+	s.mu.Lock()
+	tokens := make(map[tp]int64, len(next))
+	for k := range next {
+		tokens[k] = -1 // released meanwhile: the commit is fenced
+		if c := s.owned[k]; c != nil {
+			tokens[k] = c.token
+		}
+	}
+	s.mu.Unlock()
+	batch := describeBatch(from, next)
+	b := &Batch{Records: recs, s: s}
+	tctx, cancel := context.WithTimeout(ctx, s.batchTimeout)
+	err := pgx.BeginFunc(tctx, s.pool, func(tx pgx.Tx) error {
+		// The offsets first: their row locks make a concurrent claim
+		// wait for this transaction, and a fenced batch does no work.
+		pb := &pgx.Batch{}
+		order := make([]tp, 0, len(next))
+		for k, n := range next {
+			order = append(order, k)
+			pb.Queue(s.commitSQL, s.cfg.AppID, k.topic, k.partition, tokens[k], n)
+		}
+		res := tx.SendBatch(tctx, pb)
+		var fenced []tp
+		for _, k := range order {
+			tag, err := res.Exec()
+			if err != nil {
+				res.Close()
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				fenced = append(fenced, k)
+			}
+		}
+		if err := res.Close(); err != nil {
+			return err
+		}
+		if len(fenced) > 0 {
+			return &errFenced{fenced}
+		}
+		b.unchanged, b.deadLetter = 0, 0
+		return s.handle(tctx, tx, b)
+	})
+	cancel()
+	if err == nil {
+		s.mu.Lock()
+		for k, n := range next {
+			if c := s.owned[k]; c != nil && c.token == tokens[k] {
+				c.next = n
+			}
+		}
+		s.mu.Unlock()
+		s.records.Add(uint64(len(recs)))
+		s.batches.Add(1)
+		s.unchanged.Add(uint64(b.unchanged))
+		s.dead.Add(uint64(b.deadLetter))
+		s.commitKafka(ctx, cl, next)
+		return nil
+	}
+	var fe *errFenced
+	if errors.As(err, &fe) {
+		s.fenced.Add(1)
+		s.log.Warn("batch fenced: another instance claimed partitions; releasing them and redoing the rest",
+			zap.String("batch", batch), zap.String("fenced", describeTPs(fe.parts)))
+		s.mu.Lock()
+		for _, k := range fe.parts {
+			delete(s.owned, k)
+		}
+		s.mu.Unlock()
+		return s.rewind(ctx, cl, next, batch)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !transient(err) {
+		return s.dbError("commit batch", batch, err)
+	}
+	s.retries.Add(1)
+	s.log.Warn("batch rolled back; redoing it from the stored offsets", zap.String("batch", batch),
+		zap.String("postgres", s.addr), zap.Error(err))
+	return s.rewind(ctx, cl, next, batch)
+}
+
+// rewind reads the stored offsets of the batch's partitions (the commit's
+// answer may have been lost: the table, not this process, knows whether
+// it committed) and seeks there. A partition whose token changed is
+// released.
+func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, batch string) error {
+	stored := map[tp]claim{}
+	err := s.retry(ctx, "read stored offsets", func() string { return batch }, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, s.readSQL, s.cfg.AppID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k tp
+			var c claim
+			if err := rows.Scan(&k.topic, &k.partition, &c.next, &c.token); err != nil {
+				return err
+			}
+			stored[k] = c
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return err
+	}
+	seek := map[string]map[int32]kgo.EpochOffset{}
+	s.mu.Lock()
+	for k := range parts {
+		c := s.owned[k]
+		if c == nil {
+			continue
+		}
+		st, ok := stored[k]
+		if !ok || st.token != c.token {
+			delete(s.owned, k)
+			continue
+		}
+		if st.next < 0 {
+			st.next = 0
+		}
+		c.next = st.next
+		if seek[k.topic] == nil {
+			seek[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		seek[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: st.next}
+	}
+	s.mu.Unlock()
+	cl.SetOffsets(seek)
+	return nil
+}
+
+// retry runs op until it succeeds, ctx ends, it fails with an error no
+// retry heals, or failures have lasted recovery_timeout; it logs each
+// failure with what it waits for.
+func (s *Sink) retry(ctx context.Context, what string, batch func() string, op func(context.Context) error) error {
+	start := time.Now()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		octx, cancel := context.WithTimeout(ctx, s.batchTimeout)
+		err := op(octx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				s.log.Info("postgres answers again", zap.String("op", what), zap.String("postgres", s.addr), zap.Int("attempts", attempt))
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !transient(err) || time.Since(start) > s.cfg.RecoveryTimeout {
+			return s.dbError(what, batch(), err)
+		}
+		s.log.Warn("waiting for postgres", zap.String("op", what), zap.String("postgres", s.addr),
+			zap.Int("attempt", attempt), zap.Duration("failing_for", time.Since(start)),
+			zap.Duration("gives_up_after", s.cfg.RecoveryTimeout), zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// commitKafka commits the committed batch's offsets to Kafka too, without
+// waiting: only for lag tools (eosctl group lag); they are never read.
+func (s *Sink) commitKafka(ctx context.Context, cl *kgo.Client, next map[tp]int64) {
+	offs := map[string]map[int32]kgo.EpochOffset{}
+	for k, n := range next {
+		if offs[k.topic] == nil {
+			offs[k.topic] = map[int32]kgo.EpochOffset{}
+		}
+		offs[k.topic][k.partition] = kgo.EpochOffset{Epoch: -1, Offset: n}
+	}
+	cl.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) {
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("committing offsets to kafka (for lag tools only) failed", zap.Error(err))
+		}
+	})
+}
