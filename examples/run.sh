@@ -5,6 +5,9 @@
 #
 #   EOS_BROKERS=127.0.0.1:9092 examples/run.sh [duration, default 10s]
 #
+# postgres-sink also needs the PostgreSQL in EOS_POSTGRES_URL; without it,
+# it is skipped.
+#
 # Each example resumes where its last run committed, so a run counts only
 # the records it seeded itself.
 set -euo pipefail
@@ -14,7 +17,7 @@ export EOS_BROKERS
 dur=${1:-10s}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout ./examples/perminute ./examples/enrich ./examples/match
+go build -o "$dir/" ./examples/orders ./examples/dlq ./examples/fanout ./examples/perminute ./examples/enrich ./examples/match ./examples/postgres-sink
 
 # example NAME ARGS... -- PATTERN...: runs example NAME with ARGS and -for,
 # and fails unless every extended regexp PATTERN matches a line of its output.
@@ -57,4 +60,10 @@ example enrich -seed 100 -- \
 example match -seed 100 -- \
 	'^seeded 100 orders and 100 payments$' '^paid o-[0-9]{6}-[0-9]+: [0-9]+ cents, [1-5]m0s after the order$' \
 	'^done: 200 records in, 90 orders paid, 0 late$'
+if [[ -n ${EOS_POSTGRES_URL:-} ]]; then
+	example postgres-sink -seed 100 -- \
+		'^seeded 100 payments$' '^done: 100 payments in, 80 rows written, 10 duplicates skipped, 10 dead-lettered$'
+else
+	echo "--- postgres-sink skipped: EOS_POSTGRES_URL is not set (integration/postgres/pg.sh start prints it)"
+fi
 echo "examples: ok"
