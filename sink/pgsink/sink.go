@@ -81,6 +81,10 @@ type Stats struct {
 	Claims       uint64 // partitions claimed (each assignment bumps the partition's token)
 	Fenced       uint64 // batches rolled back because another instance had claimed a partition
 	Retries      uint64 // batches rolled back by a database failure and redone
+	// LostAnswers counts batches whose commit returned an error (the
+	// connection died) although they had committed, as the offsets table
+	// showed when read back; they are counted committed, not redone.
+	LostAnswers uint64
 }
 
 // Option configures New.
@@ -139,7 +143,7 @@ type Sink struct {
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
 
-	records, batches, unchanged, dead, claims, fenced, retries atomic.Uint64
+	records, batches, unchanged, dead, claims, fenced, retries, lost atomic.Uint64
 }
 
 type tp struct {
@@ -221,7 +225,7 @@ CREATE TABLE IF NOT EXISTS ` + d + ` (
 // Stats returns what the Sink did so far.
 func (s *Sink) Stats() Stats {
 	return Stats{Records: s.records.Load(), Batches: s.batches.Load(), Unchanged: s.unchanged.Load(),
-		DeadLettered: s.dead.Load(), Claims: s.claims.Load(), Fenced: s.fenced.Load(), Retries: s.retries.Load()}
+		DeadLettered: s.dead.Load(), Claims: s.claims.Load(), Fenced: s.fenced.Load(), Retries: s.retries.Load(), LostAnswers: s.lost.Load()}
 }
 
 // Close stops Run and waits for it. It is idempotent.
@@ -556,11 +560,7 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 			}
 		}
 		s.mu.Unlock()
-		s.records.Add(uint64(len(recs)))
-		s.batches.Add(1)
-		s.unchanged.Add(uint64(b.unchanged))
-		s.dead.Add(uint64(b.deadLetter))
-		s.commitKafka(ctx, cl, next)
+		s.committed(ctx, cl, b, next)
 		return nil
 	}
 	var fe *errFenced
@@ -573,7 +573,8 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 			delete(s.owned, k)
 		}
 		s.mu.Unlock()
-		return s.rewind(ctx, cl, next, batch)
+		_, err := s.rewind(ctx, cl, next, batch)
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -581,19 +582,42 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 	if !transient(err) {
 		return s.dbError("commit batch", batch, err)
 	}
+	done, rerr := s.rewind(ctx, cl, next, batch)
+	if rerr != nil {
+		return rerr
+	}
+	if done {
+		// The commit's answer was lost, but the stored offsets show
+		// that it committed: the batch is done, not redone.
+		s.log.Warn("the answer to a batch's commit was lost, but it committed", zap.String("batch", batch),
+			zap.String("postgres", s.addr), zap.Error(err))
+		s.lost.Add(1)
+		s.committed(ctx, cl, b, next)
+		return nil
+	}
 	s.retries.Add(1)
 	s.log.Warn("batch rolled back; redoing it from the stored offsets", zap.String("batch", batch),
 		zap.String("postgres", s.addr), zap.Error(err))
-	return s.rewind(ctx, cl, next, batch)
+	return nil
 }
 
-// rewind reads the stored offsets of the batch's partitions (the commit's
-// answer may have been lost: the table, not this process, knows whether
-// it committed) and seeks there. A partition whose token changed is
-// released.
-func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, batch string) error {
+// committed counts a committed batch and commits its offsets to Kafka too.
+func (s *Sink) committed(ctx context.Context, cl *kgo.Client, b *Batch, next map[tp]int64) {
+	s.records.Add(uint64(len(b.Records)))
+	s.batches.Add(1)
+	s.unchanged.Add(uint64(b.unchanged))
+	s.dead.Add(uint64(b.deadLetter))
+	s.commitKafka(ctx, cl, next)
+}
+
+// rewind reads the stored offsets of the batch's partitions and seeks
+// there; a partition whose token changed is released. The commit's answer
+// may have been lost: the table, not this process, knows whether it
+// committed, and done reports that it did (a partition of the batch, all
+// of which commit together, stores the batch's next offset).
+func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, batch string) (done bool, err error) {
 	stored := map[tp]claim{}
-	err := s.retry(ctx, "read stored offsets", func() string { return batch }, func(ctx context.Context) error {
+	err = s.retry(ctx, "read stored offsets", func() string { return batch }, func(ctx context.Context) error {
 		rows, err := s.pool.Query(ctx, s.readSQL, s.cfg.AppID)
 		if err != nil {
 			return err
@@ -610,7 +634,7 @@ func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, b
 		return rows.Err()
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	seek := map[string]map[int32]kgo.EpochOffset{}
 	s.mu.Lock()
@@ -627,6 +651,9 @@ func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, b
 		if st.next < 0 {
 			st.next = 0
 		}
+		if st.next == parts[k] {
+			done = true
+		}
 		c.next = st.next
 		if seek[k.topic] == nil {
 			seek[k.topic] = map[int32]kgo.EpochOffset{}
@@ -635,7 +662,7 @@ func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, b
 	}
 	s.mu.Unlock()
 	cl.SetOffsets(seek)
-	return nil
+	return done, nil
 }
 
 // retry runs op until it succeeds, ctx ends, it fails with an error no
