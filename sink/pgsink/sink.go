@@ -135,13 +135,17 @@ type Sink struct {
 	tableSQL                              string
 	claimSQL, commitSQL, readSQL, deadSQL string
 
-	mu     sync.Mutex
-	owned  map[tp]*claim // partitions claimed and not revoked
-	cl     *kgo.Client
-	closed chan struct{}
-	once   sync.Once
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	mu       sync.Mutex
+	owned    map[tp]*claim    // partitions claimed and not revoked
+	fencedAt map[tp]time.Time // partitions fenced in the table but not yet revoked by the group
+	claimErr error            // a claim that retries could not heal; Run returns it
+	failing  time.Time        // when the batches began to fail, zero while they commit
+	failures int
+	cl       *kgo.Client
+	closed   chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+	cancel   context.CancelFunc
 
 	records, batches, unchanged, dead, claims, fenced, retries, lost atomic.Uint64
 }
@@ -173,7 +177,7 @@ func New(cfg config.Config, pool *pgxpool.Pool, topics []string, h Handler, opts
 		return nil, fmt.Errorf("%w: New needs a pool, at least one topic and a handler", ErrInvalid)
 	}
 	s := &Sink{cfg: cfg, pool: pool, topics: slices.Clone(topics), handle: h, table: DefaultOffsetsTable,
-		batchTimeout: DefaultBatchTimeout, log: zap.NewNop(), owned: map[tp]*claim{}, closed: make(chan struct{})}
+		batchTimeout: DefaultBatchTimeout, log: zap.NewNop(), owned: map[tp]*claim{}, fencedAt: map[tp]time.Time{}, closed: make(chan struct{})}
 	for _, o := range opts {
 		o.apply(s)
 	}
@@ -202,7 +206,7 @@ VALUES ($1, $2, $3, -1, 1, $4)
 ON CONFLICT (group_id, topic, partition) DO UPDATE SET token = o.token + 1, owner = EXCLUDED.owner, updated_at = now()
 RETURNING next_offset, token`
 	s.commitSQL = `UPDATE ` + t + ` SET next_offset = $5, updated_at = now()
-WHERE group_id = $1 AND topic = $2 AND partition = $3 AND token = $4`
+WHERE group_id = $1 AND topic = $2 AND partition = $3 AND token = $4 AND next_offset <= $6`
 	s.readSQL = `SELECT topic, partition, next_offset, token FROM ` + t + ` WHERE group_id = $1`
 	if s.deadTable != "" {
 		d := quote(s.deadTable)
@@ -274,6 +278,9 @@ func (s *Sink) Run(ctx context.Context) error {
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.AppID),
 		kgo.ConsumeTopics(s.topics...),
+		// A stored offset the log no longer holds resumes at the
+		// earliest record still there, never at the end.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		kgo.RebalanceTimeout(s.cfg.RebalanceTimeout),
@@ -406,6 +413,11 @@ func (s *Sink) claimPartitions(ctx context.Context, fetched map[string]map[int32
 		})
 	})
 	if err != nil {
+		if ctx.Err() == nil {
+			s.mu.Lock()
+			s.claimErr = err
+			s.mu.Unlock()
+		}
 		return nil, err
 	}
 	s.log.Info("claimed partitions", zap.String("group", s.cfg.AppID), zap.String("partitions", describeClaims(claimed)))
@@ -436,6 +448,7 @@ func (s *Sink) release(_ context.Context, _ *kgo.Client, gone map[string][]int32
 	for topic, ps := range gone {
 		for _, p := range ps {
 			delete(s.owned, tp{topic, p})
+			delete(s.fencedAt, tp{topic, p})
 		}
 	}
 }
@@ -456,6 +469,9 @@ func (s *Sink) loop(ctx context.Context, cl *kgo.Client) error {
 		})
 		if fatal != nil {
 			return fatal
+		}
+		if err := s.stuck(); err != nil {
+			return err
 		}
 		recs, from := s.take(fetches.Records())
 		if len(recs) > 0 {
@@ -492,12 +508,14 @@ func (s *Sink) take(all []*kgo.Record) ([]*kgo.Record, map[tp]int64) {
 	return recs, from
 }
 
-// errFenced means a partition of the batch was claimed by another
-// instance after this one claimed it.
+// errFenced means the stored offset of a partition of the batch was not
+// this instance's to move: another instance claimed the partition, or the
+// offset is past the batch's first record (an earlier commit landed after
+// its answer was given up on).
 type errFenced struct{ parts []tp }
 
 func (e *errFenced) Error() string {
-	return fmt.Sprintf("partitions %s were claimed by another instance", describeTPs(e.parts))
+	return fmt.Sprintf("the offsets of partitions %s changed under the batch", describeTPs(e.parts))
 }
 
 // commit writes recs and advances the offsets in one transaction. A
@@ -528,7 +546,7 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 		order := make([]tp, 0, len(next))
 		for k, n := range next {
 			order = append(order, k)
-			pb.Queue(s.commitSQL, s.cfg.AppID, k.topic, k.partition, tokens[k], n)
+			pb.Queue(s.commitSQL, s.cfg.AppID, k.topic, k.partition, tokens[k], n, from[k])
 		}
 		res := tx.SendBatch(tctx, pb)
 		var fenced []tp
@@ -566,14 +584,13 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 	var fe *errFenced
 	if errors.As(err, &fe) {
 		s.fenced.Add(1)
-		s.log.Warn("batch fenced: another instance claimed partitions; releasing them and redoing the rest",
-			zap.String("batch", batch), zap.String("fenced", describeTPs(fe.parts)))
-		s.mu.Lock()
-		for _, k := range fe.parts {
-			delete(s.owned, k)
+		s.log.Warn("the offsets table changed under the batch (another instance claimed partitions, or an earlier commit of this one landed late); reading it again",
+			zap.String("batch", batch), zap.String("partitions", describeTPs(fe.parts)))
+		done, err := s.rewind(ctx, cl, next, batch)
+		if done && err == nil {
+			s.lost.Add(1)
+			s.committed(ctx, cl, b, next)
 		}
-		s.mu.Unlock()
-		_, err := s.rewind(ctx, cl, next, batch)
 		return err
 	}
 	if ctx.Err() != nil {
@@ -596,13 +613,45 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 		return nil
 	}
 	s.retries.Add(1)
+	if s.failing.IsZero() {
+		s.failing = time.Now()
+	}
+	s.failures++
+	if time.Since(s.failing) > s.cfg.RecoveryTimeout {
+		return s.dbError(fmt.Sprintf("commit batch: failing for %s (recovery_timeout)", time.Since(s.failing).Round(time.Second)), batch, err)
+	}
 	s.log.Warn("batch rolled back; redoing it from the stored offsets", zap.String("batch", batch),
-		zap.String("postgres", s.addr), zap.Error(err))
+		zap.String("postgres", s.addr), zap.Int("failures", s.failures), zap.Error(err))
+	select {
+	case <-ctx.Done():
+	case <-time.After(min(time.Duration(1<<min(s.failures, 6))*50*time.Millisecond, 5*time.Second)):
+	}
+	return nil
+}
+
+// stuck returns the error of a claim that could not be made, or names a
+// partition fenced in the table that the group has left with this
+// instance for longer than a rebalance takes: the table was edited or
+// restored while the sink ran, or another process claims with this group.
+func (s *Sink) stuck() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.claimErr != nil {
+		return s.claimErr
+	}
+	bound := s.cfg.SessionTimeout + s.cfg.RebalanceTimeout
+	for k, at := range s.fencedAt {
+		if time.Since(at) > bound {
+			return s.dbError("hold partitions", fmt.Sprintf("%s/%d", k.topic, k.partition),
+				fmt.Errorf("the partition's token in the offsets table changed (another claim, an edit or a restore of the table) %s ago, but the group still assigns it to this instance; restart the sink to claim it again", time.Since(at).Round(time.Second)))
+		}
+	}
 	return nil
 }
 
 // committed counts a committed batch and commits its offsets to Kafka too.
 func (s *Sink) committed(ctx context.Context, cl *kgo.Client, b *Batch, next map[tp]int64) {
+	s.failing, s.failures = time.Time{}, 0
 	s.records.Add(uint64(len(b.Records)))
 	s.batches.Add(1)
 	s.unchanged.Add(uint64(b.unchanged))
@@ -646,6 +695,7 @@ func (s *Sink) rewind(ctx context.Context, cl *kgo.Client, parts map[tp]int64, b
 		st, ok := stored[k]
 		if !ok || st.token != c.token {
 			delete(s.owned, k)
+			s.fencedAt[k] = time.Now()
 			continue
 		}
 		if st.next < 0 {
