@@ -141,11 +141,10 @@ type Sink struct {
 	claimErr error            // a claim that retries could not heal; Run returns it
 	failing  time.Time        // when the batches began to fail, zero while they commit
 	failures int
-	cl       *kgo.Client
+	life     sync.Mutex // orders Run's start against Close
 	closed   chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
-	cancel   context.CancelFunc
 
 	records, batches, unchanged, dead, claims, fenced, retries, lost atomic.Uint64
 }
@@ -234,7 +233,9 @@ func (s *Sink) Stats() Stats {
 
 // Close stops Run and waits for it. It is idempotent.
 func (s *Sink) Close() {
+	s.life.Lock()
 	s.once.Do(func() { close(s.closed) })
+	s.life.Unlock()
 	s.wg.Wait()
 }
 
@@ -251,12 +252,15 @@ func (s *Sink) dbError(op, batch string, err error) error {
 // failure that retries cannot heal. It checks the brokers, topics and
 // database first, so a wrong address fails within connect_timeout.
 func (s *Sink) Run(ctx context.Context) error {
+	s.life.Lock()
 	select {
 	case <-s.closed:
+		s.life.Unlock()
 		return nil
 	default:
 	}
-	s.wg.Add(1)
+	s.wg.Add(1) // under life: a Close that began first sees it and waits
+	s.life.Unlock()
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -299,9 +303,6 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.cl = cl
-	s.mu.Unlock()
 	defer func() {
 		// A poll that ended with ctx may have left a rebalance blocked;
 		// leaving the group in Close waits for it.
