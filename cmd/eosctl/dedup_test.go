@@ -64,3 +64,44 @@ func TestDedupSizeUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupSizeStore checks --store: the measured per-entry cost of each
+// store (TestStoreSizesMatchServers in package dedup holds it to the real
+// servers) and the settings that keep it from losing ids.
+func TestDedupSizeStore(t *testing.T) {
+	for store, want := range map[string][]string{
+		"redis":            {"maxmemory-policy noeviction", `dedup.Prefix("eosflow:dedup:")`, "DedupRetention(24*time.Hour)"},
+		"redis-sorted-set": {"ZREMRANGEBYSCORE", "Cluster"},
+		"postgres":         {"dedup.NewPostgres", "Purge every"},
+		"bloom":            {"k = 7 hashes", "no Bloom store"},
+	} {
+		out, errOut, code := runCLI(t, nil, "dedup", "size", "--rate", "2000", "--window", "24h", "--id-bytes", "36", "--store", store)
+		if code != exitOK {
+			t.Fatalf("--store %s: exit %d, stderr %s", store, code, errOut)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("--store %s: output lacks %q:\n%s", store, w, out)
+			}
+		}
+	}
+	out, errOut, code := runCLI(t, nil, "-o", "json", "dedup", "size", "--rate", "2000", "--window", "24h", "--id-bytes", "36", "--store", "redis", "--prefix", "p:")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+	var got struct {
+		Store struct {
+			Bytes float64 `json:"bytes"`
+		} `json:"store"`
+		Settings []string `json:"settings"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if want := 2000.0 * 86400 * (36 + 2 + 104); got.Store.Bytes != want || len(got.Settings) == 0 {
+		t.Errorf("store bytes %v, %d settings; want %v and some", got.Store.Bytes, len(got.Settings), want)
+	}
+	if _, _, code := runCLI(t, nil, "dedup", "size", "--rate", "1", "--window", "1h", "--id-bytes", "36", "--store", "memcached"); code == exitOK {
+		t.Error("--store memcached: exit 0, want a usage error")
+	}
+}

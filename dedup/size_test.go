@@ -1,0 +1,141 @@
+package dedup_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/dedupsize"
+)
+
+// TestStoreSizesMatchServers marks 20,000 UUID ids in each store on the
+// real servers and compares the memory or disk they took with what
+// `eosctl dedup size --store` estimates: more than 25% off fails.
+func TestStoreSizesMatchServers(t *testing.T) {
+	const n = 20000
+	check := func(t *testing.T, kind string, idBytes int, measured float64) {
+		want, err := dedupsize.ForStore(kind, n, idBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ratio := measured / want.Bytes
+		t.Logf("%s: %.0f B/entry measured, %.0f estimated (%.2f×)", kind, measured/n, want.BytesPerEntry, ratio)
+		if math.Abs(ratio-1) > 0.25 {
+			t.Errorf("%s: %.0f B/entry measured, the estimate says %.0f: update the overhead in package dedupsize", kind, measured/n, want.BytesPerEntry)
+		}
+	}
+	t.Run("redis", func(t *testing.T) {
+		url := os.Getenv("EOS_REDIS_URL")
+		if url == "" {
+			t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
+		}
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(opts)
+		defer c.Close()
+		prefix := fmt.Sprintf("size-%d:", time.Now().UnixNano())
+		for _, kind := range []string{"redis", "redis-sorted-set"} {
+			before := usedMemory(t, c)
+			var store dedup.Store
+			if kind == "redis" {
+				store, err = dedup.NewRedis(url, dedup.Prefix(prefix))
+			} else {
+				store, err = dedup.NewRedisSortedSet(url, prefix+"zset")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range n {
+				if _, err := store.Mark(t.Context(), uuid.NewString(), time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			}
+			measured := float64(usedMemory(t, c) - before)
+			idBytes := 36
+			if kind == "redis" {
+				idBytes += len(prefix)
+			}
+			check(t, kind, idBytes, measured)
+			if c, ok := store.(interface{ Close() error }); ok {
+				c.Close()
+			}
+			dropRedisPrefix(t, c, prefix)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := os.Getenv("EOS_POSTGRES_URL")
+		if url == "" {
+			t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
+		}
+		table := fmt.Sprintf("eosflow_dedup_size_%d", time.Now().UnixNano())
+		p, err := dedup.NewPostgres(t.Context(), url, dedup.Table(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		conn, err := pgx.Connect(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+			conn.Close(context.Background())
+		}()
+		for range n {
+			if _, err := p.Mark(t.Context(), uuid.NewString(), time.Hour); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var size int64
+		if err := conn.QueryRow(t.Context(), "SELECT pg_total_relation_size($1)", table).Scan(&size); err != nil {
+			t.Fatal(err)
+		}
+		check(t, "postgres", 36, float64(size))
+	})
+}
+
+func usedMemory(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	s, err := c.Info(t.Context(), "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO memory has no used_memory line")
+	return 0
+}
+
+func dropRedisPrefix(t *testing.T, c *redis.Client, prefix string) {
+	iter := c.Scan(context.Background(), 0, prefix+"*", 1000).Iterator()
+	var keys []string
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+		if len(keys) == 1000 {
+			c.Del(context.Background(), keys...)
+			keys = keys[:0]
+		}
+	}
+	if len(keys) > 0 {
+		c.Del(context.Background(), keys...)
+	}
+}
