@@ -141,7 +141,8 @@ type Sink struct {
 	claimErr error            // a claim that retries could not heal; Run returns it
 	failing  time.Time        // when the batches began to fail, zero while they commit
 	failures int
-	life     sync.Mutex // orders Run's start against Close
+	adm      *kadm.Client // Run's admin client
+	life     sync.Mutex   // orders Run's start against Close
 	closed   chan struct{}
 	once     sync.Once
 	wg       sync.WaitGroup
@@ -279,6 +280,13 @@ func (s *Sink) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The claims check stored offsets against the partitions' ends.
+	admin, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	s.adm = kadm.NewClient(admin)
 	opts = append(opts,
 		kgo.ConsumerGroup(s.cfg.AppID),
 		kgo.ConsumeTopics(s.topics...),
@@ -422,6 +430,14 @@ func (s *Sink) claimPartitions(ctx context.Context, fetched map[string]map[int32
 		return nil, err
 	}
 	s.log.Info("claimed partitions", zap.String("group", s.cfg.AppID), zap.String("partitions", describeClaims(claimed)))
+	if err := s.checkEnds(ctx, claimed); err != nil {
+		if ctx.Err() == nil {
+			s.mu.Lock()
+			s.claimErr = err
+			s.mu.Unlock()
+		}
+		return nil, err
+	}
 	out := make(map[string]map[int32]kgo.Offset, len(fetched))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -439,6 +455,39 @@ func (s *Sink) claimPartitions(ctx context.Context, fetched map[string]map[int32
 		s.claims.Add(1)
 	}
 	return out, nil
+}
+
+// checkEnds refuses a stored offset past its partition's end: the topic
+// was deleted and made again, or the table belongs to another cluster.
+// Reading on from there would skip every record below it.
+func (s *Sink) checkEnds(ctx context.Context, claimed map[tp]*claim) error {
+	topics := map[string]bool{}
+	for k, c := range claimed {
+		if c.next > 0 {
+			topics[k.topic] = true
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	ends, err := s.adm.ListEndOffsets(ctx, names...)
+	if err != nil { // a check, not a need: the claim stands
+		s.log.Warn("could not list end offsets to check the stored offsets", zap.Strings("topics", names), zap.Error(err))
+		return nil
+	}
+	for k, c := range claimed {
+		e, ok := ends.Lookup(k.topic, k.partition)
+		if c.next > 0 && ok && e.Err == nil && c.next > e.Offset {
+			return s.dbError("claim partitions", fmt.Sprintf("%s/%d", k.topic, k.partition),
+				fmt.Errorf("the stored offset %d is past the partition's end %d: the topic was deleted and made again, or the table holds another cluster's offsets; reading on would skip every record below %d; if the topic is new, reset it with: UPDATE %s SET next_offset = -1 WHERE group_id = '%s' AND topic = '%s'",
+					c.next, e.Offset, c.next, quote(s.table), s.cfg.AppID, k.topic))
+		}
+	}
+	return nil
 }
 
 // release forgets revoked or lost partitions: their records still buffered

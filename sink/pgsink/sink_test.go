@@ -530,3 +530,47 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 func zapcoreFor(b *strings.Builder, mu *sync.Mutex) zapcore.Core {
 	return zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.AddSync(lockedWriter{b, mu}), zap.InfoLevel)
 }
+
+// TestStoredOffsetPastTheEndStops deletes and makes again the input topic
+// of a sink that stored offsets for it: the new topic's records sit below
+// the stored offsets, so reading on would skip them. Run must stop with an
+// error that names the partition and the fix, and write nothing.
+func TestStoredOffsetPastTheEndStops(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 1, topic)
+	seed(t, env, topic, 0, 100)
+	rows := table(t, p)
+	s, err := pgsink.New(testConfig(env, group, "i1"), p, []string{topic}, insertRows(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, s)
+	waitFor(t, time.Minute, "100 records", func() bool { return s.Stats().Records == 100 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Admin(t).DeleteTopics(t.Context(), topic); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "the topic to go", func() bool {
+		d, err := env.Admin(t).ListTopics(t.Context(), topic)
+		return err == nil && !d.Has(topic)
+	})
+	env.CreateTopics(t, 1, topic)
+	seed(t, env, topic, 100, 10)
+	s2, err := pgsink.New(testConfig(env, group, "i1"), p, []string{topic}, insertRows(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = s2.Run(ctx)
+	if !errors.Is(err, pgsink.ErrDatabase) || !strings.Contains(err.Error(), "past the partition's end") || !strings.Contains(err.Error(), "next_offset = -1") {
+		t.Fatalf("Run: %v, want an error saying the stored offset is past the end, with the fix", err)
+	}
+	if got, _ := counts(t, p, rows); got != 100 {
+		t.Errorf("%d rows, want the first 100 only", got)
+	}
+}
