@@ -381,8 +381,20 @@ func (s *Sink) preflight(ctx context.Context) error {
 	if len(missing) > 0 {
 		return &eos.MissingTopicsError{Topics: missing, Brokers: s.cfg.Brokers}
 	}
-	if _, err := s.pool.Exec(pctx, s.tableSQL); err != nil {
-		return s.dbError("create tables", "", err)
+	// A database that is restarting gets connect_timeout to answer.
+	for {
+		_, err := s.pool.Exec(pctx, s.tableSQL)
+		if err == nil {
+			break
+		}
+		if !transient(err) || pctx.Err() != nil {
+			return s.dbError("create tables", "", err)
+		}
+		s.log.Warn("waiting for postgres", zap.String("op", "create tables"), zap.String("postgres", s.addr), zap.Error(err))
+		select {
+		case <-pctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	return nil
 }
