@@ -25,6 +25,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		groupBy   string
 		verbose   bool
 		worker    workerLogin
+		pg        pgVerify
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -100,7 +101,14 @@ fail proves nothing. At-most-once may lose records but never repeat one: a
 duplicate under it is reported as its own failure, at_most_once_repeated.
 Under at-least-once the count pipeline must fail the count checks, and the
 windowed pipeline the window checks.
-With -o json, "failed" names every check the run failed.`,
+With -o json, "failed" names every check the run failed.
+
+--sink postgres verifies the exactly-once Postgres sink (package pgsink)
+instead of a pipeline: workers write one row per record into a table of
+the database at --postgres-url under the same faults, plus database
+restarts (--postgres-restarts, --postgres-restart-cmd); a missing record or
+a duplicate row exits 1. --sink postgres-at-least-once is its control and
+must fail with duplicates.`,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
@@ -110,10 +118,14 @@ With -o json, "failed" names every check the run failed.`,
   eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3 --broker-restarts 0
   eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50 --broker-restarts 0   # must fail with repeated window results
   eosctl verify --pipeline join --records 3000 --keys 50 --kills 3 --broker-restarts 0
+  eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000 --broker-restarts 0
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if pg.sink != "" {
+				return verifySink(cmd, g, o, pg, verbose)
+			}
 			o.Guarantee = config.Guarantee(guarantee)
 			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
 			exe, err := os.Executable()
@@ -183,6 +195,10 @@ With -o json, "failed" names every check the run failed.`,
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
+	f.StringVar(&pg.sink, "sink", "", "verify a sink into a database instead of a pipeline: postgres (the exactly-once sink, package pgsink) or postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates)")
+	f.StringVar(&pg.url, "postgres-url", os.Getenv("EOS_POSTGRES_URL"), "database of --sink (default EOS_POSTGRES_URL)")
+	f.IntVar(&pg.pgRestarts, "postgres-restarts", 0, "with --sink: hard restarts of the database")
+	f.StringVar(&pg.restartCmd, "postgres-restart-cmd", "", "with --postgres-restarts: shell command that hard-restarts the database and returns once it serves again")
 	f.IntVar(&o.Kills, "kills", 5, "SIGKILLs of a worker mid-transaction, each followed by a restart")
 	f.IntVar(&o.Terms, "terms", 2, "SIGTERMs of a worker, each followed by a restart")
 	f.IntVar(&o.BrokerRestarts, "broker-restarts", 1, "hard broker restarts (SIGKILL and start on the same data)")
@@ -215,6 +231,7 @@ With -o json, "failed" names every check the run failed.`,
 		[]string{string(chaos.GroupingKey), string(chaos.GroupingValue)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagDirname("log-dir")
 	cmd.AddCommand(newVerifyWorkerCmd(g))
+	cmd.AddCommand(newVerifyPgWorkerCmd(g))
 	return cmd
 }
 

@@ -1,0 +1,580 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/sink/pgsink"
+)
+
+// The sinks verify --sink can run: the exactly-once Postgres sink, and its
+// control, a loop that commits Kafka offsets after its own database commit.
+const (
+	sinkPostgres            = "postgres"
+	sinkPostgresAtLeastOnce = "postgres-at-least-once"
+)
+
+// pgVerify is what verify --sink postgres does: the workload and faults of
+// verify, into a database table.
+type pgVerify struct {
+	sink                     string
+	url, restartCmd          string
+	records, partitions      int
+	workers, kills, terms    int
+	rebalances               int
+	brokerRestarts           int
+	pgRestarts               int
+	brokerRestartCmd         string
+	batchRecords             int
+	commitDelay              time.Duration
+	sessionTimeout, duration time.Duration
+	keep                     bool
+	events                   func(string)
+}
+
+// pgVerifyResult is the verdict of a verify --sink run.
+type pgVerifyResult struct {
+	Sink             string `json:"sink"`
+	Records          int    `json:"records"`
+	Rows             int64  `json:"rows"`
+	Missing          int64  `json:"missing"`
+	Duplicates       int64  `json:"duplicates"`
+	Kills            int    `json:"kills"`
+	Terms            int    `json:"terms"`
+	WorkersAdded     int    `json:"workers_added"`
+	WorkersRemoved   int    `json:"workers_removed"`
+	BrokerRestarts   int    `json:"broker_restarts"`
+	PostgresRestarts int    `json:"postgres_restarts"`
+	// FaultsDuringWork counts the faults injected while records were
+	// still missing from the table: the ones that tested something.
+	FaultsDuringWork int      `json:"faults_during_work"`
+	RatePerWorker    int      `json:"rate_per_worker"`
+	WorkerFailures   []string `json:"worker_failures"`
+	Seconds          float64  `json:"seconds"`
+	Table            string   `json:"table"`
+	Pass             bool     `json:"pass"`
+}
+
+// pgWorker is one worker process and how it ended.
+type pgWorker struct {
+	name    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	stderr  *tailBuffer
+	planned bool // verify killed or stopped it
+}
+
+// tailBuffer keeps the last lines a worker wrote to stderr.
+type tailBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tailBuffer) read(r io.Reader) {
+	s := bufio.NewScanner(r)
+	s.Buffer(make([]byte, 64<<10), 1<<20)
+	for s.Scan() {
+		t.mu.Lock()
+		t.lines = append(t.lines, s.Text())
+		if len(t.lines) > 5 {
+			t.lines = t.lines[1:]
+		}
+		t.mu.Unlock()
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, " | ")
+}
+
+// runVerifyPostgres seeds the input, runs the workers under faults until
+// the table holds every record, and judges the table: one row per record.
+func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyResult, error) {
+	start := time.Now()
+	res := pgVerifyResult{Sink: v.sink, Records: v.records}
+	exe, err := os.Executable()
+	if err != nil {
+		return res, fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
+	}
+	cfg, err := g.externalCluster()
+	if err != nil {
+		return res, err
+	}
+	var workerArgs, workerEnv []string
+	if cfg == nil {
+		if v.brokerRestarts > 0 {
+			return res, usageErrorf("--sink with --broker-restarts needs --brokers and --broker-restart-cmd")
+		}
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			return res, err
+		}
+		defer c.Close()
+		base := config.Default()
+		base.Brokers = c.ListenAddrs()
+		cfg = &base
+	} else if workerArgs, workerEnv, err = g.workerFlags(*cfg, workerLogin{}); err != nil {
+		return res, err
+	}
+	if v.brokerRestarts > 0 && v.brokerRestartCmd == "" {
+		return res, usageErrorf("--broker-restarts with --sink needs --broker-restart-cmd")
+	}
+	if v.pgRestarts > 0 && v.restartCmd == "" {
+		return res, usageErrorf("--postgres-restarts needs --postgres-restart-cmd, e.g. \"integration/postgres/pg.sh restart --hard\"")
+	}
+	say := func(format string, args ...any) {
+		if v.events != nil {
+			v.events(fmt.Sprintf(format, args...))
+		}
+	}
+
+	id := fmt.Sprintf("%08x", rand.Uint32())
+	topic, group, table := "eosverify-pg-"+id, "eosverify-pg-"+id, "eosverify_pg_"+id
+	res.Table = table
+	pool, err := pgxpool.New(ctx, v.url)
+	if err != nil {
+		return res, fmt.Errorf("--postgres-url: %w", err)
+	}
+	defer pool.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = pool.Exec(pctx, `CREATE TABLE `+table+` (seq bigint NOT NULL, topic text, partition int, "offset" bigint)`)
+	cancel()
+	if err != nil {
+		return res, fmt.Errorf("creating table %s in the database at --postgres-url (is it up?): %w", table, err)
+	}
+	opts, err := kafkautil.ConnOptions(*cfg)
+	if err != nil {
+		return res, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := kafkautil.CreateTopics(ctx, adm, int32(v.partitions), -1, nil, topic); err != nil {
+		return res, err
+	}
+	if !v.keep {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm.DeleteTopics(dctx, topic)
+			pool.Exec(dctx, "DROP TABLE IF EXISTS "+table)
+			pool.Exec(dctx, "DELETE FROM "+pgsink.DefaultOffsetsTable+" WHERE group_id = $1", group)
+		}()
+	}
+	if err := kafkautil.ProduceAll(ctx, cl, v.records, func(i int) *kgo.Record {
+		s := strconv.Itoa(i)
+		return &kgo.Record{Topic: topic, Key: []byte(s), Value: []byte(s)}
+	}); err != nil {
+		return res, fmt.Errorf("seeding %s: %w", topic, err)
+	}
+	say("seeded %d records into %s (%d partitions)", v.records, topic, v.partitions)
+
+	// Pace the workers so the work outlasts the faults: about 1.2 s of
+	// it per fault, one every 0.3 to 1 s.
+	faults := v.kills + v.terms + v.rebalances + v.brokerRestarts + v.pgRestarts
+	rate := max(100, int(float64(v.records)/(float64(v.workers)*1.2*float64(faults+1))))
+	res.RatePerWorker = rate
+	var mu sync.Mutex
+	workers := map[string]*pgWorker{}
+	startWorker := func(name string) error {
+		args := append([]string{"verify", "pg-worker", "--sink", v.sink, "--brokers", strings.Join(cfg.Brokers, ","),
+			"--app", group, "--instance", name, "--in", topic, "--table", table, "--postgres-url", v.url,
+			"--batch-records", strconv.Itoa(v.batchRecords), "--commit-delay", v.commitDelay.String(), "--rate", strconv.Itoa(rate),
+			"--session-timeout", v.sessionTimeout.String()}, workerArgs...)
+		cmd := exec.Command(exe, args...)
+		cmd.Env = append(os.Environ(), workerEnv...)
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			return err
+		}
+		w := &pgWorker{name: name, cmd: cmd, done: make(chan struct{}), stderr: &tailBuffer{}}
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		go w.stderr.read(stderr)
+		go func() {
+			err := cmd.Wait()
+			mu.Lock()
+			planned := w.planned
+			mu.Unlock()
+			if !planned && ctx.Err() == nil {
+				mu.Lock()
+				res.WorkerFailures = append(res.WorkerFailures, fmt.Sprintf("%s: %v: %s", name, err, w.stderr))
+				mu.Unlock()
+			}
+			close(w.done)
+		}()
+		mu.Lock()
+		workers[name] = w
+		mu.Unlock()
+		return nil
+	}
+	stopWorker := func(name string, sig syscall.Signal) {
+		mu.Lock()
+		w := workers[name]
+		w.planned = true
+		mu.Unlock()
+		w.cmd.Process.Signal(sig)
+		select {
+		case <-w.done:
+		case <-time.After(30 * time.Second):
+			w.cmd.Process.Kill()
+			<-w.done
+		}
+	}
+	defer func() {
+		mu.Lock()
+		names := make([]string, 0, len(workers))
+		for n := range workers {
+			names = append(names, n)
+		}
+		mu.Unlock()
+		for _, n := range names {
+			stopWorker(n, syscall.SIGKILL)
+		}
+	}()
+	next := 0
+	for range v.workers {
+		if err := startWorker(fmt.Sprintf("w%d", next)); err != nil {
+			return res, err
+		}
+		next++
+	}
+
+	done := func() (bool, error) {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var n int64
+		err := pool.QueryRow(qctx, "SELECT count(DISTINCT seq) FROM "+table).Scan(&n)
+		return n >= int64(v.records), err
+	}
+	// The plan: every fault once, in a random order, one every interval.
+	var plan []string
+	for _, f := range []struct {
+		n    int
+		name string
+	}{{v.kills, "kill"}, {v.terms, "term"}, {v.rebalances, "rebalance"}, {v.brokerRestarts, "broker"}, {v.pgRestarts, "postgres"}} {
+		for range f.n {
+			plan = append(plan, f.name)
+		}
+	}
+	rand.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
+	deadline := time.Now().Add(v.duration)
+	added := false
+	for i := 0; ; i++ {
+		if ok, _ := done(); ok && i >= len(plan) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("the table did not get every record within --duration %s (%d faults of %d injected); worker failures: %v", v.duration, min(i, len(plan)), len(plan), res.WorkerFailures)
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(time.Duration(300+rand.IntN(700)) * time.Millisecond):
+		}
+		// A worker that stopped on its own is restarted, as a supervisor
+		// would; its failure stays in the verdict.
+		mu.Lock()
+		var dead []string
+		for n, w := range workers {
+			select {
+			case <-w.done:
+				dead = append(dead, n)
+			default:
+			}
+		}
+		mu.Unlock()
+		for _, n := range dead {
+			mu.Lock()
+			delete(workers, n)
+			mu.Unlock()
+			if err := startWorker(n); err != nil {
+				return res, err
+			}
+		}
+		if i >= len(plan) {
+			continue
+		}
+		if ok, _ := done(); !ok {
+			res.FaultsDuringWork++
+		}
+		mu.Lock()
+		names := make([]string, 0, len(workers))
+		for n := range workers {
+			names = append(names, n)
+		}
+		mu.Unlock()
+		victim := names[rand.IntN(len(names))]
+		switch plan[i] {
+		case "kill", "term":
+			sig := syscall.SIGKILL
+			if plan[i] == "term" {
+				sig, res.Terms = syscall.SIGTERM, res.Terms+1
+			} else {
+				res.Kills++
+			}
+			stopWorker(victim, sig)
+			mu.Lock()
+			delete(workers, victim)
+			mu.Unlock()
+			if err := startWorker(victim); err != nil {
+				return res, err
+			}
+			say("%s %s and restarted it", map[bool]string{true: "SIGKILLed", false: "SIGTERMed"}[sig == syscall.SIGKILL], victim)
+		case "rebalance":
+			if !added || len(names) <= 1 {
+				if err := startWorker(fmt.Sprintf("w%d", next)); err != nil {
+					return res, err
+				}
+				say("added worker w%d", next)
+				next++
+				res.WorkersAdded++
+				added = true
+			} else {
+				stopWorker(victim, syscall.SIGTERM)
+				mu.Lock()
+				delete(workers, victim)
+				mu.Unlock()
+				say("removed worker %s", victim)
+				res.WorkersRemoved++
+				added = false
+			}
+		case "broker", "postgres":
+			line := v.brokerRestartCmd
+			if plan[i] == "postgres" {
+				line = v.restartCmd
+			}
+			out, err := exec.CommandContext(ctx, "sh", "-c", line).CombinedOutput()
+			if err != nil {
+				return res, fmt.Errorf("%s: %v: %s", line, err, out)
+			}
+			if plan[i] == "postgres" {
+				res.PostgresRestarts++
+			} else {
+				res.BrokerRestarts++
+			}
+			say("restarted the %s: %s", map[bool]string{true: "database", false: "broker"}[plan[i] == "postgres"], line)
+		}
+	}
+	// A duplicate written late would land now.
+	time.Sleep(time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var distinct int64
+	if err := pool.QueryRow(qctx, "SELECT count(*), count(DISTINCT seq) FROM "+table).Scan(&res.Rows, &distinct); err != nil {
+		return res, err
+	}
+	var outside int64
+	if err := pool.QueryRow(qctx, "SELECT count(*) FROM "+table+" WHERE seq < 0 OR seq >= $1", v.records).Scan(&outside); err != nil {
+		return res, err
+	}
+	res.Missing = int64(v.records) - (distinct - outside)
+	res.Duplicates = res.Rows - distinct
+	res.Seconds = time.Since(start).Seconds()
+	mu.Lock()
+	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0
+	mu.Unlock()
+	return res, nil
+}
+
+// pgVerifyTable is the table form of a verify --sink result.
+func pgVerifyTable(r pgVerifyResult) *table {
+	t := newTable("SINK", "RECORDS", "ROWS", "MISSING", "DUPLICATES", "KILLS", "TERMS", "ADDED", "REMOVED", "BROKER RESTARTS", "PG RESTARTS", "FAULTS DURING WORK", "SECONDS")
+	t.add(r.Sink, r.Records, r.Rows, r.Missing, r.Duplicates, r.Kills, r.Terms, r.WorkersAdded, r.WorkersRemoved, r.BrokerRestarts, r.PostgresRestarts, r.FaultsDuringWork, fmt.Sprintf("%.1f", r.Seconds))
+	return t
+}
+
+// newVerifyPgWorkerCmd is the worker process of verify --sink: the
+// exactly-once Postgres sink, or with --sink postgres-at-least-once the
+// control, writing one row per record.
+func newVerifyPgWorkerCmd(g *globals) *cobra.Command {
+	var (
+		sink, app, instance, in, table, url string
+		batchRecords, rate                  int
+		commitDelay, sessionTimeout         time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:    "pg-worker",
+		Short:  "Run one worker of eosctl verify --sink (started by verify itself)",
+		Hidden: true,
+		Args:   usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := g.pipelineConfig()
+			if err != nil {
+				return err
+			}
+			cfg.AppID, cfg.InstanceID = app, instance
+			cfg.SessionTimeout = sessionTimeout
+			cfg.RebalanceTimeout = max(10*time.Second, 2*sessionTimeout)
+			cfg.MaxBatchRecords = batchRecords
+			cfg.LeaveGroupOnClose = true
+			ctx, stop := untilSignal(cmd)
+			defer stop()
+			pool, err := pgxpool.New(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			write := func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
+				rows := make([][]any, len(recs))
+				for i, r := range recs {
+					seq, err := strconv.ParseInt(string(r.Value), 10, 64)
+					if err != nil {
+						return fmt.Errorf("record %s/%d@%d: value %q is not a sequence number", r.Topic, r.Partition, r.Offset, r.Value)
+					}
+					rows[i] = []any{seq, r.Topic, r.Partition, r.Offset}
+				}
+				_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"seq", "topic", "partition", "offset"}, pgx.CopyFromRows(rows))
+				return err
+			}
+			// Paced at --rate, at least --commit-delay, before the commit
+			// that makes the batch done: a kill often lands there.
+			pause := func(n int) {
+				d := commitDelay
+				if rate > 0 {
+					d = max(d, time.Duration(n)*time.Second/time.Duration(rate))
+				}
+				time.Sleep(d)
+			}
+			if sink == sinkPostgresAtLeastOnce {
+				return atLeastOnceIntoPostgres(ctx, cfg, in, pool, write, pause)
+			}
+			s, err := pgsink.New(cfg, pool, []string{in}, func(ctx context.Context, tx pgx.Tx, b *pgsink.Batch) error {
+				if err := write(ctx, tx, b.Records); err != nil {
+					return err
+				}
+				pause(len(b.Records))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return s.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&sink, "sink", sinkPostgres, "postgres or postgres-at-least-once")
+	f.StringVar(&app, "app", "", "consumer group")
+	f.StringVar(&instance, "instance", "", "instance id")
+	f.StringVar(&in, "in", "", "input topic")
+	f.StringVar(&table, "table", "", "table of rows")
+	f.StringVar(&url, "postgres-url", "", "database")
+	f.IntVar(&batchRecords, "batch-records", 500, "most records in one batch")
+	f.DurationVar(&commitDelay, "commit-delay", 20*time.Millisecond, "pause before each batch commits")
+	f.IntVar(&rate, "rate", 0, "records per second at most; 0: unlimited")
+	f.DurationVar(&sessionTimeout, "session-timeout", 6*time.Second, "group session timeout")
+	for _, n := range []string{"app", "instance", "in", "table", "postgres-url"} {
+		_ = cmd.MarkFlagRequired(n)
+	}
+	return cmd
+}
+
+// atLeastOnceIntoPostgres is the control: the loop consumers write by
+// hand, the batch's rows in a database transaction and then its offsets
+// committed to Kafka. Its pause is between the two, where a kill makes it
+// write the batch again.
+func atLeastOnceIntoPostgres(ctx context.Context, cfg config.Config, in string, pool *pgxpool.Pool, write func(context.Context, pgx.Tx, []*kgo.Record) error, pause func(int)) error {
+	opts, err := kafkautil.ConnOptions(cfg)
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumerGroup(cfg.AppID), kgo.ConsumeTopics(in), kgo.DisableAutoCommit(),
+		kgo.InstanceID(cfg.InstanceID), kgo.SessionTimeout(cfg.SessionTimeout), kgo.BlockRebalanceOnPoll(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		recs := cl.PollRecords(ctx, cfg.MaxBatchRecords).Records()
+		if ctx.Err() != nil {
+			cl.AllowRebalance()
+			return nil
+		}
+		if len(recs) > 0 {
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return write(ctx, tx, recs) }); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			pause(len(recs))
+			if err := cl.CommitRecords(ctx, recs...); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		cl.AllowRebalance()
+	}
+}
+
+// verifySink runs verify --sink with verify's workload and fault flags.
+func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, verbose bool) error {
+	switch pg.sink {
+	case sinkPostgres, sinkPostgresAtLeastOnce:
+	default:
+		return usageErrorf("--sink %q: want postgres or postgres-at-least-once", pg.sink)
+	}
+	if pg.url == "" {
+		return usageErrorf("--sink %s needs --postgres-url (or EOS_POSTGRES_URL), e.g. $(integration/postgres/pg.sh url)", pg.sink)
+	}
+	if pg.pgRestarts > 0 && pg.restartCmd == "" {
+		return usageErrorf("--postgres-restarts needs --postgres-restart-cmd, e.g. \"integration/postgres/pg.sh restart --hard\"")
+	}
+	if o.BrokerRestarts > 0 && (o.BrokerRestartCmd == "" || !g.brokersSet && os.Getenv("EOS_BROKERS") == "") {
+		return usageErrorf("--sink with --broker-restarts needs --brokers and --broker-restart-cmd; on the embedded broker use --broker-restarts 0")
+	}
+	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 {
+		return usageErrorf("--records must be positive and --kills, --terms, --rebalances and --postgres-restarts not negative")
+	}
+	pg.records, pg.partitions, pg.workers = o.Records, int(o.Partitions), max(o.Workers, 1)
+	pg.kills, pg.terms, pg.rebalances, pg.brokerRestarts = o.Kills, o.Terms, o.Rebalances, o.BrokerRestarts
+	pg.brokerRestartCmd, pg.batchRecords, pg.commitDelay = o.BrokerRestartCmd, o.BatchRecords, o.CommitDelay
+	pg.sessionTimeout, pg.duration, pg.keep = o.SessionTimeout, o.Duration, o.KeepTopics
+	if pg.partitions <= 0 {
+		pg.partitions = 6
+	}
+	errw := cmd.ErrOrStderr()
+	if verbose {
+		pg.events = func(line string) { fmt.Fprintln(errw, "verify:", line) }
+	}
+	ctx, stop := untilSignal(cmd)
+	defer stop()
+	res, err := runVerifyPostgres(ctx, g, pg)
+	if err != nil {
+		return err
+	}
+	if err := g.render(cmd.OutOrStdout(), res, pgVerifyTable(res)); err != nil {
+		return err
+	}
+	why := fmt.Sprintf("%d missing, %d duplicate rows", res.Missing, res.Duplicates)
+	if len(res.WorkerFailures) > 0 {
+		why += "; workers stopped on their own: " + strings.Join(res.WorkerFailures, "; ")
+	}
+	return g.verdict(cmd.OutOrStdout(), res.Pass,
+		fmt.Sprintf("every record in table %s exactly once, through %d kills, %d SIGTERMs, %d rebalances, %d broker and %d database restarts",
+			res.Table, res.Kills, res.Terms, res.WorkersAdded+res.WorkersRemoved, res.BrokerRestarts, res.PostgresRestarts), why)
+}
