@@ -574,3 +574,44 @@ func TestStoredOffsetPastTheEndStops(t *testing.T) {
 		t.Errorf("%d rows, want the first 100 only", got)
 	}
 }
+
+// TestLateCommitIsNotRepeated moves a partition's stored offset on behind
+// the sink's back, with the same token, and writes those rows, as a commit
+// that landed after the sink gave up on its answer would: the sink's next
+// batch must not write them again.
+func TestLateCommitIsNotRepeated(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 1, topic)
+	seed(t, env, topic, 0, 100)
+	rows := table(t, p)
+	s, err := pgsink.New(testConfig(env, group, "i1"), p, []string{topic}, insertRows(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, s)
+	defer stop()
+	waitFor(t, time.Minute, "100 records", func() bool { return s.Stats().Records == 100 })
+	retry(t, p, func(ctx context.Context, p *pgxpool.Pool) error {
+		return pgx.BeginFunc(ctx, p, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO "+rows+` SELECT $1, 0, o, o::text FROM generate_series(100, 149) AS o`, topic); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "UPDATE eosflow_offsets SET next_offset = 150 WHERE group_id = $1", group)
+			return err
+		})
+	})
+	seed(t, env, topic, 100, 100)
+	waitFor(t, time.Minute, "the last 50 records", func() bool {
+		got, _ := counts(t, p, rows)
+		return got >= 200
+	})
+	time.Sleep(500 * time.Millisecond)
+	if got, distinct := counts(t, p, rows); got != 200 || distinct != 200 {
+		t.Errorf("%d rows of %d records, want 200 of 200: the late commit's records were written again", got, distinct)
+	}
+	if st := s.Stats(); st.Fenced == 0 || st.Records != 150 {
+		t.Errorf("%+v: want the batch that met the moved offset refused (Fenced) and 150 records committed by the sink", st)
+	}
+}
