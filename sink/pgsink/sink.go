@@ -518,12 +518,19 @@ func (s *Sink) release(_ context.Context, _ *kgo.Client, gone map[string][]int32
 // loop polls, writes and commits batches until ctx ends.
 func (s *Sink) loop(ctx context.Context, cl *kgo.Client) error {
 	for {
-		fetches := cl.PollRecords(ctx, s.cfg.MaxBatchRecords)
+		// A poll ends within a second even without records, so the
+		// checks below run while the input is idle.
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollRecords(pctx, s.cfg.MaxBatchRecords)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		var fatal error
 		fetches.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return // the idle poll's own bound
+			}
 			if kafkautil.IsFatal(err) && fatal == nil {
 				fatal = fmt.Errorf("pgsink: consuming %s/%d: %w", t, p, err)
 			}

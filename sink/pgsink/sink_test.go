@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -289,8 +291,9 @@ func TestZombieIsFencedInTheDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := running(t, s)
-	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Run(t.Context()) }()
+	defer s.Close()
 	waitFor(t, time.Minute, "the first records", func() bool { return s.Stats().Records == 100 })
 	retry(t, p, func(ctx context.Context, p *pgxpool.Pool) error {
 		_, err := p.Exec(ctx, "UPDATE eosflow_offsets SET token = token + 1, owner = 'newer' WHERE group_id = $1", group)
@@ -311,6 +314,16 @@ func TestZombieIsFencedInTheDatabase(t *testing.T) {
 	})
 	if next != 100 {
 		t.Errorf("stored offsets sum to %d after the fenced batch, want 100", next)
+	}
+	// Nobody else holds the partitions in the group: after a session and
+	// a rebalance timeout, Run stops and names them rather than idle.
+	select {
+	case err := <-errc:
+		if !errors.Is(err, pgsink.ErrDatabase) || !strings.Contains(err.Error(), "still assigns it") || !strings.Contains(err.Error(), topic+"/") {
+			t.Errorf("Run: %v, want an error naming the fenced partition the group still assigns", err)
+		}
+	case <-time.After(time.Minute):
+		t.Error("Run still runs a minute after its partitions were fenced in the table")
 	}
 }
 
@@ -614,4 +627,89 @@ func TestLateCommitIsNotRepeated(t *testing.T) {
 	if st := s.Stats(); st.Fenced == 0 || st.Records != 150 {
 		t.Errorf("%+v: want the batch that met the moved offset refused (Fenced) and 150 records committed by the sink", st)
 	}
+}
+
+// TestBatchFailuresStopRunAfterRecoveryTimeout makes every batch fail with
+// a serialization failure, which is retried: after recovery_timeout of
+// them, Run stops and names the batch.
+func TestBatchFailuresStopRunAfterRecoveryTimeout(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 1, topic)
+	seed(t, env, topic, 0, 10)
+	cfg := testConfig(env, group, "i1")
+	cfg.ConnectTimeout, cfg.RecoveryTimeout = 2*time.Second, 3*time.Second
+	var calls atomic.Int64
+	s, err := pgsink.New(cfg, p, []string{topic}, func(ctx context.Context, tx pgx.Tx, b *pgsink.Batch) error {
+		calls.Add(1)
+		return &pgconn.PgError{Code: "40001", Message: "could not serialize access (injected)"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err = s.Run(ctx)
+	if !errors.Is(err, pgsink.ErrDatabase) || !strings.Contains(err.Error(), "recovery_timeout") || !strings.Contains(err.Error(), topic+"/0@0-9") {
+		t.Errorf("Run: %v, want ErrDatabase naming recovery_timeout and the batch", err)
+	}
+	if took := time.Since(start); took > 30*time.Second || calls.Load() < 2 || s.Stats().Retries < 2 {
+		t.Errorf("stopped after %s, %d handler calls, %d retries: want a few retries, then an error within seconds", took, calls.Load(), s.Stats().Retries)
+	}
+}
+
+// TestClaimThatCannotBeMadeStopsRun points the sink at an offsets table
+// it cannot use: the claim fails, and Run returns that error instead of
+// the group rejoining forever.
+func TestClaimThatCannotBeMadeStopsRun(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 1, topic)
+	bad := fmt.Sprintf("pgsink_bad_offsets_%d", rand.Uint32())
+	retry(t, p, func(ctx context.Context, p *pgxpool.Pool) error {
+		_, err := p.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+bad+" (x int)")
+		return err
+	})
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+bad) })
+	s, err := pgsink.New(testConfig(env, group, "i1"), p, []string{topic}, insertRows("unused"), pgsink.OffsetsTable(bad))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err = s.Run(ctx)
+	if !errors.Is(err, pgsink.ErrDatabase) || !strings.Contains(err.Error(), "claim partitions") || !strings.Contains(err.Error(), "group_id") {
+		t.Errorf("Run: %v, want ErrDatabase from the claim naming the missing column", err)
+	}
+}
+
+// TestKafkaOffsetsFollowTheDatabase checks that lag tools see progress:
+// the offsets the sink stored are committed to the group in Kafka too.
+func TestKafkaOffsetsFollowTheDatabase(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 2, topic)
+	seed(t, env, topic, 0, 300)
+	rows := table(t, p)
+	s, err := pgsink.New(testConfig(env, group, "i1"), p, []string{topic}, insertRows(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := running(t, s)
+	defer stop()
+	adm := env.Admin(t)
+	var sum int64
+	waitFor(t, time.Minute, "the group's Kafka offsets to reach 300", func() bool {
+		offs, err := adm.FetchOffsets(t.Context(), group)
+		if err != nil {
+			return false
+		}
+		sum = 0
+		offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+		return sum == 300
+	})
 }
