@@ -159,9 +159,10 @@ func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyRes
 		return res, fmt.Errorf("--postgres-url: %w", err)
 	}
 	defer pool.Close()
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err = pool.Exec(pctx, `CREATE TABLE `+table+` (seq bigint NOT NULL, topic text, partition int, "offset" bigint)`)
-	cancel()
+	err = retryDB(ctx, func(ctx context.Context) error {
+		_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (seq bigint NOT NULL, topic text, partition int, "offset" bigint)`)
+		return err
+	})
 	if err != nil {
 		return res, fmt.Errorf("creating table %s in the database at --postgres-url (is it up?): %w", table, err)
 	}
@@ -385,15 +386,12 @@ func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyRes
 	}
 	// A duplicate written late would land now.
 	time.Sleep(time.Second)
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	var distinct int64
-	if err := pool.QueryRow(qctx, "SELECT count(*), count(DISTINCT seq) FROM "+table).Scan(&res.Rows, &distinct); err != nil {
-		return res, err
-	}
-	var outside int64
-	if err := pool.QueryRow(qctx, "SELECT count(*) FROM "+table+" WHERE seq < 0 OR seq >= $1", v.records).Scan(&outside); err != nil {
-		return res, err
+	var distinct, outside int64
+	if err := retryDB(ctx, func(ctx context.Context) error {
+		return pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT seq), count(*) FILTER (WHERE seq < 0 OR seq >= $1) FROM "+table, v.records).
+			Scan(&res.Rows, &distinct, &outside)
+	}); err != nil {
+		return res, fmt.Errorf("counting the rows of %s: %w", table, err)
 	}
 	res.Missing = int64(v.records) - (distinct - outside)
 	res.Duplicates = res.Rows - distinct
@@ -402,6 +400,21 @@ func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyRes
 	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0
 	mu.Unlock()
 	return res, nil
+}
+
+// retryDB runs fn until it succeeds, for up to a minute: the database may
+// be restarting (a planned fault, or another user of the server).
+func retryDB(ctx context.Context, fn func(context.Context) error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := fn(octx)
+		cancel()
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // pgVerifyTable is the table form of a verify --sink result.

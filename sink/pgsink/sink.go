@@ -31,6 +31,9 @@ import (
 // live in, when no OffsetsTable option is given.
 const DefaultOffsetsTable = "eosflow_offsets"
 
+// createLock is the advisory lock the instances take to create the tables.
+const createLock int64 = 0x656f73666c6f77 // "eosflow"
+
 // DefaultBatchTimeout bounds one batch's database transaction, when no
 // BatchTimeout option is given.
 const DefaultBatchTimeout = 30 * time.Second
@@ -382,8 +385,17 @@ func (s *Sink) preflight(ctx context.Context) error {
 		return &eos.MissingTopicsError{Topics: missing, Brokers: s.cfg.Brokers}
 	}
 	// A database that is restarting gets connect_timeout to answer.
+	// Instances starting together take turns: two concurrent CREATE
+	// TABLE IF NOT EXISTS of one new table make one fail (23505 on
+	// pg_type).
 	for {
-		_, err := s.pool.Exec(pctx, s.tableSQL)
+		err := pgx.BeginFunc(pctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(pctx, "SELECT pg_advisory_xact_lock($1)", createLock); err != nil {
+				return err
+			}
+			_, err := tx.Exec(pctx, s.tableSQL)
+			return err
+		})
 		if err == nil {
 			break
 		}

@@ -713,3 +713,44 @@ func TestKafkaOffsetsFollowTheDatabase(t *testing.T) {
 		return sum == 300
 	})
 }
+
+// TestInstancesStartingTogetherCreateTheTablesOnce starts four instances
+// at once on a new offsets table: every one must start (concurrent CREATE
+// TABLE IF NOT EXISTS of one table makes all but one fail in Postgres).
+func TestInstancesStartingTogetherCreateTheTablesOnce(t *testing.T) {
+	p := pool(t)
+	env := broker(t)
+	topic, group := env.Name("pgsink-in"), env.Name("pgsink")
+	env.CreateTopics(t, 4, topic)
+	seed(t, env, topic, 0, 400)
+	rows := table(t, p)
+	offsets, dead := fmt.Sprintf("pgsink_offsets_%d", rand.Uint32()), fmt.Sprintf("pgsink_dead_%d", rand.Uint32())
+	t.Cleanup(func() { p.Exec(context.Background(), "DROP TABLE IF EXISTS "+offsets+", "+dead) })
+	var sinks []*pgsink.Sink
+	errc := make(chan error, 4)
+	for i := range 4 {
+		s, err := pgsink.New(testConfig(env, group, fmt.Sprint("i", i)), p, []string{topic}, insertRows(rows),
+			pgsink.OffsetsTable(offsets), pgsink.DeadLetters(dead))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sinks = append(sinks, s)
+	}
+	for _, s := range sinks {
+		go func() { errc <- s.Run(t.Context()) }()
+	}
+	defer func() {
+		for _, s := range sinks {
+			s.Close()
+		}
+	}()
+	waitFor(t, time.Minute, "all 400 records", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("an instance stopped: %v", err)
+		default:
+		}
+		got, _ := counts(t, p, rows)
+		return got == 400
+	})
+}
