@@ -52,6 +52,10 @@ type batch struct {
 	// rest is, per partition, the first record polled but not processed;
 	// the consumer is rewound there so the batch commits only what it did.
 	rest map[string]map[int32]kgo.EpochOffset
+	// doomed: a revoke since the last End dooms the transaction, so rest
+	// was not rewound and the batch aborts; rewindRaced: a revoke landed
+	// while rest was being rewound (see rewindRest).
+	doomed, rewindRaced bool
 	// slow is the record whose processing carried the batch past
 	// transaction_timeout, if one did.
 	slow *kgo.Record
@@ -267,9 +271,35 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		b.process(more)
 	}
 	if len(b.rest) > 0 {
-		b.s.rewind(b.rest)
+		b.rewindRest()
 	}
 	r.adaptPollSize(b)
+}
+
+// rewindRest moves the consumer back to the records left for the next
+// batch. Under exactly-once a rewind must not land on a partition of an
+// assignment that came after a revoke: franz-go's SetOffsets would then
+// override the committed offsets the new assignment is fetching, and the
+// abort that follows would skip the records below the rewind. A revoke
+// since the last End already dooms the transaction (the session aborts
+// it and rewinds to the committed offsets itself), so the batch skips the
+// rewind and aborts; a revoke that lands during the rewind is caught after
+// it, and only then is the client rebuilt to read the committed offsets
+// afresh. A rebuild is a new group member: when it is the group's leader,
+// the coordinator rebalances again, so rebuilding after every rebalance
+// kept groups rebalancing for as long as batches were cut.
+func (b *batch) rewindRest() {
+	r := b.r
+	if r.cfg.Guarantee != config.ExactlyOnce {
+		b.s.rewind(b.rest)
+		return
+	}
+	if r.contexts.revokes.Load() != r.revokesAtEnd {
+		b.doomed, b.revoked = true, true
+		return
+	}
+	b.s.rewind(b.rest)
+	b.rewindRaced = r.contexts.revokes.Load() != r.revokesAtEnd
 }
 
 // stopped reports whether the batch takes no more records: a record
@@ -444,7 +474,7 @@ func (b *batch) emit(rec *kgo.Record) {
 // Nothing is flushed once the batch is set to abort.
 func (b *batch) decide() bool {
 	r := b.r
-	commit := b.failed == nil && b.slow == nil
+	commit := b.failed == nil && b.slow == nil && !b.doomed
 	vetoable := commit
 	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
 		commit = true
@@ -499,6 +529,9 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	if b.span != nil {
 		endSpan = b.traceEndStart(commit)
 	}
+	// Revokes from here on doom the next batch (rewindRest); the session
+	// clears its own revoke flags at the end of End.
+	r.revokesAtEnd = r.contexts.revokes.Load()
 	committed, endErr := s.end(commit)
 	if endSpan != nil {
 		if endErr != nil {
@@ -584,10 +617,10 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		}
 		log.Info("batch aborted by a rebalance; reprocessing from the last commit",
 			zap.Int("records", b.in), zap.Int32("generation", gen))
-		if len(b.rest) > 0 && r.cfg.Guarantee == config.ExactlyOnce {
-			// The rewind may have raced the revoke; a new client reads
-			// the committed offsets from the broker.
-			return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance; restarting from the committed offsets")}
+		if b.rewindRaced {
+			// The rewind raced a revoke (rewindRest); a new client
+			// reads the committed offsets from the broker.
+			return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance that came while it rewound; restarting from the committed offsets")}
 		}
 		return false, nil
 	}
