@@ -22,6 +22,17 @@ type RestartLatency struct {
 	Median, Max time.Duration
 	// Samples are the measured times, in the order the workers ended.
 	Samples []time.Duration
+	// Unfinished are the restarts that never committed: how long each
+	// ran before the verifier killed or stopped it, or before it stopped
+	// on an injected error, mid-run. A restart killed again after 10s
+	// without a commit took at least 10s, so MaxUnfinished bounds the
+	// latency as much as Max does.
+	Unfinished    []time.Duration
+	MaxUnfinished time.Duration
+	// InOutage counts the restarts whose wait overlapped an injected
+	// broker restart: no instance commits while the broker is down, so
+	// they are left out of Samples and Unfinished.
+	InOutage int
 }
 
 // newRestartLatency summarises samples out of restarts.
@@ -49,8 +60,21 @@ func (l RestartLatency) String() string {
 	if l.Count == 0 {
 		return fmt.Sprintf("none of %d restarts after a kill committed a batch", l.Restarts)
 	}
-	return fmt.Sprintf("median %s, max %s (%d of %d restarts after a kill committed)",
+	out := fmt.Sprintf("median %s, max %s (%d of %d restarts after a kill committed)",
 		l.Median.Round(time.Millisecond), l.Max.Round(time.Millisecond), l.Count, l.Restarts)
+	if len(l.Unfinished) > 0 {
+		out += fmt.Sprintf("; %d ended without a commit, the longest after %s", len(l.Unfinished), l.MaxUnfinished.Round(time.Millisecond))
+	}
+	if l.InOutage > 0 {
+		out += fmt.Sprintf("; %d waited through a broker restart, not counted", l.InOutage)
+	}
+	return out
+}
+
+// unfinished records a restart that ran for d without committing.
+func (l *RestartLatency) unfinished(d time.Duration) {
+	l.Unfinished = append(l.Unfinished, d)
+	l.MaxUnfinished = max(l.MaxUnfinished, d)
 }
 
 // restartLatencyJSON is RestartLatency with durations in milliseconds.
@@ -60,15 +84,23 @@ type restartLatencyJSON struct {
 	MedianMs  int64   `json:"median_ms"`
 	MaxMs     int64   `json:"max_ms"`
 	SamplesMs []int64 `json:"samples_ms,omitempty"`
+	// UnfinishedMs: see RestartLatency.Unfinished.
+	UnfinishedMs    []int64 `json:"unfinished_ms,omitempty"`
+	MaxUnfinishedMs int64   `json:"max_unfinished_ms"`
+	InOutage        int     `json:"in_outage"`
 }
 
 // MarshalJSON writes the durations as whole milliseconds (median_ms,
 // max_ms, samples_ms), which scripts can compare without parsing Go
 // durations.
 func (l RestartLatency) MarshalJSON() ([]byte, error) {
-	j := restartLatencyJSON{Restarts: l.Restarts, Count: l.Count, MedianMs: l.Median.Milliseconds(), MaxMs: l.Max.Milliseconds()}
+	j := restartLatencyJSON{Restarts: l.Restarts, Count: l.Count, MedianMs: l.Median.Milliseconds(), MaxMs: l.Max.Milliseconds(),
+		MaxUnfinishedMs: l.MaxUnfinished.Milliseconds(), InOutage: l.InOutage}
 	for _, s := range l.Samples {
 		j.SamplesMs = append(j.SamplesMs, s.Milliseconds())
+	}
+	for _, s := range l.Unfinished {
+		j.UnfinishedMs = append(j.UnfinishedMs, s.Milliseconds())
 	}
 	return json.Marshal(j)
 }
@@ -84,5 +116,9 @@ func (l *RestartLatency) UnmarshalJSON(b []byte) error {
 	for _, ms := range j.SamplesMs {
 		l.Samples = append(l.Samples, time.Duration(ms)*time.Millisecond)
 	}
+	for _, ms := range j.UnfinishedMs {
+		l.unfinished(time.Duration(ms) * time.Millisecond)
+	}
+	l.InOutage = j.InOutage
 	return nil
 }

@@ -147,7 +147,46 @@ func TestFleetMeasuresRestartsAfterKills(t *testing.T) {
 	if l.Restarts != 2 || l.Count != 1 || l.Max < 300*time.Millisecond || l.Max > 5*time.Second {
 		t.Fatalf("latency %+v, want one sample of about 0.3s out of 2 restarts", l)
 	}
+	// x never committed: killed again, it counts as a restart that took
+	// at least as long as it ran.
+	if len(l.Unfinished) != 1 || l.MaxUnfinished < 300*time.Millisecond || l.MaxUnfinished > 10*time.Second {
+		t.Fatalf("unfinished %v (max %s), want x's run without a commit", l.Unfinished, l.MaxUnfinished)
+	}
+	if !strings.Contains(l.String(), "1 ended without a commit") {
+		t.Fatalf("String() = %q, want the restart without a commit named", l)
+	}
 	if len(res.WorkerFailures) != 0 {
 		t.Fatalf("failures %+v", res.WorkerFailures)
+	}
+}
+
+// A restart that waits through an injected broker outage is left out of
+// the measurement, committed or not; the run's own end does not count as
+// cutting a restart short.
+func TestFleetLeavesOutRestartsInOutages(t *testing.T) {
+	f := &fleet{}
+	t0 := time.Now()
+	f.brokerDown(t0.Add(time.Second))
+	f.brokerUp(t0.Add(18 * time.Second))
+	killed := func(start time.Duration, intent intent) *proc {
+		return &proc{started: t0.Add(start), after: intentKill, intent: intent}
+	}
+	f.noteRestart(killed(500*time.Millisecond, intentKill), t0.Add(5*time.Second)) // through the outage
+	f.noteRestart(killed(20*time.Second, intentKill), t0.Add(30*time.Second))      // after it: 10s without a commit
+	f.noteRestart(killed(40*time.Second, intentStop), t0.Add(60*time.Second))      // stopped at the end of the run
+	l := f.restartLatency()
+	if l.InOutage != 1 || len(l.Unfinished) != 1 || l.MaxUnfinished != 10*time.Second || l.Count != 0 {
+		t.Fatalf("latency %+v: want 1 in the outage, 1 unfinished after 10s, the stopped one left out", l)
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back RestartLatency
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.MaxUnfinished != l.MaxUnfinished || back.InOutage != 1 || !slices.Equal(back.Unfinished, l.Unfinished) {
+		t.Fatalf("round trip %+v of %s, want %+v", back, b, l)
 	}
 }

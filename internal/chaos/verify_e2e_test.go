@@ -410,6 +410,10 @@ func checkRestarts(t *testing.T, res chaos.Result, bound time.Duration) {
 		t.Errorf("a worker restarted after a kill took %s to its first commit (%s), want at most %s",
 			l.Max, l, bound)
 	}
+	if l.MaxUnfinished > bound {
+		t.Errorf("a worker restarted after a kill ran %s without committing before it was cut short (%s), want a commit within %s",
+			l.MaxUnfinished, l, bound)
+	}
 }
 
 func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {

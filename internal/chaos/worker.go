@@ -5,15 +5,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
 )
 
@@ -91,7 +97,8 @@ type WorkerReport struct {
 }
 
 // EventFirstCommit is the WorkerEvent a worker prints when its first batch
-// committed.
+// committed, or when it found itself in the group with every partition it
+// was given already processed to the end (it has nothing to commit).
 const EventFirstCommit = "first_commit"
 
 // WorkerEvent is a JSON line a worker prints on stdout while it runs, so
@@ -145,7 +152,12 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	if err != nil {
 		return rep, err
 	}
-	stopWatch := watchFirstCommit(r, o.Started, func(after time.Duration) {
+	var caughtUp func(context.Context) bool
+	if conn, err := kafkautil.Connect(o.Config); err == nil {
+		defer conn.Close()
+		caughtUp = caughtUpCheck(r, conn.Admin, o.Config.AppID, o.Config.InstanceID)
+	}
+	stopWatch := watchFirstCommit(r, o.Started, caughtUp, func(after time.Duration) {
 		rep.FirstCommitMs = max(after.Milliseconds(), 1)
 		if o.FirstCommit != nil {
 			o.FirstCommit(after)
@@ -172,21 +184,33 @@ func (o WorkerOptions) Validate() error {
 	return err
 }
 
-// firstCommitPoll is how often a worker looks for its first commit.
-const firstCommitPoll = 10 * time.Millisecond
+// firstCommitPoll is how often a worker looks for its first commit, and
+// caughtUpPoll how often it asks the brokers whether it has work at all.
+const (
+	firstCommitPoll = 10 * time.Millisecond
+	caughtUpPoll    = 500 * time.Millisecond
+)
 
 // watchFirstCommit polls r's committed batches until there is one, then
 // calls found once with the time since started, from its own goroutine.
+// A worker whose partitions hold no record to process never commits, so
+// being caught up also ends the wait (caughtUp, when not nil, says so).
 // The returned stop looks one last time, and returns once found has run
 // or never will.
-func watchFirstCommit(r *eos.Runner, started time.Time, found func(time.Duration)) (stop func()) {
+func watchFirstCommit(r *eos.Runner, started time.Time, caughtUp func(context.Context) bool, found func(time.Duration)) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(firstCommitPoll)
 		defer tick.Stop()
+		var asked time.Time
 		for {
 			committed := r.Stats().Committed > 0
+			if !committed && caughtUp != nil && time.Since(asked) >= caughtUpPoll {
+				asked = time.Now()
+				committed = caughtUp(ctx)
+			}
 			if committed {
 				found(time.Since(started))
 				return
@@ -202,7 +226,64 @@ func watchFirstCommit(r *eos.Runner, started time.Time, found func(time.Duration
 		}
 	}()
 	var once sync.Once
-	return func() { once.Do(func() { close(quit); <-done }) }
+	return func() { once.Do(func() { cancel(); close(quit); <-done }) }
+}
+
+// caughtUpCheck reports whether the runner has joined the group (its
+// /readyz answers 200) and every input partition the group assigns to
+// this instance has its committed offset at the partition's end: the
+// instance is back and has nothing to do. Any error answers false.
+func caughtUpCheck(r *eos.Runner, adm *kadm.Client, group, instance string) func(context.Context) bool {
+	ready := r.Handler()
+	return func(ctx context.Context) bool {
+		rec := httptest.NewRecorder()
+		ready.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/readyz", nil))
+		if rec.Code != http.StatusOK {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		described, err := adm.DescribeGroups(ctx, group)
+		if err != nil {
+			return false
+		}
+		g, ok := described[group]
+		if !ok || g.Err != nil || g.State != "Stable" {
+			return false
+		}
+		var mine map[string][]int32
+		for _, m := range g.Members {
+			if m.InstanceID != nil && *m.InstanceID == instance {
+				if c, ok := m.Assigned.AsConsumer(); ok {
+					mine = make(map[string][]int32)
+					for _, t := range c.Topics {
+						mine[t.Topic] = append(mine[t.Topic], t.Partitions...)
+					}
+				}
+			}
+		}
+		if len(mine) == 0 {
+			return false
+		}
+		committed, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return false
+		}
+		ends, err := adm.ListEndOffsets(ctx, slices.Collect(maps.Keys(mine))...)
+		if err != nil {
+			return false
+		}
+		for topic, ps := range mine {
+			for _, p := range ps {
+				end, ok := ends.Lookup(topic, p)
+				c, cok := committed.Lookup(topic, p)
+				if !ok || end.Err != nil || !cok || c.Err != nil || c.At < end.Offset {
+					return false
+				}
+			}
+		}
+		return true
+	}
 }
 
 // stopReason classifies how Run ended: nil after ctx ended is a clean

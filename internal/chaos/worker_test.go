@@ -61,6 +61,60 @@ func TestRunWorkerUpperCases(t *testing.T) {
 	}
 }
 
+// A worker that comes back to partitions already processed to the end
+// has nothing to commit; it reports its wait over once it is in the group
+// and caught up, so a restart late in a run is not measured as slow.
+func TestRunWorkerCaughtUpEndsTheWait(t *testing.T) {
+	env := kafkatest.Fake(t)
+	in, out, app := env.Name("in"), env.Name("out"), env.Name("app")
+	env.CreateTopics(t, 2, in, out)
+	const n = 200
+	if err := verdict.Seed(context.Background(), env.Client(t), in, n, 10, 16); err != nil {
+		t.Fatal(err)
+	}
+	run := func(ctx context.Context, firstCommit chan time.Duration) (WorkerReport, error) {
+		cfg := env.Config(app, "worker-0", config.ExactlyOnce)
+		cfg.LeaveGroupOnClose = true
+		return RunWorker(ctx, WorkerOptions{Config: cfg, In: in, Out: out,
+			FirstCommit: func(d time.Duration) { firstCommit <- d }})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := run(ctx, make(chan time.Duration, 1)); done <- err }()
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	if _, err := verdict.Drain(dctx, []kgo.Opt{kgo.SeedBrokers(env.Brokers...)}, out, n, 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("first worker stopped with %v", err)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	firstCommit := make(chan time.Duration, 1)
+	var rep WorkerReport
+	go func() {
+		var err error
+		rep, err = run(ctx, firstCommit)
+		done <- err
+	}()
+	select {
+	case d := <-firstCommit:
+		t.Logf("caught up %s after its start", d)
+	case <-ctx.Done():
+		t.Fatal("a worker with nothing left to process never said its wait was over")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("second worker stopped with %v", err)
+	}
+	if rep.Committed != 0 || rep.RecordsIn != 0 || rep.FirstCommitMs == 0 {
+		t.Fatalf("report %+v: want no batch, and the wait's end in first_commit_ms", rep)
+	}
+}
+
 func TestRunWorkerInjectsAborts(t *testing.T) {
 	env := kafkatest.Fake(t)
 	in, out := env.Name("in"), env.Name("out")

@@ -133,7 +133,10 @@ type fleet struct {
 	// firstCommits holds how long those that committed took to.
 	killRestarts int
 	firstCommits []time.Duration
-	fatal        error // set when a worker can never run, e.g. its flags were refused
+	// unfinished and inOutage: see RestartLatency.
+	unfinished []time.Duration
+	inOutage   int
+	fatal      error // set when a worker can never run, e.g. its flags were refused
 	// outages are the injected broker restarts: start and end (zero while
 	// the broker is still down).
 	outages [][2]time.Time
@@ -285,10 +288,35 @@ func (f *fleet) noteFirstCommits(event func(string, ...any)) {
 	}
 }
 
+// noteRestart records how long p, started after a kill and now exited at
+// end, took to its first commit, or ran without one. A process that
+// exited without committing counts when the verifier cut it short mid-run
+// (a kill, a SIGTERM) or it failed a batch on an injected error, not when
+// the run's end stopped it (intentStop, after the work was done).
+func (f *fleet) noteRestart(p *proc, end time.Time) {
+	at := p.out.firstCommitAt()
+	if !at.IsZero() {
+		end = at
+	}
+	switch {
+	case f.startedInOutage(p.started, end):
+		f.inOutage++
+	case !at.IsZero():
+		f.firstCommits = append(f.firstCommits, at.Sub(p.started))
+	case p.intent == intentKill || p.intent == intentTerm || p.intent == intentNone && p.code == ExitInjected:
+		f.unfinished = append(f.unfinished, end.Sub(p.started))
+	}
+}
+
 // restartLatency summarises the first commits of the workers restarted
 // after a kill that have exited and been reaped.
 func (f *fleet) restartLatency() RestartLatency {
-	return newRestartLatency(f.killRestarts, f.firstCommits)
+	l := newRestartLatency(f.killRestarts, f.firstCommits)
+	for _, d := range f.unfinished {
+		l.unfinished(d)
+	}
+	l.InOutage = f.inOutage
+	return l
 }
 
 // exitClass is the supervisor's judgement of one worker exit.
@@ -382,9 +410,7 @@ func (f *fleet) reapExited(res *Result, event func(string, ...any), restart bool
 		}
 		p.reaped = true
 		if p.after == intentKill {
-			if at := p.out.firstCommitAt(); !at.IsZero() {
-				f.firstCommits = append(f.firstCommits, at.Sub(p.started))
-			}
+			f.noteRestart(p, now)
 		}
 		rep, hasRep := p.report()
 		if hasRep {
