@@ -24,6 +24,12 @@ type backend struct {
 	// skip, when not empty, is why this backend cannot run here.
 	skip string
 	open func(t *testing.T) dedup.Store
+	// openRetention, when set, opens a store that keeps ids for a
+	// retention fixed here, between retention and twice it, whatever a
+	// Mark's ttl (a Bloom filter's generations); the expiry cases use it.
+	openRetention func(t *testing.T, retention time.Duration) dedup.Store
+	// cannotForget: Forget fails with dedup.ErrCannotForget.
+	cannotForget bool
 	// unreachable builds the store against addr with the given Timeout and
 	// makes one call; a store may fail in its constructor (Postgres connects
 	// there) or in the call.
@@ -92,6 +98,23 @@ func backends() []backend {
 			},
 		},
 		{
+			name: "redis-bloom",
+			open: func(t *testing.T) dedup.Store { return openBloom(t, redisURL, time.Minute) },
+			openRetention: func(t *testing.T, retention time.Duration) dedup.Store {
+				return openBloom(t, redisURL, retention)
+			},
+			cannotForget: true,
+			unreachable: func(ctx context.Context, addr string, timeout time.Duration) error {
+				b, err := dedup.NewRedisBloom("redis://"+addr+"/0", "ids", dedup.BloomOptions{Entries: 1000, FalsePositiveRate: 0.01, Retention: time.Minute}, dedup.Timeout(timeout))
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				_, err = b.Mark(ctx, "m-1", time.Minute)
+				return err
+			},
+		},
+		{
 			name: "postgres",
 			open: func(t *testing.T) dedup.Store {
 				p, err := dedup.NewPostgres(t.Context(), pgURL, dedup.Table("eosflow_dedup_test"))
@@ -150,10 +173,25 @@ func TestConformance(t *testing.T) {
 				t.Skip(b.skip)
 			}
 			t.Run("FirstMarkWins", func(t *testing.T) { testFirstMarkWins(t, b.open(t)) })
-			t.Run("ConcurrentMarksOneWins", func(t *testing.T) { testConcurrentMarks(t, b.open(t), false) })
-			t.Run("ConcurrentMarksOfExpiredIdsOneWins", func(t *testing.T) { testConcurrentMarks(t, b.open(t), true) })
-			t.Run("ExpiredIsNewAgain", func(t *testing.T) { testExpiry(t, b.open(t)) })
-			t.Run("Forget", func(t *testing.T) { testForget(t, b.open(t)) })
+			t.Run("ConcurrentMarksOneWins", func(t *testing.T) { testConcurrentMarks(t, b.open(t), lifetime{}) })
+			if b.openRetention == nil {
+				t.Run("ConcurrentMarksOfExpiredIdsOneWins", func(t *testing.T) {
+					testConcurrentMarks(t, b.open(t), lifetime{ttl: 100 * time.Millisecond, gone: 300 * time.Millisecond, live: time.Minute})
+				})
+				t.Run("ExpiredIsNewAgain", func(t *testing.T) { testExpiry(t, b.open(t)) })
+			} else {
+				// Ids live between the retention and twice it.
+				const retention = time.Second
+				t.Run("ConcurrentMarksOfExpiredIdsOneWins", func(t *testing.T) {
+					testConcurrentMarks(t, b.openRetention(t, retention), lifetime{ttl: retention, gone: 2*retention + 500*time.Millisecond, live: retention})
+				})
+				t.Run("ExpiredAfterRetentionWithinTwice", func(t *testing.T) { testRetentionExpiry(t, b.openRetention(t, retention), retention) })
+			}
+			if b.cannotForget {
+				t.Run("ForgetIsRefused", func(t *testing.T) { testForgetRefused(t, b.open(t)) })
+			} else {
+				t.Run("Forget", func(t *testing.T) { testForget(t, b.open(t)) })
+			}
 			t.Run("InvalidArguments", func(t *testing.T) { testInvalid(t, b.open(t)) })
 		})
 	}
@@ -201,19 +239,27 @@ func testFirstMarkWins(t *testing.T, s dedup.Store) {
 	}
 }
 
-// testConcurrentMarks races many Marks of each id; with expired, every id
-// was marked before and has expired, so the marks race to take over an
-// expired entry (in Postgres: a row still there) rather than to create one.
-func testConcurrentMarks(t *testing.T, s dedup.Store, expired bool) {
+// lifetime says how ids expire in a store under test: marked with ttl, an
+// id is forgotten within gone; marked with live, it outlives the test case.
+// The zero lifetime means that nothing is marked to expire.
+type lifetime struct{ ttl, gone, live time.Duration }
+
+// testConcurrentMarks races many Marks of each id; with an expiring
+// lifetime, every id was marked before and has expired, so the marks race
+// to take over an expired entry (in Postgres: a row still there, in a Bloom
+// filter: an older generation) rather than to create one.
+func testConcurrentMarks(t *testing.T, s dedup.Store, life lifetime) {
 	const goroutines, idCount = 32, 20
 	id := ids(t, idCount)
-	if expired {
+	ttl := time.Minute
+	if life != (lifetime{}) {
 		for _, i := range id {
-			if !mark(t, s, i, 100*time.Millisecond) {
+			if !mark(t, s, i, life.ttl) {
 				t.Fatalf("first Mark(%q) = false", i)
 			}
 		}
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(life.gone)
+		ttl = life.live
 	}
 	wins := make([]atomic.Int32, idCount)
 	var wg sync.WaitGroup
@@ -224,7 +270,7 @@ func testConcurrentMarks(t *testing.T, s dedup.Store, expired bool) {
 			<-start
 			for k := range idCount {
 				i := (k + g) % idCount // each goroutine starts at another id
-				first, err := s.Mark(t.Context(), id[i], time.Minute)
+				first, err := s.Mark(t.Context(), id[i], ttl)
 				if err != nil {
 					errs <- err
 					return
@@ -272,6 +318,63 @@ func testExpiry(t *testing.T, s dedup.Store) {
 	}
 	if !seen(t, s, id[1]) || mark(t, s, id[1], time.Minute) {
 		t.Fatalf("id %q with a 30s ttl was forgotten after %v", id[1], ttl+300*time.Millisecond)
+	}
+}
+
+// testRetentionExpiry checks a store whose ids live between retention and
+// twice it: still seen until retention has passed, gone by twice it, and
+// new again then.
+func testRetentionExpiry(t *testing.T, s dedup.Store, retention time.Duration) {
+	id := ids(t, 1)[0]
+	before := time.Now()
+	if !mark(t, s, id, retention) {
+		t.Fatalf("first Mark(%q) = false", id)
+	}
+	marked := time.Now()
+	if mark(t, s, id, retention) {
+		t.Fatalf("Mark(%q) within its retention = true", id)
+	}
+	var lastSeen time.Duration // when the last Seen that found it began, after the Mark returned
+	for {
+		start := time.Now()
+		ok := seen(t, s, id)
+		if !ok {
+			// The server's clock read during this call is before its
+			// end, and the mark's is after the Mark began (less the
+			// millisecond it truncates).
+			if held := time.Since(before); held < retention-2*time.Millisecond {
+				t.Fatalf("Seen(%q) = false %v after the Mark began, want it remembered at least the retention %v", id, held, retention)
+			}
+			break
+		}
+		lastSeen = start.Sub(marked)
+		if lastSeen >= 2*retention {
+			t.Fatalf("Seen(%q) = true %v after the Mark returned, want it forgotten within twice the retention %v", id, lastSeen, retention)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("retention %v: still seen %v after the Mark, forgotten after %v", retention, lastSeen.Round(time.Millisecond), time.Since(before).Round(time.Millisecond))
+	if !mark(t, s, id, retention) {
+		t.Fatalf("Mark(%q) after it was forgotten = false, want true: an expired id is new", id)
+	}
+	if mark(t, s, id, retention) {
+		t.Fatalf("Mark(%q) after it was marked again = true: the new mark must live", id)
+	}
+}
+
+// testForgetRefused checks a store that cannot forget (a Bloom filter):
+// Forget says so, and the mark stays.
+func testForgetRefused(t *testing.T, s dedup.Store) {
+	id := ids(t, 1)[0]
+	if !mark(t, s, id, time.Minute) {
+		t.Fatalf("first Mark(%q) = false", id)
+	}
+	err := s.Forget(t.Context(), id)
+	if !errors.Is(err, dedup.ErrCannotForget) || !strings.Contains(err.Error(), "MarkAfter") {
+		t.Fatalf("Forget(%q) = %v, want dedup.ErrCannotForget saying to mark after instead", id, err)
+	}
+	if !seen(t, s, id) || mark(t, s, id, time.Minute) {
+		t.Fatalf("id %q was forgotten by a Forget that failed", id)
 	}
 }
 
@@ -379,6 +482,32 @@ func testUnreachable(t *testing.T, addr string, call func(context.Context, strin
 		t.Errorf("err = %q does not name the address %s", err, addr)
 	}
 	t.Logf("after %v: %v", took.Round(time.Millisecond), err)
+}
+
+// openBloom opens a RedisBloom of 10,000 ids per retention at 1% for the
+// running test, and deletes its generations afterwards.
+func openBloom(t *testing.T, url string, retention time.Duration) *dedup.RedisBloom {
+	const prefix = "eosflow:dedup-test:"
+	name := fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
+	b, err := dedup.NewRedisBloom(url, name, dedup.BloomOptions{Entries: 10_000, FalsePositiveRate: 0.01, Retention: retention}, dedup.Prefix(prefix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		b.Close()
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c := redis.NewClient(opt)
+		defer c.Close()
+		dropRedisPrefix(t, c, prefix+name+":")
+	})
+	if err := b.Ping(t.Context()); err != nil {
+		t.Fatalf("EOS_REDIS_URL=%s: %v", url, err)
+	}
+	return b
 }
 
 // dropRedisKey deletes key, so a sorted set (which never expires as a whole)

@@ -6,7 +6,7 @@
 //
 // A Store marks an id with a time to live. Mark is atomic: of all the callers
 // that mark one id while it lives, exactly one is told it came first; that
-// caller performs the effect, the others skip it. Four stores implement it:
+// caller performs the effect, the others skip it. Five stores implement it:
 //
 //   - Memory: a bounded map in this process. For tests and for a single
 //     instance; it forgets everything when the process exits, so after a
@@ -21,13 +21,21 @@
 //     CONFLICT. Durable; when the effect is a write to the same database,
 //     prefer putting the id in that write's own transaction (the article's
 //     "database constraint" pattern), which needs no separate store at all.
+//   - RedisBloom: the article's Bloom filter, in Redis bitmaps shared by
+//     every instance, in two time-sliced generations so that ids expire.
+//     A fixed few bits per id, but approximate: a false positive reports a
+//     new id as seen and its effect is skipped (about FalsePositiveRate of
+//     new ids, more if the filter holds more than it was sized for), and
+//     it cannot Forget (ErrCannotForget). Only where losing an occasional
+//     effect is acceptable; topology.Dedup needs AcceptFalsePositives.
 //
 // When to mark is the article's trade-off, and a Store does not choose it:
 // mark before the effect and a crash between the two loses the effect (the id
 // is marked, the redelivered message is skipped); mark after the effect and a
 // crash between the two repeats it (the redelivered message is not marked
 // yet). Mark-before with Forget on a failed effect narrows the loss to real
-// crashes. In a pipeline, topology.Dedup does this for you, in either mode.
+// crashes (not with RedisBloom, which cannot forget: mark after with it).
+// In a pipeline, topology.Dedup does this for you, in either mode.
 //
 // Keep ids for twice the longest redelivery window (consumer lag, retry
 // storms, clock skew): an id that expires or is evicted before its last

@@ -17,6 +17,11 @@ var ErrInvalid = errors.New("dedup: invalid argument")
 // closed) is the caller's decision.
 var ErrStore = errors.New("dedup: store failed")
 
+// ErrCannotForget is returned by RedisBloom's Forget: a Bloom filter
+// cannot remove an id, as its bits are shared with other ids. Mark after
+// the effect succeeded instead, or use an exact store.
+var ErrCannotForget = errors.New("dedup: a Bloom filter cannot forget an id")
+
 // ErrClosed is returned by every call on a closed Redis or Postgres store.
 var ErrClosed = errors.New("dedup: store closed")
 

@@ -4,14 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/graph"
 )
 
 // DedupStore is what Dedup needs of a store; every store of package dedup
-// (Memory, Redis, Postgres) is one. It is declared here, not imported, so a
-// pipeline without Dedup does not link the Redis and Postgres clients.
+// (Memory, Redis, RedisSortedSet, Postgres, RedisBloom) is one. It is
+// declared here, not imported, so a pipeline without Dedup does not link the
+// Redis and Postgres clients.
+//
+// A store may be approximate, like dedup.RedisBloom: a Bloom filter reports
+// some ids it never saw as seen (a false positive), and Dedup then skips
+// their effects. Such a store has a FalsePositiveRate() float64 method, and
+// Validate refuses it unless AcceptFalsePositives is given, and always with
+// MarkBefore, as a filter cannot forget a failed effect's mark. A store with
+// a Retention() time.Duration method keeps ids for that long whatever the
+// ttl: Validate refuses a DedupRetention above it.
 type DedupStore interface {
 	// Mark records id for ttl; first is true for exactly one caller while
 	// the id lives.
@@ -21,6 +31,14 @@ type DedupStore interface {
 	// Forget removes id.
 	Forget(ctx context.Context, id string) error
 }
+
+// approximateStore is a DedupStore that can report an id it never saw as
+// seen, at this rate.
+type approximateStore interface{ FalsePositiveRate() float64 }
+
+// retentionStore is a DedupStore that keeps ids for a retention fixed when
+// it was built, and refuses a longer ttl.
+type retentionStore interface{ Retention() time.Duration }
 
 // dedupTimeout bounds the Forget after a failed effect, which runs even when
 // the record's context ended.
@@ -42,6 +60,7 @@ type dedupConf struct {
 	retention  time.Duration
 	failClosed bool
 	onErr      func(ctx context.Context, id string, err error)
+	acceptFP   bool
 }
 
 type dedupOpt func(*dedupConf)
@@ -91,6 +110,17 @@ func FailClosed() DedupOption {
 	return dedupOpt(func(c *dedupConf) { c.failClosed, c.onErr = true, nil })
 }
 
+// AcceptFalsePositives lets Dedup use an approximate store, such as
+// dedup.RedisBloom, which Validate refuses by default. What it risks is a
+// lost effect per false positive: the store reports about its
+// FalsePositiveRate of new ids as already seen, and Dedup skips their
+// effects (the records still pass on). Give it where losing those effects
+// is acceptable and the store's small memory is worth it; otherwise use an
+// exact store.
+func AcceptFalsePositives() DedupOption {
+	return dedupOpt(func(c *dedupConf) { c.acceptFP = true })
+}
+
 // Dedup runs effect once per id (from id) within the retention, recording
 // ids in store: the article's dedup store, for effects outside Kafka (a
 // payment call, an email, a write to another database). A record whose id is
@@ -108,7 +138,9 @@ func FailClosed() DedupOption {
 // function of MapValues; ctx is cancelled on shutdown and when the record's
 // partition is revoked. The default mode is MarkAfter with FailOpen; see
 // MarkBefore, MarkAfter, FailOpen and FailClosed for what each risks. An
-// empty id is an error of the node (ErrEmptyDedupID), handled by its policy.
+// approximate store (dedup.RedisBloom) needs AcceptFalsePositives and
+// MarkAfter. An empty id is an error of the node (ErrEmptyDedupID), handled
+// by its policy.
 func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store DedupStore, effect func(ctx context.Context, r Record[T]) error, opts ...DedupOption) Stream[T] {
 	conf := dedupConf{after: true, retention: DefaultDedupRetention}
 	for _, o := range opts {
@@ -142,6 +174,9 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	if conf.retention < time.Millisecond {
 		t.problem(name, "Dedup retention %v is below 1ms; keep ids twice the longest redelivery window", conf.retention)
 	}
+	if rs, ok := store.(retentionStore); ok && conf.retention > rs.Retention() {
+		t.problem(name, "Dedup retention %v is longer than the store's %v, and every Mark would fail; pass topology.DedupRetention(%v), or build the store with a retention of at least %v", conf.retention, rs.Retention(), rs.Retention(), conf.retention)
+	}
 	mode := "mark after"
 	if !conf.after {
 		mode = "mark before"
@@ -151,6 +186,16 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 		fail = "fail closed"
 	}
 	n.dedup = fmt.Sprintf("%s, retention %v, %s", mode, conf.retention, fail)
+	if as, ok := store.(approximateStore); ok {
+		rate := as.FalsePositiveRate()
+		if !conf.acceptFP {
+			t.problem(name, "Dedup store is a Bloom filter: about 1 in %.0f new ids looks already seen and its effect is skipped; pass topology.AcceptFalsePositives() if losing those effects is acceptable, or use an exact store (dedup.NewRedis, dedup.NewPostgres)", 1/rate)
+		}
+		if !conf.after {
+			t.problem(name, "Dedup with MarkBefore needs a store that can forget the mark of a failed effect, and a Bloom filter cannot: the effect's redelivery would be skipped; use MarkAfter (the default) with it, or an exact store")
+		}
+		n.dedup += fmt.Sprintf(", Bloom filter: false positives skip about %s%% of new ids", strconv.FormatFloat(rate*100, 'g', 3, 64))
+	}
 	return Stream[T]{n: n, p: p}
 }
 

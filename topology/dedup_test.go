@@ -350,3 +350,99 @@ func TestDedupRedisURLErrorHidesThePassword(t *testing.T) {
 		t.Fatalf("error %v: want ErrInvalid without the password", err)
 	}
 }
+
+// bloomLike is a Memory store that says it is approximate and keeps ids for
+// a fixed retention, as dedup.RedisBloom does.
+type bloomLike struct {
+	*dedup.Memory
+	rate      float64
+	retention time.Duration
+}
+
+func (b bloomLike) FalsePositiveRate() float64 { return b.rate }
+func (b bloomLike) Retention() time.Duration   { return b.retention }
+
+func newBloomLike(t *testing.T, rate float64) bloomLike {
+	m, err := dedup.NewMemory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bloomLike{Memory: m, rate: rate, retention: 48 * time.Hour}
+}
+
+// An approximate store loses the effects of its false positives: Validate
+// refuses it unless AcceptFalsePositives says that is acceptable, always
+// refuses it with MarkBefore (it cannot forget a failed effect's mark), and
+// Describe states the rate.
+func TestDedupApproximateStoreNeedsConsent(t *testing.T) {
+	fx := &effects{}
+	for _, c := range []struct {
+		name    string
+		rate    float64
+		opts    []topology.DedupOption
+		want    []string // in Validate's error; none: valid
+		wantNot []string
+	}{
+		{"silent", 0.01, nil, []string{
+			`"once": Dedup store is a Bloom filter: about 1 in 100 new ids looks already seen and its effect is skipped; pass topology.AcceptFalsePositives() if losing those effects is acceptable, or use an exact store (dedup.NewRedis, dedup.NewPostgres)`,
+		}, []string{"MarkBefore"}},
+		{"silent at 0.1%", 0.001, nil, []string{"about 1 in 1000 new ids"}, nil},
+		{"mark before", 0.01, []topology.DedupOption{topology.AcceptFalsePositives(), topology.MarkBefore()}, []string{
+			`"once": Dedup with MarkBefore needs a store that can forget the mark of a failed effect, and a Bloom filter cannot`,
+		}, []string{"AcceptFalsePositives"}},
+		{"mark before, silent", 0.01, []topology.DedupOption{topology.MarkBefore()}, []string{"AcceptFalsePositives()", "MarkBefore"}, nil},
+		{"accepted", 0.01, []topology.DedupOption{topology.AcceptFalsePositives()}, nil, nil},
+		{"retention beyond the store's", 0.01, []topology.DedupOption{topology.AcceptFalsePositives(), topology.DedupRetention(72 * time.Hour)}, []string{
+			`"once": Dedup retention 72h0m0s is longer than the store's 48h0m0s, and every Mark would fail; pass topology.DedupRetention(48h0m0s)`,
+		}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := dedupTop(newBloomLike(t, c.rate), fx, c.opts...).Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate() = nil, want an error saying %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v\nwant it to contain %q", err, w)
+				}
+			}
+			for _, w := range c.wantNot {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v\nwant no mention of %q", err, w)
+				}
+			}
+		})
+	}
+
+	desc := dedupTop(newBloomLike(t, 0.01), fx, topology.AcceptFalsePositives(), topology.DedupRetention(time.Hour)).Describe()
+	if want := "Processor: once (Dedup, mark after, retention 1h0m0s, fail open, Bloom filter: false positives skip about 1% of new ids)"; !strings.Contains(desc, want) {
+		t.Errorf("Describe() =\n%s\nwant a line with %q", desc, want)
+	}
+	desc = dedupTop(newBloomLike(t, 0.0025), fx, topology.AcceptFalsePositives()).Describe()
+	if want := "false positives skip about 0.25% of new ids"; !strings.Contains(desc, want) {
+		t.Errorf("Describe() =\n%s\nwant a line with %q", desc, want)
+	}
+	// An exact store is described as before and needs no consent.
+	if err := dedupTop(newFlaky(t), fx).Validate(); err != nil {
+		t.Errorf("Validate() with an exact store = %v", err)
+	}
+}
+
+// An accepted approximate store runs under MarkAfter like any other: one
+// effect per id, every record passed on.
+func TestDedupApproximateStoreRunsEffectOncePerID(t *testing.T) {
+	fx := &effects{}
+	r := newRig(t, dedupTop(newBloomLike(t, 0.01), fx, topology.AcceptFalsePositives()))
+	for _, v := range []string{"a", "b", "a"} {
+		r.must("in", 0, "", v)
+	}
+	if want := []string{"a", "b"}; !slices.Equal(fx.ran, want) {
+		t.Errorf("effects ran for %v, want %v", fx.ran, want)
+	}
+}

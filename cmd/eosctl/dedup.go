@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -42,9 +43,10 @@ score, expired with ZREMRANGEBYSCORE) kept for --sorted-set-window, and a
 Bloom filter over the whole window at --fp-rate. Keep ids for twice the
 longest redelivery window.
 
-With --store redis, redis-sorted-set, postgres or bloom it also sizes that
-store with the per-entry costs measured on Redis 7 and PostgreSQL 15, and
-prints the settings to run it with.`,
+With --store redis, redis-sorted-set or postgres it also sizes that store
+with the per-entry costs measured on Redis 7 and PostgreSQL 15, and prints
+the settings to run it with. With --store bloom it sizes dedup.NewRedisBloom:
+two generations of a filter for the window's ids, each at half --fp-rate.`,
 		Example: "  eosctl dedup size --rate 10000 --window 168h --id-bytes 36 --sorted-set-window 1h\n  eosctl dedup size --rate 2000 --window 24h --id-bytes 36 --store redis",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,11 +122,7 @@ func count(n float64) string {
 func storeSettings(out *dedupSizeJSON, store, prefix string, p dedupsize.Params) error {
 	window := p.Window.String()
 	if store == "bloom" {
-		b := out.Estimate.Bloom
-		out.Settings = []string{
-			fmt.Sprintf("bloom filter: m = %.0f bits (%s), k = %d hashes, for %s ids at p = %g", b.Bits, dedupsize.HumanBytes(b.Bytes), b.Hashes, count(b.Entries), b.FalsePositiveRate),
-			"eosflow has no Bloom store: a false positive would drop a new message; use one only in front of an exact store, or where a loss is acceptable",
-		}
+		bloomSettings(out, p)
 		return nil
 	}
 	idBytes := p.IDBytes
@@ -159,6 +157,28 @@ func storeSettings(out *dedupSizeJSON, store, prefix string, p dedupsize.Params)
 			fmt.Sprintf("eosflow: dedup.NewPostgres(ctx, url), %s; call Purge every %s so expired rows go and autovacuum can reuse their space", retention, goDuration(purgeEvery(p.Window)))}
 	}
 	return nil
+}
+
+// bloomSettings sizes dedup.NewRedisBloom for the window's ids: two
+// generations, each sized for rate × window ids at half the rate, and says
+// what its false positives cost.
+func bloomSettings(out *dedupSizeJSON, p dedupsize.Params) {
+	entries := math.Ceil(p.Rate * p.Window.Seconds())
+	g := dedupsize.RedisBloom(entries, p.FalsePositiveRate)
+	mem := dedupsize.RedisBloomGenerations * g.Bytes
+	out.Store = &dedupsize.StoreSize{Store: "bloom", Entries: entries, BytesPerEntry: mem / entries, Bytes: mem}
+	head := fmt.Sprintf("bloom: %d generations × (m = %.0f bits, k = %d hashes) for %s ids each at p/2 = %g: %s, %.2f B per id",
+		dedupsize.RedisBloomGenerations, g.Bits, g.Hashes, count(entries), g.FalsePositiveRate, dedupsize.HumanBytes(mem), mem/entries)
+	if g.Bits > dedupsize.MaxRedisBloomBits {
+		out.Settings = []string{head, "a generation is larger than the 512 MB a Redis string holds: shorten --window or raise --fp-rate"}
+		return
+	}
+	out.Settings = []string{head,
+		fmt.Sprintf("redis.conf: maxmemory %.0fmb (both generations and 25%% headroom), maxmemory-policy noeviction", mem*1.25/1e6),
+		fmt.Sprintf("eosflow: dedup.NewRedisBloom(url, name, dedup.BloomOptions{Entries: %.0f, FalsePositiveRate: %g, Retention: %s}), topology.DedupRetention(%s), topology.AcceptFalsePositives(); ids are remembered %s to %s",
+			entries, p.FalsePositiveRate, goDuration(p.Window), goDuration(p.Window), p.Window, 2*p.Window),
+		fmt.Sprintf("false positives drop messages: about 1 in %.0f new ids is reported as seen and its effect skipped, more when over %s ids come in %s", 1/p.FalsePositiveRate, count(entries), p.Window),
+	}
 }
 
 // purgeEvery is a tenth of the window, at least a minute: the set holds
