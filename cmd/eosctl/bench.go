@@ -38,6 +38,16 @@ same broker, one after the other:
                          reported as a ratio to exactly-once (goal ≥ 0.97×)
   exactly-once/traced    exactly-once with eos.Tracing, every span exported
                          to a discarding exporter
+  exactly-once/dedup-memory   exactly-once with a topology.Dedup node in front
+                         whose effect does nothing, ids in dedup.NewMemory():
+                         the difference to exactly-once is the operator's cost
+  exactly-once/dedup-redis    the same with dedup.NewRedis (SET NX per id) on
+                         --redis-url; runs by default only when it is set
+  exactly-once/dedup-bloom    the same with dedup.NewRedisBloom sized for the
+                         run's ids at 1% (topology.AcceptFalsePositives)
+                         Below the table each dedup row is set against
+                         exactly-once: records/s ratio, µs and CPU µs per
+                         record added
   raw-franz-go    a hand-written kgo.GroupTransactSession loop, same transform and batching
   kafka-streams   the Java app in bench/streams (exactly_once_v2), when java is on PATH
                   and its jar exists or mvn can build it; otherwise skipped
@@ -99,14 +109,32 @@ The reader checks every window: every update, its counts rising one by one to
 the window's records; final results, each closed window exactly once with its
 records. Records/s count input records (final results: those of the windows
 that closed). Final results' p99 runs from the send of the first record that
-can close the window to the result's receipt.`,
+can close the window to the result's receipt.
+
+--pipeline postgres writes every record as a row into a fresh PostgreSQL table
+at --postgres-url (dropped after the run) with COPY, in batches of up to
+--batch-records (500 here unless given), from a pre-seeded backlog. Its cases:
+
+  postgres/exactly-once    package pgsink: each batch's rows and its input
+                           offsets in one Postgres transaction
+  postgres/at-least-once   the loop most consumers write by hand: the same
+                           COPY in its own transaction, then a synchronous
+                           Kafka offset commit
+
+Rows/s are timed at each case's commit point (the sink's offsets table, the
+loop's Kafka offsets), leaving out the first --warmup share; there is no latency
+phase. After each run the table must hold every record exactly once, or the run
+fails instead of reporting a speed.`,
 		Example: `  eosctl bench --records 20000 --repeat 1
   eosctl bench --brokers 127.0.0.1:9092 --records 500000 --repeat 3 --chart bench.svg
   eosctl bench --brokers 127.0.0.1:9092 --sweep                  # exactly-once at 10ms, 50ms, 100ms, 500ms
   eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 -o json   # CI, under 3 minutes
   eosctl bench --brokers 127.0.0.1:9092 --pipeline count --records 200000 --repeat 1
   eosctl bench --brokers 127.0.0.1:9092 --pipeline count --restore-keys 1000000 --cases restore/memory,restore/pebble
-  eosctl bench --brokers 127.0.0.1:9092 --pipeline windowed --records 200000 --repeat 1 -o json`,
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline windowed --records 200000 --repeat 1 -o json
+  eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 --redis-url $(integration/redis/redis.sh url) \
+    --cases exactly-once,exactly-once/dedup-memory,exactly-once/dedup-redis,exactly-once/dedup-bloom
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline postgres --records 200000 --repeat 1 --postgres-url $(integration/postgres/pg.sh url)`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if chart != "" && !strings.EqualFold(filepath.Ext(chart), ".svg") {
@@ -117,6 +145,12 @@ can close the window to the result's receipt.`,
 			}
 			if o.Warmup == 0 {
 				o.Warmup = -1 // bench.Options: none
+			}
+			if !cmd.Flags().Changed("redis-url") {
+				o.RedisURL = os.Getenv(bench.EnvRedisURL)
+			}
+			if !cmd.Flags().Changed("postgres-url") {
+				o.PostgresURL = os.Getenv(bench.EnvPostgresURL)
 			}
 			valid := bench.CasesFor(o.Pipeline)
 			if valid == nil {
@@ -150,6 +184,17 @@ can close the window to the result's receipt.`,
 			if o.Pipeline == bench.PipelineCount && !cmd.Flags().Changed("keys") {
 				o.Keys = countKeys
 			}
+			if o.Pipeline == bench.PipelinePostgres {
+				if o.PostgresURL == "" {
+					return usageErrorf("--pipeline postgres writes into PostgreSQL: give --postgres-url (or EOS_POSTGRES_URL), e.g. $(integration/postgres/pg.sh url) after integration/postgres/pg.sh start")
+				}
+				if len(o.Sweep) > 0 {
+					return usageErrorf("--sweep: --pipeline postgres has no commit interval (a batch commits per poll); drop --sweep")
+				}
+				if !cmd.Flags().Changed("batch-records") {
+					o.BatchRecords = bench.DefaultPostgresBatchRecords
+				}
+			}
 			if !cmd.Flags().Changed("cases") {
 				o.Cases = nil // the pipeline's own
 			}
@@ -159,6 +204,9 @@ can close the window to the result's receipt.`,
 				}
 				if (c == bench.RestoreMemory || c == bench.RestorePebble) && o.RestoreKeys == 0 {
 					return usageErrorf("--cases %s: give the changelog keys to restore with --restore-keys N", c)
+				}
+				if (c == bench.DedupRedisCase || c == bench.DedupBloomCase) && o.RedisURL == "" {
+					return usageErrorf("--cases %s keeps its ids in Redis: give --redis-url (or EOS_REDIS_URL), e.g. $(integration/redis/redis.sh url) after integration/redis/redis.sh start", c)
 				}
 			}
 			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
@@ -210,14 +258,18 @@ can close the window to the result's receipt.`,
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
 	f.Lookup("keys").Usage += fmt.Sprintf(" (--pipeline count: %d unless given)", countKeys)
-	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee), count (stateful GroupByKey → Count) "+
-		"or windowed (GroupByKey → CountWindows over tumbling windows of event time)")
+	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee), count (stateful GroupByKey → Count), "+
+		"windowed (GroupByKey → CountWindows over tumbling windows of event time) or postgres (rows into PostgreSQL: the pgsink sink against an at-least-once loop)")
+	// Read from the environment when not given, so that --help does not
+	// print a URL that may hold a password.
+	f.StringVar(&o.RedisURL, "redis-url", "", "Redis of the exactly-once/dedup-redis and dedup-bloom cases (default $EOS_REDIS_URL); each run uses its own keys and deletes them")
+	f.StringVar(&o.PostgresURL, "postgres-url", "", "database of --pipeline postgres (default $EOS_POSTGRES_URL); each run writes a fresh table and drops it")
 	f.DurationVar(&o.Window, "window", bench.DefaultWindow, "with --pipeline windowed, the tumbling windows' size (records are 1 ms of event time apart)"+durationFlagHelp)
 	f.DurationVar(&o.Grace, "grace", bench.DefaultGrace, "with --pipeline windowed, how long a window stays open after its end for records out of order"+durationFlagHelp)
 	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble)")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
-	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, "most records in one batch of the Go cases")
+	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, fmt.Sprintf("most records in one batch of the Go cases (--pipeline postgres: %d unless given)", bench.DefaultPostgresBatchRecords))
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per case; the median is reported with the min–max spread")
 	f.Float64Var(&o.Warmup, "warmup", 0.2, "share of each phase's first records left out of its measurement")
 	f.IntVar(&o.Rate, "rate", 5000, "records per second produced in the latency phase")
@@ -226,12 +278,12 @@ can close the window to the result's receipt.`,
 		"10ms,50ms,100ms,500ms (give values with =). Without --cases only at-most-once runs besides")
 	f.Lookup("sweep").NoOptDefVal = "10ms,50ms,100ms,500ms"
 	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated (--pipeline count: "+strings.Join(bench.CountCases(), ", ")+
-		"; --pipeline windowed: "+strings.Join(bench.WindowedCases(), ", ")+")")
+		"; --pipeline windowed: "+strings.Join(bench.WindowedCases(), ", ")+"; --pipeline postgres: "+strings.Join(bench.PostgresCases(), ", ")+")")
 	f.StringVar(&chart, "chart", "", "write an SVG chart of throughput and p99 per case to this file")
 	f.BoolVar(&inProcess, "in-process", false, "run the Go cases inside this process instead of child processes")
 	f.StringVar(&o.StreamsJar, "streams-jar", "", "the Kafka Streams app; default bench/streams/target/streams-bench.jar, built with mvn if missing")
 	f.DurationVar(&o.RunTimeout, "run-timeout", 10*time.Minute, "give up on a run when a phase takes longer"+durationFlagHelp)
-	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(slices.Compact(slices.Sorted(slices.Values(slices.Concat(bench.Cases(), bench.CountCases(), bench.WindowedCases())))), cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("cases", cobra.FixedCompletions(slices.Compact(slices.Sorted(slices.Values(slices.Concat(bench.Cases(), bench.CountCases(), bench.WindowedCases(), bench.PostgresCases())))), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(bench.Pipelines(), cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.MarkFlagFilename("chart", "svg")
 	cmd.AddCommand(newBenchWorkerCmd())
@@ -269,8 +321,11 @@ func newBenchWorkerCmd() *cobra.Command {
 // benchTable is the human rendering: one row per case.
 func benchTable(rep *bench.Report) *table {
 	ref, refHead := bench.AtMostOnce, "×AT-MOST-ONCE"
-	if rep.Pipeline == bench.PipelineCount || rep.Pipeline == bench.PipelineWindowed {
+	switch rep.Pipeline {
+	case bench.PipelineCount, bench.PipelineWindowed:
 		ref, refHead = bench.KafkaStreams, "×KAFKA-STREAMS"
+	case bench.PipelinePostgres:
+		ref, refHead = bench.PostgresAtLeastOnce, "×AT-LEAST-ONCE"
 	}
 	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
 	for _, r := range rep.Results {
@@ -323,6 +378,8 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 	switch rep.Pipeline {
 	case bench.PipelineCount:
 		pipeline = "; a count per key, records/s of input records"
+	case bench.PipelinePostgres:
+		pipeline = "; one row per record into a fresh PostgreSQL table with COPY, rows/s in RECORDS/S"
 	case bench.PipelineWindowed:
 		pipeline = fmt.Sprintf("; a count per key in tumbling windows of %d ms, grace %d ms, records 1 ms of event time apart, records/s of input records "+
 			"(final/* and kafka-streams/final: those of the windows that closed; their ratio is to kafka-streams/final)", rep.WindowMS, rep.GraceMS)
@@ -357,6 +414,10 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 			}
 			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s; by CPU per record %.2f×\n",
 				r.Name, t.Against, t.Ratio, cmp, t.P99MS, t.OtherP99, verdict, t.CPURatio)
+		}
+		if b := r.Baseline; b != nil {
+			fmt.Fprintf(w, "%s against %s: %.2f× the records/s, %+.2f µs per record at that throughput, %+.2f CPU µs per record\n",
+				r.Name, b.Against, b.Ratio, b.MicrosPerRecordAdded, b.CPUMicrosPerRecordAdded)
 		}
 		if r.Duplicates > 0 || r.Missing > 0 {
 			fmt.Fprintf(w, "%s: %d duplicates, %d missing in the output\n", r.Name, r.Duplicates, r.Missing)

@@ -128,6 +128,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--pipeline", "count", "--window", "1s"}, []string{"--window", "--pipeline windowed"}},
 		{[]string{"bench", "--grace", "1s"}, []string{"--grace", "--pipeline windowed"}},
 		{[]string{"bench", "--pipeline", "windowed", "--restore-keys", "10"}, []string{"--pipeline count"}},
+		{[]string{"bench", "--redis-url", "", "--cases", "exactly-once,exactly-once/dedup-redis"}, []string{"--redis-url", "integration/redis/redis.sh start"}},
+		{[]string{"bench", "--redis-url", "", "--cases", "exactly-once/dedup-bloom"}, []string{"--redis-url", "EOS_REDIS_URL"}},
+		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", ""}, []string{"--postgres-url", "integration/postgres/pg.sh start"}},
+		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", "postgres://x", "--sweep"}, []string{"--sweep"}},
+		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", "postgres://x", "--cases", "exactly-once"}, []string{"postgres/exactly-once", "postgres/at-least-once"}},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &out, &errb); code != exitUsage {
@@ -256,6 +261,52 @@ func TestBenchWindowed(t *testing.T) {
 		}
 		if r["duplicates"].(float64) != 0 || r["missing"].(float64) != 0 {
 			t.Errorf("%s: wrong window counts: %v duplicates, %v missing", name, r["duplicates"], r["missing"])
+		}
+	}
+}
+
+// Exactly-once and its dedup cases in the table: each dedup row is read
+// against exactly-once of the same run. The Redis cases run only with
+// EOS_REDIS_URL set.
+func TestBenchDedupTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs up to four pipelines")
+	}
+	cases := "exactly-once,exactly-once/dedup-memory"
+	if os.Getenv(bench.EnvRedisURL) != "" {
+		cases += ",exactly-once/dedup-redis,exactly-once/dedup-bloom"
+	} else {
+		t.Logf("%s is not set: only dedup-memory runs; for the Redis cases run integration/redis/redis.sh start and export %s=$(integration/redis/redis.sh url)", bench.EnvRedisURL, bench.EnvRedisURL)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process", "--cases", cases,
+		"--records", "2000", "--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--latency-duration", "-1s"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	for _, c := range strings.Split(cases, ",")[1:] {
+		if !strings.Contains(out.String(), c+" against exactly-once: ") {
+			t.Errorf("no comparison of %s with exactly-once:\n%s", c, out.String())
+		}
+	}
+}
+
+// The postgres pipeline: the sink against the at-least-once loop, rows/s
+// side by side. Needs EOS_POSTGRES_URL.
+func TestBenchPostgres(t *testing.T) {
+	if os.Getenv(bench.EnvPostgresURL) == "" {
+		t.Skipf("%s is not set: run integration/postgres/pg.sh start and export %s=$(integration/postgres/pg.sh url)", bench.EnvPostgresURL, bench.EnvPostgresURL)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "postgres",
+		"--records", "3000", "--partitions", "3", "--repeat", "1"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	for _, want := range []string{"×AT-LEAST-ONCE", "postgres/exactly-once", "postgres/at-least-once", "batches ≤ 500 records",
+		"postgres/exactly-once against postgres/at-least-once: "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
 	}
 }

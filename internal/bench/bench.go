@@ -36,12 +36,26 @@ const (
 	// ExactlyOnceTraced is exactly-once with eos.Tracing, every span kept
 	// and handed to a batching exporter that discards them.
 	ExactlyOnceTraced = "exactly-once/traced"
+	// DedupMemoryCase, DedupRedisCase and DedupBloomCase are exactly-once
+	// with a topology.Dedup node in front of the upper-casing whose effect
+	// does nothing, so that the difference to ExactlyOnce is what the
+	// operator and its store cost: dedup.NewMemory, dedup.NewRedis (SET NX
+	// per id) and dedup.NewRedisBloom (sized for the run's ids at 1%, with
+	// topology.AcceptFalsePositives). The Redis ones need Options.RedisURL.
+	DedupMemoryCase = "exactly-once/dedup-memory"
+	DedupRedisCase  = "exactly-once/dedup-redis"
+	DedupBloomCase  = "exactly-once/dedup-bloom"
 )
 
-// Cases lists every case of the upper pipeline in report order.
+// Cases lists every case of the upper pipeline in report order; the Redis
+// dedup cases run by default only with Options.RedisURL set.
 func Cases() []string {
-	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceMetrics, ExactlyOnceTraced, RawFranzGo, KafkaStreams}
+	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceMetrics, ExactlyOnceTraced,
+		DedupMemoryCase, DedupRedisCase, DedupBloomCase, RawFranzGo, KafkaStreams}
 }
+
+// needsRedis says whether case c keeps its dedup ids in Redis.
+func needsRedis(c string) bool { return c == DedupRedisCase || c == DedupBloomCase }
 
 // Pipelines: the workloads a bench can move.
 const (
@@ -57,10 +71,17 @@ const (
 	// against Kafka Streams' windowedBy(TimeWindows).count(): every
 	// update, and final results only (FinalOnly against suppress).
 	PipelineWindowed = "windowed"
+	// PipelinePostgres writes every input record as a row into a fresh
+	// PostgreSQL table with COPY, batch by batch: the exactly-once sink
+	// (package pgsink) against the at-least-once loop consumers write by
+	// hand. It needs Options.PostgresURL.
+	PipelinePostgres = "postgres"
 )
 
 // Pipelines lists the workloads, the default first.
-func Pipelines() []string { return []string{PipelineUpper, PipelineCount, PipelineWindowed} }
+func Pipelines() []string {
+	return []string{PipelineUpper, PipelineCount, PipelineWindowed, PipelinePostgres}
+}
 
 // stateful says whether pipeline keeps state, so that its cases run
 // exactly-once with a state engine.
@@ -104,6 +125,26 @@ func WindowedCases() []string {
 	return []string{CountMemory, CountPebble, KafkaStreams, FinalMemory, FinalPebble, KafkaStreamsFinal}
 }
 
+// Case names of the postgres pipeline. Both write the same rows with the
+// same COPY, in batches of up to Options.BatchRecords records.
+const (
+	// PostgresExactlyOnce is pgsink.Sink: each batch's rows and its input
+	// offsets in one Postgres transaction.
+	PostgresExactlyOnce = "postgres/exactly-once"
+	// PostgresAtLeastOnce is the loop most consumers write by hand: the
+	// batch's rows in their own transaction, then a synchronous Kafka
+	// offset commit; a crash between the two writes the batch again.
+	PostgresAtLeastOnce = "postgres/at-least-once"
+)
+
+// PostgresCases lists every case of the postgres pipeline in report order.
+func PostgresCases() []string { return []string{PostgresExactlyOnce, PostgresAtLeastOnce} }
+
+// DefaultPostgresBatchRecords is Options.BatchRecords of the postgres
+// pipeline unless given: the batches of BenchmarkIntoPostgres (package
+// pgsink), so that a commit point is passed often enough to time.
+const DefaultPostgresBatchRecords = 500
+
 // CasesFor lists the cases of pipeline in report order; nil for an
 // unknown pipeline.
 func CasesFor(pipeline string) []string {
@@ -114,6 +155,8 @@ func CasesFor(pipeline string) []string {
 		return CountCases()
 	case PipelineWindowed:
 		return WindowedCases()
+	case PipelinePostgres:
+		return PostgresCases()
 	}
 	return nil
 }
@@ -137,6 +180,7 @@ const (
 	EngineFramework = "eosflow"
 	EngineFranzGo   = "franz-go"
 	EngineStreams   = "kafka-streams"
+	EnginePgsink    = "pgsink"
 )
 
 // DefaultSweep is the commit intervals a sweep tries when none are given.
@@ -177,8 +221,16 @@ type Options struct {
 	// Sweep adds an exactly-once case for each commit interval.
 	Sweep []time.Duration
 	// Cases to run, by name; default every case of the pipeline
-	// (CasesFor), the restore cases only with RestoreKeys set.
+	// (CasesFor), the restore cases only with RestoreKeys set, the Redis
+	// dedup cases only with RedisURL set.
 	Cases []string
+	// RedisURL is the Redis the dedup-redis and dedup-bloom cases keep
+	// their ids in (redis://host:port/db); each run uses keys of its own
+	// and deletes them after.
+	RedisURL string
+	// PostgresURL is the database of the postgres pipeline; each run
+	// writes a fresh table and drops it after.
+	PostgresURL string
 	// Worker is the command line (program and leading arguments) that runs
 	// a WorkerSpec given as --spec JSON, e.g. eosctl bench worker. Each Go
 	// case then runs in a child process, measured alone; nil runs them in
@@ -219,6 +271,10 @@ func (o *Options) defaults() {
 			o.Grace = 0
 		}
 	}
+	if o.Pipeline == PipelinePostgres {
+		def(&o.BatchRecords, DefaultPostgresBatchRecords)
+		o.LatencyDuration = -1 // rows in a table carry no latency to read back
+	}
 	def(&o.BatchRecords, config.DefaultMaxBatchRecords)
 	def(&o.Repeat, 3)
 	def(&o.Rate, 5000)
@@ -242,7 +298,7 @@ func (o *Options) defaults() {
 	}
 	if len(o.Cases) == 0 {
 		for _, c := range CasesFor(o.Pipeline) {
-			if !isRestore(c) || o.RestoreKeys > 0 {
+			if (!isRestore(c) || o.RestoreKeys > 0) && (!needsRedis(c) || o.RedisURL != "") {
 				o.Cases = append(o.Cases, c)
 			}
 		}
@@ -268,6 +324,15 @@ func (o *Options) validate() error {
 		if isRestore(c) && o.RestoreKeys <= 0 {
 			return fmt.Errorf("bench: case %s needs the number of changelog keys to restore; set RestoreKeys (--restore-keys)", c)
 		}
+		if needsRedis(c) && o.RedisURL == "" {
+			return fmt.Errorf("bench: case %s keeps its ids in Redis; set RedisURL (--redis-url or EOS_REDIS_URL), e.g. after integration/redis/redis.sh start", c)
+		}
+	}
+	if o.Pipeline == PipelinePostgres && o.PostgresURL == "" {
+		return fmt.Errorf("bench: pipeline %s writes into PostgreSQL; set PostgresURL (--postgres-url or EOS_POSTGRES_URL), e.g. after integration/postgres/pg.sh start", PipelinePostgres)
+	}
+	if o.Pipeline == PipelinePostgres && len(o.Sweep) > 0 {
+		return fmt.Errorf("bench: pipeline %s has no commit interval to sweep (a batch commits per poll); drop the sweep", PipelinePostgres)
 	}
 	if o.RestoreKeys < 0 {
 		return fmt.Errorf("bench: restore keys %d must not be negative", o.RestoreKeys)
@@ -376,6 +441,10 @@ type Result struct {
 	RestoreWallSeconds float64 `json:"restore_wall_seconds,omitempty"`
 	Skipped            string  `json:"skipped,omitempty"`
 	Error              string  `json:"error,omitempty"`
+	// Baseline compares a case that adds one thing to another case of the
+	// same run: a dedup case to exactly-once (what the operator and its
+	// store cost per record), the postgres sink to the at-least-once loop.
+	Baseline *Baseline `json:"baseline,omitempty"`
 	Workload
 }
 
@@ -393,6 +462,29 @@ type Target struct {
 	// load sways records/s far more than it sways CPU per record, so on a
 	// shared machine this is the steadier of the two.
 	CPURatio float64 `json:"cpu_ratio"`
+}
+
+// Baseline is a case measured against the case it adds one thing to, in
+// the same run, so that the cost of that thing can be read per record.
+type Baseline struct {
+	Against string  `json:"against"`
+	Ratio   float64 `json:"ratio"` // this case's records/s over the other's
+	// MicrosPerRecordAdded is the time per record this case adds at its
+	// throughput (1/records/s, minus the other's): where a record waits
+	// on a server, as on Redis, more than its CPU shows.
+	MicrosPerRecordAdded float64 `json:"us_per_record_added"`
+	// CPUMicrosPerRecordAdded is the CPU per record of the process under
+	// test that this case adds.
+	CPUMicrosPerRecordAdded float64 `json:"cpu_us_per_record_added"`
+}
+
+// baselines names, for each case that adds one thing to another, that
+// other case.
+var baselines = map[string]string{
+	DedupMemoryCase:     ExactlyOnce,
+	DedupRedisCase:      ExactlyOnce,
+	DedupBloomCase:      ExactlyOnce,
+	PostgresExactlyOnce: PostgresAtLeastOnce,
 }
 
 // Report is a whole bench: one Result per case, in run order.
@@ -417,6 +509,7 @@ type caseSpec struct {
 	restore   bool   // a restore case
 	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
+	dedup     string // the dedup store in front of the upper-casing: DedupMemory, DedupRedis or DedupBloom
 }
 
 func (o *Options) plan() []caseSpec {
@@ -430,6 +523,16 @@ func (o *Options) plan() []caseSpec {
 			c.kind, c.guarantee, c.metrics = ExactlyOnce, ExactlyOnce, true
 		case ExactlyOnceTraced:
 			c.kind, c.guarantee, c.traced = ExactlyOnce, ExactlyOnce, true
+		case DedupMemoryCase:
+			c.kind, c.guarantee, c.dedup = ExactlyOnce, ExactlyOnce, DedupMemory
+		case DedupRedisCase:
+			c.kind, c.guarantee, c.dedup = ExactlyOnce, ExactlyOnce, DedupRedis
+		case DedupBloomCase:
+			c.kind, c.guarantee, c.dedup = ExactlyOnce, ExactlyOnce, DedupBloom
+		case PostgresExactlyOnce:
+			c.engine, c.guarantee, c.commit = EnginePgsink, ExactlyOnce, 0
+		case PostgresAtLeastOnce:
+			c.engine, c.guarantee, c.commit = EngineFranzGo, AtLeastOnce, 0
 		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal:
 			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
 			if stateful(o.Pipeline) && k != KafkaStreamsCached {
@@ -527,8 +630,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				continue
 			}
 			run := h.runOnce
-			if c.restore {
+			switch {
+			case c.restore:
 				run = h.runRestore
+			case c.pipeline == PipelinePostgres:
+				run = h.runPostgres
 			}
 			r, err := run(ctx, c, rep)
 			if ctx.Err() != nil {
@@ -543,6 +649,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if c.restore {
 				progressf(o.Progress, "run %d/%d %s: %d changelog records restored in %s (%.0f records/s), %s from start, cpu %.2fs",
 					rep+1, o.Repeat, c.name, o.RestoreKeys, r.restoreTook.Round(time.Millisecond), r.rate, r.restoreWall.Round(time.Millisecond), r.cpu.Seconds())
+				continue
+			}
+			if c.pipeline == PipelinePostgres {
+				progressf(o.Progress, "run %d/%d %s: %.0f rows/s, cpu %.2fs", rep+1, o.Repeat, c.name, r.rate, r.cpu.Seconds())
 				continue
 			}
 			progressf(o.Progress, "run %d/%d %s: %.0f records/s, p50 %s p99 %s, cpu %.2fs",
@@ -595,6 +705,9 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		return runResult{}, err
 	}
 	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore), suppressChangelog(id))
+	if c.dedup == DedupRedis || c.dedup == DedupBloom {
+		defer h.dropRedisKeys(id)
+	}
 	if c.state != "" {
 		if err := h.createChangelog(ctx, id); err != nil {
 			return runResult{}, err
@@ -796,6 +909,15 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 	if c.pipeline == PipelineWindowed {
 		spec.Window, spec.Grace, spec.Final = h.o.Window, h.o.Grace, c.final
 	}
+	if c.dedup != "" {
+		// The run's id names its ids in Redis, so that no run sees
+		// another's.
+		spec.Dedup, spec.DedupName, spec.DedupEntries = c.dedup, appID, h.o.Records+h.latencyRecords()
+		spec.RedisURL = h.o.RedisURL
+	}
+	if c.pipeline == PipelinePostgres {
+		spec.Case, spec.Table, spec.PostgresURL = c.name, pgTable(appID), h.o.PostgresURL
+	}
 	if len(h.o.Worker) == 0 {
 		resetPeakRSS()
 		return startInProcess(ctx, spec), "whole process: pipeline, load generator, output reader" + h.brokerNote(), nil
@@ -808,6 +930,12 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 	var env []string
 	if h.cfg.SASL.Password != "" {
 		env = append(env, EnvSASLPassword+"="+h.cfg.SASL.Password)
+	}
+	if spec.RedisURL != "" {
+		env = append(env, EnvRedisURL+"="+spec.RedisURL)
+	}
+	if spec.PostgresURL != "" {
+		env = append(env, EnvPostgresURL+"="+spec.PostgresURL)
 	}
 	ch, err := startChild(c.name, argv, env)
 	return ch, "child process", err

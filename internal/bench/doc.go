@@ -3,7 +3,10 @@
 // case on the same broker, measured the same way. The upper pipeline
 // (ASCII upper-casing of every value, keys unchanged) goes through each
 // delivery guarantee of the framework, a hand-written franz-go
-// transactional loop and Kafka Streams; the count pipeline (a count per
-// key, stateful) through exactly-once with each state engine and Kafka
-// Streams' groupByKey().count(), and times the restore of each engine.
+// transactional loop and Kafka Streams, and exactly-once with a Dedup
+// operator on each store; the count pipeline (a count per key, stateful)
+// through exactly-once with each state engine and Kafka Streams'
+// groupByKey().count(), and times the restore of each engine; the
+// postgres pipeline writes rows into PostgreSQL with the exactly-once sink
+// and with an at-least-once loop.
 package bench

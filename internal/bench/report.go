@@ -111,6 +111,19 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			r.RatioToAtMostOnce = &v
 		}
 	}
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		other := byName[baselines[r.Name]]
+		if r.Runs == 0 || other == nil || r.RecordsPerSec <= 0 || other.RecordsPerSec <= 0 {
+			continue
+		}
+		r.Baseline = &Baseline{
+			Against:                 other.Name,
+			Ratio:                   r.RecordsPerSec / other.RecordsPerSec,
+			MicrosPerRecordAdded:    1e6/r.RecordsPerSec - 1e6/other.RecordsPerSec,
+			CPUMicrosPerRecordAdded: r.CPUMicrosPerRecord - other.CPUMicrosPerRecord,
+		}
+	}
 	if eo := byName[ExactlyOnce]; eo != nil {
 		for _, t := range []struct {
 			against string

@@ -29,6 +29,14 @@ import (
 // everything else on their command line where ps would show it.
 const EnvSASLPassword = "EOS_SASL_PASSWORD"
 
+// EnvRedisURL and EnvPostgresURL carry WorkerSpec.RedisURL and PostgresURL
+// to worker processes, as URLs may hold passwords. They are the variables
+// eosctl bench reads its --redis-url and --postgres-url defaults from.
+const (
+	EnvRedisURL    = "EOS_REDIS_URL"
+	EnvPostgresURL = "EOS_POSTGRES_URL"
+)
+
 // WorkerSpec is one case's pipeline as a worker process runs it.
 type WorkerSpec struct {
 	Case           string        `json:"case"` // a guarantee, or RawFranzGo
@@ -62,6 +70,22 @@ type WorkerSpec struct {
 	// observability costs.
 	Metrics bool `json:"metrics,omitempty"`
 	Traced  bool `json:"traced,omitempty"`
+	// Dedup puts a topology.Dedup node whose effect does nothing in front
+	// of the upper-casing, its ids in the store named: DedupMemory,
+	// DedupRedis or DedupBloom. DedupName keeps the run's ids apart in
+	// Redis (the key prefix, or the Bloom filter's name); DedupEntries is
+	// the ids the run marks, which size the memory store and the filter.
+	Dedup        string `json:"dedup,omitempty"`
+	DedupName    string `json:"dedup_name,omitempty"`
+	DedupEntries int    `json:"dedup_entries,omitempty"`
+	// Table is the postgres pipeline's table of rows; its offsets table
+	// is Table + "_offsets".
+	Table string `json:"table,omitempty"`
+	// RedisURL and PostgresURL stay off the command line, where ps would
+	// show a password: a worker process reads them from EnvRedisURL and
+	// EnvPostgresURL when they are empty.
+	RedisURL    string `json:"-"`
+	PostgresURL string `json:"-"`
 }
 
 // Config is the pipeline configuration spec describes; the SASL password
@@ -73,7 +97,9 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	cfg.SASL = config.SASL{Mechanism: s.SASLMechanism, Username: s.SASLUser, Password: os.Getenv(EnvSASLPassword)}
 	cfg.AppID = s.AppID
 	cfg.InstanceID = "bench"
-	cfg.CommitInterval = s.CommitInterval
+	if s.CommitInterval > 0 { // the postgres pipeline's cases have none
+		cfg.CommitInterval = s.CommitInterval
+	}
 	cfg.MaxBatchRecords = s.BatchRecords
 	cfg.Guarantee = config.Guarantee(s.Case)
 	if s.StateDir != "" {
@@ -82,8 +108,13 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	if s.Metrics {
 		cfg.MetricsAddr = "127.0.0.1:0"
 	}
-	if s.Case == RawFranzGo {
+	switch {
+	case s.Case == RawFranzGo:
 		cfg.Guarantee = config.ExactlyOnce
+	case s.Pipeline == PipelinePostgres:
+		// The sink's commit is the database's; the hand-written loop
+		// commits offsets itself. Neither runs Kafka transactions.
+		cfg.Guarantee = config.AtLeastOnce
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("bench worker %s: %w", s.Case, err)
@@ -99,6 +130,12 @@ const ReadyLine = "READY"
 // once it starts. It is what `eosctl bench worker` runs in a child
 // process, so that the process under test holds nothing but the pipeline.
 func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
+	if spec.RedisURL == "" {
+		spec.RedisURL = os.Getenv(EnvRedisURL)
+	}
+	if spec.PostgresURL == "" {
+		spec.PostgresURL = os.Getenv(EnvPostgresURL)
+	}
 	cfg, err := spec.Config()
 	if err != nil {
 		return err
@@ -107,8 +144,14 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		fmt.Fprintln(ready, ReadyLine)
 		return RunRaw(ctx, cfg, spec.Input, spec.Output, nil)
 	}
+	if spec.Pipeline == PipelinePostgres {
+		return workPostgres(ctx, cfg, spec, ready)
+	}
 	if !cfg.Guarantee.Valid() {
 		return fmt.Errorf("bench worker: unknown case %q", spec.Case)
+	}
+	if spec.Dedup != "" && spec.Pipeline != PipelineUpper && spec.Pipeline != "" {
+		return fmt.Errorf("bench worker: a dedup store applies to pipeline %s only", PipelineUpper)
 	}
 	var top *topology.Topology
 	switch spec.Pipeline {
@@ -116,7 +159,16 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		if spec.State != "" || spec.RestoreRecords > 0 {
 			return fmt.Errorf("bench worker: pipeline %s keeps no state; use pipeline %s or %s with a state engine, or %s with restore", PipelineUpper, PipelineCount, PipelineWindowed, PipelineCount)
 		}
-		top = Topology(cfg.AppID, spec.Input, spec.Output)
+		if spec.Dedup == "" {
+			top = Topology(cfg.AppID, spec.Input, spec.Output)
+			break
+		}
+		store, err := openDedupStore(ctx, spec)
+		if err != nil {
+			return err
+		}
+		defer store.close()
+		top = DedupTopology(cfg.AppID, spec.Input, spec.Output, store.DedupStore, store.opts...)
 	case PipelineCount:
 		e, err := engine(spec.State)
 		if err != nil {
