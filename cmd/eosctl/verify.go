@@ -26,6 +26,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		verbose   bool
 		worker    workerLogin
 		pg        pgVerify
+		dd        dedupFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -108,7 +109,29 @@ instead of a pipeline: workers write one row per record into a table of
 the database at --postgres-url under the same faults, plus database
 restarts (--postgres-restarts, --postgres-restart-cmd); a missing record or
 a duplicate row exits 1. --sink postgres-at-least-once is its control and
-must fail with duplicates.`,
+must fail with duplicates.
+
+--sink redis-dedup verifies the article's dedup-store pattern for a side
+effect outside Kafka: the workers run topology.Dedup with a dedup.Redis
+store on the Redis at --redis-url, and the effect adds 1 to the record's
+seeded id in a Redis hash (HINCRBY), then upper-case the record to the
+output as --pipeline upper does. Under the same faults, injected aborts
+included (an aborted batch is processed again, its effects already done),
+the hash must show, per seeded id, how often its effect ran. A store cannot
+make the effect exactly-once; the bound of what each mode risks is the
+run's SIGKILLs, because a worker finishes a record's effect and mark before
+its next record, so each killed worker stands between the two for at most
+one record:
+  --dedup-mode after (topology.MarkAfter, the default) passes only with no
+    missing effect (effects_missing 0) and at most one repeated run per
+    SIGKILL (effects_extra_runs <= effects_bound),
+  --dedup-mode before (topology.MarkBefore) passes only with no repeated
+    effect and at most one missing effect per SIGKILL.
+The output is judged as --pipeline upper's, exactly once. --sink
+redis-dedup-none (or --dedup-mode none) is the control: the same effect
+with no Dedup node, judged as mark-after; it must fail with effects
+repeated far beyond the kills, since every aborted batch repeats its
+effects.`,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
@@ -118,16 +141,22 @@ must fail with duplicates.`,
   eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3 --broker-restarts 0
   eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50 --broker-restarts 0   # must fail with repeated window results
   eosctl verify --pipeline join --records 3000 --keys 50 --kills 3 --broker-restarts 0
+  eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3 --broker-restarts 0
+  eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3 --broker-restarts 0
+  eosctl verify --sink redis-dedup-none --records 10000 --kills 3 --broker-restarts 0   # must fail with repeated effects
   eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000 --broker-restarts 0
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if pg.sink != "" {
+			if pg.sink != "" && !isDedupSink(pg.sink) {
 				return verifySink(cmd, g, o, pg, verbose)
 			}
 			o.Guarantee = config.Guarantee(guarantee)
 			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
+			if err := dedupOptions(&o, pg.sink, pipeline, dd); err != nil {
+				return err
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
@@ -188,6 +217,9 @@ must fail with duplicates.`,
 			if c := eventClaim(res); c != "" {
 				claim = c
 			}
+			if res.DedupVerdict != nil {
+				claim = dedupClaim(res)
+			}
 			return g.verdict(cmd.OutOrStdout(), res.Pass, claim,
 				strings.Join(res.Problems, "; "))
 		},
@@ -195,7 +227,9 @@ must fail with duplicates.`,
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	f := cmd.Flags()
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
-	f.StringVar(&pg.sink, "sink", "", "verify a sink into a database instead of a pipeline: postgres (the exactly-once sink, package pgsink) or postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates)")
+	f.StringVar(&pg.sink, "sink", "", "verify a sink outside Kafka instead of a pipeline: postgres (the exactly-once sink, package pgsink), postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates), redis-dedup (an effect in Redis behind a dedup store; see --dedup-mode) or redis-dedup-none (its control with no store; must fail with repeated effects)")
+	f.StringVar(&dd.mode, "dedup-mode", "", "with --sink redis-dedup: when ids are marked: after (topology.MarkAfter, the default; may repeat one effect per SIGKILL), before (topology.MarkBefore; may lose one per SIGKILL) or none (the control)")
+	f.StringVar(&dd.url, "redis-url", os.Getenv(chaos.EnvRedisURL), "Redis of --sink redis-dedup, its store and effects (default "+chaos.EnvRedisURL+")")
 	f.StringVar(&pg.url, "postgres-url", os.Getenv("EOS_POSTGRES_URL"), "database of --sink (default EOS_POSTGRES_URL)")
 	f.IntVar(&pg.pgRestarts, "postgres-restarts", 0, "with --sink: hard restarts of the database")
 	f.StringVar(&pg.restartCmd, "postgres-restart-cmd", "", "with --postgres-restarts: shell command that hard-restarts the database and returns once it serves again")
@@ -225,6 +259,8 @@ must fail with duplicates.`,
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(
 		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin)},
 		cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("dedup-mode", cobra.FixedCompletions(
+		[]string{string(chaos.DedupAfter), string(chaos.DedupBefore), string(chaos.DedupNone)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions(
 		[]string{string(chaos.StateMemory), string(chaos.StatePebble)}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("group-by", cobra.FixedCompletions(
@@ -266,6 +302,9 @@ func verifyTable(r chaos.Result) *table {
 		t.add("missing", r.Missing)
 		t.add("duplicates", r.Duplicates)
 		t.add("out of order", r.OutOfOrder)
+		if r.DedupVerdict != nil {
+			addDedupRows(t, r)
+		}
 	}
 	t.add("live read_committed reads", fmt.Sprintf("%d (%d duplicates)", r.LiveRead, r.LiveDuplicates))
 	t.add("workers", fmt.Sprintf("%d (+%d added, -%d removed, %d starts)", r.Workers, r.WorkersAdded, r.WorkersRemoved, r.WorkerStarts))

@@ -549,7 +549,7 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	switch pg.sink {
 	case sinkPostgres, sinkPostgresAtLeastOnce:
 	default:
-		return usageErrorf("--sink %q: want postgres or postgres-at-least-once", pg.sink)
+		return usageErrorf("--sink %q: want postgres, postgres-at-least-once, redis-dedup or redis-dedup-none", pg.sink)
 	}
 	if pg.url == "" {
 		return usageErrorf("--sink %s needs --postgres-url (or EOS_POSTGRES_URL), e.g. $(integration/postgres/pg.sh url)", pg.sink)

@@ -42,6 +42,14 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"sink broker restarts on the embedded broker", []string{"verify", "--sink", "postgres", "--postgres-url", "postgres://x@127.0.0.1:1/x",
 			"--broker-restarts", "1"}, "--brokers"},
 		{"unknown pipeline", []string{"verify", "--pipeline", "sum"}, "--pipeline"},
+		{"dedup sink without Redis", []string{"verify", "--sink", "redis-dedup", "--redis-url", ""}, "integration/redis/redis.sh start"},
+		{"dedup pipeline without the dedup sink", []string{"verify", "--pipeline", "dedup"}, "--sink redis-dedup"},
+		{"dedup mode without the dedup sink", []string{"verify", "--dedup-mode", "before"}, "--sink redis-dedup"},
+		{"unknown dedup mode", []string{"verify", "--sink", "redis-dedup", "--redis-url", "redis://127.0.0.1:1/0", "--dedup-mode", "twice"}, "--dedup-mode must be one of"},
+		{"dedup control with a mode", []string{"verify", "--sink", "redis-dedup-none", "--redis-url", "redis://127.0.0.1:1/0", "--dedup-mode", "after"}, "control"},
+		{"dedup sink with another pipeline", []string{"verify", "--sink", "redis-dedup", "--redis-url", "redis://127.0.0.1:1/0", "--pipeline", "count"}, "drop --pipeline"},
+		{"dedup worker without Redis", []string{"verify", "worker", "--app", "a", "--instance", "w", "--in", "i", "--out", "o",
+			"--brokers", "127.0.0.1:1", "--pipeline", "dedup", "--redis-url", "", "--dedup-prefix", "p:", "--effects-key", "e"}, "Redis URL"},
 		{"unknown state", []string{"verify", "--pipeline", "count", "--state", "rocks"}, "--state"},
 		{"state without the count pipeline", []string{"verify", "--state", "pebble"}, "--pipeline count"},
 		{"count at most once", []string{"verify", "--pipeline", "count", "--guarantee", "at-most-once"}, "at-most-once"},
@@ -73,7 +81,8 @@ func TestVerifyWorkerIsHidden(t *testing.T) {
 	if !strings.Contains(out.String(), "--broker-restart-cmd") || strings.Contains(out.String(), "Available Commands") {
 		t.Fatalf("help should list verify's flags and hide the worker:\n%s", out.String())
 	}
-	for _, want := range []string{"--pipeline", "--state", "--group-by", "repartition", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch"} {
+	for _, want := range []string{"--pipeline", "--state", "--group-by", "repartition", "count_gaps", "count_repeats", "count_final_mismatch", "changelog_mismatch",
+		"--sink redis-dedup", "--dedup-mode", "--redis-url", "effects_missing", "effects_extra_runs", "one per SIGKILL"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help does not mention %q", want)
 		}

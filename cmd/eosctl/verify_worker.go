@@ -39,6 +39,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 		stateKind      string
 		stateDir       string
 		groupBy        string
+		dedupMode      string
 	)
 	cmd := &cobra.Command{
 		Use:    "worker",
@@ -60,6 +61,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			}
 			o.Config = cfg
 			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
+			o.DedupMode = chaos.DedupMode(dedupMode)
 			if err := o.Validate(); err != nil {
 				return usageError{err} // a restart cannot fix it: verify stops
 			}
@@ -109,10 +111,14 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	f.Float64Var(&o.AbortRate, "abort-rate", 0, "probability per batch of an injected processing error")
 	f.DurationVar(&sessionTimeout, "session-timeout", 6*time.Second, "group session timeout"+durationFlagHelp)
 	f.IntVar(&batchRecords, "batch-records", 500, "most records in one batch")
-	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline: upper (stateless), count (a state store per key), windowed (a count per key and event-time window) or join (two streams within a window)")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline: upper (stateless), count (a state store per key), windowed (a count per key and event-time window), join (two streams within a window) or dedup (an effect in Redis behind a dedup store)")
 	f.StringVar(&stateKind, "state", "", "store engine of the count, windowed and join pipelines: memory (default) or pebble")
 	f.StringVar(&groupBy, "group-by", "", "what the count pipeline counts by: key (default) or value (through a repartition topic)")
 	f.StringVar(&stateDir, "state-dir", "", "directory of the state stores, kept across restarts; default state_dir (EOS_STATE_DIR)")
+	f.StringVar(&o.RedisURL, "redis-url", os.Getenv(chaos.EnvRedisURL), "Redis of the dedup pipeline's store and effects (default "+chaos.EnvRedisURL+", which verify sets)")
+	f.StringVar(&dedupMode, "dedup-mode", "", "when the dedup pipeline marks ids: after (default), before, or none (no Dedup node)")
+	f.StringVar(&o.DedupPrefix, "dedup-prefix", "", "key prefix of the dedup pipeline's store")
+	f.StringVar(&o.EffectsKey, "effects-key", "", "Redis hash the dedup pipeline's effects count in")
 	for _, name := range []string{"app", "instance", "in", "out"} {
 		_ = cmd.MarkFlagRequired(name)
 	}

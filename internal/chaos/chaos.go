@@ -10,7 +10,10 @@
 // judged key by key: its output must be 1, 2, … n_k and its changelog must
 // end at n_k. The event-time pipelines, a windowed count with final
 // results only and a stream-stream join, are judged window by window and
-// pair by pair against results computed from the seed in plain Go.
+// pair by pair against results computed from the seed in plain Go. The
+// dedup pipeline runs a side effect in Redis behind topology.Dedup and is
+// judged by how often each record's effect ran, within one repeated
+// (mark-after) or lost (mark-before) effect per SIGKILL.
 //
 // A verifier that cannot fail proves nothing: under at-least-once the same
 // chaos must show duplicates (repeated or lost counts, for the counting
@@ -34,6 +37,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -77,6 +81,12 @@ type Options struct {
 	// spread over all input partitions, and the workers count through a
 	// repartition topic (GroupedCountPipeline).
 	GroupBy Grouping
+	// RedisURL is the Redis of PipelineDedup: its dedup store and the
+	// hash its effects count in. The workers get it in their environment
+	// (EnvRedisURL), not on their command line. Required by PipelineDedup.
+	RedisURL string
+	// DedupMode is when PipelineDedup marks ids; default DedupAfter.
+	DedupMode DedupMode
 	// Records to seed; default 100,000.
 	Records int
 	// Partitions of the input and output topics; default 6.
@@ -149,6 +159,9 @@ type Result struct {
 	// JoinVerdict is the pair-by-pair verdict of PipelineJoin; nil for
 	// the other pipelines.
 	*JoinVerdict
+	// DedupVerdict is the id-by-id verdict of PipelineDedup's effects;
+	// nil for the other pipelines, whose output alone is judged.
+	*DedupVerdict
 	Pipeline string `json:"pipeline"`
 	State    string `json:"state,omitempty"` // the store engine of the counting pipeline
 	// GroupBy is what the counting pipeline counted by: "key" (the input
@@ -268,6 +281,12 @@ func (o Options) Validate() error {
 			GroupingKey, GroupingValue, o.GroupBy)
 	case o.GroupBy != "" && o.Pipeline != PipelineCount:
 		return fmt.Errorf("--group-by %s needs --pipeline %s: the %s pipeline groups nothing", o.GroupBy, PipelineCount, o.Pipeline)
+	case o.Pipeline == PipelineDedup && o.RedisURL == "":
+		return fmt.Errorf("--sink redis-dedup needs --redis-url (or %s), e.g. $(integration/redis/redis.sh url) after integration/redis/redis.sh start", EnvRedisURL)
+	case o.DedupMode != "" && !o.DedupMode.valid():
+		return fmt.Errorf("--dedup-mode must be one of %v, got %q", dedupModes, o.DedupMode)
+	case o.DedupMode != "" && o.Pipeline != PipelineDedup:
+		return fmt.Errorf("--dedup-mode %s needs --sink redis-dedup", o.DedupMode)
 	case o.Pipeline.stateful() && o.Guarantee == config.AtMostOnce:
 		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
 			o.Pipeline, config.AtMostOnce)
@@ -284,6 +303,9 @@ func (o *Options) defaults() {
 	}
 	if o.Pipeline.stateful() && o.State == "" {
 		o.State = StateMemory
+	}
+	if o.Pipeline == PipelineDedup && o.DedupMode == "" {
+		o.DedupMode = DedupAfter
 	}
 	if o.Pipeline == PipelineCount && o.GroupBy == "" {
 		o.GroupBy = GroupingKey
@@ -385,6 +407,17 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		inputs = append(inputs, res.Payments)
 	}
 	ev := newEventRun(o, res.Input, res.Payments)
+	var rdb *redis.Client
+	if o.Pipeline == PipelineDedup {
+		if rdb, err = dedupRedis(ctx, o.RedisURL); err != nil {
+			return res, err
+		}
+		defer rdb.Close()
+		res.DedupVerdict = &DedupVerdict{DedupMode: o.DedupMode, EffectsKey: app + ":effects", DedupPrefix: app + ":dedup:"}
+		if !o.KeepTopics {
+			defer dropDedupKeys(rdb, res.DedupVerdict)
+		}
+	}
 	cfg := o.Base
 	cfg.Brokers = br.addrs()
 	if cfg.ConnectTimeout <= 0 {
@@ -469,8 +502,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		defer os.RemoveAll(stateDir)
 	}
+	env := o.WorkerEnv
+	if rdb != nil {
+		env = append(slices.Clip(env), EnvRedisURL+"="+o.RedisURL)
+	}
 	fl := &fleet{
-		exe: o.Exe, env: o.WorkerEnv, logDir: logDir, stateDir: stateDir,
+		exe: o.Exe, env: env, logDir: logDir, stateDir: stateDir,
 		procs: map[string]*proc{}, pending: map[string]time.Time{},
 		argsFor: func(id string) []string {
 			var state []string
@@ -483,6 +520,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				if res.Payments != "" {
 					state = append(state, "--payments", res.Payments)
 				}
+			}
+			if res.DedupVerdict != nil {
+				state = []string{"--pipeline", string(o.Pipeline), "--dedup-mode", string(o.DedupMode),
+					"--dedup-prefix", res.DedupVerdict.DedupPrefix, "--effects-key", res.DedupVerdict.EffectsKey}
 			}
 			return append(append([]string{"verify", "worker",
 				"--brokers", strings.Join(br.addrs(), ","),
@@ -719,6 +760,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			res.AbortedRecords = len(all) - len(out)
 		}
 	}
+	if v := res.DedupVerdict; v != nil {
+		v.EffectsBound = res.WorkerKills
+		if err := judgeEffects(dctx, rdb, v, o.Records); err != nil {
+			return res, err
+		}
+		event("effects verdict: %s", v)
+	}
 	res.Seconds = time.Since(began).Seconds()
 	res.Failed, res.Problems = problems(res, int(live.unknown.Load()))
 	res.Pass = len(res.Problems) == 0
@@ -816,6 +864,7 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 			c.ChangelogMismatch, c.CountKeys, r.Changelog)
 	}
 	eventProblems(r, add)
+	dedupProblems(r, add)
 	add(r.OutOfOrder > 0, ProblemOutOfOrder, "%d output records came before an earlier record of their key", r.OutOfOrder)
 	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
 	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)

@@ -81,3 +81,31 @@ func TestResultFails(t *testing.T) {
 		t.Fatalf("Fails is wrong for %v", r.Failed)
 	}
 }
+
+func TestDedupProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    DedupVerdict
+		want []Problem
+	}{
+		{"after, repeats within the kills", DedupVerdict{DedupMode: DedupAfter, EffectsRepeated: 2, EffectsExtraRuns: 3, EffectsBound: 3}, nil},
+		{"after, a repeat beyond the kills", DedupVerdict{DedupMode: DedupAfter, EffectsRepeated: 2, EffectsExtraRuns: 4, EffectsBound: 3},
+			[]Problem{ProblemEffectsRepeated}},
+		{"after loses nothing", DedupVerdict{DedupMode: DedupAfter, EffectsMissing: 1, EffectsBound: 3}, []Problem{ProblemEffectsMissing}},
+		{"before, losses within the kills", DedupVerdict{DedupMode: DedupBefore, EffectsMissing: 3, EffectsBound: 3}, nil},
+		{"before, a loss beyond the kills", DedupVerdict{DedupMode: DedupBefore, EffectsMissing: 4, EffectsBound: 3}, []Problem{ProblemEffectsMissing}},
+		{"before repeats nothing", DedupVerdict{DedupMode: DedupBefore, EffectsRepeated: 1, EffectsExtraRuns: 1, EffectsBound: 3},
+			[]Problem{ProblemEffectsRepeated}},
+		{"the control is judged as after", DedupVerdict{DedupMode: DedupNone, EffectsRepeated: 200, EffectsExtraRuns: 250, EffectsBound: 3},
+			[]Problem{ProblemEffectsRepeated}},
+		{"unknown ids", DedupVerdict{DedupMode: DedupAfter, EffectsUnknown: 1}, []Problem{ProblemEffectsUnknown}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tc.v
+			got, words := problems(Result{Guarantee: "exactly-once", DedupVerdict: &v}, 0)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("problems %v (%v), want %v", got, words, tc.want)
+			}
+		})
+	}
+}

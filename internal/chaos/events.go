@@ -27,7 +27,7 @@ const (
 )
 
 // pipelines lists every sample pipeline, for help and errors.
-var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin}
+var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin, PipelineDedup}
 
 // known reports whether k names a sample pipeline.
 func (k PipelineKind) known() bool {

@@ -40,7 +40,15 @@ type WorkerOptions struct {
 	Rate        int           // records per second this worker processes at most; 0: unlimited
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
-	Logger      *zap.Logger   // nil: no logs
+	// RedisURL, DedupMode, DedupPrefix and EffectsKey shape PipelineDedup:
+	// the Redis of its store and effects, when ids are marked (default
+	// DedupAfter), the store's key prefix and the hash the effects count
+	// in. The other pipelines ignore them.
+	RedisURL    string
+	DedupMode   DedupMode
+	DedupPrefix string
+	EffectsKey  string
+	Logger      *zap.Logger // nil: no logs
 	// Started is when the worker process started, which the time to the
 	// first commit is measured from; zero means when RunWorker is called.
 	Started time.Time
@@ -137,10 +145,11 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), rand.Uint64()))
 	p := newPacer(o.Rate)
-	top, err := o.topology(p.wait)
+	top, closeTop, err := o.build(p.wait)
 	if err != nil {
 		return rep, err
 	}
+	defer closeTop()
 	r, err := eos.New(o.Config, top, eos.Logger(o.Logger),
 		eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
 			time.Sleep(o.CommitDelay)
@@ -352,9 +361,28 @@ func (k StateKind) engine() (state.Engine, error) {
 	return nil, fmt.Errorf("chaos: state %q is not one of %s, %s", k, StateMemory, StatePebble)
 }
 
+// build is topology for a worker that runs it: close releases what the
+// pipeline holds open (PipelineDedup's Redis clients).
+func (o WorkerOptions) build(before func()) (top *topology.Topology, close func(), err error) {
+	if o.Pipeline == PipelineDedup {
+		return o.dedupTopology(before)
+	}
+	top, err = o.topology(before)
+	return top, func() {}, err
+}
+
 // topology builds the pipeline o names.
 func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 	switch o.Pipeline {
+	case PipelineDedup:
+		if o.State != "" || o.GroupBy != "" {
+			return nil, fmt.Errorf("chaos: pipeline %s keeps no state and groups nothing; drop --state and --group-by", PipelineDedup)
+		}
+		top, close, err := o.dedupTopology(before)
+		if close != nil {
+			close()
+		}
+		return top, err
 	case PipelineUpper, "":
 		if o.State != "" {
 			return nil, fmt.Errorf("chaos: state %q needs pipeline %s; %s keeps none", o.State, PipelineCount, PipelineUpper)
