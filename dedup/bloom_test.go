@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,9 +16,8 @@ import (
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/dedupsize"
+	"github.com/eosflow/eosflow/internal/servertest"
 )
-
-const skipNoRedis = "EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)"
 
 // bloomFixture is a RedisBloom of its own on the test's Redis, with a
 // plain client to look at its keys.
@@ -31,10 +29,7 @@ type bloomFixture struct {
 
 func newBloomFixture(t *testing.T, o dedup.BloomOptions) *bloomFixture {
 	t.Helper()
-	url := os.Getenv("EOS_REDIS_URL")
-	if url == "" {
-		t.Skip(skipNoRedis)
-	}
+	url := servertest.RedisURL(t)
 	const prefix = "eosflow:dedup-test:"
 	name := fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
 	b, err := dedup.NewRedisBloom(url, name, o, dedup.Prefix(prefix))
@@ -328,7 +323,7 @@ func TestBloomRefusesAFilterOfOtherOptions(t *testing.T) {
 		t.Fatalf("Mark = %v, %v", first, err)
 	}
 	name := strings.TrimPrefix(strings.TrimSuffix(f.keys, ":"), "eosflow:dedup-test:")
-	other, err := dedup.NewRedisBloom(os.Getenv("EOS_REDIS_URL"), name, dedup.BloomOptions{Entries: 2000, FalsePositiveRate: 0.01, Retention: time.Hour}, dedup.Prefix("eosflow:dedup-test:"))
+	other, err := dedup.NewRedisBloom(servertest.RedisURL(t), name, dedup.BloomOptions{Entries: 2000, FalsePositiveRate: 0.01, Retention: time.Hour}, dedup.Prefix("eosflow:dedup-test:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/servertest"
 )
 
 // A backend is one Store implementation under test: how to open it against
@@ -36,9 +36,11 @@ type backend struct {
 	unreachable func(ctx context.Context, addr string, timeout time.Duration) error
 }
 
-func backends() []backend {
-	redisURL := os.Getenv("EOS_REDIS_URL")
-	pgURL := os.Getenv("EOS_POSTGRES_URL")
+// backends are the stores under test: memory always; Redis and Postgres
+// on the servers servertest finds (a URL, else a container), else they skip.
+func backends(t *testing.T) []backend {
+	redisURL, noRedis := servertest.LookupRedis(t)
+	pgURL, noPostgres := servertest.LookupPostgres(t)
 	bs := []backend{
 		{
 			name: "memory",
@@ -138,9 +140,9 @@ func backends() []backend {
 	for i := range bs {
 		switch {
 		case strings.HasPrefix(bs[i].name, "redis") && redisURL == "":
-			bs[i].skip = "EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)"
+			bs[i].skip = noRedis
 		case bs[i].name == "postgres" && pgURL == "":
-			bs[i].skip = "EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)"
+			bs[i].skip = noPostgres
 		}
 	}
 	return bs
@@ -162,7 +164,7 @@ func ids(t *testing.T, n int) []string {
 // id is new again, bad arguments are refused, and an unreachable server is a
 // prompt error naming its address.
 func TestConformance(t *testing.T) {
-	for _, b := range backends() {
+	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			// These need no server, so they run everywhere.
 			if b.unreachable != nil {

@@ -12,15 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/servertest"
 )
 
 // TestPostgresPurgeDeletesOnlyExpiredRows checks the cleanup the article's
 // TTL pattern needs: expired rows go, live ones stay and stay marked.
 func TestPostgresPurgeDeletesOnlyExpiredRows(t *testing.T) {
-	url := os.Getenv("EOS_POSTGRES_URL")
-	if url == "" {
-		t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
-	}
+	url := servertest.PostgresURL(t)
 	table := fmt.Sprintf("eosflow_dedup_purge_%d", time.Now().UnixNano())
 	conn, err := pgx.Connect(t.Context(), url)
 	if err != nil {
@@ -115,10 +113,7 @@ func TestClosedStoresRefuseCalls(t *testing.T) {
 // TestRedisSortedSetPurgeRemovesOnlyExpiredMembers is the article's
 // ZREMRANGEBYSCORE cleanup: expired members go, live ones stay marked.
 func TestRedisSortedSetPurgeRemovesOnlyExpiredMembers(t *testing.T) {
-	url := os.Getenv("EOS_REDIS_URL")
-	if url == "" {
-		t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
-	}
+	url := servertest.RedisURL(t)
 	key := fmt.Sprintf("eosflow:dedup-test:purge:%d", time.Now().UnixNano())
 	z, err := dedup.NewRedisSortedSet(url, key)
 	if err != nil {

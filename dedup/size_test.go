@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/dedupsize"
+	"github.com/eosflow/eosflow/internal/servertest"
 )
 
 // TestStoreSizesMatchServers marks 20,000 UUID ids in each store on the
@@ -35,10 +35,7 @@ func TestStoreSizesMatchServers(t *testing.T) {
 		}
 	}
 	t.Run("redis", func(t *testing.T) {
-		url := os.Getenv("EOS_REDIS_URL")
-		if url == "" {
-			t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
-		}
+		url := servertest.RedisURL(t)
 		opts, err := redis.ParseURL(url)
 		if err != nil {
 			t.Fatal(err)
@@ -75,10 +72,7 @@ func TestStoreSizesMatchServers(t *testing.T) {
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
-		url := os.Getenv("EOS_POSTGRES_URL")
-		if url == "" {
-			t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
-		}
+		url := servertest.PostgresURL(t)
 		table := fmt.Sprintf("eosflow_dedup_size_%d", time.Now().UnixNano())
 		p, err := dedup.NewPostgres(t.Context(), url, dedup.Table(table))
 		if err != nil {

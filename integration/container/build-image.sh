@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-image.sh — build the Apache Kafka container image locally, without any registry.
 #
-#   integration/container/build-image.sh [--force]
+#   integration/container/build-image.sh [--force] [--sinks]
 #
 # 1. installs podman, runc, debootstrap (and uidmap, fuse-overlayfs, slirp4netns) if missing
 # 2. configures podman for this machine kind (/etc/containers/containers.conf)
@@ -9,6 +9,10 @@
 #    localhost/debian-jre17:local
 # 4. builds localhost/apache-kafka:<version> (also :local) from Containerfile, with the
 #    broker jars that integration/kafka/kafka.sh caches
+# 5. with --sinks, also builds localhost/postgres:15-local and localhost/redis:7-local from
+#    sinks/ (PostgreSQL 15 and Redis 7 from Debian, run like the official postgres and redis
+#    images), for the testcontainers-go requests of internal/servertest (EOS_POSTGRES_IMAGE,
+#    EOS_REDIS_IMAGE)
 # Existing images are reused; --force rebuilds the Kafka image (EOS_REBUILD_BASE=1: the base too).
 set -euo pipefail
 
@@ -18,7 +22,16 @@ BASE_IMAGE=${EOS_BASE_IMAGE:-localhost/debian-jre17:local}
 IMAGE_REPO=${EOS_KAFKA_IMAGE_REPO:-localhost/apache-kafka}
 SUITE=bookworm
 FORCE=0
-[[ ${1:-} == --force ]] && FORCE=1
+SINKS=0
+for arg in "$@"; do
+	case $arg in
+	--force) FORCE=1 ;;
+	--sinks) SINKS=1 ;;
+	*) printf 'build-image: unknown argument %s (use --force, --sinks)\n' "$arg" >&2; exit 2 ;;
+	esac
+done
+POSTGRES_IMAGE=localhost/postgres:15-local
+REDIS_IMAGE=localhost/redis:7-local
 
 log() { printf 'build-image: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -177,11 +190,25 @@ build_kafka() {
 	IMAGE=$image
 }
 
+# ---------------------------------------------------------------- sink images
+
+build_sink() { # image containerfile
+	# Always built: podman's layer cache makes an unchanged image a matter of
+	# seconds, and an edited Containerfile is never masked by an old image.
+	log "building $1 from $SCRIPT_DIR/sinks/$2"
+	timed "build $1" podman build -q --network host -f "$SCRIPT_DIR/sinks/$2" \
+		--build-arg BASE_IMAGE="$BASE_IMAGE" -t "$1" "$SCRIPT_DIR/sinks" >/dev/null || die "podman build of $1 failed"
+}
+
 timed "packages" install_packages
 configure_podman
 build_base
 IMAGE=""
 build_kafka
-podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^($BASE_IMAGE|$IMAGE_REPO:)" >&2 || true
+if ((SINKS)); then
+	build_sink "$POSTGRES_IMAGE" Containerfile.postgres
+	build_sink "$REDIS_IMAGE" Containerfile.redis
+fi
+podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' | grep -E "^($BASE_IMAGE|$IMAGE_REPO:|$POSTGRES_IMAGE|$REDIS_IMAGE)" >&2 || true
 log "timings: ${TIMINGS[*]:-}; total $((SECONDS - T_START))s"
 echo "$IMAGE"

@@ -70,8 +70,11 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// engineAnswers reports why no container engine can be used, or "".
-func engineAnswers(ctx context.Context) (reason string) {
+// EngineAnswers reports why no container engine (Docker, or podman's
+// Docker-compatible socket in DOCKER_HOST) can be used, or "" when one
+// answers: tests start containers only then, and skip saying why
+// otherwise.
+func EngineAnswers(ctx context.Context) (reason string) {
 	defer func() {
 		if r := recover(); r != nil {
 			reason = fmt.Sprint(r)
@@ -94,13 +97,13 @@ func startContainer() {
 		shared.image = v
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	reason := engineAnswers(ctx)
+	reason := EngineAnswers(ctx)
 	cancel()
 	if reason != "" {
 		shared.skip = reason
 		return
 	}
-	port, cport := freePort(), freePort()
+	port, cport := FreePort(), FreePort()
 	if port == 0 || cport == 0 {
 		shared.err = fmt.Errorf("no free port on 127.0.0.1")
 		return
@@ -174,7 +177,9 @@ func waitReady(ctx context.Context, addr string, opts ...kgo.Opt) error {
 	}
 }
 
-func freePort() int {
+// FreePort is a TCP port on 127.0.0.1 that was free a moment ago, for a
+// container on the host network; 0 when none could be had.
+func FreePort() int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0

@@ -51,7 +51,7 @@ func SecureContainer(t testing.TB) *Env {
 			EnvImage, EnvDockerHost, EnvDockerHost, EnvImage)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	reason := engineAnswers(ctx)
+	reason := EngineAnswers(ctx)
 	cancel()
 	if reason != "" {
 		t.Fatalf("%s=%s does not answer (%s); start the engine, e.g. `integration/container/podman.sh start`", EnvDockerHost, host, reason)
@@ -70,7 +70,7 @@ func SecureContainer(t testing.TB) *Env {
 		t.Fatalf("secure-certs.sh made no admin password: %v", err)
 	}
 
-	port, cport := freePort(), freePort()
+	port, cport := FreePort(), FreePort()
 	if port == 0 || cport == 0 {
 		t.Fatal("no free port on 127.0.0.1")
 	}

@@ -27,17 +27,15 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/servertest"
 	"github.com/eosflow/eosflow/sink/pgsink"
 )
 
-// pgURL returns the test database, skipping t without one.
+// pgURL returns the test database (servertest: EOS_POSTGRES_URL, else a
+// container), skipping t without one.
 func pgURL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv("EOS_POSTGRES_URL")
-	if url == "" {
-		t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
-	}
-	return url
+	return servertest.PostgresURL(t)
 }
 
 // broker is the real cluster in EOS_KAFKA_BROKERS, else kfake.

@@ -1,0 +1,12 @@
+package dedup_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/servertest"
+)
+
+// TestMain terminates the Redis and PostgreSQL containers the tests
+// started when no server was named (servertest).
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m)) }

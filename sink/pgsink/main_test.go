@@ -1,0 +1,12 @@
+package pgsink_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/servertest"
+)
+
+// TestMain terminates the PostgreSQL container the tests started when no
+// database was named (servertest).
+func TestMain(m *testing.M) { os.Exit(servertest.Main(m)) }
