@@ -278,14 +278,18 @@ func (b *batch) fill(fetches kgo.Fetches) {
 
 // rewindRest moves the consumer back to the records left for the next
 // batch. Under exactly-once a rewind must not land on a partition of an
-// assignment that came after a revoke: franz-go's SetOffsets would then
+// assignment that came after a revoke or a loss: franz-go's SetOffsets would then
 // override the committed offsets the new assignment is fetching, and the
-// abort that follows would skip the records below the rewind. A revoke
-// since the last End already dooms the transaction (the session aborts
-// it and rewinds to the committed offsets itself), so the batch skips the
-// rewind and aborts; a revoke that lands during the rewind is caught after
-// it, and only then is the client rebuilt to read the committed offsets
-// afresh. A rebuild is a new group member: when it is the group's leader,
+// abort that follows would skip the records below the rewind. Every new
+// assignment follows a revoke or lost callback (eager: all partitions;
+// cooperative: those that move), and the session swallows further
+// callbacks only while one since the last End has already set its flag,
+// so a rewind with no callback counted since the last End began cannot
+// land on one. A callback since then dooms the transaction anyway (the
+// session aborts it and rewinds to the committed offsets itself), so the
+// batch skips the rewind and aborts; one that lands during the rewind is
+// caught after it, and only then is the client rebuilt to read the
+// committed offsets afresh. A rebuild is a new group member: when it is the group's leader,
 // the coordinator rebalances again, so rebuilding after every rebalance
 // kept groups rebalancing for as long as batches were cut.
 func (b *batch) rewindRest() {
@@ -294,12 +298,12 @@ func (b *batch) rewindRest() {
 		b.s.rewind(b.rest)
 		return
 	}
-	if r.contexts.revokes.Load() != r.revokesAtEnd {
+	if r.contexts.callbacks.Load() != r.revokesAtEnd {
 		b.doomed, b.revoked = true, true
 		return
 	}
 	b.s.rewind(b.rest)
-	b.rewindRaced = r.contexts.revokes.Load() != r.revokesAtEnd
+	b.rewindRaced = r.contexts.callbacks.Load() != r.revokesAtEnd
 }
 
 // stopped reports whether the batch takes no more records: a record
@@ -531,7 +535,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	}
 	// Revokes from here on doom the next batch (rewindRest); the session
 	// clears its own revoke flags at the end of End.
-	r.revokesAtEnd = r.contexts.revokes.Load()
+	r.revokesAtEnd = r.contexts.callbacks.Load()
 	committed, endErr := s.end(commit)
 	if endSpan != nil {
 		if endErr != nil {

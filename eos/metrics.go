@@ -181,7 +181,7 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortProduce
 	case endErr != nil:
 		return abortCommit
-	case b.r.contexts.revokes.Load() != b.revokes:
+	case b.doomed || b.r.contexts.revokes.Load() != b.revokes:
 		return abortRebalance
 	}
 	// End reported an abort with no revoke: an EndTxn answer it could not

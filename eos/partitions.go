@@ -27,6 +27,12 @@ type recordContexts struct {
 	// revokes counts revoke callbacks that took partitions away, so that a
 	// batch can tell one happened while it ran.
 	revokes atomic.Int64
+	// callbacks counts every revoke and lost callback, empty ones too.
+	// franz-go's transact session sets its own revoked or lost flag in the
+	// first one after an End and swallows the rest until the next End
+	// ends, so a callback it passes on, however empty, is the only sign
+	// that the partitions may come back in a new assignment (rewindRest).
+	callbacks atomic.Int64
 	// The consuming goroutine's last answer: records come in runs of one
 	// partition.
 	lastTopic string
@@ -86,6 +92,7 @@ func (c *recordContexts) of(rec *kgo.Record) context.Context {
 // franz-go calls it from its rebalance callbacks. The cancelled contexts
 // stay until assign.
 func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	c.callbacks.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	took := false

@@ -143,7 +143,7 @@ type Runner struct {
 	idleWake          pollWake                 // ends an idle poll when tasks are assigned; see timer.go
 	tracing           *tracing                 // Tracing, if given
 	abortNoted        bool                     // the current batch's abort was counted, under abortReason
-	revokesAtEnd      int64                    // contexts.revokes when the last End began (rewindRest)
+	revokesAtEnd      int64                    // contexts.callbacks when the last End began (rewindRest)
 	abortReason       abortReason
 }
 

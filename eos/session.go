@@ -173,8 +173,8 @@ func (e *produceError) Error() string { return e.err.Error() }
 func (e *produceError) Unwrap() error { return e.err }
 
 func (r *Runner) newSession() (session, error) {
-	// No End yet on this client: revokes count from its start.
-	r.revokesAtEnd = r.contexts.revokes.Load()
+	// No End yet on this client: callbacks count from its start.
+	r.revokesAtEnd = r.contexts.callbacks.Load()
 	opts, err := kafkautil.PipelineOptions(r.cfg, r.inputs, r.extra...)
 	if err != nil {
 		return nil, err

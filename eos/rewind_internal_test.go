@@ -1,0 +1,82 @@
+package eos
+
+import (
+	"context"
+	"testing"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// rewindSession is a session that only records rewinds; during one it can
+// run a callback, as a rebalance landing mid-rewind would.
+type rewindSession struct {
+	session
+	rewinds int
+	during  func()
+}
+
+func (s *rewindSession) rewind(map[string]map[int32]kgo.EpochOffset) {
+	s.rewinds++
+	if s.during != nil {
+		s.during()
+	}
+}
+
+// A cut-short batch rewinds its consumer only when no revoke or lost
+// callback came since the last End began. franz-go's transact session
+// sets its revoked flag in the first callback after an End, even an empty
+// one (an eager member that held nothing), and swallows the later ones
+// until the next End: a rewind after such a callback could land on a
+// partition of the new assignment whose committed offset is still being
+// fetched, and the abort would then skip the records below it.
+func TestRewindOnlyWithoutACallbackSinceTheLastEnd(t *testing.T) {
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
+	top := topology.New("upper")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 40}}}
+	cut := func(s session) *batch {
+		b := r.newBatch(context.Background(), s)
+		t.Cleanup(b.stop)
+		b.rest = rest
+		return b
+	}
+
+	// No callback since the last End: rewind, and the batch may commit.
+	r.revokesAtEnd = r.contexts.callbacks.Load()
+	s := &rewindSession{}
+	b := cut(s)
+	b.rewindRest()
+	if s.rewinds != 1 || b.doomed || b.rewindRaced {
+		t.Fatalf("rewinds %d, doomed %v, raced %v: want one rewind of a batch that may commit", s.rewinds, b.doomed, b.rewindRaced)
+	}
+
+	// An empty revoke (nothing taken away) since the last End: the batch
+	// is doomed and must not rewind.
+	r.onRevoked(context.Background(), nil, map[string][]int32{})
+	s = &rewindSession{}
+	b = cut(s)
+	b.rewindRest()
+	if s.rewinds != 0 || !b.doomed || b.decide() {
+		t.Fatalf("rewinds %d, doomed %v: a batch after a revoke callback must abort without rewinding", s.rewinds, b.doomed)
+	}
+	if got := b.abortReason(nil); got != abortRebalance {
+		t.Fatalf("abort reason %v, want %v", got, abortRebalance)
+	}
+
+	// A callback during the rewind: the client must be rebuilt.
+	r.revokesAtEnd = r.contexts.callbacks.Load()
+	s = &rewindSession{during: func() { r.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}}) }}
+	b = cut(s)
+	b.rewindRest()
+	if s.rewinds != 1 || !b.rewindRaced {
+		t.Fatalf("rewinds %d, raced %v: a revoke during the rewind must be caught", s.rewinds, b.rewindRaced)
+	}
+}
