@@ -1,8 +1,12 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -156,6 +160,15 @@ type Config struct {
 	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
 	// level. EOS_LOG_LEVEL. Default: info.
 	LogLevel string `yaml:"log_level"`
+	// Workers is how many sessions one process runs, each on its own
+	// goroutine with its own client, so that a CPU-heavy pipeline uses
+	// more than one core. Worker i is the instance <instance_id>-<i>,
+	// with its own transactional.id, group.instance.id and state
+	// directory (see ForWorker); the consumer group spreads the
+	// partitions over the workers as over processes. EOS_WORKERS.
+	// Default: 1 (0, the zero value, counts as 1); "auto" (WorkersAuto)
+	// is one per GOMAXPROCS; at most MaxWorkers.
+	Workers Workers `yaml:"workers"`
 	// MetricsAddr is the host:port on which Run serves /metrics
 	// (Prometheus), /healthz and /readyz, so that Prometheus and a
 	// Kubernetes probe can watch the pipeline; port 0 picks a free port.
@@ -206,6 +219,50 @@ const (
 	SASLScramSHA512 = "SCRAM-SHA-512"
 )
 
+// Workers is the number of workers in one process; a type of its own so
+// that YAML and EOS_WORKERS accept "auto" (WorkersAuto) beside a number.
+type Workers int
+
+const (
+	// WorkersAuto runs one worker per GOMAXPROCS (by default, per core);
+	// it is written "auto".
+	WorkersAuto Workers = -1
+	// MaxWorkers bounds workers: each worker is a Kafka client with its
+	// own connections, transactional id and group member, and beyond a
+	// few per core they add rebalance and broker load without adding
+	// throughput; run more processes instead.
+	MaxWorkers Workers = 256
+)
+
+// String gives "auto" for WorkersAuto and the number otherwise, as the
+// setting is written.
+func (w Workers) String() string {
+	if w == WorkersAuto {
+		return "auto"
+	}
+	return strconv.Itoa(int(w))
+}
+
+// UnmarshalText reads "auto" or a whole number, so that the YAML key and
+// EOS_WORKERS take the same forms; Validate checks the range.
+func (w *Workers) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	if strings.EqualFold(s, "auto") {
+		*w = WorkersAuto
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("workers %q: not a whole number or auto", s)
+	}
+	*w = Workers(n)
+	return nil
+}
+
+// MarshalText writes the form UnmarshalText reads, so a Config written
+// out as YAML or JSON loads back unchanged.
+func (w Workers) MarshalText() ([]byte, error) { return []byte(w.String()), nil }
+
 var (
 	saslMechanisms = []string{SASLPlain, SASLScramSHA256, SASLScramSHA512}
 	logLevels      = []string{"debug", "info", "warn", "error"}
@@ -243,6 +300,38 @@ const TransactionalIDSeparator = ":"
 // + ":" covers every instance of the application.
 func (c Config) TransactionalID() string {
 	return c.AppID + TransactionalIDSeparator + c.InstanceID
+}
+
+// WorkerCount is how many workers Workers asks for: GOMAXPROCS for
+// WorkersAuto, 1 for 0 (unset) or 1, the number otherwise. The runtime
+// runs that many sessions in one process.
+func (c Config) WorkerCount() int {
+	switch {
+	case c.Workers == WorkersAuto:
+		return runtime.GOMAXPROCS(0)
+	case c.Workers < 1:
+		return 1
+	}
+	return int(c.Workers)
+}
+
+// WorkerInstanceID is the instance id of worker i under workers > 1:
+// instance_id + "-" + i, e.g. pod-3-0, pod-3-1. It is stable across
+// restarts as long as instance_id and workers stay the same, so each
+// worker fences its own previous incarnation and keeps its static group
+// membership.
+func (c Config) WorkerInstanceID(i int) string {
+	return c.InstanceID + "-" + strconv.Itoa(i)
+}
+
+// ForWorker is the configuration worker i runs with: InstanceID is
+// WorkerInstanceID(i) and Workers 1, so its transactional.id
+// (app_id:instance_id-i), group.instance.id and StateDirFor are its own
+// and no two workers fence each other or share a store.
+func (c Config) ForWorker(i int) Config {
+	c.InstanceID = c.WorkerInstanceID(i)
+	c.Workers = 1
+	return c
 }
 
 // Level is the zap level of LogLevel; the runtime filters its logger with

@@ -31,6 +31,7 @@
 //	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false
 //	state_dir            EOS_STATE_DIR                   <temp>/eosflow (stores under <app_id>/<instance_id>)
 //	log_level            EOS_LOG_LEVEL                   info
+//	workers              EOS_WORKERS                     1 (auto: one per GOMAXPROCS; at most 256)
 //	metrics_addr         EOS_METRICS_ADDR                off (e.g. 127.0.0.1:9464 serves /metrics, /healthz, /readyz)
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE
@@ -49,6 +50,11 @@
 // occur in either name, so two applications never share a transactional.id
 // and fence each other. Grant an application's transactional ids with an ACL
 // on the prefix app_id: (e.g. orders-eu:).
+//
+// With workers N > 1 one process runs N workers, and worker i is the
+// instance instance_id-i (ForWorker): transactional.id
+// app_id:instance_id-i, its own group.instance.id and state directory
+// <state_dir>/<app_id>/<instance_id>-i. Changing N changes the set of ids.
 //
 // Loading never validates, so a program can adjust the result first; call
 // Config.Validate before use. Every problem is a *FieldError naming the

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -19,7 +20,10 @@ type field struct {
 
 const envPrefix = "EOS_"
 
-var durationType = reflect.TypeOf(time.Duration(0))
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	workersType  = reflect.TypeOf(Workers(0))
+)
 
 // yamlName returns the YAML key of a struct field, or "" if it has none.
 func yamlName(f reflect.StructField) string {
@@ -77,6 +81,12 @@ func keysOf(t reflect.Type) []string {
 // setText parses raw into the settable leaf v, returning a problem sentence
 // (naming the expected form) when raw does not parse.
 func setText(v reflect.Value, raw string) string {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		if err := u.UnmarshalText([]byte(raw)); err != nil {
+			return problemFor(v.Type(), "")
+		}
+		return ""
+	}
 	switch {
 	case v.Type() == durationType:
 		d, err := time.ParseDuration(strings.TrimSpace(raw))
@@ -124,6 +134,8 @@ func problemFor(t reflect.Type, where string) string {
 		where = " (" + where + ")"
 	}
 	switch {
+	case t == workersType:
+		return "not a number of workers" + where + "; use a whole number such as 4, or auto for one per core (GOMAXPROCS)"
 	case t == durationType:
 		return "not a duration" + where + "; use a Go duration such as 100ms, 10s or 1m"
 	case t.Kind() == reflect.Int:

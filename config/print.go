@@ -14,9 +14,10 @@ import (
 const redacted = "[redacted]"
 
 // optional reports whether a leaf is shown only when set: TLS and SASL
-// settings are noise in logs of an application that uses neither.
+// settings are noise in logs of an application that uses neither, and
+// an unset workers is the one worker every application had before it.
 func optional(f field) bool {
-	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.")) && f.value.IsZero()
+	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.") || f.path == "workers") && f.value.IsZero()
 }
 
 // String renders c on one line as key=value pairs with YAML key names, for
@@ -63,6 +64,8 @@ func addLogField(enc zapcore.ObjectEncoder, f field) {
 		enc.AddString(f.path, display(f))
 	case v.Type() == durationType:
 		enc.AddDuration(f.path, time.Duration(v.Int()))
+	case v.Type() == workersType:
+		enc.AddString(f.path, display(f))
 	case v.Kind() == reflect.Int:
 		enc.AddInt(f.path, int(v.Int()))
 	case v.Kind() == reflect.Bool:

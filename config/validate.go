@@ -81,6 +81,15 @@ func (c Config) Validate() error {
 		add("instance_id", c.InstanceID, fmt.Sprintf("must be at most %d characters, not %d, the limit Kafka's Java clients enforce for a group.instance.id (the runtime's static group membership); shorten it", maxInstanceIDLen, len(c.InstanceID)))
 	}
 
+	switch {
+	case c.Workers < WorkersAuto:
+		add("workers", c.Workers.String(), fmt.Sprintf("must be a number from 1 to %d, or auto for one per core (GOMAXPROCS); use e.g. 4, or 1 to run one session per process", MaxWorkers))
+	case c.Workers > MaxWorkers:
+		add("workers", c.Workers.String(), fmt.Sprintf("must be at most %d: each worker is a Kafka client and group member of its own; lower it (auto gives one per core), or run more processes", MaxWorkers))
+	case c.WorkerCount() > 1 && validName.MatchString(c.InstanceID) && len(c.WorkerInstanceID(c.WorkerCount()-1)) > maxInstanceIDLen:
+		add("instance_id", c.InstanceID, fmt.Sprintf("must be short enough for the workers' instance ids (%s): at most %d characters, the limit Kafka's Java clients enforce for a group.instance.id; shorten it", c.WorkerInstanceID(c.WorkerCount()-1), maxInstanceIDLen))
+	}
+
 	if !c.Guarantee.Valid() {
 		names := make([]string, 0, 4)
 		for _, g := range Guarantees() {

@@ -16,11 +16,17 @@ import (
 // process answers) and /readyz (200 once Run has joined its group and is
 // neither restoring, fenced nor stopping; 503 with the reason otherwise),
 // for a program that mounts them on its own server, which can outlive
-// Run. metrics_addr serves the same handler.
+// Run. metrics_addr serves the same handler. With workers > 1, /metrics
+// serves every worker's series and /readyz is 200 only when every worker
+// is ready, and otherwise names the first that is not.
 func (r *Runner) Handler() http.Handler {
 	mux := http.NewServeMux()
+	gatherer := r.workersGatherer()
 	if m := r.metrics; m != nil && m.gatherer != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(m.gatherer, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(r.log)}))
+		gatherer = m.gatherer
+	}
+	if gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: zap.NewStdLog(r.log)}))
 	} else {
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "metrics are off: set metrics_addr, or pass eos.Metrics a *prometheus.Registry", http.StatusNotFound)
@@ -30,6 +36,14 @@ func (r *Runner) Handler() http.Handler {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if r.workers != nil {
+			if why := r.workers.notReady(); why != "" {
+				http.Error(w, why, http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = fmt.Fprintln(w, r.workers.ready())
+			return
+		}
 		if why := r.notReady(); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return

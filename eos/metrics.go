@@ -63,6 +63,7 @@ type metrics struct {
 	batchRecords  prometheus.Histogram
 	wrapped       prometheus.Registerer // reg with the Runner's labels
 	gatherer      prometheus.Gatherer   // what metrics_addr serves; nil if reg cannot be read
+	collectors    []prometheus.Collector
 }
 
 // newMetrics registers the Runner's metrics on reg.
@@ -135,7 +136,18 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	m.collectors = cs
 	return m, nil
+}
+
+// unregister takes the Runner's metrics off its registry, for a Runner
+// built but never run (a worker whose sibling could not be built).
+func (r *Runner) unregister() {
+	if m := r.metrics; m != nil {
+		for _, c := range m.collectors {
+			m.wrapped.Unregister(c)
+		}
+	}
 }
 
 // clientMetrics returns the hooks that register a new client's own

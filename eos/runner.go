@@ -145,6 +145,8 @@ type Runner struct {
 	abortNoted        bool                     // the current batch's abort was counted, under abortReason
 	revokesAtEnd      int64                    // contexts.callbacks when the last End began (rewindRest)
 	abortReason       abortReason
+
+	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
 }
 
 // Option configures a Runner.
@@ -196,6 +198,9 @@ func BeforeCommit(fn func(context.Context, BatchInfo) error) Option {
 func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if n := cfg.WorkerCount(); n > 1 {
+		return newWorkers(cfg, t, n, opts)
 	}
 	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval,
 		deleteRetention: map[string]time.Duration{}}
@@ -255,8 +260,12 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	return r, nil
 }
 
-// Stats returns the counters so far; safe to call while running.
+// Stats returns the counters so far, summed over the workers; safe to
+// call while running.
 func (r *Runner) Stats() Stats {
+	if r.workers != nil {
+		return r.workers.stats()
+	}
 	return Stats{
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
@@ -272,7 +281,9 @@ func (r *Runner) Stats() Stats {
 // rejects (*RejectedSettingError), a record slower than the transaction
 // timeout (*TransactionTimeoutError), a stall a new client did not cure
 // (*StallError), or client failures without a commit for longer than
-// RecoveryTimeout. Run may be called once.
+// RecoveryTimeout. Run may be called once. With workers > 1 it runs every
+// worker until ctx ends, and the first error that stops a worker stops
+// the others and is returned as a *WorkerError naming that worker.
 func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -295,6 +306,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 		defer stop()
+	}
+	if r.workers != nil {
+		return r.runWorkers(ctx, cancel)
 	}
 	r.health.running.Store(true)
 	defer r.health.running.Store(false)
@@ -327,8 +341,8 @@ func (r *Runner) Run(ctx context.Context) error {
 
 // Close stops Run as a cancelled context would, and waits for it to
 // return: at most what ending the open batch and closing the client may
-// take (twice transaction_timeout plus 25 seconds). It is safe to call
-// more than once and before Run.
+// take (twice transaction_timeout plus 25 seconds; the workers stop
+// together). It is safe to call more than once and before Run.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -339,6 +353,7 @@ func (r *Runner) Close() error {
 	cancel, done := r.cancel, r.done
 	r.mu.Unlock()
 	if cancel == nil {
+		r.closeWorkers()
 		return nil
 	}
 	cancel()
@@ -347,6 +362,9 @@ func (r *Runner) Close() error {
 	case <-done:
 	case <-time.After(2*r.endTimeout() + 5*time.Second):
 		err = errors.New("eos: Close timed out waiting for Run to return; look for a goroutine stuck in user code in a dump (SIGQUIT)")
+	}
+	if err == nil {
+		r.closeWorkers()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
