@@ -56,6 +56,9 @@ type batch struct {
 	// was not rewound and the batch aborts; rewindRaced: a revoke landed
 	// while rest was being rewound (see rewindRest).
 	doomed, rewindRaced bool
+	// gen is the group generation when the batch began; a rebalance that
+	// completes during the batch changes it (rewindRest).
+	gen int32
 	// slow is the record whose processing carried the batch past
 	// transaction_timeout, if one did.
 	slow *kgo.Record
@@ -221,7 +224,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 // on its produces.
 func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
-		revokes: r.contexts.revokes.Load()}
+		revokes: r.contexts.revokes.Load(), gen: generation(s)}
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
@@ -298,12 +301,26 @@ func (b *batch) rewindRest() {
 		b.s.rewind(b.rest)
 		return
 	}
-	if r.contexts.callbacks.Load() != r.revokesAtEnd {
+	// The group generation is a second witness, independent of which
+	// callbacks the session passes on: a new assignment comes with a new
+	// generation (or after a lost callback, for a static member given
+	// its old one back).
+	moved := func() bool { return r.contexts.callbacks.Load() != r.revokesAtEnd || generation(b.s) != b.gen }
+	if moved() {
 		b.doomed, b.revoked = true, true
 		return
 	}
 	b.s.rewind(b.rest)
-	b.rewindRaced = r.contexts.callbacks.Load() != r.revokesAtEnd
+	b.rewindRaced = moved()
+}
+
+// generation is s's group generation now; -1 before it joined, or
+// without a session.
+func generation(s session) int32 {
+	if s == nil {
+		return -1
+	}
+	return s.generation()
 }
 
 // stopped reports whether the batch takes no more records: a record

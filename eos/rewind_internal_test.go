@@ -15,8 +15,11 @@ import (
 type rewindSession struct {
 	session
 	rewinds int
+	gen     int32
 	during  func()
 }
+
+func (s *rewindSession) generation() int32 { return s.gen }
 
 func (s *rewindSession) rewind(map[string]map[int32]kgo.EpochOffset) {
 	s.rewinds++
@@ -26,13 +29,14 @@ func (s *rewindSession) rewind(map[string]map[int32]kgo.EpochOffset) {
 }
 
 // A cut-short batch rewinds its consumer only when no revoke or lost
-// callback came since the last End began. franz-go's transact session
+// callback came since the last End began and the group generation has not
+// moved since the batch began. franz-go's transact session
 // sets its revoked flag in the first callback after an End, even an empty
 // one (an eager member that held nothing), and swallows the later ones
 // until the next End: a rewind after such a callback could land on a
 // partition of the new assignment whose committed offset is still being
 // fetched, and the abort would then skip the records below it.
-func TestRewindOnlyWithoutACallbackSinceTheLastEnd(t *testing.T) {
+func TestRewindOnlyWithoutARebalanceSinceTheLastEnd(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
 	top := topology.New("upper")
@@ -69,6 +73,17 @@ func TestRewindOnlyWithoutACallbackSinceTheLastEnd(t *testing.T) {
 	}
 	if got := b.abortReason(nil); got != abortRebalance {
 		t.Fatalf("abort reason %v, want %v", got, abortRebalance)
+	}
+
+	// A rebalance that completed during the batch, seen in the group
+	// generation though no callback came: doomed too.
+	r.revokesAtEnd = r.contexts.callbacks.Load()
+	s = &rewindSession{gen: 7}
+	b = cut(s)
+	s.gen = 8
+	b.rewindRest()
+	if s.rewinds != 0 || !b.doomed {
+		t.Fatalf("rewinds %d, doomed %v: a batch whose group generation moved must abort without rewinding", s.rewinds, b.doomed)
 	}
 
 	// A callback during the rewind: the client must be rebuilt.

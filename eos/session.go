@@ -43,6 +43,8 @@ type session interface {
 	rejected() (*kgo.Record, error)
 	idle()
 	client() *kgo.Client
+	// generation is the group generation now; -1 before the first join.
+	generation() int32
 	close()
 }
 
@@ -317,6 +319,7 @@ func (s *txnSession) rewind(o map[string]map[int32]kgo.EpochOffset) { s.sess.Cli
 func (s *txnSession) rejected() (*kgo.Record, error)                { return s.errs.takeRejected() }
 func (s *txnSession) idle()                                         {}
 func (s *txnSession) client() *kgo.Client                           { return s.sess.Client() }
+func (s *txnSession) generation() int32                             { _, g := s.sess.Client().GroupMetadata(); return g }
 func (s *txnSession) close()                                        { s.sess.Close() }
 
 // plainSession: no transactions; offsets commit after (or, at-most-once,
@@ -386,6 +389,7 @@ func (s *plainSession) rewind(o map[string]map[int32]kgo.EpochOffset) { s.cl.Set
 func (s *plainSession) rejected() (*kgo.Record, error)                { return s.errs.takeRejected() }
 func (s *plainSession) idle()                                         { s.cl.AllowRebalance() }
 func (s *plainSession) client() *kgo.Client                           { return s.cl }
+func (s *plainSession) generation() int32                             { _, g := s.cl.GroupMetadata(); return g }
 
 // close flushes first: even fire-and-forget records of a finished batch
 // should not be dropped by a clean shutdown.
