@@ -196,6 +196,9 @@ func startPostgres(s *server) {
 			"POSTGRES_HOST_AUTH_METHOD": "trust",
 			"PGPORT":                    strconv.Itoa(port),
 		},
+		// On the host network, so loopback only: trust authentication
+		// must not be reachable from other machines.
+		Cmd: []string{"postgres", "-c", "listen_addresses=127.0.0.1"},
 	}, func(ctx context.Context) error {
 		// The official image restarts the server once after its
 		// first set-up: a query, not just a connection, says it is up.
@@ -221,7 +224,8 @@ func startRedis(s *server) {
 	s.url = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 	s.run(testcontainers.ContainerRequest{
 		Image: s.image,
-		Cmd:   []string{"redis-server", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--protected-mode", "no"},
+		// Loopback only, as for PostgreSQL.
+		Cmd: []string{"redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"},
 	}, func(ctx context.Context) error {
 		opt, err := redis.ParseURL(s.url)
 		if err != nil {

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Initialises PGDATA on first start (trust authentication, database POSTGRES_DB), then runs
-# the server in the foreground as user postgres on PGPORT (default 5432).
+# the server in the foreground as user postgres on PGPORT (default 5432). Like the official
+# image, a command of "postgres -c name=value ..." passes its settings on (e.g.
+# listen_addresses=127.0.0.1 on the host network); otherwise it listens on every address.
 set -euo pipefail
 export PGPORT=${PGPORT:-5432}
 if [[ ${POSTGRES_HOST_AUTH_METHOD:-trust} != trust ]]; then
@@ -18,4 +20,10 @@ if [[ ! -s $PGDATA/PG_VERSION ]]; then
 	fi
 	su postgres -c "pg_ctl -D '$PGDATA' -m fast -w stop" >/dev/null
 fi
-exec su postgres -c "exec postgres -D '$PGDATA' -c listen_addresses='*' -p $PGPORT"
+settings="-c listen_addresses='*'"
+if [[ ${1:-} == postgres ]]; then
+	shift
+	settings=""
+	for arg in "$@"; do settings+=" $(printf '%q' "$arg")"; done
+fi
+exec su postgres -c "exec postgres -D '$PGDATA' -p $PGPORT $settings"
