@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,7 +125,25 @@ at --postgres-url (dropped after the run) with COPY, in batches of up to
 Rows/s are timed at each case's commit point (the sink's offsets table, the
 loop's Kafka offsets), leaving out the first --warmup share; there is no latency
 phase. After each run the table must hold every record exactly once, or the run
-fails instead of reporting a speed.`,
+fails instead of reporting a speed.
+
+--pipeline cpu runs a transform bound by CPU: each value, JSON with an id and a
+pad, is decoded, hashed with ` + strconv.Itoa(bench.CPURounds) + ` rounds of SHA-256 (about 50 µs a record) and
+encoded back as JSON with the hex digest. Its cases run once per --workers
+count (default 1,2):
+
+  exactly-once/workers-N   this framework with workers: N, one process
+  raw-franz-go/workers-N   N hand-written GroupTransactSession loops in one
+                           process, each on its own goroutine with its own
+                           transactional id
+  kafka-streams/threads-N  the same transform in the Java app, exactly_once_v2,
+                           num.stream.threads N (when java is on PATH)
+
+The reader checks every 1,024th output's digest. Below the table each
+workers-N row is set against the same case at the fewest workers (the
+speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
+--pipeline upper: each case runs once per count, named <case>/workers-N
+(Kafka Streams: kafka-streams/threads-N, num.stream.threads N).`,
 		Example: `  eosctl bench --records 20000 --repeat 1
   eosctl bench --brokers 127.0.0.1:9092 --records 500000 --repeat 3 --chart bench.svg
   eosctl bench --brokers 127.0.0.1:9092 --sweep                  # exactly-once at 10ms, 50ms, 100ms, 500ms
@@ -134,7 +153,8 @@ fails instead of reporting a speed.`,
   eosctl bench --brokers 127.0.0.1:9092 --pipeline windowed --records 200000 --repeat 1 -o json
   eosctl bench --brokers 127.0.0.1:9092 --records 100000 --repeat 1 --redis-url $(integration/redis/redis.sh url) \
     --cases exactly-once,exactly-once/dedup-memory,exactly-once/dedup-redis,exactly-once/dedup-bloom
-  eosctl bench --brokers 127.0.0.1:9092 --pipeline postgres --records 200000 --repeat 1 --postgres-url $(integration/postgres/pg.sh url)`,
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline postgres --records 200000 --repeat 1 --postgres-url $(integration/postgres/pg.sh url)
+  eosctl bench --brokers 127.0.0.1:9092 --pipeline cpu --records 100000 --repeat 1 -o json   # workers 1 and 2`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if chart != "" && !strings.EqualFold(filepath.Ext(chart), ".svg") {
@@ -178,6 +198,23 @@ fails instead of reporting a speed.`,
 			} else {
 				o.Window, o.Grace = 0, 0
 			}
+			if cmd.Flags().Changed("workers") {
+				if o.Pipeline != bench.PipelineUpper && o.Pipeline != bench.PipelineCPU {
+					return usageErrorf("--workers applies to --pipeline upper and cpu (stateless); drop it for --pipeline %s", o.Pipeline)
+				}
+				seen := map[int]bool{}
+				for _, n := range o.Workers {
+					if n < 1 || n > int(config.MaxWorkers) {
+						return usageErrorf("--workers %d: give worker counts from 1 to %d, e.g. --workers 1,2", n, config.MaxWorkers)
+					}
+					if seen[n] {
+						return usageErrorf("--workers lists %d twice; give each count once, e.g. --workers 1,2", n)
+					}
+					seen[n] = true
+				}
+			} else {
+				o.Workers = nil // the pipeline's own: 1,2 for cpu, 1 otherwise
+			}
 			if o.RestoreKeys < 0 || o.RestoreKeys > 0 && o.Pipeline != bench.PipelineCount {
 				return usageErrorf("--restore-keys %d: restores measure the count pipeline's state; give a positive number with --pipeline count", o.RestoreKeys)
 			}
@@ -211,8 +248,11 @@ fails instead of reporting a speed.`,
 			}
 			if len(o.Sweep) > 0 && !cmd.Flags().Changed("cases") {
 				o.Cases = []string{bench.AtMostOnce}
-				if o.Pipeline == bench.PipelineCount || o.Pipeline == bench.PipelineWindowed {
+				switch o.Pipeline {
+				case bench.PipelineCount, bench.PipelineWindowed:
 					o.Cases = []string{bench.CountMemory}
+				case bench.PipelineCPU:
+					o.Cases = []string{bench.ExactlyOnce}
 				}
 			}
 			cfg, err := g.externalCluster()
@@ -259,7 +299,10 @@ fails instead of reporting a speed.`,
 	f := cmd.Flags()
 	f.Lookup("keys").Usage += fmt.Sprintf(" (--pipeline count: %d unless given)", countKeys)
 	f.StringVar(&o.Pipeline, "pipeline", bench.PipelineUpper, "workload: upper (stateless, every guarantee), count (stateful GroupByKey → Count), "+
-		"windowed (GroupByKey → CountWindows over tumbling windows of event time) or postgres (rows into PostgreSQL: the pgsink sink against an at-least-once loop)")
+		"windowed (GroupByKey → CountWindows over tumbling windows of event time), postgres (rows into PostgreSQL: the pgsink sink against an at-least-once loop) "+
+		"or cpu (JSON decode, SHA-256 rounds, JSON encode: about 50 µs a record, at each --workers count)")
+	f.IntSliceVar(&o.Workers, "workers", nil, "run each case once per worker count, named <case>/workers-N: workers: N for the framework, "+
+		"N GroupTransactSession loops for raw-franz-go, num.stream.threads N for Kafka Streams (--pipeline upper and cpu; default 1,2 for cpu, 1 otherwise)")
 	// Read from the environment when not given, so that --help does not
 	// print a URL that may hold a password.
 	f.StringVar(&o.RedisURL, "redis-url", "", "Redis of the exactly-once/dedup-redis and dedup-bloom cases (default $EOS_REDIS_URL); each run uses its own keys and deletes them")
@@ -278,7 +321,8 @@ fails instead of reporting a speed.`,
 		"10ms,50ms,100ms,500ms (give values with =). Without --cases only at-most-once runs besides")
 	f.Lookup("sweep").NoOptDefVal = "10ms,50ms,100ms,500ms"
 	f.StringSliceVar(&o.Cases, "cases", bench.Cases(), "cases to run, comma separated (--pipeline count: "+strings.Join(bench.CountCases(), ", ")+
-		"; --pipeline windowed: "+strings.Join(bench.WindowedCases(), ", ")+"; --pipeline postgres: "+strings.Join(bench.PostgresCases(), ", ")+")")
+		"; --pipeline windowed: "+strings.Join(bench.WindowedCases(), ", ")+"; --pipeline postgres: "+strings.Join(bench.PostgresCases(), ", ")+
+		"; --pipeline cpu: "+strings.Join(bench.CPUCases(), ", ")+", each at every --workers count)")
 	f.StringVar(&chart, "chart", "", "write an SVG chart of throughput and p99 per case to this file")
 	f.BoolVar(&inProcess, "in-process", false, "run the Go cases inside this process instead of child processes")
 	f.StringVar(&o.StreamsJar, "streams-jar", "", "the Kafka Streams app; default bench/streams/target/streams-bench.jar, built with mvn if missing")
@@ -326,6 +370,11 @@ func benchTable(rep *bench.Report) *table {
 		ref, refHead = bench.KafkaStreams, "×KAFKA-STREAMS"
 	case bench.PipelinePostgres:
 		ref, refHead = bench.PostgresAtLeastOnce, "×AT-LEAST-ONCE"
+	case bench.PipelineCPU:
+		refHead = "×FEWEST WORKERS"
+		if n := fewestWorkers(rep); n > 0 {
+			refHead = fmt.Sprintf("×WORKERS-%d", n)
+		}
 	}
 	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
 	for _, r := range rep.Results {
@@ -342,9 +391,18 @@ func benchTable(rep *bench.Report) *table {
 		if r.Name == bench.FinalMemory || r.Name == bench.FinalPebble || r.Name == bench.KafkaStreamsFinal {
 			ref = bench.KafkaStreamsFinal // final results against final results
 		}
-		if v, ok := r.Ratios[ref]; ok {
+		if r.Workers > 0 && rep.Pipeline != bench.PipelineCPU {
+			// The reference at the row's own worker count.
+			ref = fmt.Sprintf("%s/workers-%d", ref, r.Workers)
+		}
+		switch v, ok := r.Ratios[ref]; {
+		case rep.Pipeline == bench.PipelineCPU && r.Baseline != nil:
+			ratio = fmt.Sprintf("%.2f", r.Baseline.Ratio)
+		case rep.Pipeline == bench.PipelineCPU:
+			ratio = "1.00"
+		case ok:
 			ratio = fmt.Sprintf("%.2f", v)
-		} else if r.Name == ref {
+		case r.Name == ref:
 			ratio = "1.00"
 		}
 		mbs := fmt.Sprintf("%.1f", r.MBPerSec)
@@ -371,6 +429,18 @@ func benchTable(rep *bench.Report) *table {
 	return t
 }
 
+// fewestWorkers is the smallest worker count among rep's results, 0 when
+// none was expanded by --workers.
+func fewestWorkers(rep *bench.Report) int {
+	n := 0
+	for _, r := range rep.Results {
+		if r.Workers > 0 && (n == 0 || r.Workers < n) {
+			n = r.Workers
+		}
+	}
+	return n
+}
+
 // benchNotes explains the table: the workload, what was measured, the
 // goals, and why a case did not run.
 func benchNotes(w io.Writer, rep *bench.Report, chart string) {
@@ -380,6 +450,8 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 		pipeline = "; a count per key, records/s of input records"
 	case bench.PipelinePostgres:
 		pipeline = "; one row per record into a fresh PostgreSQL table with COPY, rows/s in RECORDS/S"
+	case bench.PipelineCPU:
+		pipeline = fmt.Sprintf("; JSON decode, %d rounds of SHA-256, JSON encode per record; ×WORKERS is records/s over the same case at the fewest workers", bench.CPURounds)
 	case bench.PipelineWindowed:
 		pipeline = fmt.Sprintf("; a count per key in tumbling windows of %d ms, grace %d ms, records 1 ms of event time apart, records/s of input records "+
 			"(final/* and kafka-streams/final: those of the windows that closed; their ratio is to kafka-streams/final)", rep.WindowMS, rep.GraceMS)
@@ -421,6 +493,9 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 		}
 		if r.Duplicates > 0 || r.Missing > 0 {
 			fmt.Fprintf(w, "%s: %d duplicates, %d missing in the output\n", r.Name, r.Duplicates, r.Missing)
+		}
+		if r.Invalid > 0 {
+			fmt.Fprintf(w, "%s: %d outputs are no input's right transform\n", r.Name, r.Invalid)
 		}
 	}
 	for _, r := range rep.Results {

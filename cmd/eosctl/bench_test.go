@@ -133,6 +133,11 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", ""}, []string{"--postgres-url", "integration/postgres/pg.sh start"}},
 		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", "postgres://x", "--sweep"}, []string{"--sweep"}},
 		{[]string{"bench", "--pipeline", "postgres", "--postgres-url", "postgres://x", "--cases", "exactly-once"}, []string{"postgres/exactly-once", "postgres/at-least-once"}},
+		{[]string{"bench", "--pipeline", "cpu", "--workers", "0"}, []string{"--workers 0", "from 1 to 256"}},
+		{[]string{"bench", "--pipeline", "cpu", "--workers", "1,1"}, []string{"--workers", "twice"}},
+		{[]string{"bench", "--pipeline", "cpu", "--workers", "x"}, []string{"--workers"}},
+		{[]string{"bench", "--pipeline", "count", "--workers", "2"}, []string{"--workers", "--pipeline upper and cpu"}},
+		{[]string{"bench", "--pipeline", "cpu", "--cases", "at-most-once"}, []string{"exactly-once", "raw-franz-go"}},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &out, &errb); code != exitUsage {
@@ -308,6 +313,40 @@ func TestBenchPostgres(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// The cpu pipeline on the embedded broker: each case at one and two
+// workers, the table setting workers-2 against workers-1, and the JSON
+// carrying the ratio as the baseline.
+func TestBenchCPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four pipelines")
+	}
+	args := []string{"bench", "--in-process", "--pipeline", "cpu", "--records", "2000", "--partitions", "2",
+		"--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--latency-duration", "-1s"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), append(args, "--cases", "exactly-once,raw-franz-go"), nil, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	for _, want := range []string{"×WORKERS-1", "exactly-once/workers-1", "exactly-once/workers-2", "raw-franz-go/workers-2",
+		"rounds of SHA-256", "goal exactly-once/workers-2 vs exactly-once/workers-1: ", "(≥ 1.60×)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), append(args, "--workers", "2", "--cases", "exactly-once", "-o", "json"), nil, &out, &errb); code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	var results []bench.Result
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil {
+		t.Fatalf("not JSON results: %v\n%s", err, out.String())
+	}
+	if len(results) != 1 || results[0].Name != "exactly-once/workers-2" || results[0].Workers != 2 || results[0].Runs != 1 ||
+		results[0].Missing != 0 || results[0].Duplicates != 0 || results[0].Baseline != nil {
+		t.Errorf("--workers 2: %s", out.String())
 	}
 }
 

@@ -76,12 +76,43 @@ const (
 	// (package pgsink) against the at-least-once loop consumers write by
 	// hand. It needs Options.PostgresURL.
 	PipelinePostgres = "postgres"
+	// PipelineCPU runs Crunch, a transform bound by CPU (JSON decode,
+	// CPURounds of SHA-256, JSON encode: about 50 µs a record), so that
+	// what more workers in one process buy shows: exactly-once and the
+	// raw franz-go loop at each of Options.Workers (default 1 and 2).
+	PipelineCPU = "cpu"
 )
 
 // Pipelines lists the workloads, the default first.
 func Pipelines() []string {
-	return []string{PipelineUpper, PipelineCount, PipelineWindowed, PipelinePostgres}
+	return []string{PipelineUpper, PipelineCount, PipelineWindowed, PipelinePostgres, PipelineCPU}
 }
+
+// CPUCases lists the cases of the cpu pipeline in report order, before
+// they are expanded to one per worker count (exactly-once/workers-1,
+// ...): the framework exactly-once, the raw franz-go loop with as many
+// GroupTransactSession clients, each on its own goroutine with its own
+// transactional id, and Kafka Streams (exactly_once_v2) with as many
+// stream threads (kafka-streams/threads-1, ...), the same transform in
+// Java.
+func CPUCases() []string { return []string{ExactlyOnce, RawFranzGo, KafkaStreams} }
+
+// DefaultCPUWorkers is Options.Workers of the cpu pipeline unless given:
+// one worker against two, the cores of the machines the README's figures
+// come from.
+var DefaultCPUWorkers = []int{1, 2}
+
+// TargetWorkers2 is the project's goal for workers: two workers in one
+// process move at least this many times the records per second of one,
+// on a CPU-bound transform with two cores.
+const TargetWorkers2 = 1.6
+
+// workersSuffix and threadsSuffix name a case expanded to a worker count:
+// exactly-once/workers-2, kafka-streams/threads-2 (num.stream.threads).
+const (
+	workersSuffix = "/workers-"
+	threadsSuffix = "/threads-"
+)
 
 // stateful says whether pipeline keeps state, so that its cases run
 // exactly-once with a state engine.
@@ -157,9 +188,15 @@ func CasesFor(pipeline string) []string {
 		return WindowedCases()
 	case PipelinePostgres:
 		return PostgresCases()
+	case PipelineCPU:
+		return CPUCases()
 	}
 	return nil
 }
+
+// scalable says whether pipeline's cases can run with more than one
+// worker: the stateless ones.
+func scalable(pipeline string) bool { return pipeline == PipelineUpper || pipeline == PipelineCPU }
 
 // Defaults of the windowed pipeline. Records carry event times 1 ms
 // apart, so a 10 s window holds 10,000 records: 10 per key over the
@@ -220,6 +257,13 @@ type Options struct {
 	LatencyDuration time.Duration
 	// Sweep adds an exactly-once case for each commit interval.
 	Sweep []time.Duration
+	// Workers runs every case of PipelineUpper or PipelineCPU once per
+	// count given, named <case>/workers-N: the framework with workers: N
+	// (config.Workers), the raw loop with N GroupTransactSession clients
+	// on their own goroutines, Kafka Streams with num.stream.threads N
+	// (<case>/threads-N). Default: DefaultCPUWorkers for PipelineCPU,
+	// otherwise 1 with the cases' plain names.
+	Workers []int
 	// Cases to run, by name; default every case of the pipeline
 	// (CasesFor), the restore cases only with RestoreKeys set, the Redis
 	// dedup cases only with RedisURL set.
@@ -270,6 +314,9 @@ func (o *Options) defaults() {
 		case o.Grace < 0:
 			o.Grace = 0
 		}
+	}
+	if len(o.Workers) == 0 && o.Pipeline == PipelineCPU {
+		o.Workers = DefaultCPUWorkers
 	}
 	if o.Pipeline == PipelinePostgres {
 		def(&o.BatchRecords, DefaultPostgresBatchRecords)
@@ -343,6 +390,9 @@ func (o *Options) validate() error {
 	if err := o.validateWindows(); err != nil {
 		return err
 	}
+	if err := o.validateWorkers(); err != nil {
+		return err
+	}
 	if o.RecordSize < 40 {
 		return fmt.Errorf("bench: record size %d is too small; values carry an id and a send time, use at least 40 bytes", o.RecordSize)
 	}
@@ -352,6 +402,31 @@ func (o *Options) validate() error {
 		}
 	}
 	return nil
+}
+
+// validateWorkers checks the worker counts.
+func (o *Options) validateWorkers() error {
+	seen := map[int]bool{}
+	for _, n := range o.Workers {
+		if n < 1 || n > int(config.MaxWorkers) {
+			return fmt.Errorf("bench: workers %d: give counts from 1 to %d", n, config.MaxWorkers)
+		}
+		if seen[n] {
+			return fmt.Errorf("bench: workers %d is listed twice; give each count once", n)
+		}
+		seen[n] = true
+	}
+	if o.expandWorkers() && !scalable(o.Pipeline) {
+		return fmt.Errorf("bench: workers apply to pipelines %s and %s (stateless); drop them for pipeline %s", PipelineUpper, PipelineCPU, o.Pipeline)
+	}
+	return nil
+}
+
+// expandWorkers says whether each case runs once per worker count, under
+// a name with the count: always for the cpu pipeline, and whenever other
+// counts than the single default 1 are asked for.
+func (o *Options) expandWorkers() bool {
+	return o.Pipeline == PipelineCPU || len(o.Workers) > 1 || len(o.Workers) == 1 && o.Workers[0] != 1
 }
 
 // validateWindows checks the windowed pipeline's window and grace.
@@ -431,6 +506,13 @@ type Result struct {
 	// key's count repeated, going back, or above the key's records).
 	Missing    int `json:"missing"`
 	Duplicates int `json:"duplicates"`
+	// Invalid is outputs that are no input record's right transform:
+	// unreadable, or (cpu pipeline, every 1,024th id checked) a digest
+	// that does not match the input's.
+	Invalid int `json:"invalid,omitempty"`
+	// Workers is the workers the case ran with (Kafka Streams: stream
+	// threads); 0 for a case not expanded by Options.Workers.
+	Workers int `json:"workers,omitempty"`
 	// A restore case's RecordsPerSec is changelog records applied per
 	// second: RestoreKeys over RestoreSeconds, the time the runtime spent
 	// restoring (reading the changelogs from the broker and applying them
@@ -510,6 +592,8 @@ type caseSpec struct {
 	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
 	dedup     string // the dedup store in front of the upper-casing: DedupMemory, DedupRedis or DedupBloom
+	workers   int    // workers (Kafka Streams: threads); 0 or 1: one
+	base      string // the case's name before the worker count was added to it
 }
 
 func (o *Options) plan() []caseSpec {
@@ -554,7 +638,26 @@ func (o *Options) plan() []caseSpec {
 		}
 		cs = append(cs, c)
 	}
-	return cs
+	for i := range cs {
+		cs[i].base = cs[i].name
+	}
+	if !o.expandWorkers() {
+		return cs
+	}
+	var out []caseSpec
+	for _, c := range cs {
+		for _, n := range o.Workers {
+			e := c
+			e.workers = n
+			suffix := workersSuffix
+			if c.engine == EngineStreams {
+				suffix = threadsSuffix
+			}
+			e.name = c.name + suffix + strconv.Itoa(n)
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Run seeds, runs and measures every case Repeat times, interleaving the
@@ -684,6 +787,7 @@ type runResult struct {
 	p50, p99, p999 time.Duration
 	samples        int
 	missing, dups  int
+	invalid        int // outputs that are no input's right transform
 	measured       string
 	// A restore case's: time the runtime spent restoring, and from the
 	// instance's start to its stores caught up.
@@ -752,6 +856,9 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 			window: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), final: c.final,
 			partitions: int(o.Partitions),
 		})
+	case PipelineCPU:
+		size := o.RecordSize
+		acct = newIDAccount(o.Records+lat, parseCPUValue, func(id int, v []byte) bool { return checkCPUOutput(id, v, size) })
 	}
 	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
 	if err != nil {
@@ -800,7 +907,7 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	defer obs.mu.Unlock()
 	cpuMu.Lock()
 	defer cpuMu.Unlock()
-	r := runResult{peakRSS: rss, dups: obs.dups, missing: obs.want - obs.distinct, measured: measured}
+	r := runResult{peakRSS: rss, dups: obs.dups, missing: obs.want - obs.distinct, invalid: obs.unknown, measured: measured}
 	window := obs.phase1At.Sub(obs.warmAt)
 	counted := obs.want1 - obs.warmCount
 	if counted <= 0 || window <= 0 {
@@ -882,6 +989,12 @@ func stoppedEarly(p pipeline, name string) error {
 func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDir string, restore int) (pipeline, string, error) {
 	if c.engine == EngineStreams {
 		argv := c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit)
+		if c.workers > 1 {
+			argv = append(argv, "--threads", strconv.Itoa(c.workers))
+		}
+		if c.pipeline == PipelineCPU {
+			argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(CPURounds))
+		}
 		if stateful(c.pipeline) {
 			argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
 			if c.cache >= 0 {
@@ -904,7 +1017,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		Input: in, Output: out, AppID: appID,
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
-		Metrics: c.metrics, Traced: c.traced,
+		Metrics: c.metrics, Traced: c.traced, Workers: c.workers,
 	}
 	if c.pipeline == PipelineWindowed {
 		spec.Window, spec.Grace, spec.Final = h.o.Window, h.o.Grace, c.final
@@ -968,8 +1081,17 @@ func key(id, keys int) []byte { return []byte("k" + strconv.Itoa(id%keys)) }
 // seed produces records 0..n-1 as fast as the broker takes them.
 func (h *harness) seed(ctx context.Context, topic string, n int) error {
 	return kafkautil.ProduceAll(ctx, h.cl, n, func(id int) *kgo.Record {
-		return &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, time.Time{}, h.o.RecordSize), Timestamp: h.eventTime(id)}
+		return &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: h.value(id, time.Time{}), Timestamp: h.eventTime(id)}
 	})
+}
+
+// value is input record id's value, carrying sent unless it is zero: JSON
+// for the cpu pipeline, id=<n>;... otherwise.
+func (h *harness) value(id int, sent time.Time) []byte {
+	if h.o.Pipeline == PipelineCPU {
+		return cpuValue(id, sent, h.o.RecordSize)
+	}
+	return value(id, sent, h.o.RecordSize)
 }
 
 // eventTime is record id's timestamp: the run's event base plus id ms, or
@@ -1025,7 +1147,7 @@ func (h *harness) pace(ctx context.Context, topic string, first, n int, noteSent
 			if h.eventBase != 0 {
 				ts = h.eventTime(id)
 			}
-			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: value(id, now, h.o.RecordSize), Timestamp: ts}, promise)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Key: key(id, h.o.Keys), Value: h.value(id, now), Timestamp: ts}, promise)
 		}
 	}
 	if err := cl.Flush(ctx); err != nil {

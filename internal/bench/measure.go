@@ -111,7 +111,8 @@ type targeted interface {
 }
 
 // newObserver reads topic; acct nil means the upper pipeline's outputs,
-// one per input record, each carrying its input's id.
+// one per input record, each carrying its input's id (newIDAccount gives
+// the same for the cpu pipeline).
 func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float64, acct accountant, onWarm, onPhase1 func()) (*observer, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
@@ -124,7 +125,7 @@ func newObserver(base []kgo.Opt, topic string, phase1, latency int, warmup float
 		return nil, err
 	}
 	if acct == nil {
-		acct = &idAccount{seen: make([]uint8, phase1+latency)}
+		acct = newIDAccount(phase1+latency, nil, nil)
 	}
 	want1, want := phase1, phase1+latency
 	if t, ok := acct.(targeted); ok {
@@ -192,12 +193,30 @@ func (o *observer) sent(id int, t time.Time) {
 	}
 }
 
-// idAccount accounts for the upper pipeline's outputs: one per input
-// record, its value carrying the input's id (and send time).
-type idAccount struct{ seen []uint8 }
+// idAccount accounts for the outputs of the upper and cpu pipelines: one
+// per input record, its value carrying the input's id (and send time),
+// read by parse (parseValue when nil). check, when set, is asked about
+// every cpuCheckEvery-th id whether the output is the right transform of
+// its input; a wrong one still accounts for its input, and counts as
+// unknown.
+type idAccount struct {
+	seen  []uint8
+	parse func(v []byte) (id int, sent int64, ok bool)
+	check func(id int, v []byte) bool
+}
+
+// newIDAccount expects the outputs of n input records; parse and check as
+// in idAccount.
+func newIDAccount(n int, parse func([]byte) (int, int64, bool), check func(int, []byte) bool) *idAccount {
+	return &idAccount{seen: make([]uint8, n), parse: parse, check: check}
+}
 
 func (a *idAccount) record(o *observer, r *kgo.Record, now time.Time) {
-	id, sent, ok := parseValue(r.Value)
+	parse := a.parse
+	if parse == nil {
+		parse = parseValue
+	}
+	id, sent, ok := parse(r.Value)
 	if !ok || id < 0 || id >= o.total {
 		o.unknown++
 		return
@@ -208,6 +227,9 @@ func (a *idAccount) record(o *observer, r *kgo.Record, now time.Time) {
 	}
 	a.seen[id] = 1
 	o.distinct++
+	if a.check != nil && id%cpuCheckEvery == 0 && !a.check(id, r.Value) {
+		o.unknown++
+	}
 	switch {
 	case id < o.phase1:
 		o.distinct1++

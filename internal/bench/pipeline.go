@@ -64,6 +64,13 @@ func RawOptions(cfg config.Config, input string) ([]kgo.Opt, error) {
 // with the batch's record count just before End, where eos.BeforeCommit
 // hooks into the framework. It returns nil when ctx ends.
 func RunRaw(ctx context.Context, cfg config.Config, input, output string, beforeEnd func(records int)) error {
+	return RunRawFunc(ctx, cfg, input, output, func(v []byte) ([]byte, error) { return Upper(v), nil }, beforeEnd)
+}
+
+// RunRawFunc is RunRaw with another transform of each value, such as
+// Crunch; a transform error aborts the open transaction and ends the loop
+// with that error, as the framework's default error policy (fail) does.
+func RunRawFunc(ctx context.Context, cfg config.Config, input, output string, transform func([]byte) ([]byte, error), beforeEnd func(records int)) error {
 	opts, err := RawOptions(cfg, input)
 	if err != nil {
 		return err
@@ -77,11 +84,22 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 	var failed kafkautil.FirstError
 	promise := failed.Promise // bound once: a method value per record would allocate
 	limit := cfg.MaxBatchRecords
-	var n int
+	var (
+		n    int
+		terr error // the first transform error of the open transaction
+	)
 	produce := func(r *kgo.Record) {
+		if terr != nil {
+			return
+		}
+		v, err := transform(r.Value)
+		if err != nil {
+			terr = fmt.Errorf("raw loop: transform of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			return
+		}
 		n++
 		sess.Produce(context.Background(), &kgo.Record{
-			Topic: output, Key: r.Key, Value: Upper(r.Value), Headers: r.Headers, Timestamp: r.Timestamp,
+			Topic: output, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp,
 		}, promise)
 	}
 	for {
@@ -101,7 +119,7 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 		n = 0
 		deadline := time.Now().Add(cfg.CommitInterval)
 		fs.EachRecord(produce)
-		for n < limit && ctx.Err() == nil && time.Until(deadline) > 0 {
+		for n < limit && terr == nil && ctx.Err() == nil && time.Until(deadline) > 0 {
 			pctx, cancel := context.WithDeadline(ctx, deadline)
 			more := sess.PollRecords(pctx, limit-n)
 			cancel()
@@ -118,13 +136,15 @@ func RunRaw(ctx context.Context, cfg config.Config, input, output string, before
 		}
 		perr := failed.Take()
 		ectx, cancel := context.WithTimeout(context.Background(), cfg.TransactionTimeout+10*time.Second)
-		_, err := sess.End(ectx, kgo.TransactionEndTry(perr == nil))
+		_, err := sess.End(ectx, kgo.TransactionEndTry(perr == nil && terr == nil))
 		cancel()
 		switch {
 		case err != nil:
 			return fmt.Errorf("raw loop: end transaction: %w", err)
 		case perr != nil:
 			return fmt.Errorf("raw loop: produce: %w", perr)
+		case terr != nil:
+			return terr
 		}
 		// committed false without an error: aborted by a rebalance, and
 		// the session rewound; the records come again.
@@ -217,4 +237,38 @@ func WindowedTopology(name, input, output string, e state.Engine, w topology.Win
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-key"), CountStore, w, e)
 	topology.ToTable(counts, "out", output, WindowedCount(size))
 	return top
+}
+
+// runRawWorkers runs cfg.WorkerCount() raw loops (RunRawFunc), each on its
+// own goroutine with its own GroupTransactSession and the configuration
+// cfg.ForWorker gives it (its own transactional id and group instance),
+// the raw equivalent of the framework's workers. One loop alone keeps cfg
+// as it is. The first loop to fail stops the others; its error, naming
+// the loop, is returned.
+func runRawWorkers(ctx context.Context, cfg config.Config, input, output string, transform func([]byte) ([]byte, error)) error {
+	n := cfg.WorkerCount()
+	if n <= 1 {
+		return RunRawFunc(ctx, cfg, input, output, transform, nil)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, n)
+	for i := range n {
+		wc := cfg.ForWorker(i)
+		go func() {
+			err := RunRawFunc(ctx, wc, input, output, transform, nil)
+			if err != nil {
+				err = fmt.Errorf("raw loop %d (instance_id %q): %w", i, wc.InstanceID, err)
+				cancel()
+			}
+			errc <- err
+		}()
+	}
+	var first error
+	for range n {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }

@@ -2,6 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,6 +47,7 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		res := Result{
 			Name: c.name, Engine: c.engine, Guarantee: c.guarantee,
 			CommitIntervalMS: ms(c.commit), Runs: len(runs[i]), Skipped: c.skipped, Workload: w,
+			Workers: c.workers,
 		}
 		if errs[i] != nil {
 			res.Error = errs[i].Error()
@@ -65,6 +69,7 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			res.LatencySamples += r.samples
 			res.Missing += r.missing
 			res.Duplicates += r.dups
+			res.Invalid += r.invalid
 			res.Measured = r.measured
 		}
 		res.RecordsPerSec, res.RecordsPerSecMin, res.RecordsPerSecMax = spread(rate)
@@ -113,7 +118,7 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 	}
 	for i := range rep.Results {
 		r := &rep.Results[i]
-		other := byName[baselines[r.Name]]
+		other := byName[h.baselineOf(cases[i])]
 		if r.Runs == 0 || other == nil || r.RecordsPerSec <= 0 || other.RecordsPerSec <= 0 {
 			continue
 		}
@@ -148,6 +153,20 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			})
 		}
 	}
+	for i := range rep.Results {
+		r := &rep.Results[i]
+		// The goal is the framework's; the others' speed-up is in Baseline.
+		if cases[i].engine != EngineFramework || cases[i].workers != 2 || r.Baseline == nil || byName[r.Baseline.Against] == nil || byName[r.Baseline.Against].Workers != 1 {
+			continue
+		}
+		one := byName[r.Baseline.Against]
+		var cpuRatio float64
+		if r.CPUMicrosPerRecord > 0 {
+			cpuRatio = one.CPUMicrosPerRecord / r.CPUMicrosPerRecord
+		}
+		r.Targets = append(r.Targets, Target{Against: one.Name, Ratio: r.Baseline.Ratio, Want: TargetWorkers2,
+			P99MS: r.P99MS, OtherP99: one.P99MS, Met: r.Baseline.Ratio >= TargetWorkers2, CPURatio: cpuRatio})
+	}
 	if m, eo := byName[ExactlyOnceMetrics], byName[ExactlyOnce]; m != nil && eo != nil && eo.RecordsPerSec > 0 {
 		ratio := m.RecordsPerSec / eo.RecordsPerSec
 		var cpuRatio float64
@@ -158,4 +177,25 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			P99MS: m.P99MS, OtherP99: eo.P99MS, Met: ratio >= TargetMetrics, CPURatio: cpuRatio})
 	}
 	return rep
+}
+
+// baselineOf names the case c is measured against in Result.Baseline, ""
+// for none: the same case at the fewest workers for a case expanded to
+// more workers (so that its ratio is the speed-up), otherwise the case c
+// adds one thing to (baselines) at c's worker count.
+func (h *harness) baselineOf(c caseSpec) string {
+	if c.base == "" {
+		c.base = c.name
+	}
+	suffix := strings.TrimPrefix(c.name, c.base)
+	if c.workers > 0 && len(h.o.Workers) > 1 {
+		fewest := slices.Min(h.o.Workers)
+		if c.workers != fewest {
+			return c.base + strings.TrimSuffix(suffix, strconv.Itoa(c.workers)) + strconv.Itoa(fewest)
+		}
+	}
+	if b, ok := baselines[c.base]; ok {
+		return b + suffix
+	}
+	return ""
 }

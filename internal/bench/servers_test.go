@@ -203,8 +203,8 @@ func shortRun(t *testing.T, o Options) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Results) != len(o.Cases) && o.Cases != nil {
-		t.Fatalf("%d results for %d cases", len(rep.Results), len(o.Cases))
+	if want := len(o.Cases) * max(len(o.Workers), 1); len(rep.Results) != want && o.Cases != nil {
+		t.Fatalf("%d results for %d cases at %v workers", len(rep.Results), len(o.Cases), o.Workers)
 	}
 	return rep
 }

@@ -78,6 +78,10 @@ type WorkerSpec struct {
 	Dedup        string `json:"dedup,omitempty"`
 	DedupName    string `json:"dedup_name,omitempty"`
 	DedupEntries int    `json:"dedup_entries,omitempty"`
+	// Workers is the framework's workers (config workers), or the raw
+	// loop's GroupTransactSession clients, each on its own goroutine with
+	// the transactional id of config.ForWorker; 0 or 1: one.
+	Workers int `json:"workers,omitempty"`
 	// Table is the postgres pipeline's table of rows; its offsets table
 	// is Table + "_offsets".
 	Table string `json:"table,omitempty"`
@@ -107,6 +111,9 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	}
 	if s.Metrics {
 		cfg.MetricsAddr = "127.0.0.1:0"
+	}
+	if s.Workers > 1 {
+		cfg.Workers = config.Workers(s.Workers)
 	}
 	switch {
 	case s.Case == RawFranzGo:
@@ -141,14 +148,25 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		return err
 	}
 	if spec.Case == RawFranzGo {
+		transform := func(v []byte) ([]byte, error) { return Upper(v), nil }
+		switch spec.Pipeline {
+		case PipelineCPU:
+			transform = Crunch
+		case PipelineUpper, "":
+		default:
+			return fmt.Errorf("bench worker: the raw loop runs pipelines %s and %s, not %q", PipelineUpper, PipelineCPU, spec.Pipeline)
+		}
 		fmt.Fprintln(ready, ReadyLine)
-		return RunRaw(ctx, cfg, spec.Input, spec.Output, nil)
+		return runRawWorkers(ctx, cfg, spec.Input, spec.Output, transform)
 	}
 	if spec.Pipeline == PipelinePostgres {
 		return workPostgres(ctx, cfg, spec, ready)
 	}
 	if !cfg.Guarantee.Valid() {
 		return fmt.Errorf("bench worker: unknown case %q", spec.Case)
+	}
+	if spec.Workers > 1 && !scalable(spec.Pipeline) && spec.Pipeline != "" {
+		return fmt.Errorf("bench worker: workers apply to pipelines %s and %s; run pipeline %s with one", PipelineUpper, PipelineCPU, spec.Pipeline)
 	}
 	if spec.Dedup != "" && spec.Pipeline != PipelineUpper && spec.Pipeline != "" {
 		return fmt.Errorf("bench worker: a dedup store applies to pipeline %s only", PipelineUpper)
@@ -169,6 +187,11 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		}
 		defer store.close()
 		top = DedupTopology(cfg.AppID, spec.Input, spec.Output, store.DedupStore, store.opts...)
+	case PipelineCPU:
+		if spec.State != "" || spec.RestoreRecords > 0 || spec.Dedup != "" {
+			return fmt.Errorf("bench worker: pipeline %s keeps no state and no dedup store; drop them", PipelineCPU)
+		}
+		top = CPUTopology(cfg.AppID, spec.Input, spec.Output)
 	case PipelineCount:
 		e, err := engine(spec.State)
 		if err != nil {

@@ -3,6 +3,9 @@ package io.eosflow.bench;
 import java.io.IOException;
 import java.io.InputStream;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -14,6 +17,10 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
@@ -58,6 +65,11 @@ import org.apache.kafka.streams.state.WindowStore;
  * in ms, then its count, both big-endian, the bytes eosflow's windowed pipeline writes. Event
  * time is the input record's timestamp.
  *
+ * <p>Topology {@code cpu}: source IN → mapValues(crunch) → sink OUT, the transform of eosflow's
+ * cpu pipeline: the value is decoded as JSON ({@code {"id":N,"t":T,"pad":"..."}}), SHA-256 is
+ * taken of the bytes of {@code N + ":" + pad}, then {@code --rounds} - 1 more times of the previous
+ * digest, and {@code {"id":N,"t":T,"digest":"<hex>"}} is encoded as JSON.
+ *
  * <p>stdout carries only protocol lines: {@code READY} once the application first reaches
  * RUNNING, and {@code PROCESSED N} when {@code --expect N} input records were seen (by the
  * transform, or by a peek ahead of groupByKey). Everything else goes to stderr.
@@ -93,6 +105,7 @@ public final class StreamsBench {
         long windowMs = 10_000;
         long graceMs = 1_000;
         boolean suppress;
+        int rounds = 550;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -130,6 +143,7 @@ public final class StreamsBench {
                     case "--state-dir" -> o.stateDir = value;
                     case "--window-ms" -> o.windowMs = parseLong(flag, value, 1);
                     case "--grace-ms" -> o.graceMs = parseLong(flag, value, 0);
+                    case "--rounds" -> o.rounds = (int) parseLong(flag, value, 1);
                     default -> throw new UsageException("unknown flag " + flag);
                 }
             }
@@ -142,8 +156,8 @@ public final class StreamsBench {
                         + o.guarantee);
             }
             if (!o.topology.equals("upper") && !o.topology.equals("count")
-                    && !o.topology.equals("windowed")) {
-                throw new UsageException("--topology must be upper, count or windowed, got "
+                    && !o.topology.equals("windowed") && !o.topology.equals("cpu")) {
+                throw new UsageException("--topology must be upper, count, windowed or cpu, got "
                         + o.topology);
             }
             if (o.suppress && !o.topology.equals("windowed")) {
@@ -183,7 +197,9 @@ public final class StreamsBench {
             "  --threads N                  num.stream.threads (default 1)",
             "  --expect N                   print PROCESSED N and exit 0 after N input records",
             "  --topology T                 upper (default: mapValues), count (groupByKey().count())",
-            "                               or windowed (groupByKey().windowedBy(TimeWindows).count())",
+            "                               windowed (groupByKey().windowedBy(TimeWindows).count())",
+            "                               or cpu (mapValues: JSON decode, SHA-256 rounds, JSON encode)",
+            "  --rounds N                   cpu: SHA-256 rounds per record (default 550)",
             "  --window-ms MS               windowed: tumbling window size (default 10000)",
             "  --grace-ms MS                windowed: grace after a window's end (default 1000)",
             "  --suppress                   windowed: final results only (suppress untilWindowCloses)",
@@ -202,6 +218,46 @@ public final class StreamsBench {
             out[i] = (b >= 'a' && b <= 'z') ? (byte) (b - 32) : b;
         }
         return out;
+    }
+
+    /** Thread-safe once configured; shared by every stream thread. */
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    private static final char[] HEX = "0123456789abcdef".toCharArray();
+
+    /**
+     * The cpu topology's transform, eosflow's bench.Crunch: decode {"id":N,"t":T,"pad":"..."},
+     * SHA-256 of N + ":" + pad, then rounds - 1 more rounds over the digest, and encode
+     * {"id":N,"t":T,"digest":"<hex>"}.
+     */
+    static byte[] crunch(byte[] value, int rounds) {
+        try {
+            JsonNode in = JSON.readTree(value);
+            if (in == null || !in.path("id").canConvertToLong()) {
+                throw new IllegalArgumentException("value is not a cpu pipeline record (JSON with id and pad)");
+            }
+            long id = in.path("id").asLong();
+            long sent = in.path("t").asLong();
+            MessageDigest sha = MessageDigest.getInstance("SHA-256");
+            byte[] d = sha.digest((id + ":" + in.path("pad").asText("")).getBytes(StandardCharsets.UTF_8));
+            for (int i = 1; i < rounds; i++) {
+                d = sha.digest(d);
+            }
+            char[] hex = new char[d.length * 2];
+            for (int i = 0; i < d.length; i++) {
+                hex[2 * i] = HEX[(d[i] >> 4) & 0xf];
+                hex[2 * i + 1] = HEX[d[i] & 0xf];
+            }
+            ObjectNode out = JSON.createObjectNode();
+            out.put("id", id);
+            out.put("t", sent);
+            out.put("digest", new String(hex));
+            return JSON.writeValueAsBytes(out);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("value is not JSON: " + e.getMessage(), e);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException("this JVM has no SHA-256", e);
+        }
     }
 
     /** The name of the count topology's store; its changelog is APP_ID-counts-changelog. */
@@ -252,6 +308,18 @@ public final class StreamsBench {
                     .count(Materialized.as(COUNT_STORE))
                     .toStream()
                     .to(o.output, Produced.with(Serdes.ByteArray(), Serdes.Long()));
+            return builder.build();
+        }
+        if (o.topology.equals("cpu")) {
+            int rounds = o.rounds;
+            builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+                    .mapValues(v -> {
+                        if (processed.incrementAndGet() == expect) {
+                            reached.countDown();
+                        }
+                        return v == null ? null : crunch(v, rounds);
+                    })
+                    .to(o.output, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
             return builder.build();
         }
         builder.stream(o.input, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
