@@ -26,6 +26,8 @@ func newBenchCmd(g *globals) *cobra.Command {
 		o         bench.Options
 		chart     string
 		inProcess bool
+		check     bool
+		tolerance float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -51,7 +53,11 @@ same broker, one after the other:
                          record added
   raw-franz-go    a hand-written kgo.GroupTransactSession loop, same transform and batching
   kafka-streams   the Java app in bench/streams (exactly_once_v2), when java is on PATH
-                  and its jar exists or mvn can build it; otherwise skipped
+                  and its jar exists or mvn can build it; otherwise skipped. One
+                  stream thread, Kafka Streams' defaults but linger.ms 5
+  kafka-streams/tuned   the same with a stream thread per core and the Go side's
+                  batching (snappy, linger.ms 10, batch.size 1 MB, 10,000-record
+                  polls); the goal against Kafka Streams is judged on both rows
 
 Every run of a case gets fresh topics. Throughput phase: --records records are
 seeded first, then the pipeline starts; records/s is measured by a read_committed
@@ -66,8 +72,17 @@ Kafka Streams in its JVM. With --in-process the Go cases run inside this
 process instead, and CPU and memory then include the load generator, the output
 reader and the embedded broker.
 
-Runs are interleaved (each case once, then again) and reported as the median
-with the min–max spread. Without --brokers it uses an embedded broker.
+A throughput window must last --min-window (default 5s): the first run of a
+case whose window came out shorter is redone with a backlog grown to last about
+1.2 times that (at most --max-records), and its later runs keep that size;
+WINDOW S gives each case's median window. Runs are interleaved (each case once,
+then again) and reported as the median with the min–max spread. Without
+--brokers it uses an embedded broker (--max-records 1000000 unless given).
+
+--check makes the exit code judge the run: it fails when an exactly-once case
+repeats a record, when any case misses one, or when a goal's ratio falls below
+the goal times (1 - --check-tolerance), a margin wide enough that a noisy
+machine does not trip it but a real regression does.
 
 --pipeline count moves a stateful workload instead: GroupByKey → Count →
 ToTable, each record emitting its key's new count as 8 big-endian bytes (what
@@ -166,6 +181,15 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 			if o.Warmup == 0 {
 				o.Warmup = -1 // bench.Options: none
 			}
+			if o.MinWindow < 0 {
+				return usageErrorf("--min-window %s: give 0 (off) or a positive duration, e.g. 5s", o.MinWindow)
+			}
+			if tolerance < 0 || tolerance >= 1 {
+				return usageErrorf("--check-tolerance must be in [0, 1), got %g", tolerance)
+			}
+			if o.MaxRecords < 0 {
+				return usageErrorf("--max-records %d: give a positive number", o.MaxRecords)
+			}
 			if !cmd.Flags().Changed("redis-url") {
 				o.RedisURL = os.Getenv(bench.EnvRedisURL)
 			}
@@ -261,6 +285,8 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 			}
 			if cfg != nil {
 				o.Brokers, o.Base = cfg.Brokers, cfg
+			} else if !cmd.Flags().Changed("max-records") {
+				o.MaxRecords = embeddedMaxRecords
 			}
 			if !inProcess {
 				exe, err := os.Executable()
@@ -287,10 +313,18 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 			if g.output == outputTable {
 				benchNotes(cmd.OutOrStdout(), rep, chart)
 			}
+			failed := false
 			for _, r := range rep.Results {
-				if r.Error != "" {
-					return errFindings
+				failed = failed || r.Error != ""
+			}
+			if check {
+				for _, f := range benchCheck(rep, tolerance) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "check failed: %s\n", f)
+					failed = true
 				}
+			}
+			if failed {
+				return errFindings
 			}
 			return nil
 		},
@@ -313,6 +347,10 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
 	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, fmt.Sprintf("most records in one batch of the Go cases (--pipeline postgres: %d unless given)", bench.DefaultPostgresBatchRecords))
+	f.DurationVar(&o.MinWindow, "min-window", 5*time.Second, "shortest throughput window to measure over; a case's backlog grows until its window lasts this long (0: --records as given)"+durationFlagHelp)
+	f.IntVar(&o.MaxRecords, "max-records", bench.DefaultMaxRecords, "most records --min-window may grow a case's backlog to")
+	f.BoolVar(&check, "check", false, "exit 1 when an exactly-once case repeats a record, a case misses one, or a goal's ratio falls below goal × (1 - --check-tolerance)")
+	f.Float64Var(&tolerance, "check-tolerance", 0.35, "with --check, the share a goal's ratio may fall short by before the run fails")
 	f.IntVar(&o.Repeat, "repeat", 3, "runs per case; the median is reported with the min–max spread")
 	f.Float64Var(&o.Warmup, "warmup", 0.2, "share of each phase's first records left out of its measurement")
 	f.IntVar(&o.Rate, "rate", 5000, "records per second produced in the latency phase")
@@ -376,14 +414,14 @@ func benchTable(rep *bench.Report) *table {
 			refHead = fmt.Sprintf("×WORKERS-%d", n)
 		}
 	}
-	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
+	t := newTable("CASE", "RECORDS/S", "(MIN–MAX)", "WINDOW S", "MB/S", "P50 MS", "P99 MS", "(MIN–MAX)", "P99.9 MS", "CPU S", "CPU µS/REC", "PEAK RSS", refHead)
 	for _, r := range rep.Results {
 		if r.Runs == 0 {
 			why := "failed"
 			if r.Skipped != "" {
 				why = "skipped"
 			}
-			t.add(r.Name, why, "", "", "", "", "", "", "", "", "", "")
+			t.add(r.Name, why, "", "", "", "", "", "", "", "", "", "", "")
 			continue
 		}
 		ratio := "-"
@@ -415,13 +453,17 @@ func benchTable(rep *bench.Report) *table {
 			}
 			return fmt.Sprintf("%.1f", v)
 		}
+		window := "-"
+		if r.WindowSeconds > 0 {
+			window = fmt.Sprintf("%.1f", r.WindowSeconds)
+		}
 		p99spread := "-"
 		if r.LatencySamples > 0 {
 			p99spread = fmt.Sprintf("(%.1f–%.1f)", r.P99MSMin, r.P99MSMax)
 		}
 		t.add(r.Name,
 			fmt.Sprintf("%.0f", r.RecordsPerSec), fmt.Sprintf("(%.0f–%.0f)", r.RecordsPerSecMin, r.RecordsPerSecMax),
-			mbs,
+			window, mbs,
 			lat(r.P50MS), lat(r.P99MS), p99spread, lat(r.P999MS),
 			fmt.Sprintf("%.2f", r.CPUSeconds), fmt.Sprintf("%.2f", r.CPUMicrosPerRecord),
 			dedupsize.HumanBytes(float64(r.PeakRSSBytes)), ratio)
@@ -441,6 +483,35 @@ func fewestWorkers(rep *bench.Report) int {
 	return n
 }
 
+// embeddedMaxRecords is --max-records on the embedded broker unless
+// given: it keeps every record in this process's memory.
+const embeddedMaxRecords = 1_000_000
+
+// benchCheck lists what makes a run fail --check: an exactly-once case
+// that repeated records, a case that missed some, a goal's ratio below
+// its want times (1 - tolerance). Kafka Streams' goal is judged on
+// records/s alone; its p99 condition is for the report.
+func benchCheck(rep *bench.Report, tolerance float64) []string {
+	var out []string
+	for _, r := range rep.Results {
+		if r.Runs == 0 {
+			continue
+		}
+		if r.Duplicates > 0 && (r.Guarantee == bench.ExactlyOnce || r.Guarantee == "exactly_once_v2") {
+			out = append(out, fmt.Sprintf("%s (%s) repeated %d records", r.Name, r.Guarantee, r.Duplicates))
+		}
+		if r.Missing > 0 {
+			out = append(out, fmt.Sprintf("%s missed %d records", r.Name, r.Missing))
+		}
+		for _, t := range r.Targets {
+			if floor := t.Want * (1 - tolerance); t.Ratio < floor {
+				out = append(out, fmt.Sprintf("%s vs %s: %.2f×, below %.2f× (goal %.2f× less %.0f%%)", r.Name, t.Against, t.Ratio, floor, t.Want, tolerance*100))
+			}
+		}
+	}
+	return out
+}
+
 // benchNotes explains the table: the workload, what was measured, the
 // goals, and why a case did not run.
 func benchNotes(w io.Writer, rep *bench.Report, chart string) {
@@ -458,6 +529,15 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 	}
 	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s%s\n",
 		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker, pipeline)
+	var grown []string
+	for _, r := range rep.Results {
+		if r.Runs > 0 && r.Records != rep.Records {
+			grown = append(grown, fmt.Sprintf("%s %d", r.Name, r.Records))
+		}
+	}
+	if len(grown) > 0 {
+		fmt.Fprintf(w, "backlogs grown so that each throughput window lasts at least %.1f s (WINDOW S): %s records\n", rep.MinWindowSeconds, strings.Join(grown, ", "))
+	}
 	if rep.LatencyRecs > 0 {
 		fmt.Fprintf(w, "latency: %d records paced at %d/s, from the input's send to a read_committed reader receiving the output\n", rep.LatencyRecs, rep.LatencyRate)
 	}
@@ -481,7 +561,7 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 				verdict = "MISSED"
 			}
 			cmp := fmt.Sprintf("≥ %.2f×", t.Want)
-			if t.Against == bench.KafkaStreams {
+			if t.Against == bench.KafkaStreams || t.Against == bench.KafkaStreamsTuned {
 				cmp = "ahead at equal or lower p99"
 			}
 			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s; by CPU per record %.2f×\n",

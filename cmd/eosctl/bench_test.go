@@ -23,7 +23,7 @@ func TestBenchJSON(t *testing.T) {
 	}
 	chart := filepath.Join(t.TempDir(), "bench.svg")
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process",
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0",
 		"--records", "3000", "--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1",
 		"--rate", "2000", "--latency-duration", "500ms", "--partitions", "3",
 		"--cases", "at-most-once,at-least-once,idempotent,exactly-once,raw-franz-go,kafka-streams",
@@ -90,7 +90,7 @@ func TestBenchTableAndSweep(t *testing.T) {
 		t.Skip("runs three pipelines")
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process",
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0",
 		"--records", "2000", "--batch-records", "250", "--repeat", "1", "--latency-duration", "-1s",
 		"--sweep=10ms,30ms"}, nil, &out, &errb)
 	if code != exitOK {
@@ -161,7 +161,7 @@ func TestBenchCount(t *testing.T) {
 		t.Skip("runs four pipelines")
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "count",
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0", "--pipeline", "count",
 		"--records", "3000", "--keys", "70", "--partitions", "3", "--batch-records", "250", "--commit-interval", "20ms",
 		"--repeat", "1", "--rate", "2000", "--latency-duration", "500ms", "--restore-keys", "2000", "--run-timeout", "90s",
 		"--streams-jar", filepath.Join(t.TempDir(), "absent.jar"), "-o", "json"}, nil, &out, &errb)
@@ -227,7 +227,7 @@ func TestBenchWindowed(t *testing.T) {
 		t.Skip("runs four pipelines")
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "windowed",
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0", "--pipeline", "windowed",
 		"--records", "6000", "--keys", "40", "--window", "500ms", "--grace", "50ms", "--partitions", "3",
 		"--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--rate", "2000", "--latency-duration", "2s",
 		"--run-timeout", "90s", "--streams-jar", filepath.Join(t.TempDir(), "absent.jar"), "-o", "json"}, nil, &out, &errb)
@@ -284,7 +284,7 @@ func TestBenchDedupTable(t *testing.T) {
 		t.Logf("%s is not set: only dedup-memory runs; for the Redis cases run integration/redis/redis.sh start and export %s=$(integration/redis/redis.sh url)", bench.EnvRedisURL, bench.EnvRedisURL)
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process", "--cases", cases,
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0", "--cases", cases,
 		"--records", "2000", "--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--latency-duration", "-1s"}, nil, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
@@ -303,7 +303,7 @@ func TestBenchPostgres(t *testing.T) {
 		t.Skipf("%s is not set: run integration/postgres/pg.sh start and export %s=$(integration/postgres/pg.sh url)", bench.EnvPostgresURL, bench.EnvPostgresURL)
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process", "--pipeline", "postgres",
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0", "--pipeline", "postgres",
 		"--records", "3000", "--partitions", "3", "--repeat", "1"}, nil, &out, &errb)
 	if code != exitOK {
 		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
@@ -323,7 +323,7 @@ func TestBenchCPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four pipelines")
 	}
-	args := []string{"bench", "--in-process", "--pipeline", "cpu", "--records", "2000", "--partitions", "2",
+	args := []string{"bench", "--in-process", "--min-window", "0", "--pipeline", "cpu", "--records", "2000", "--partitions", "2",
 		"--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--latency-duration", "-1s"}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), append(args, "--cases", "exactly-once,raw-franz-go"), nil, &out, &errb); code != exitOK {
@@ -378,4 +378,61 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// A throughput window shorter than --min-window makes the case run again
+// on a bigger backlog, which the report gives as the case's records.
+func TestBenchMinWindowGrowsTheBacklog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pipeline twice")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "1s", "--max-records", "400000",
+		"--records", "2000", "--batch-records", "200", "--commit-interval", "20ms", "--repeat", "2", "--latency-duration", "-1s", "--partitions", "3",
+		"--cases", "exactly-once", "-o", "json"}, nil, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstderr:\n%s\nstdout:\n%s", code, errb.String(), out.String())
+	}
+	var results []bench.Result
+	if err := json.Unmarshal(out.Bytes(), &results); err != nil || len(results) != 1 {
+		t.Fatalf("want one result (%v):\n%s", err, out.String())
+	}
+	r := results[0]
+	if !strings.Contains(errb.String(), "running it again with") {
+		t.Errorf("2,000 records should not fill a 1 s window; no rerun in:\n%s", errb.String())
+	}
+	if r.Records <= 2000 || r.Records > 400000 || r.Runs != 2 || r.MinWindowSeconds != 1 {
+		t.Errorf("backlog %d (runs %d, min window %v), want grown from 2,000, at most 400,000, over both runs", r.Records, r.Runs, r.MinWindowSeconds)
+	}
+	// The grown backlog is sized for 1.2 s at the first run's rate; a
+	// window far below the asked one means the growth did not take.
+	if r.WindowSeconds < 0.5 || r.WindowSecondsMin <= 0 {
+		t.Errorf("measured window %.2f s (shortest %.2f s), want about 1 s or more", r.WindowSeconds, r.WindowSecondsMin)
+	}
+}
+
+func TestBenchCheck(t *testing.T) {
+	rep := &bench.Report{Results: []bench.Result{
+		{Name: bench.ExactlyOnce, Guarantee: bench.ExactlyOnce, Runs: 1, Duplicates: 3, Targets: []bench.Target{
+			{Against: bench.AtLeastOnce, Ratio: 0.80, Want: 0.90}, // within the tolerance
+			{Against: bench.RawFranzGo, Ratio: 0.40, Want: 0.95},  // a regression
+		}},
+		{Name: bench.AtLeastOnce, Guarantee: bench.AtLeastOnce, Runs: 1, Duplicates: 5},
+		{Name: bench.Idempotent, Guarantee: bench.Idempotent, Runs: 1, Missing: 2},
+		{Name: bench.KafkaStreams, Guarantee: "exactly_once_v2", Runs: 0, Duplicates: 9, Skipped: "no java"},
+	}}
+	got := strings.Join(benchCheck(rep, 0.35), "\n")
+	for _, want := range []string{"exactly-once (exactly-once) repeated 3", "idempotent missed 2", "vs raw-franz-go: 0.40×, below 0.62×"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("check findings lack %q:\n%s", want, got)
+		}
+	}
+	for _, not := range []string{"at-least-once (", "vs at-least-once", "kafka-streams"} {
+		if strings.Contains(got, not) {
+			t.Errorf("check findings should not hold %q:\n%s", not, got)
+		}
+	}
+	if f := benchCheck(rep, 0.6); strings.Contains(strings.Join(f, "\n"), "raw-franz-go") {
+		t.Errorf("0.40× is within a tolerance of 60%% of 0.95×: %v", f)
+	}
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +32,12 @@ const (
 	ExactlyOnce  = string(config.ExactlyOnce)
 	RawFranzGo   = "raw-franz-go"  // the hand-written GroupTransactSession loop (RunRaw)
 	KafkaStreams = "kafka-streams" // the Java app in bench/streams, exactly_once_v2
+	// KafkaStreamsTuned is the same app tuned as the Go side runs: one
+	// stream thread per core (or per Options.Workers count) and franz-go's
+	// batching (snappy, linger.ms 10, 1 MB batches, 10,000-record polls;
+	// bench/streams/README.md lists every setting). The goal against Kafka
+	// Streams is judged against both rows.
+	KafkaStreamsTuned = "kafka-streams/tuned"
 	// ExactlyOnceMetrics is exactly-once serving its metrics on
 	// metrics_addr, scraped every second as Prometheus would.
 	ExactlyOnceMetrics = "exactly-once/metrics"
@@ -51,7 +59,7 @@ const (
 // dedup cases run by default only with Options.RedisURL set.
 func Cases() []string {
 	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceMetrics, ExactlyOnceTraced,
-		DedupMemoryCase, DedupRedisCase, DedupBloomCase, RawFranzGo, KafkaStreams}
+		DedupMemoryCase, DedupRedisCase, DedupBloomCase, RawFranzGo, KafkaStreams, KafkaStreamsTuned}
 }
 
 // needsRedis says whether case c keeps its dedup ids in Redis.
@@ -220,17 +228,31 @@ const (
 	EnginePgsink    = "pgsink"
 )
 
+// DefaultMaxRecords is Options.MaxRecords unless given: ten million
+// records of 100 B are about 1 GB on the broker per topic.
+const DefaultMaxRecords = 10_000_000
+
 // DefaultSweep is the commit intervals a sweep tries when none are given.
 var DefaultSweep = []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 500 * time.Millisecond}
 
 // Options shape one bench. Zero values take the defaults named.
 type Options struct {
-	Brokers    []string       // empty: an embedded kfake broker in this process
-	Base       *config.Config // TLS and SASL for a real cluster; nil: none
-	Records    int            // records in the throughput phase; default 100,000
-	RecordSize int            // value bytes; default 100
-	Partitions int32          // of the input and output topics; default 6
-	Keys       int            // distinct keys; default 1,000, 10,000 for PipelineCount
+	Brokers []string       // empty: an embedded kfake broker in this process
+	Base    *config.Config // TLS and SASL for a real cluster; nil: none
+	Records int            // records in the throughput phase; default 100,000
+	// MinWindow is the shortest throughput window a run may be measured
+	// over: a run of a case whose window came out shorter is redone, once,
+	// with its backlog grown to last about 1.2 times MinWindow (at most
+	// MaxRecords), and the case's later runs keep that size. A window of a
+	// fraction of a second swings with every hiccup of a shared machine,
+	// and its CPU time is a handful of clock ticks. 0: Records as given.
+	MinWindow time.Duration
+	// MaxRecords caps what MinWindow grows a backlog to; default
+	// DefaultMaxRecords.
+	MaxRecords int
+	RecordSize int   // value bytes; default 100
+	Partitions int32 // of the input and output topics; default 6
+	Keys       int   // distinct keys; default 1,000, 10,000 for PipelineCount
 	// Pipeline is the workload: PipelineUpper (default), PipelineCount or
 	// PipelineWindowed.
 	Pipeline string
@@ -299,6 +321,7 @@ func (o *Options) defaults() {
 		o.Pipeline = PipelineUpper
 	}
 	def(&o.Records, 100_000)
+	def(&o.MaxRecords, max(DefaultMaxRecords, o.Records))
 	def(&o.RecordSize, 100)
 	if o.Pipeline == PipelineCount {
 		def(&o.Keys, 10_000)
@@ -464,6 +487,9 @@ type Workload struct {
 	Warmup       float64 `json:"warmup"`
 	LatencyRate  int     `json:"latency_rate"`
 	LatencyRecs  int     `json:"latency_records"`
+	// MinWindowSeconds is Options.MinWindow: a case whose throughput
+	// window fell short ran with a bigger backlog (its Result.Records).
+	MinWindowSeconds float64 `json:"min_window_seconds,omitempty"`
 }
 
 // Result is one case: medians over its runs, with the spread (min and
@@ -479,6 +505,11 @@ type Result struct {
 	RecordsPerSec    float64 `json:"records_per_sec"`
 	RecordsPerSecMin float64 `json:"records_per_sec_min"`
 	RecordsPerSecMax float64 `json:"records_per_sec_max"`
+	// WindowSeconds is the median length of the throughput window the
+	// records/s were measured over (WindowSecondsMin its shortest); the
+	// case's Records is the backlog that gave it (see Options.MinWindow).
+	WindowSeconds    float64 `json:"window_seconds"`
+	WindowSecondsMin float64 `json:"window_seconds_min"`
 	MBPerSec         float64 `json:"mb_per_sec"` // of record values
 	// End-to-end latency in the paced latency phase: from the input's
 	// produce call (its send time is in the value) to a read_committed
@@ -513,6 +544,8 @@ type Result struct {
 	// Workers is the workers the case ran with (Kafka Streams: stream
 	// threads); 0 for a case not expanded by Options.Workers.
 	Workers int `json:"workers,omitempty"`
+	// StreamThreads is a Kafka Streams case's num.stream.threads.
+	StreamThreads int `json:"stream_threads,omitempty"`
 	// A restore case's RecordsPerSec is changelog records applied per
 	// second: RestoreKeys over RestoreSeconds, the time the runtime spent
 	// restoring (reading the changelogs from the broker and applying them
@@ -593,6 +626,7 @@ type caseSpec struct {
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
 	dedup     string // the dedup store in front of the upper-casing: DedupMemory, DedupRedis or DedupBloom
 	workers   int    // workers (Kafka Streams: threads); 0 or 1: one
+	tuned     bool   // Kafka Streams with the Go side's batching, a thread per core unless workers says
 	base      string // the case's name before the worker count was added to it
 }
 
@@ -617,8 +651,9 @@ func (o *Options) plan() []caseSpec {
 			c.engine, c.guarantee, c.commit = EnginePgsink, ExactlyOnce, 0
 		case PostgresAtLeastOnce:
 			c.engine, c.guarantee, c.commit = EngineFranzGo, AtLeastOnce, 0
-		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal:
+		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal, KafkaStreamsTuned:
 			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
+			c.tuned = k == KafkaStreamsTuned
 			if stateful(o.Pipeline) && k != KafkaStreamsCached {
 				c.cache = 0
 			}
@@ -727,6 +762,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	runs := make([][]runResult, len(cases))
 	errs := make([]error, len(cases))
+	records := make([]int, len(cases))
+	for i := range records {
+		records[i] = o.Records
+	}
 	for rep := range o.Repeat {
 		for i, c := range cases {
 			if c.skipped != "" {
@@ -739,7 +778,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			case c.pipeline == PipelinePostgres:
 				run = h.runPostgres
 			}
-			r, err := run(ctx, c, rep)
+			calibrate := rep == 0 && o.MinWindow > 0 && !c.restore && c.pipeline != PipelinePostgres
+			r, err := runResult{}, error(nil)
+			for try := 1; ; try++ {
+				h.records = records[i]
+				h.calibrate = calibrate && try < maxCalibrations && records[i] < o.MaxRecords
+				r, err = run(ctx, c, rep)
+				if err != nil || !r.short {
+					break
+				}
+				records[i] = grownBacklog(records[i], r.rate, o.MinWindow, o.Warmup, o.MaxRecords)
+				progressf(o.Progress, "run %d/%d %s: measured window %s is shorter than %s; running it again with %d records",
+					rep+1, o.Repeat, c.name, r.window.Round(time.Millisecond), o.MinWindow, records[i])
+			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -758,11 +809,26 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				progressf(o.Progress, "run %d/%d %s: %.0f rows/s, cpu %.2fs", rep+1, o.Repeat, c.name, r.rate, r.cpu.Seconds())
 				continue
 			}
-			progressf(o.Progress, "run %d/%d %s: %.0f records/s, p50 %s p99 %s, cpu %.2fs",
-				rep+1, o.Repeat, c.name, r.rate, fmtDur(r.p50), fmtDur(r.p99), r.cpu.Seconds())
+			progressf(o.Progress, "run %d/%d %s: %.0f records/s over %s, p50 %s p99 %s, cpu %.2fs",
+				rep+1, o.Repeat, c.name, r.rate, r.window.Round(10*time.Millisecond), fmtDur(r.p50), fmtDur(r.p99), r.cpu.Seconds())
 		}
 	}
-	return h.report(cases, runs, errs), nil
+	return h.report(cases, runs, errs, records), nil
+}
+
+// maxCalibrations bounds the runs of a case that may come out too short
+// for Options.MinWindow: the last one is measured whatever its window.
+const maxCalibrations = 3
+
+// grownBacklog is the backlog whose throughput window lasts about 1.2
+// times want at rate records/s once the warm-up share is left out, in
+// whole thousands, at most limit. It grows n at least twice and at most
+// ten times: a rate timed over a few milliseconds can be far off either
+// way, and the next run times it again.
+func grownBacklog(n int, rate float64, want time.Duration, warmup float64, limit int) int {
+	grown := rate * 1.2 * want.Seconds() / (1 - warmup)
+	grown = math.Ceil(min(max(grown, 2*float64(n)), 10*float64(n))/1000) * 1000
+	return int(min(grown, float64(limit)))
 }
 
 // harness is one bench's shared state.
@@ -776,6 +842,12 @@ type harness struct {
 	// eventBase is the current run's event time of record 0 (unix ms);
 	// 0: records carry the time they are produced.
 	eventBase int64
+	// records is the current run's throughput-phase backlog: Options.Records,
+	// or what Options.MinWindow grew it to for the case.
+	records int
+	// calibrate makes the current run stop after its throughput phase
+	// when its window is shorter than Options.MinWindow.
+	calibrate bool
 }
 
 // runResult is one run of one case.
@@ -789,6 +861,10 @@ type runResult struct {
 	missing, dups  int
 	invalid        int // outputs that are no input's right transform
 	measured       string
+	// window is the throughput phase's measured window; short says the
+	// run stopped there because it fell below Options.MinWindow.
+	window time.Duration
+	short  bool
 	// A restore case's: time the runtime spent restoring, and from the
 	// instance's start to its stores caught up.
 	restoreTook, restoreWall time.Duration
@@ -803,6 +879,7 @@ func (h *harness) latencyRecords() int {
 
 func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, error) {
 	o := h.o
+	n := h.records
 	id := runID(c, rep)
 	in, out := id+"-in", id+"-out"
 	if err := h.createTopics(ctx, in, out); err != nil {
@@ -825,9 +902,9 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	h.eventBase = 0
 	lat := h.latencyRecords()
 	if c.pipeline == PipelineWindowed {
-		h.eventBase = eventBase(time.Now(), o.Records+lat, o.Window)
+		h.eventBase = eventBase(time.Now(), n+lat, o.Window)
 	}
-	if err := h.seed(ctx, in, o.Records); err != nil {
+	if err := h.seed(ctx, in, n); err != nil {
 		return runResult{}, fmt.Errorf("seeding %s: %w", in, err)
 	}
 
@@ -849,18 +926,18 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	var acct accountant
 	switch c.pipeline {
 	case PipelineCount:
-		acct = newCountAccount(o.Keys, o.Records, lat, 0)
+		acct = newCountAccount(o.Keys, n, lat, 0)
 	case PipelineWindowed:
 		acct = newWindowAccount(windowPlan{
-			keys: o.Keys, phase1: o.Records, total: o.Records + lat, base: h.eventBase,
+			keys: o.Keys, phase1: n, total: n + lat, base: h.eventBase,
 			window: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), final: c.final,
 			partitions: int(o.Partitions),
 		})
 	case PipelineCPU:
 		size := o.RecordSize
-		acct = newIDAccount(o.Records+lat, parseCPUValue, func(id int, v []byte) bool { return checkCPUOutput(id, v, size) })
+		acct = newIDAccount(n+lat, parseCPUValue, func(id int, v []byte) bool { return checkCPUOutput(id, v, size) })
 	}
-	obs, err := newObserver(h.base, out, o.Records, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
+	obs, err := newObserver(h.base, out, n, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
 	if err != nil {
 		return runResult{}, err
 	}
@@ -884,13 +961,27 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		return runResult{}, err
 	}
 	readyCPU, _, _ := procStats(p.pid())
-	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name, o.Records); err != nil {
+	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name, n); err != nil {
 		return runResult{}, err
+	}
+	if h.calibrate {
+		obs.mu.Lock()
+		w, counted := obs.phase1At.Sub(obs.warmAt), obs.want1-obs.warmCount
+		if counted <= 0 || w <= 0 {
+			// All at once: the time from the start bounds the rate.
+			w, counted = obs.phase1At.Sub(started), obs.want1
+		}
+		obs.mu.Unlock()
+		if w < o.MinWindow {
+			// Too short to measure: the caller redoes the run with a
+			// bigger backlog, so the latency phase is not worth waiting.
+			return runResult{window: w, rate: float64(counted) / max(w, time.Millisecond).Seconds(), short: true}, nil
+		}
 	}
 	if lat > 0 {
 		errc := make(chan error, 1)
-		go func() { errc <- h.pace(ctx, in, o.Records, lat, obs.sent) }()
-		if err := h.await(ctx, p, obs.doneCh, obs, c.name, o.Records+lat); err != nil {
+		go func() { errc <- h.pace(ctx, in, n, lat, obs.sent) }()
+		if err := h.await(ctx, p, obs.doneCh, obs, c.name, n+lat); err != nil {
 			return runResult{}, err
 		}
 		if err := <-errc; err != nil {
@@ -915,12 +1006,53 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 		// the start instead, group join included.
 		window, counted, cpu0 = obs.phase1At.Sub(started), obs.want1, readyCPU
 	}
+	r.window = window
 	r.rate = float64(counted) / window.Seconds()
 	r.cpu = max(cpu1-cpu0, 0)
 	r.cpuPerRecord = r.cpu / time.Duration(counted)
 	r.samples = len(obs.lat)
 	r.p50, r.p99, r.p999 = latencyPercentiles(obs.lat)
 	return r, nil
+}
+
+// streamsArgv is the command line of Kafka Streams case c.
+func (h *harness) streamsArgv(c caseSpec, appID, in, out, stateDir string) []string {
+	argv := c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit)
+	if t := c.streamThreads(); t > 1 {
+		argv = append(argv, "--threads", strconv.Itoa(t))
+	}
+	if c.tuned {
+		argv = append(argv, "--tuned")
+	}
+	if c.pipeline == PipelineCPU {
+		argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(CPURounds))
+	}
+	if stateful(c.pipeline) {
+		argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
+		if c.cache >= 0 {
+			argv = append(argv, "--cache-max-bytes", strconv.FormatInt(c.cache, 10))
+		}
+	}
+	if c.pipeline == PipelineWindowed {
+		argv = append(argv, "--window-ms", strconv.FormatInt(h.o.Window.Milliseconds(), 10),
+			"--grace-ms", strconv.FormatInt(h.o.Grace.Milliseconds(), 10))
+		if c.final {
+			argv = append(argv, "--suppress")
+		}
+	}
+	return argv
+}
+
+// streamThreads is a Kafka Streams case's num.stream.threads: its worker
+// count, else one per core when tuned, else one.
+func (c caseSpec) streamThreads() int {
+	switch {
+	case c.workers > 0:
+		return c.workers
+	case c.tuned:
+		return runtime.NumCPU()
+	}
+	return 1
 }
 
 // runID names a run's topics, consumer group and transactional ids.
@@ -988,26 +1120,7 @@ func stoppedEarly(p pipeline, name string) error {
 // restored that many changelog records.
 func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDir string, restore int) (pipeline, string, error) {
 	if c.engine == EngineStreams {
-		argv := c.streams.argv(h.o.Brokers, in, out, appID, c.guarantee, c.commit)
-		if c.workers > 1 {
-			argv = append(argv, "--threads", strconv.Itoa(c.workers))
-		}
-		if c.pipeline == PipelineCPU {
-			argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(CPURounds))
-		}
-		if stateful(c.pipeline) {
-			argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
-			if c.cache >= 0 {
-				argv = append(argv, "--cache-max-bytes", strconv.FormatInt(c.cache, 10))
-			}
-		}
-		if c.pipeline == PipelineWindowed {
-			argv = append(argv, "--window-ms", strconv.FormatInt(h.o.Window.Milliseconds(), 10),
-				"--grace-ms", strconv.FormatInt(h.o.Grace.Milliseconds(), 10))
-			if c.final {
-				argv = append(argv, "--suppress")
-			}
-		}
+		argv := h.streamsArgv(c, appID, in, out, stateDir)
 		ch, err := startChild(c.name, argv, nil)
 		return ch, "child process (JVM)", err
 	}
@@ -1025,7 +1138,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 	if c.dedup != "" {
 		// The run's id names its ids in Redis, so that no run sees
 		// another's.
-		spec.Dedup, spec.DedupName, spec.DedupEntries = c.dedup, appID, h.o.Records+h.latencyRecords()
+		spec.Dedup, spec.DedupName, spec.DedupEntries = c.dedup, appID, h.records+h.latencyRecords()
 		spec.RedisURL = h.o.RedisURL
 	}
 	if c.pipeline == PipelinePostgres {

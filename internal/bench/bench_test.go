@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -88,7 +90,7 @@ func TestReportRatiosAndTargets(t *testing.T) {
 		{r(750, time.Microsecond)}, // and a failed run
 		nil,
 	}
-	rep := h.report(cases, runs, []error{nil, nil, nil, errors.New("x"), nil})
+	rep := h.report(cases, runs, []error{nil, nil, nil, errors.New("x"), nil}, nil)
 	eo := rep.Results[2]
 	if eo.RecordsPerSec != 740 || eo.RecordsPerSecMin != 700 || eo.RecordsPerSecMax != 760 || eo.Runs != 3 {
 		t.Errorf("median and spread: %+v", eo)
@@ -513,6 +515,80 @@ func TestWindowedOptionsAndPlan(t *testing.T) {
 		tc.o.defaults()
 		if err := tc.o.validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want an error naming %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// Kafka Streams runs twice on the upper pipeline: with its defaults on
+// one thread, and tuned to the Go side's batching on a thread per core;
+// exactly-once's goal is judged against each.
+func TestStreamsTunedCase(t *testing.T) {
+	o := Options{Records: 10, Rate: 1, LatencyDuration: time.Second}
+	o.defaults()
+	h := &harness{o: &o, broker: "b"}
+	cases := o.plan()
+	app := &streamsApp{java: "java", jar: "x.jar"}
+	var def, tuned *caseSpec
+	for i := range cases {
+		cases[i].streams = app
+		switch cases[i].name {
+		case KafkaStreams:
+			def = &cases[i]
+		case KafkaStreamsTuned:
+			tuned = &cases[i]
+		}
+	}
+	if def == nil || tuned == nil || !tuned.tuned || def.tuned || tuned.engine != EngineStreams || tuned.kind != KafkaStreams {
+		t.Fatalf("plan lacks both Kafka Streams rows: %+v", cases)
+	}
+	args := strings.Join(h.streamsArgv(*tuned, "app", "in", "out", ""), " ")
+	if want := fmt.Sprintf("--threads %d --tuned", runtime.NumCPU()); runtime.NumCPU() > 1 && !strings.Contains(args, want) || !strings.Contains(args, "--tuned") {
+		t.Errorf("tuned argv %q lacks %q", args, want)
+	}
+	if args := strings.Join(h.streamsArgv(*def, "app", "in", "out", ""), " "); strings.Contains(args, "--tuned") || strings.Contains(args, "--threads") {
+		t.Errorf("default argv %q should leave Kafka Streams at one thread, untuned", args)
+	}
+	runs := make([][]runResult, len(cases))
+	rate := map[string]float64{ExactlyOnce: 1000, KafkaStreams: 100, KafkaStreamsTuned: 1500}
+	for i, c := range cases {
+		runs[i] = []runResult{{rate: max(rate[c.name], 1), cpuPerRecord: time.Microsecond}}
+	}
+	rep := h.report(cases, runs, make([]error, len(cases)), nil)
+	for _, r := range rep.Results {
+		if r.Name == KafkaStreamsTuned && r.StreamThreads != runtime.NumCPU() {
+			t.Errorf("tuned row reports %d stream threads, want %d", r.StreamThreads, runtime.NumCPU())
+		}
+		if r.Name != ExactlyOnce {
+			continue
+		}
+		met := map[string]bool{}
+		for _, tg := range r.Targets {
+			met[tg.Against] = tg.Met
+		}
+		if v, ok := met[KafkaStreams]; !ok || !v {
+			t.Errorf("10× ahead of default Kafka Streams should meet the goal: %+v", r.Targets)
+		}
+		if v, ok := met[KafkaStreamsTuned]; !ok || v {
+			t.Errorf("behind tuned Kafka Streams should miss the goal: %+v", r.Targets)
+		}
+	}
+}
+
+func TestGrownBacklog(t *testing.T) {
+	for _, tc := range []struct {
+		n     int
+		rate  float64
+		limit int
+		want  int
+	}{
+		{100_000, 100_000, 10_000_000, 750_000},      // 1.2 × 5 s / 0.8 at 100k/s
+		{100_000, 50_000_000, 10_000_000, 1_000_000}, // at most ten times
+		{100_000, 10_000, 10_000_000, 200_000},       // at least twice
+		{100_000, 500_000, 300_000, 300_000},         // at most the limit
+		{1_234, 1_000_000, 10_000_000, 13_000},       // whole thousands
+	} {
+		if got := grownBacklog(tc.n, tc.rate, 5*time.Second, 0.2, tc.limit); got != tc.want {
+			t.Errorf("grownBacklog(%d, %.0f/s, limit %d) = %d, want %d", tc.n, tc.rate, tc.limit, got, tc.want)
 		}
 	}
 }

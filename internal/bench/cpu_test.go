@@ -144,7 +144,7 @@ func TestReportWorkers(t *testing.T) {
 	for i, c := range cases {
 		runs[i] = []runResult{{rate: rate[c.name], cpuPerRecord: 50 * time.Microsecond}}
 	}
-	rep := h.report(cases, runs, make([]error, len(cases)))
+	rep := h.report(cases, runs, make([]error, len(cases)), nil)
 	for _, r := range rep.Results {
 		if r.Workers == 1 {
 			if r.Baseline != nil || len(r.Targets) != 0 {

@@ -32,12 +32,12 @@ func specJSON(s WorkerSpec) (string, error) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // report aggregates the runs of every case.
-func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Report {
+func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error, records []int) *Report {
 	o := h.o
 	w := Workload{
 		Pipeline: o.Pipeline, Broker: h.broker, Records: o.Records, RecordSize: o.RecordSize, Partitions: o.Partitions,
 		Keys: o.Keys, BatchRecords: o.BatchRecords, Warmup: o.Warmup,
-		LatencyRate: o.Rate, LatencyRecs: h.latencyRecords(),
+		LatencyRate: o.Rate, LatencyRecs: h.latencyRecords(), MinWindowSeconds: o.MinWindow.Seconds(),
 	}
 	if o.Pipeline == PipelineWindowed {
 		w.WindowMS, w.GraceMS = o.Window.Milliseconds(), o.Grace.Milliseconds()
@@ -49,14 +49,19 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			CommitIntervalMS: ms(c.commit), Runs: len(runs[i]), Skipped: c.skipped, Workload: w,
 			Workers: c.workers,
 		}
+		if records != nil {
+			res.Records = records[i]
+		}
 		if errs[i] != nil {
 			res.Error = errs[i].Error()
 		}
 		if c.engine == EngineStreams {
 			res.BatchRecords = 0 // Kafka Streams batches by its own max.poll.records
+			res.StreamThreads = c.streamThreads()
 		}
-		var rate, p50, p99, p999, cpu, cpuRec, rss, took, wall []float64
+		var rate, p50, p99, p999, cpu, cpuRec, rss, took, wall, window []float64
 		for _, r := range runs[i] {
+			window = append(window, r.window.Seconds())
 			took = append(took, r.restoreTook.Seconds())
 			wall = append(wall, r.restoreWall.Seconds())
 			rate = append(rate, r.rate)
@@ -73,6 +78,7 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 			res.Measured = r.measured
 		}
 		res.RecordsPerSec, res.RecordsPerSecMin, res.RecordsPerSecMax = spread(rate)
+		res.WindowSeconds, res.WindowSecondsMin, _ = spread(window)
 		res.MBPerSec = res.RecordsPerSec * float64(o.RecordSize) / 1e6
 		if c.restore {
 			res.MBPerSec = 0
@@ -133,14 +139,14 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error) *Re
 		for _, t := range []struct {
 			against string
 			want    float64
-		}{{AtLeastOnce, TargetVsAtLeastOnce}, {RawFranzGo, TargetVsRaw}, {KafkaStreams, TargetVsStreams}} {
+		}{{AtLeastOnce, TargetVsAtLeastOnce}, {RawFranzGo, TargetVsRaw}, {KafkaStreams, TargetVsStreams}, {KafkaStreamsTuned, TargetVsStreams}} {
 			other := byName[t.against]
 			if other == nil {
 				continue
 			}
 			ratio := eo.RecordsPerSec / other.RecordsPerSec
 			met := ratio >= t.want
-			if t.against == KafkaStreams {
+			if t.against == KafkaStreams || t.against == KafkaStreamsTuned {
 				met = ratio > t.want && eo.P99MS <= other.P99MS
 			}
 			var cpuRatio float64

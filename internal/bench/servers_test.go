@@ -78,7 +78,7 @@ func TestReportBaseline(t *testing.T) {
 		nil, // failed
 		{{rate: 600_000}},
 	}
-	rep := h.report(cases, runs, make([]error, len(cases)))
+	rep := h.report(cases, runs, make([]error, len(cases)), nil)
 	b := rep.Results[1].Baseline
 	if b == nil || b.Against != ExactlyOnce || b.Ratio != 0.8 || b.MicrosPerRecordAdded != 0.5 || b.CPUMicrosPerRecordAdded != 1 {
 		t.Errorf("dedup-memory baseline: %+v", b)

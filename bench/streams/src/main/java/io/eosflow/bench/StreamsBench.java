@@ -105,6 +105,7 @@ public final class StreamsBench {
         long windowMs = 10_000;
         long graceMs = 1_000;
         boolean suppress;
+        boolean tuned;
         int rounds = 550;
 
         static Options parse(String[] args) {
@@ -116,6 +117,10 @@ public final class StreamsBench {
                 }
                 if (flag.equals("--suppress")) {
                     o.suppress = true;
+                    continue;
+                }
+                if (flag.equals("--tuned")) {
+                    o.tuned = true;
                     continue;
                 }
                 String value;
@@ -195,6 +200,8 @@ public final class StreamsBench {
             "  --guarantee G                exactly_once_v2 (default) or at_least_once",
             "  --commit-interval-ms MS      commit.interval.ms (default 100)",
             "  --threads N                  num.stream.threads (default 1)",
+            "  --tuned                      the Go side's batching: snappy, linger.ms 10, batch.size 1 MB,",
+            "                               max.poll.records and buffered.records.per.partition 10000",
             "  --expect N                   print PROCESSED N and exit 0 after N input records",
             "  --topology T                 upper (default: mapValues), count (groupByKey().count())",
             "                               windowed (groupByKey().windowedBy(TimeWindows).count())",
@@ -346,6 +353,9 @@ public final class StreamsBench {
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.ByteArraySerde.class);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
         p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), LINGER_MS);
+        if (o.tuned) {
+            tune(p);
+        }
         if (o.cacheMaxBytes >= 0) {
             p.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, o.cacheMaxBytes);
         }
@@ -360,6 +370,24 @@ public final class StreamsBench {
                 StreamsConfig.PROCESSING_EXCEPTION_HANDLER_GLOBAL_ENABLED_CONFIG), true);
         return p;
     }
+
+    /**
+     * The batching franz-go gives the Go side by default, so that both move records in
+     * equally big requests: snappy compression, linger.ms 10, batches up to Kafka's
+     * max.message.bytes; polls of up to 10,000 records and as many buffered per partition
+     * (Kafka Streams' defaults are 1,000 each). Fetch sizes and waits are already equal.
+     */
+    static void tune(Properties p) {
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.COMPRESSION_TYPE_CONFIG), "snappy");
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.LINGER_MS_CONFIG), TUNED_LINGER_MS);
+        p.put(StreamsConfig.producerPrefix(ProducerConfig.BATCH_SIZE_CONFIG), TUNED_BATCH_BYTES);
+        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_RECORDS_CONFIG), TUNED_POLL_RECORDS);
+        p.put("buffered.records.per.partition", TUNED_POLL_RECORDS);
+    }
+
+    static final int TUNED_LINGER_MS = 10;
+    static final int TUNED_BATCH_BYTES = 1_000_012;
+    static final int TUNED_POLL_RECORDS = 10_000;
 
     /** Waits up to CONNECT_TIMEOUT for the broker and checks that both topics exist. */
     static void preflight(Options o) {
@@ -455,9 +483,11 @@ public final class StreamsBench {
         }
         System.err.printf("streams-bench: kafka-streams %s, topology %s, %s, commit.interval.ms=%d, "
                         + "num.stream.threads=%d, linger.ms=%d, statestore.cache.max.bytes=%s, "
-                        + "%s -> %s, application.id=%s%n",
-                kafkaVersion(), o.topology, o.guarantee, o.commitIntervalMs, o.threads, LINGER_MS,
+                        + "%s%s -> %s, application.id=%s%n",
+                kafkaVersion(), o.topology, o.guarantee, o.commitIntervalMs, o.threads,
+                o.tuned ? TUNED_LINGER_MS : LINGER_MS,
                 o.cacheMaxBytes >= 0 ? Long.toString(o.cacheMaxBytes) : "default",
+                o.tuned ? "tuned (snappy, batch.size 1000012, max.poll.records 10000), " : "",
                 o.input, o.output, o.appId);
 
         AtomicLong processed = new AtomicLong();
