@@ -561,8 +561,11 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 				verdict = "MISSED"
 			}
 			cmp := fmt.Sprintf("≥ %.2f×", t.Want)
-			if t.Against == bench.KafkaStreams || t.Against == bench.KafkaStreamsTuned {
+			switch t.Against {
+			case bench.KafkaStreams, bench.KafkaStreamsTuned:
 				cmp = "ahead at equal or lower p99"
+			case bench.RawFranzGo:
+				cmp += fmt.Sprintf(" and CPU per record ≤ %.2f× the loop's", bench.TargetCPUVsRaw)
 			}
 			fmt.Fprintf(w, "goal %s vs %s: %.2f× (%s), p99 %.1f vs %.1f ms: %s; by CPU per record %.2f×\n",
 				r.Name, t.Against, t.Ratio, cmp, t.P99MS, t.OtherP99, verdict, t.CPURatio)
