@@ -73,14 +73,17 @@ process instead, and CPU and memory then include the load generator, the output
 reader and the embedded broker.
 
 A throughput window must last --min-window (default 5s): the first run of a
-case whose window came out shorter is redone with a backlog grown to last about
-1.2 times that (at most --max-records), and its later runs keep that size;
-WINDOW S gives each case's median window. Runs are interleaved (each case once,
+case whose window came out shorter (or saw fewer than 10 commits) is redone
+with a backlog grown to last about 1.2 times that, up to twice more, at most
+--max-records; its later runs keep that size. WINDOW S gives each case's
+median window, and the notes name windows that stayed short. The window opens
+only once the group is stable with every member of the case. Runs are interleaved (each case once,
 then again) and reported as the median with the min–max spread. Without
 --brokers it uses an embedded broker (--max-records 1000000 unless given).
 
 --check makes the exit code judge the run: it fails when an exactly-once case
-repeats a record, when any case misses one, or when a goal's ratio falls below
+repeats a record, when any case misses one or writes a wrong output, or when a
+goal's ratio falls below
 the goal times (1 - --check-tolerance), a margin wide enough that a noisy
 machine does not trip it but a real regression does.
 
@@ -187,7 +190,7 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 			if tolerance < 0 || tolerance >= 1 {
 				return usageErrorf("--check-tolerance must be in [0, 1), got %g", tolerance)
 			}
-			if o.MaxRecords < 0 {
+			if o.MaxRecords <= 0 {
 				return usageErrorf("--max-records %d: give a positive number", o.MaxRecords)
 			}
 			if !cmd.Flags().Changed("redis-url") {
@@ -503,6 +506,9 @@ func benchCheck(rep *bench.Report, tolerance float64) []string {
 		if r.Missing > 0 {
 			out = append(out, fmt.Sprintf("%s missed %d records", r.Name, r.Missing))
 		}
+		if r.Invalid > 0 {
+			out = append(out, fmt.Sprintf("%s wrote %d outputs that are no input's right transform", r.Name, r.Invalid))
+		}
 		for _, t := range r.Targets {
 			if floor := t.Want * (1 - tolerance); t.Ratio < floor {
 				out = append(out, fmt.Sprintf("%s vs %s: %.2f×, below %.2f× (goal %.2f× less %.0f%%)", r.Name, t.Against, t.Ratio, floor, t.Want, tolerance*100))
@@ -529,14 +535,21 @@ func benchNotes(w io.Writer, rep *bench.Report, chart string) {
 	}
 	fmt.Fprintf(w, "\nworkload: %d records × %d B, %d partitions, %d keys, batches ≤ %d records; first %.0f%% of each phase left out; broker %s%s\n",
 		rep.Records, rep.RecordSize, rep.Partitions, rep.Keys, rep.BatchRecords, rep.Warmup*100, rep.Broker, pipeline)
-	var grown []string
+	var grown, short []string
 	for _, r := range rep.Results {
 		if r.Runs > 0 && r.Records != rep.Records {
 			grown = append(grown, fmt.Sprintf("%s %d", r.Name, r.Records))
 		}
+		if r.Runs > 0 && r.RestoreKeys == 0 && r.WindowSecondsMin > 0 && r.WindowSecondsMin < rep.MinWindowSeconds {
+			short = append(short, fmt.Sprintf("%s %.1f s", r.Name, r.WindowSecondsMin))
+		}
 	}
 	if len(grown) > 0 {
-		fmt.Fprintf(w, "backlogs grown so that each throughput window lasts at least %.1f s (WINDOW S): %s records\n", rep.MinWindowSeconds, strings.Join(grown, ", "))
+		fmt.Fprintf(w, "backlogs grown for throughput windows of %.1f s or more: %s records\n", rep.MinWindowSeconds, strings.Join(grown, ", "))
+	}
+	if len(short) > 0 {
+		fmt.Fprintf(w, "windows still shorter than %.1f s (at --max-records, or after %d runs of a case): %s; their records/s are less steady\n",
+			rep.MinWindowSeconds, bench.MaxCalibrations, strings.Join(short, ", "))
 	}
 	if rep.LatencyRecs > 0 {
 		fmt.Fprintf(w, "latency: %d records paced at %d/s, from the input's send to a read_committed reader receiving the output\n", rep.LatencyRecs, rep.LatencyRate)

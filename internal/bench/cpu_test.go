@@ -6,11 +6,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -146,6 +150,21 @@ func TestReportWorkers(t *testing.T) {
 	}
 	rep := h.report(cases, runs, make([]error, len(cases)), nil)
 	for _, r := range rep.Results {
+		// The other goals hold at each worker count, against the same count.
+		var same []Target
+		for _, tg := range r.Targets {
+			if strings.HasSuffix(tg.Against, "s-"+strconv.Itoa(r.Workers)) {
+				same = append(same, tg)
+			}
+		}
+		if strings.HasPrefix(r.Name, ExactlyOnce) && (len(same) != 2 || same[0].Against != fmt.Sprintf("raw-franz-go/workers-%d", r.Workers) ||
+			same[1].Against != fmt.Sprintf("kafka-streams/threads-%d", r.Workers)) {
+			t.Errorf("%s: goals at its own worker count %+v, want raw-franz-go and kafka-streams", r.Name, same)
+		}
+		if !strings.HasPrefix(r.Name, ExactlyOnce) && len(r.Targets) != 0 {
+			t.Errorf("%s: the goals are the framework's, got %+v", r.Name, r.Targets)
+		}
+		r.Targets = slices.DeleteFunc(r.Targets, func(tg Target) bool { return slices.Contains(same, tg) })
 		if r.Workers == 1 {
 			if r.Baseline != nil || len(r.Targets) != 0 {
 				t.Errorf("%s: baseline %+v, targets %+v; want none", r.Name, r.Baseline, r.Targets)
@@ -169,6 +188,11 @@ func TestReportWorkers(t *testing.T) {
 	}
 }
 
+// hasTarget says whether r has a goal against the case named against.
+func hasTarget(r Result, against string) bool {
+	return slices.ContainsFunc(r.Targets, func(t Target) bool { return t.Against == against })
+}
+
 // The cpu pipeline on the embedded broker through Run: each case at one
 // and two workers moves every record once, and the sampled digests match.
 func TestRunCPUCases(t *testing.T) {
@@ -185,8 +209,11 @@ func TestRunCPUCases(t *testing.T) {
 		if r.Invalid != 0 || r.LatencySamples == 0 {
 			t.Errorf("%s: %d invalid outputs, %d latency samples", r.Name, r.Invalid, r.LatencySamples)
 		}
-		if r.Workers == 2 && (r.Baseline == nil || r.Engine == EngineFramework && len(r.Targets) != 1) {
+		if r.Workers == 2 && (r.Baseline == nil || r.Engine == EngineFramework && !hasTarget(r, "exactly-once/workers-1")) {
 			t.Errorf("%s: no comparison with one worker: %+v", r.Name, r)
+		}
+		if r.Engine == EngineFramework && !hasTarget(r, fmt.Sprintf("raw-franz-go/workers-%d", r.Workers)) {
+			t.Errorf("%s: no goal against the raw loop at its worker count: %+v", r.Name, r.Targets)
 		}
 	}
 }
@@ -226,6 +253,21 @@ func TestWorkCPUTwoWorkers(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- Work(wctx, spec, &bytes.Buffer{}) }()
 			seen := readCPUOutputs(t, ctx, brokers, out, n, size)
+			// Two workers are two transactional producers in one group:
+			// one id each, both of which committed.
+			txs, err := kadm.NewClient(cl).ListTransactions(ctx, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, tx := range txs.Sorted() {
+				if strings.HasPrefix(tx.TxnID, spec.AppID+":") {
+					ids = append(ids, tx.TxnID)
+				}
+			}
+			if want := []string{spec.AppID + ":bench-0", spec.AppID + ":bench-1"}; !slices.Equal(ids, want) {
+				t.Errorf("transactional ids %v, want %v", ids, want)
+			}
 			stop()
 			if err := <-done; err != nil {
 				t.Fatalf("worker: %v", err)

@@ -92,9 +92,18 @@ type observer struct {
 	warmCount int
 	phase1At  time.Time
 	lat       []time.Duration
-	phase1Ch  chan struct{}
-	doneCh    chan struct{}
-	stopped   chan struct{}
+	// gate holds the warm-up open until the group under test is stable
+	// with all its members (setGroupStable), so that the window never
+	// holds a join: a worker that joins late makes the first one abort
+	// and redo what it did alone.
+	gate atomic.Bool
+	// bursts counts the polls that made phase-1 records visible inside
+	// the window: commits, roughly. A window of few bursts times the gap
+	// between two commits more than the pipeline's rate.
+	bursts   int
+	phase1Ch chan struct{}
+	doneCh   chan struct{}
+	stopped  chan struct{}
 }
 
 // accountant credits an output record to the input records it stands for,
@@ -162,10 +171,14 @@ func (o *observer) run(ctx context.Context) {
 			return
 		}
 		o.mu.Lock()
+		before := o.distinct1
 		fs.EachRecord(func(r *kgo.Record) { o.acct.record(o, r, now) })
+		if o.distinct1 > before && !o.warmAt.IsZero() && o.phase1At.IsZero() {
+			o.bursts++
+		}
 		// Thresholds are checked per poll: everything one poll returned
 		// became visible at the same moment.
-		if o.warmAt.IsZero() && o.distinct1 >= o.warm1 {
+		if o.warmAt.IsZero() && o.distinct1 >= o.warm1 && o.gate.Load() {
 			o.warmAt, o.warmCount = now, o.distinct1
 			if o.onWarm != nil {
 				o.onWarm()
@@ -185,6 +198,9 @@ func (o *observer) run(ctx context.Context) {
 		o.mu.Unlock()
 	}
 }
+
+// setGroupStable lets the warm-up end: the group under test is stable.
+func (o *observer) setGroupStable() { o.gate.Store(true) }
 
 // sent notes when latency-phase record id was produced.
 func (o *observer) sent(id int, t time.Time) {

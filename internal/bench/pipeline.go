@@ -58,9 +58,10 @@ func RawOptions(cfg config.Config, input string) ([]kgo.Opt, error) {
 
 // RunRaw is the baseline the framework is measured against: a hand-written
 // franz-go GroupTransactSession loop doing the same transform with the same
-// batching as eos.Runner under exactly-once (poll up to MaxBatchRecords,
-// Begin, keep polling and producing until CommitInterval has passed or the
-// batch is full, then End with TryCommit). beforeEnd, if not nil, is called
+// batching as eos.Runner under exactly-once (poll, Begin, keep polling and
+// producing until CommitInterval has passed or MaxBatchRecords are in,
+// then End with TryCommit; polls shrink to a quarter of the interval's
+// worth of records when the transform is slow). beforeEnd, if not nil, is called
 // with the batch's record count just before End, where eos.BeforeCommit
 // hooks into the framework. It returns nil when ctx ends.
 func RunRaw(ctx context.Context, cfg config.Config, input, output string, beforeEnd func(records int)) error {
@@ -102,8 +103,13 @@ func RunRawFunc(ctx context.Context, cfg config.Config, input, output string, tr
 			Topic: output, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp,
 		}, promise)
 	}
+	// chunk is how many records one poll takes: a quarter of the commit
+	// interval's worth at the last transaction's cost per record, so that
+	// a slow transform ends its transaction near the interval as the
+	// framework's adaptive polls do, rather than after a whole poll.
+	chunk := limit
 	for {
-		fs := sess.PollRecords(ctx, limit)
+		fs := sess.PollRecords(ctx, chunk)
 		if fs.IsClientClosed() || ctx.Err() != nil && fs.NumRecords() == 0 {
 			return nil
 		}
@@ -117,11 +123,12 @@ func RunRawFunc(ctx context.Context, cfg config.Config, input, output string, tr
 			return err
 		}
 		n = 0
-		deadline := time.Now().Add(cfg.CommitInterval)
+		began := time.Now()
+		deadline := began.Add(cfg.CommitInterval)
 		fs.EachRecord(produce)
 		for n < limit && terr == nil && ctx.Err() == nil && time.Until(deadline) > 0 {
 			pctx, cancel := context.WithDeadline(ctx, deadline)
-			more := sess.PollRecords(pctx, limit-n)
+			more := sess.PollRecords(pctx, min(chunk, limit-n))
 			cancel()
 			if more.IsClientClosed() {
 				break
@@ -130,6 +137,10 @@ func RunRawFunc(ctx context.Context, cfg config.Config, input, output string, tr
 				return err
 			}
 			more.EachRecord(produce)
+		}
+		if n > 0 {
+			perRecord := time.Since(began) / time.Duration(n)
+			chunk = int(min(max(cfg.CommitInterval/4/max(perRecord, 1), 1), time.Duration(limit)))
 		}
 		if beforeEnd != nil {
 			beforeEnd(n)
