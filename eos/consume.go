@@ -28,12 +28,15 @@ type batch struct {
 	s     session
 	ctx   context.Context // Run's
 	timer *time.Timer     // sets cut when the commit interval is spent
+	// hardTimer sets hard when the interval is spent hardCut times over.
+	hardTimer *time.Timer
 	// produceCtx bounds the batch's produces; see newBatch.
 	produceCtx    context.Context
 	cancelProduce context.CancelFunc
 	cur           *kgo.Record // the record being processed
 
 	start   time.Time
+	busy    time.Duration // spent processing records, polls left out
 	in, out int
 	tally   engine.Tally // outcomes of its records, counted if it commits
 	failed  error
@@ -46,9 +49,14 @@ type batch struct {
 	revoked bool
 	// lost counts records interrupted under at-most-once, whose offsets
 	// were committed before they were processed.
-	lost     int
-	cut      atomic.Bool // the commit interval is spent: take no more records
-	cuttable bool        // records may be left for the next batch (not at-most-once)
+	lost int
+	// cut: the commit interval is spent, poll no more; hard: it is spent
+	// hardCut times over, take no more records either. Records already
+	// polled when the interval ends are processed, so that a batch rarely
+	// leaves records to rewind and fetch again (an idle round trip), and
+	// one slow poll still cannot hold a transaction open for long.
+	cut, hard atomic.Bool
+	cuttable  bool // records may be left for the next batch (not at-most-once)
 	// rest is, per partition, the first record polled but not processed;
 	// the consumer is rewound there so the batch commits only what it did.
 	rest map[string]map[int32]kgo.EpochOffset
@@ -228,6 +236,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
+	b.hardTimer = time.AfterFunc(hardCut*r.cfg.CommitInterval, func() { b.hard.Store(true) })
 	r.abortNoted = false
 	if r.tracing != nil {
 		b.traceBegin()
@@ -246,6 +255,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 
 func (b *batch) stop() {
 	b.timer.Stop()
+	b.hardTimer.Stop()
 	b.cancelProduce()
 }
 
@@ -254,7 +264,9 @@ func (b *batch) stop() {
 // round trips. Records polled but not processed are rewound.
 func (b *batch) fill(fetches kgo.Fetches) {
 	r := b.r
+	t0 := time.Now()
 	b.process(fetches)
+	b.busy += time.Since(t0)
 	limit := r.cfg.MaxBatchRecords
 	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() {
 		pctx, cancel := context.WithDeadline(b.ctx, b.start.Add(r.cfg.CommitInterval))
@@ -271,7 +283,9 @@ func (b *batch) fill(fetches kgo.Fetches) {
 			b.failed, b.pollFailed = err, true
 			break
 		}
+		t0 := time.Now()
 		b.process(more)
+		b.busy += time.Since(t0)
 	}
 	if len(b.rest) > 0 {
 		b.rewindRest()
@@ -401,7 +415,7 @@ func (b *batch) one(rec *kgo.Record) {
 	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
 		b.revoked = true
 	}
-	if b.stopped() || b.cut.Load() && b.cuttable && b.in > 0 {
+	if b.stopped() || b.hard.Load() && b.cuttable && b.in > 0 {
 		if b.cuttable {
 			b.leave(rec)
 		}
@@ -416,6 +430,7 @@ func (b *batch) one(rec *kgo.Record) {
 		r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
 		b.leave(rec)
 		b.cut.Store(true)
+		b.hard.Store(true)
 		return
 	}
 	b.in++
@@ -700,6 +715,11 @@ func (r *Runner) slowRecord(b *batch, log *zap.Logger) error {
 	return &rebuildError{terr}
 }
 
+// hardCut is how many commit intervals a batch may take to process the
+// records it polled before its interval ended; past that, it leaves the
+// rest for the next batch.
+const hardCut = 2
+
 // pollSize is how many records the next poll may return: the record cap,
 // or fewer after a batch ran out of time before its records.
 func (r *Runner) pollSize() int {
@@ -709,16 +729,24 @@ func (r *Runner) pollSize() int {
 	return r.pollMax
 }
 
-// adaptPollSize shrinks polls to what a batch got through in its time
-// when it left records behind, and grows them back when batches finish
-// early, so slow processing makes smaller transactions, not rewinds.
+// adaptPollSize sizes polls to a quarter of the commit interval's worth
+// of records at the last batch's processing cost per record, so that the
+// interval's cut falls between polls: a cut inside a poll leaves records
+// to rewind, and fetching them again leaves the worker idle for a round
+// trip, every batch when the transform is slow. A batch that still left
+// records behind shrinks polls to what it got through.
 func (r *Runner) adaptPollSize(b *batch) {
-	switch {
-	case len(b.rest) > 0 && b.failed == nil && !b.interrupted && !b.revoked:
-		r.pollMax = max(1, b.in)
-	case len(b.rest) == 0 && r.pollMax < r.cfg.MaxBatchRecords:
-		r.pollMax = min(r.cfg.MaxBatchRecords, 2*r.pollMax)
+	if b.failed != nil || b.interrupted || b.revoked || b.in == 0 {
+		return
 	}
+	size := r.cfg.MaxBatchRecords
+	if per := b.busy / time.Duration(b.in); per > 0 {
+		size = int(min(max(r.cfg.CommitInterval/4/per, 1), time.Duration(r.cfg.MaxBatchRecords)))
+	}
+	if len(b.rest) > 0 {
+		size = min(size, b.in)
+	}
+	r.pollMax = max(size, 1)
 }
 
 // idleCheck is how long one poll waits before the loop looks at how long

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -395,6 +396,18 @@ func newBenchWorkerCmd() *cobra.Command {
 			}
 			ctx, stop := untilSignal(cmd)
 			defer stop()
+			if dir := os.Getenv(envBenchProfileDir); dir != "" {
+				// Where a case spends its CPU, to explain its row.
+				f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-%d.cpu.pprof", s.Pipeline, strings.ReplaceAll(s.Case, "/", "-"), os.Getpid())))
+				if err != nil {
+					return fmt.Errorf("%s: %w", envBenchProfileDir, err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("%s: %w", envBenchProfileDir, err)
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return bench.Work(ctx, s, cmd.OutOrStdout())
 		},
 	}
@@ -402,6 +415,10 @@ func newBenchWorkerCmd() *cobra.Command {
 	_ = cmd.MarkFlagRequired("spec")
 	return cmd
 }
+
+// envBenchProfileDir names a directory each Go case of eosctl bench writes
+// its CPU profile to (<pipeline>-<case>-<pid>.cpu.pprof).
+const envBenchProfileDir = "EOS_BENCH_PROFILE_DIR"
 
 // benchTable is the human rendering: one row per case.
 func benchTable(rep *bench.Report) *table {

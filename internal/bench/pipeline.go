@@ -106,8 +106,10 @@ func RunRawFunc(ctx context.Context, cfg config.Config, input, output string, tr
 	// chunk is how many records one poll takes: a quarter of the commit
 	// interval's worth at the last transaction's cost per record, so that
 	// a slow transform ends its transaction near the interval as the
-	// framework's adaptive polls do, rather than after a whole poll.
-	chunk := limit
+	// framework's adaptive polls do, rather than after a whole poll (which
+	// can outlast the transaction timeout); small until a transaction has
+	// timed the transform.
+	chunk := min(limit, 1000)
 	for {
 		fs := sess.PollRecords(ctx, chunk)
 		if fs.IsClientClosed() || ctx.Err() != nil && fs.NumRecords() == 0 {
