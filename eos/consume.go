@@ -311,6 +311,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 // kept groups rebalancing for as long as batches were cut.
 func (b *batch) rewindRest() {
 	r := b.r
+	r.rewinds.Add(1)
 	if r.cfg.Guarantee != config.ExactlyOnce {
 		b.s.rewind(b.rest)
 		return

@@ -112,6 +112,7 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stat("eosflow_retries_total", "Retried calls of user code in batches that committed.", &r.retries),
 		stat("eosflow_records_redone_total", "Input records run again after their batch did not commit its offsets although outputs may have been written (idempotent and at-least-once only).", &r.redone),
 		stat("eosflow_client_rebuilds_total", "Kafka clients closed and made anew after an error.", &r.rebuilds),
+		stat("eosflow_batch_rewinds_total", "Batches that ended with polled records left unprocessed, fetched again by the next batch.", &r.rewinds),
 		stat("eosflow_restore_records_total", "Changelog records applied to state stores while restoring them.", &r.restored),
 		gauge("eosflow_restore_remaining_offsets", "Changelog offsets left to read by the running restore (0 when none runs).", func() float64 { return float64(h.restoreLeft.Load()) }),
 		gauge("eosflow_restoring", "1 while state stores are being restored from their changelogs.", bit(&h.restoring)),

@@ -72,6 +72,12 @@ type Stats struct {
 	// timed out, a BeforeCommit veto, a rebalance). They run again, so
 	// their outputs may appear twice: duplicates never exceed Redone.
 	Redone uint64
+	// Rewinds counts batches that ended with records polled but not
+	// processed, to which the consumer was moved back: they are fetched
+	// again, a round trip the worker waits out. Polls are sized so that
+	// this stays rare; a steady climb means batches keep running past
+	// commit_interval.
+	Rewinds uint64
 }
 
 // BatchInfo describes a batch about to be committed.
@@ -104,7 +110,7 @@ type Runner struct {
 	closeErr error
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
-	deadLettered, skipped, retries, restored, wipes             atomic.Uint64
+	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
@@ -270,7 +276,7 @@ func (r *Runner) Stats() Stats {
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
 		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
-		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(),
+		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(), Rewinds: r.rewinds.Load(),
 	}
 }
 

@@ -162,6 +162,7 @@ func (g *workers) stats() Stats {
 		s.Restored += ws.Restored
 		s.StoresWiped += ws.StoresWiped
 		s.Redone += ws.Redone
+		s.Rewinds += ws.Rewinds
 	}
 	return s
 }
