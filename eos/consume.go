@@ -73,6 +73,10 @@ type batch struct {
 	// the record being processed, the parent of its outputs' spans.
 	span            trace.Span
 	spanCtx, recCtx context.Context
+
+	// bytes sums the key, value and header bytes of the records taken;
+	// reaching maxBytes (max_memory's batch share) ends the batch.
+	bytes, maxBytes int64
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -224,7 +228,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 // on its produces.
 func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
-		revokes: r.contexts.revokes.Load(), gen: generation(s)}
+		revokes: r.contexts.revokes.Load(), gen: generation(s), maxBytes: r.cfg.Memory().BatchBytes}
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
@@ -250,15 +254,15 @@ func (b *batch) stop() {
 }
 
 // fill processes fetches and keeps polling until the commit interval, the
-// record cap, a failure or shutdown: fewer, larger transactions cost fewer
-// round trips. Records polled but not processed are rewound.
+// record or byte cap, a failure or shutdown: fewer, larger transactions
+// cost fewer round trips. Records polled but not processed are rewound.
 func (b *batch) fill(fetches kgo.Fetches) {
 	r := b.r
 	b.process(fetches)
 	limit := r.cfg.MaxBatchRecords
 	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() {
 		pctx, cancel := context.WithDeadline(b.ctx, b.start.Add(r.cfg.CommitInterval))
-		more, perr := b.s.poll(pctx, min(r.pollSize(), limit-b.in))
+		more, perr := b.s.poll(pctx, b.pollLimit(min(r.pollSize(), limit-b.in)))
 		cancel()
 		if perr != nil {
 			b.failed, b.pollFailed = perr, true
@@ -461,6 +465,7 @@ func (b *batch) one(rec *kgo.Record) {
 		return
 	}
 	b.streamTime(rec)
+	b.taken(rec)
 	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		b.slow = rec
 	}
@@ -710,13 +715,14 @@ func (r *Runner) pollSize() int {
 }
 
 // adaptPollSize shrinks polls to what a batch got through in its time
-// when it left records behind, and grows them back when batches finish
-// early, so slow processing makes smaller transactions, not rewinds.
+// (or its byte cap) when it left records behind, and grows them back when
+// batches finish early, so slow processing makes smaller transactions,
+// not rewinds.
 func (r *Runner) adaptPollSize(b *batch) {
 	switch {
 	case len(b.rest) > 0 && b.failed == nil && !b.interrupted && !b.revoked:
 		r.pollMax = max(1, b.in)
-	case len(b.rest) == 0 && r.pollMax < r.cfg.MaxBatchRecords:
+	case len(b.rest) == 0 && r.pollMax < r.cfg.MaxBatchRecords && !b.full():
 		r.pollMax = min(r.cfg.MaxBatchRecords, 2*r.pollMax)
 	}
 }
