@@ -1,6 +1,16 @@
 package eos
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"context"
+	"math"
+	"os"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
 
 // recordBytes is what a record counts against a batch's byte cap: its key,
 // value and header bytes, as the producer counts its buffer.
@@ -35,4 +45,64 @@ func (b *batch) pollLimit(n int) int {
 	}
 	avg := max(b.bytes/int64(b.in), 1)
 	return int(max(min(int64(n), (left+avg-1)/avg), 1))
+}
+
+// setMemoryLimit sets the Go soft memory limit from max_memory unless
+// GOMEMLIMIT or the program set one, so that the garbage collector works
+// harder before the process outgrows it, and warns while the live heap
+// nears the limit. The returned func stops the warnings and puts the
+// previous limit back if it is still the one set here.
+func (r *Runner) setMemoryLimit(ctx context.Context) (restore func()) {
+	const unset = math.MaxInt64 // the runtime's "no limit"
+	limit := r.cfg.Memory().GoLimit
+	if os.Getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != unset || limit <= 0 {
+		return func() {}
+	}
+	debug.SetMemoryLimit(limit)
+	r.log.Debug("go soft memory limit set from max_memory", zap.Int64("bytes", limit))
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.watchHeap(ctx, limit, memoryCheck)
+	}()
+	return func() {
+		cancel()
+		<-done
+		if debug.SetMemoryLimit(-1) == limit {
+			debug.SetMemoryLimit(unset)
+		}
+	}
+}
+
+// memoryCheck is how often watchHeap reads the live heap.
+const memoryCheck = 10 * time.Second
+
+// watchHeap logs a warning, at most every ten minutes, while the live
+// heap (what the last collection kept) is above three quarters of limit:
+// the collector then runs many times a second, up to half the CPU, and
+// in-memory state is the usual cause.
+func (r *Runner) watchHeap(ctx context.Context, limit int64, every time.Duration) {
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var warned time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		rtmetrics.Read(sample)
+		if sample[0].Value.Kind() != rtmetrics.KindUint64 {
+			return
+		}
+		live := int64(sample[0].Value.Uint64())
+		if live <= limit/4*3 || time.Since(warned) < 10*time.Minute {
+			continue
+		}
+		warned = time.Now()
+		r.log.Warn("live heap near the soft memory limit set from max_memory: garbage collection runs often; raise max_memory (in-memory state stores count against it)",
+			zap.Int64("live_heap_bytes", live), zap.Int64("limit_bytes", limit), zap.String("max_memory", r.cfg.MaxMemory.String()))
+	}
 }
