@@ -169,6 +169,15 @@ type Config struct {
 	// Default: 1 (0, the zero value, counts as 1); "auto" (WorkersAuto)
 	// is one per GOMAXPROCS; at most MaxWorkers.
 	Workers Workers `yaml:"workers"`
+	// MaxMemory is the memory the process aims to stay within: each
+	// worker's share sizes its fetch and produce buffers and caps its
+	// batches by bytes (see Memory), and Run sets the Go soft memory
+	// limit to seven eighths of it unless GOMEMLIMIT or the program set
+	// one.
+	// EOS_MAX_MEMORY, a size such as 128MiB, 512MB or 1GiB. Default:
+	// 128MiB per worker (0, the zero value, counts as that); at least
+	// 16MiB per worker.
+	MaxMemory ByteSize `yaml:"max_memory"`
 	// MetricsAddr is the host:port on which Run serves /metrics
 	// (Prometheus), /healthz and /readyz, so that Prometheus and a
 	// Kubernetes probe can watch the pipeline; port 0 picks a free port.
@@ -327,9 +336,11 @@ func (c Config) WorkerInstanceID(i int) string {
 // ForWorker is the configuration worker i runs with: InstanceID is
 // WorkerInstanceID(i) and Workers 1, so its transactional.id
 // (app_id:instance_id-i), group.instance.id and StateDirFor are its own
-// and no two workers fence each other or share a store.
+// and no two workers fence each other or share a store; MaxMemory is its
+// share of a set max_memory.
 func (c Config) ForWorker(i int) Config {
 	c.InstanceID = c.WorkerInstanceID(i)
+	c.MaxMemory /= ByteSize(c.WorkerCount()) // its share; unset stays unset
 	c.Workers = 1
 	return c
 }

@@ -32,6 +32,7 @@
 //	state_dir            EOS_STATE_DIR                   <temp>/eosflow (stores under <app_id>/<instance_id>)
 //	log_level            EOS_LOG_LEVEL                   info
 //	workers              EOS_WORKERS                     1 (auto: one per GOMAXPROCS; at most 256)
+//	max_memory           EOS_MAX_MEMORY                  128MiB per worker (e.g. 256MiB, 1GiB; at least 16MiB per worker)
 //	metrics_addr         EOS_METRICS_ADDR                off (e.g. 127.0.0.1:9464 serves /metrics, /healthz, /readyz)
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE

@@ -23,6 +23,7 @@ const envPrefix = "EOS_"
 var (
 	durationType = reflect.TypeOf(time.Duration(0))
 	workersType  = reflect.TypeOf(Workers(0))
+	byteSizeType = reflect.TypeOf(ByteSize(0))
 )
 
 // yamlName returns the YAML key of a struct field, or "" if it has none.
@@ -136,6 +137,8 @@ func problemFor(t reflect.Type, where string) string {
 	switch {
 	case t == workersType:
 		return "not a number of workers" + where + "; use a whole number such as 4, or auto for one per core (GOMAXPROCS)"
+	case t == byteSizeType:
+		return "not a size" + where + "; use bytes with a unit such as 128MiB, 512MB or 1GiB"
 	case t == durationType:
 		return "not a duration" + where + "; use a Go duration such as 100ms, 10s or 1m"
 	case t.Kind() == reflect.Int:

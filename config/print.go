@@ -15,9 +15,10 @@ const redacted = "[redacted]"
 
 // optional reports whether a leaf is shown only when set: TLS and SASL
 // settings are noise in logs of an application that uses neither, and
-// an unset workers is the one worker every application had before it.
+// an unset workers is the one worker every application had before it
+// (an unset max_memory, its default).
 func optional(f field) bool {
-	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.") || f.path == "workers") && f.value.IsZero()
+	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.") || f.path == "workers" || f.path == "max_memory") && f.value.IsZero()
 }
 
 // String renders c on one line as key=value pairs with YAML key names, for
@@ -64,7 +65,7 @@ func addLogField(enc zapcore.ObjectEncoder, f field) {
 		enc.AddString(f.path, display(f))
 	case v.Type() == durationType:
 		enc.AddDuration(f.path, time.Duration(v.Int()))
-	case v.Type() == workersType:
+	case v.Type() == workersType, v.Type() == byteSizeType:
 		enc.AddString(f.path, display(f))
 	case v.Kind() == reflect.Int:
 		enc.AddInt(f.path, int(v.Int()))

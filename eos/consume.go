@@ -81,6 +81,10 @@ type batch struct {
 	// the record being processed, the parent of its outputs' spans.
 	span            trace.Span
 	spanCtx, recCtx context.Context
+
+	// bytes sums the key, value and header bytes of the records taken;
+	// reaching maxBytes (max_memory's batch share) ends the batch.
+	bytes, maxBytes int64
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -232,7 +236,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 // on its produces.
 func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
-		revokes: r.contexts.revokes.Load(), gen: generation(s)}
+		revokes: r.contexts.revokes.Load(), gen: generation(s), maxBytes: r.cfg.Memory().BatchBytes}
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
@@ -260,8 +264,8 @@ func (b *batch) stop() {
 }
 
 // fill processes fetches and keeps polling until the commit interval, the
-// record cap, a failure or shutdown: fewer, larger transactions cost fewer
-// round trips. Records polled but not processed are rewound.
+// record or byte cap, a failure or shutdown: fewer, larger transactions
+// cost fewer round trips. Records polled but not processed are rewound.
 func (b *batch) fill(fetches kgo.Fetches) {
 	r := b.r
 	t0 := time.Now()
@@ -270,7 +274,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 	limit := r.cfg.MaxBatchRecords
 	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() {
 		pctx, cancel := context.WithDeadline(b.ctx, b.start.Add(r.cfg.CommitInterval))
-		more, perr := b.s.poll(pctx, min(r.pollSize(), limit-b.in))
+		more, perr := b.s.poll(pctx, b.pollLimit(min(r.pollSize(), limit-b.in)))
 		cancel()
 		if perr != nil {
 			b.failed, b.pollFailed = perr, true
@@ -477,6 +481,7 @@ func (b *batch) one(rec *kgo.Record) {
 		return
 	}
 	b.streamTime(rec)
+	b.taken(rec)
 	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		b.slow = rec
 	}
@@ -734,8 +739,9 @@ func (r *Runner) pollSize() int {
 // of records at the last batch's processing cost per record, so that the
 // interval's cut falls between polls: a cut inside a poll leaves records
 // to rewind, and fetching them again leaves the worker idle for a round
-// trip, every batch when the transform is slow. A batch that still left
-// records behind shrinks polls to what it got through.
+// trip, every batch when the transform is slow. Polls also stay within
+// the byte cap at the batch's average record size. A batch that still
+// left records behind shrinks polls to what it got through.
 func (r *Runner) adaptPollSize(b *batch) {
 	if b.failed != nil || b.interrupted || b.revoked || b.in == 0 {
 		return
@@ -743,6 +749,9 @@ func (r *Runner) adaptPollSize(b *batch) {
 	size := r.cfg.MaxBatchRecords
 	if per := b.busy / time.Duration(b.in); per > 0 {
 		size = int(min(max(r.cfg.CommitInterval/4/per, 1), time.Duration(r.cfg.MaxBatchRecords)))
+	}
+	if b.maxBytes > 0 && b.bytes > 0 {
+		size = int(min(int64(size), b.maxBytes/max(b.bytes/int64(b.in), 1)))
 	}
 	if len(b.rest) > 0 {
 		size = min(size, b.in)

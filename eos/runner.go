@@ -313,6 +313,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		defer stop()
 	}
+	defer r.setMemoryLimit(ctx)()
 	if r.workers != nil {
 		return r.runWorkers(ctx, cancel)
 	}

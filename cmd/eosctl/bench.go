@@ -29,6 +29,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 		inProcess bool
 		check     bool
 		tolerance float64
+		maxMemory string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -263,6 +264,13 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 			if !cmd.Flags().Changed("cases") {
 				o.Cases = nil // the pipeline's own
 			}
+			if maxMemory != "" {
+				v, err := config.ParseByteSize(maxMemory)
+				if err != nil || v < config.MinMaxMemory {
+					return usageErrorf("--max-memory %q: give a size of at least %s, e.g. 64MiB", maxMemory, config.MinMaxMemory)
+				}
+				o.MaxMemory = v
+			}
 			for _, c := range o.Cases {
 				if !slices.Contains(valid, c) {
 					return usageErrorf("--cases: case %q is not one of --pipeline %s; use %s", c, o.Pipeline, strings.Join(valid, ", "))
@@ -349,6 +357,7 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 	f.DurationVar(&o.Grace, "grace", bench.DefaultGrace, "with --pipeline windowed, how long a window stays open after its end for records out of order"+durationFlagHelp)
 	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble)")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
+	f.StringVar(&maxMemory, "max-memory", "", "max_memory of the Go cases, e.g. 64MiB (default 128MiB per worker)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)
 	f.IntVar(&o.BatchRecords, "batch-records", config.DefaultMaxBatchRecords, fmt.Sprintf("most records in one batch of the Go cases (--pipeline postgres: %d unless given)", bench.DefaultPostgresBatchRecords))
 	f.DurationVar(&o.MinWindow, "min-window", 5*time.Second, "shortest throughput window to measure over; a case's backlog grows until its window lasts this long (0: --records as given)"+durationFlagHelp)

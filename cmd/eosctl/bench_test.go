@@ -138,6 +138,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--pipeline", "cpu", "--workers", "x"}, []string{"--workers"}},
 		{[]string{"bench", "--pipeline", "count", "--workers", "2"}, []string{"--workers", "--pipeline upper and cpu"}},
 		{[]string{"bench", "--pipeline", "cpu", "--cases", "at-most-once"}, []string{"exactly-once", "raw-franz-go"}},
+		{[]string{"bench", "--max-memory", "lots"}, []string{"--max-memory", "16MiB"}},
+		{[]string{"bench", "--max-memory", "1MiB"}, []string{"--max-memory", "at least 16MiB"}},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), tc.args, nil, &out, &errb); code != exitUsage {

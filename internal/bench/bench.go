@@ -272,6 +272,8 @@ type Options struct {
 	CommitInterval time.Duration // default config.DefaultCommitInterval (100ms)
 	BatchRecords   int           // most records per batch; default config.DefaultMaxBatchRecords
 	Repeat         int           // runs per case; default 3
+	// MaxMemory is config max_memory of the Go cases; 0: its default.
+	MaxMemory config.ByteSize
 	// Warmup is the share of each phase left out of its measurement: the
 	// first records of the throughput phase (start-up, group join, JIT)
 	// and of the latency phase. Default 0.2.
@@ -1195,7 +1197,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		Case: c.kind, Brokers: h.o.Brokers, TLS: h.cfg.TLS,
 		SASLMechanism: h.cfg.SASL.Mechanism, SASLUser: h.cfg.SASL.Username,
 		Input: in, Output: out, AppID: appID,
-		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords,
+		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords, MaxMemory: h.o.MaxMemory,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
 		Metrics: c.metrics, Traced: c.traced, Workers: c.workers,
 	}

@@ -49,6 +49,8 @@ type WorkerSpec struct {
 	AppID          string        `json:"app_id"`
 	CommitInterval time.Duration `json:"commit_interval"`
 	BatchRecords   int           `json:"batch_records"`
+	// MaxMemory is config max_memory; 0: its default.
+	MaxMemory config.ByteSize `json:"max_memory,omitempty"`
 	// Pipeline is PipelineUpper (default), PipelineCount or
 	// PipelineWindowed; the latter two keep their store in the engine
 	// State names (StateMemory or StatePebble), in StateDir (config
@@ -105,6 +107,7 @@ func (s WorkerSpec) Config() (config.Config, error) {
 		cfg.CommitInterval = s.CommitInterval
 	}
 	cfg.MaxBatchRecords = s.BatchRecords
+	cfg.MaxMemory = s.MaxMemory
 	cfg.Guarantee = config.Guarantee(s.Case)
 	if s.StateDir != "" {
 		cfg.StateDir = s.StateDir

@@ -5,10 +5,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// MaxBufferedBytes bounds a pipeline client's produce buffer whatever the
-// record size, so that large records cannot turn the record cap into
-// gigabytes of buffer: Produce waits for acknowledgements past it.
+// MaxBufferedBytes bounds the produce buffer of clients that do not size
+// theirs from max_memory (MemoryOptions), so that large records cannot
+// turn the record cap into gigabytes of buffer: Produce waits for
+// acknowledgements past it.
 const MaxBufferedBytes = 256 << 20
+
+// MemoryOptions are the fetch and produce buffer sizes cfg.Memory derives
+// from max_memory, so that a pipeline client's memory is bounded by bytes.
+func MemoryOptions(cfg config.Config) []kgo.Opt {
+	m := cfg.Memory()
+	return []kgo.Opt{
+		kgo.FetchMaxBytes(m.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(m.FetchMaxPartitionBytes),
+		kgo.MaxBufferedBytes(m.ProducerBufferedBytes),
+	}
+}
 
 // ConnOptions returns user's options followed by cfg's connection settings
 // (config.KgoOpts: brokers, TLS, SASL, client id). A later option wins, so
@@ -28,8 +40,10 @@ func ConnOptions(cfg config.Config, user ...kgo.Opt) ([]kgo.Opt, error) {
 // come first and what the guarantee depends on last, because a later
 // option wins and user options must not switch it off. Under exactly-once
 // the options are for kgo.NewGroupTransactSession, else for kgo.NewClient.
+// The buffer sizes of MemoryOptions come before user's, which may change
+// them.
 func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo.Opt, error) {
-	opts, err := ConnOptions(cfg, user...)
+	opts, err := ConnOptions(cfg, append(MemoryOptions(cfg), user...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +60,6 @@ func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo
 		kgo.InstanceID(cfg.InstanceID),
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
-		kgo.MaxBufferedBytes(MaxBufferedBytes),
 	)
 	switch cfg.Guarantee {
 	case config.ExactlyOnce:

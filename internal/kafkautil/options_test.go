@@ -92,3 +92,40 @@ func TestPipelineOptionsNeedBrokers(t *testing.T) {
 		t.Fatal("no error without brokers")
 	}
 }
+
+// A pipeline client's fetch and produce buffers are the sizes max_memory
+// gives, for every guarantee, and a user's option can still change them.
+func TestPipelineOptionsSizeBuffersFromMaxMemory(t *testing.T) {
+	for _, g := range config.Guarantees() {
+		for _, mm := range []config.ByteSize{0, 48 * config.MiB, 2 * config.GiB} {
+			cfg := testConfig(g)
+			cfg.MaxMemory = mm
+			m := cfg.Memory()
+			opts, err := PipelineOptions(cfg, []string{"in"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl, err := kgo.NewClient(opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range []struct {
+				name      string
+				got, want any
+			}{
+				{"FetchMaxBytes", cl.OptValue(kgo.FetchMaxBytes), m.FetchMaxBytes},
+				{"FetchMaxPartitionBytes", cl.OptValue(kgo.FetchMaxPartitionBytes), m.FetchMaxPartitionBytes},
+				{"MaxBufferedBytes", cl.OptValue(kgo.MaxBufferedBytes), int64(m.ProducerBufferedBytes)},
+			} {
+				if o.got != o.want {
+					t.Errorf("%s, max_memory %s: %s %v (%T), want %v (%T)", g, mm, o.name, o.got, o.got, o.want, o.want)
+				}
+			}
+			cl.Close()
+		}
+	}
+	cl := pipelineClient(t, config.ExactlyOnce, kgo.FetchMaxBytes(7<<20))
+	if got := cl.OptValue(kgo.FetchMaxBytes); got != int32(7<<20) {
+		t.Errorf("FetchMaxBytes %v, want the user's 7 MiB", got)
+	}
+}
