@@ -30,6 +30,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		Nodes:   make([]graph.Node, len(t.nodes)),
 		Sources: make(map[string]graph.Source, len(t.byTopic)),
 		Default: t.defaultPolicy.p,
+		Cursor:  &graph.Cursor{},
 	}
 	for i, n := range t.nodes {
 		g.Nodes[i] = graph.Node{Name: n.name, Policy: n.Policy().p, Init: n.init, Close: n.close}
@@ -38,6 +39,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 			g.Nodes[i].Late = &late
 		}
 		g.Partitioned = g.Partitioned || n.partitioned
+		g.Holds = g.Holds || n.latest
 	}
 	users := t.storeUsers()
 	g.CoPartitioned, g.TaskTopics = t.coPartitioned(appID)
