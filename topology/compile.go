@@ -52,7 +52,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: src})
 	}
 	for topic, n := range t.byTopic {
-		g.Sources[topic] = n.source
+		g.Sources[topic] = t.sourceOf(n, g.Cursor)
 	}
 	for _, n := range t.nodes {
 		if n.kind == KindSource && n.internal != "" {
@@ -62,7 +62,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 					"source reads %s, the repartition topic of %s %q under app id %q; read another topic, or rename the node",
 					topic, n.writer.op, n.writer.name, appID)}
 			}
-			g.Sources[topic] = n.source
+			g.Sources[topic] = t.sourceOf(n, g.Cursor)
 		}
 	}
 	g.Repartitions = t.repartitions(appID)
