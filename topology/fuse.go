@@ -13,16 +13,16 @@ import (
 // port: a closure call, a copy of the record, and calls through
 // graph.Exec to name the node running and to get the context. At compile
 // time the nodes a source's records pass through one after another
-// (stateless operators, ending at a sink or at the first node that is not
-// one of them) are fused instead: each calls the next directly with the
-// record's key and value only, the rest of the record (headers,
-// timestamp, origin) is read from the input record kept in the chain's
-// frame, and
-// the node running and the context are read and set through the
-// engine's graph.Cursor. A chain stops where a stream feeds several
-// nodes, or a node several streams: from there on the unfused nodes run,
-// given the record rebuilt from the frame. Outputs still go through
-// Exec.Emit, so a record's outputs stay all-or-nothing.
+// (MapValues, Map, Filter, FlatMap, Peek, ending at a sink or at the
+// first node that is none of them) are fused instead: each calls the next
+// directly with the record's key and value only, the rest of the record
+// (headers, timestamp, origin) is read from the input record kept in the
+// chain's frame, the node running and the context are set and read
+// through the engine's graph.Cursor, and Bytes codecs are not called. A
+// chain starts at a source and stops where a stream feeds several nodes,
+// or a node several streams: from there on the unfused nodes run, given
+// the record rebuilt from the frame. Outputs still wait in the engine
+// until the whole record succeeded, so they stay all-or-nothing.
 
 // frame is what a fused chain keeps of the record running through it
 // besides its key and value: what does not change along a chain of
