@@ -40,6 +40,13 @@ func Bytes() Codec[[]byte] { return bytesCodec{} }
 func (bytesCodec) Encode(v []byte) ([]byte, error) { return v, nil }
 func (bytesCodec) Decode(b []byte) ([]byte, error) { return b, nil }
 
+// IsBytes reports whether c is Bytes(), whose Encode and Decode return
+// their input: a pipeline can skip calling it.
+func IsBytes[T any](c Codec[T]) bool {
+	_, ok := any(c).(bytesCodec)
+	return ok
+}
+
 type stringCodec struct{}
 
 // String encodes strings as their UTF-8 bytes.

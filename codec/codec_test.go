@@ -60,3 +60,18 @@ func TestName(t *testing.T) {
 		}
 	}
 }
+
+// IsBytes is what lets a pipeline skip a codec: only Bytes passes values
+// through unchanged.
+func TestIsBytes(t *testing.T) {
+	if !codec.IsBytes(codec.Bytes()) {
+		t.Error("Bytes() not recognised")
+	}
+	same := codec.Func[[]byte]{
+		EncodeFunc: func(b []byte) ([]byte, error) { return b, nil },
+		DecodeFunc: func(b []byte) ([]byte, error) { return b, nil },
+	}
+	if codec.IsBytes[[]byte](same) || codec.IsBytes(codec.String()) || codec.IsBytes(codec.JSON[[]byte]()) || codec.IsBytes[[]byte](nil) {
+		t.Error("only Bytes() passes values through by definition")
+	}
+}

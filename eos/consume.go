@@ -439,7 +439,11 @@ func (b *batch) one(rec *kgo.Record) {
 		return
 	}
 	b.in++
-	b.cur = rec
+	if r.attribute {
+		// Only emit reads it; a pointer stored per record costs a GC
+		// write barrier while the collector marks.
+		b.cur = rec
+	}
 	var (
 		outcome engine.Outcome
 		err     error

@@ -99,11 +99,14 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 }
 
 // wrote notes the producer of a written record; it allocates once a
-// batch, for the first.
+// batch, for the first. Only a copy made for the first may have its
+// address taken: taking pe's would move it to the heap on every call,
+// an allocation per record.
 func (p *produceErrs) wrote(pe producerEpoch) {
 	w := p.written.Load()
 	if w == nil {
-		p.written.CompareAndSwap(nil, &pe)
+		first := pe
+		p.written.CompareAndSwap(nil, &first)
 		w = p.written.Load()
 	}
 	if *w != pe {

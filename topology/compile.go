@@ -30,6 +30,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		Nodes:   make([]graph.Node, len(t.nodes)),
 		Sources: make(map[string]graph.Source, len(t.byTopic)),
 		Default: t.defaultPolicy.p,
+		Cursor:  &graph.Cursor{},
 	}
 	for i, n := range t.nodes {
 		g.Nodes[i] = graph.Node{Name: n.name, Policy: n.Policy().p, Init: n.init, Close: n.close}
@@ -38,6 +39,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 			g.Nodes[i].Late = &late
 		}
 		g.Partitioned = g.Partitioned || n.partitioned
+		g.Holds = g.Holds || n.latest
 	}
 	users := t.storeUsers()
 	g.CoPartitioned, g.TaskTopics = t.coPartitioned(appID)
@@ -50,7 +52,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		g.Stores = append(g.Stores, graph.Store{Name: d.name, Engine: d.engine, Source: src})
 	}
 	for topic, n := range t.byTopic {
-		g.Sources[topic] = n.source
+		g.Sources[topic] = t.sourceOf(n, g.Cursor)
 	}
 	for _, n := range t.nodes {
 		if n.kind == KindSource && n.internal != "" {
@@ -60,7 +62,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 					"source reads %s, the repartition topic of %s %q under app id %q; read another topic, or rename the node",
 					topic, n.writer.op, n.writer.name, appID)}
 			}
-			g.Sources[topic] = n.source
+			g.Sources[topic] = t.sourceOf(n, g.Cursor)
 		}
 	}
 	g.Repartitions = t.repartitions(appID)

@@ -33,6 +33,7 @@ type port[T any] struct {
 type child[T any] struct {
 	name string
 	fn   func(graph.Exec, Record[T]) error
+	node *Node // the child, for fusion; nil if unknown
 }
 
 func (p *port[T]) push(x graph.Exec, r Record[T]) error {
@@ -79,7 +80,7 @@ func attach[T any](s Stream[T], name string, kind Kind, op string, fn func(*Node
 	}
 	n := t.add(name, kind, op, s.n)
 	if s.p != nil && s.n != nil && s.n.t == t {
-		s.p.next = append(s.p.next, child[T]{name: name, fn: fn(n)})
+		s.p.next = append(s.p.next, child[T]{name: name, fn: fn(n), node: n})
 	}
 	return n
 }
@@ -99,14 +100,25 @@ func (t *Topology) nilFunc(n *Node, isNil bool) {
 
 // call runs fn for node n under the retry policy of n.
 func call[A, B any](x graph.Exec, n *Node, fn func(context.Context, A) (B, error), a A) (B, error) {
+	x.Enter(n.index)
+	b, err := fn(x.Context(), a)
+	if err == nil {
+		return b, nil
+	}
+	return again(x, n, fn, a, b, err)
+}
+
+// again carries on call after fn's first attempt returned b and err: it
+// calls fn again while the retry policy of n allows, and returns the
+// last attempt's results, the error as a NodeError.
+func again[A, B any](x graph.Exec, n *Node, fn func(context.Context, A) (B, error), a A, b B, err error) (B, error) {
 	for attempt := 0; ; attempt++ {
-		x.Enter(n.index)
-		b, err := fn(x.Context(), a)
-		if err == nil {
-			return b, nil
-		}
 		if !x.Retry(n.index, attempt, err) {
 			return b, &NodeError{Node: n.name, Err: err}
+		}
+		x.Enter(n.index)
+		if b, err = fn(x.Context(), a); err == nil {
+			return b, nil
 		}
 	}
 }
@@ -155,6 +167,7 @@ func Source[T any](t *Topology, name, topic string, c codec.Codec[T], opts ...So
 		return Stream[T]{n: n, p: p}
 	}
 	decode := func(_ context.Context, b []byte) (T, error) { return c.Decode(b) }
+	n.fuse = sourceFuse(n, p, c, conf.timestamp)
 	n.source = func(x graph.Exec, r *kgo.Record) error {
 		v, err := call(x, n, decode, r.Value)
 		if err != nil {
@@ -187,6 +200,21 @@ func MapValues[In, Out any](s Stream[In], name string, fn func(ctx context.Conte
 		}
 	})
 	s.topology().nilFunc(n, fn == nil)
+	if n != nil {
+		n.fuse = func(fz *fusion) any {
+			cur, next := fz.cur, p.fused(fz)
+			return link[In](func(x graph.Exec, key []byte, v In) error {
+				cur.Node = n.index
+				out, err := fn(cur.Ctx, v)
+				if err != nil {
+					if out, err = again(x, n, fn, v, out, err); err != nil {
+						return err
+					}
+				}
+				return next(x, key, out)
+			})
+		}
+	}
 	return Stream[Out]{n: n, p: p}
 }
 
@@ -199,11 +227,11 @@ type keyValue[T any] struct {
 // shutdown and when the record's partition is revoked.
 func Map[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]byte, Out, error)) Stream[Out] {
 	p := &port[Out]{}
+	apply := func(ctx context.Context, kv keyValue[In]) (keyValue[Out], error) {
+		k, v, err := fn(ctx, kv.key, kv.val)
+		return keyValue[Out]{k, v}, err
+	}
 	n := attach(s, name, KindProcessor, "Map", func(n *Node) func(graph.Exec, Record[In]) error {
-		apply := func(ctx context.Context, kv keyValue[In]) (keyValue[Out], error) {
-			k, v, err := fn(ctx, kv.key, kv.val)
-			return keyValue[Out]{k, v}, err
-		}
 		return func(x graph.Exec, r Record[In]) error {
 			kv, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
 			if err != nil {
@@ -213,6 +241,23 @@ func Map[In, Out any](s Stream[In], name string, fn func(ctx context.Context, ke
 		}
 	})
 	s.topology().nilFunc(n, fn == nil)
+	if n != nil {
+		n.fuse = func(fz *fusion) any {
+			cur, next := fz.cur, p.fused(fz)
+			return link[In](func(x graph.Exec, key []byte, v In) error {
+				cur.Node = n.index
+				k, out, err := fn(cur.Ctx, key, v)
+				if err != nil {
+					kv, err := again(x, n, apply, keyValue[In]{key, v}, keyValue[Out]{k, out}, err)
+					if err != nil {
+						return err
+					}
+					k, out = kv.key, kv.val
+				}
+				return next(x, k, out)
+			})
+		}
+	}
 	return Stream[Out]{n: n, p: p}
 }
 
@@ -230,6 +275,18 @@ func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) St
 		}
 	})
 	s.topology().nilFunc(n, keep == nil)
+	if n != nil {
+		n.fuse = func(fz *fusion) any {
+			cur, next := fz.cur, p.fused(fz)
+			return link[T](func(x graph.Exec, key []byte, v T) error {
+				cur.Node = n.index
+				if !keep(key, v) {
+					return nil
+				}
+				return next(x, key, v)
+			})
+		}
+	}
 	return Stream[T]{n: n, p: p}
 }
 
@@ -237,8 +294,8 @@ func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) St
 // on shutdown and when the record's partition is revoked.
 func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]KV[Out], error)) Stream[Out] {
 	p := &port[Out]{}
+	apply := func(ctx context.Context, kv keyValue[In]) ([]KV[Out], error) { return fn(ctx, kv.key, kv.val) }
 	n := attach(s, name, KindProcessor, "FlatMap", func(n *Node) func(graph.Exec, Record[In]) error {
-		apply := func(ctx context.Context, kv keyValue[In]) ([]KV[Out], error) { return fn(ctx, kv.key, kv.val) }
 		return func(x graph.Exec, r Record[In]) error {
 			outs, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
 			if err != nil {
@@ -253,6 +310,26 @@ func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context
 		}
 	})
 	s.topology().nilFunc(n, fn == nil)
+	if n != nil {
+		n.fuse = func(fz *fusion) any {
+			cur, next := fz.cur, p.fused(fz)
+			return link[In](func(x graph.Exec, key []byte, v In) error {
+				cur.Node = n.index
+				outs, err := fn(cur.Ctx, key, v)
+				if err != nil {
+					if outs, err = again(x, n, apply, keyValue[In]{key, v}, outs, err); err != nil {
+						return err
+					}
+				}
+				for _, o := range outs {
+					if err := next(x, o.Key, o.Value); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+	}
 	return Stream[Out]{n: n, p: p}
 }
 
@@ -270,6 +347,16 @@ func Peek[T any](s Stream[T], name string, fn func(ctx context.Context, key []by
 		}
 	})
 	s.topology().nilFunc(n, fn == nil)
+	if n != nil {
+		n.fuse = func(fz *fusion) any {
+			cur, next := fz.cur, p.fused(fz)
+			return link[T](func(x graph.Exec, key []byte, v T) error {
+				cur.Node = n.index
+				fn(cur.Ctx, key, v)
+				return next(x, key, v)
+			})
+		}
+	}
 	return Stream[T]{n: n, p: p}
 }
 

@@ -211,6 +211,7 @@ func repartition[T any](s Stream[T], name, op string, key func(context.Context, 
 	p := &port[T]{}
 	if c != nil {
 		decode := func(_ context.Context, b []byte) (T, error) { return c.Decode(b) }
+		src.fuse = sourceFuse(src, p, c, nil)
 		src.source = func(x graph.Exec, r *kgo.Record) error {
 			v, err := call(x, src, decode, r.Value)
 			if err != nil {

@@ -70,6 +70,10 @@ type Node struct {
 	windows        string       // a windowed aggregation's Windows, described
 	latest         bool         // an aggregation with LatestPerCommit
 	dedup          string       // a Dedup node's mode, retention and store failure handling, described
+	// fuse, for a node that can join a fused chain (see fuse.go), builds
+	// its part of the chain: a graph.Source for a source, else a link of
+	// its input type.
+	fuse func(*fusion) any
 }
 
 // Name is the node's unique name.
@@ -121,6 +125,7 @@ type Topology struct {
 	policies      map[string]ErrorPolicy
 	stores        []*storeDecl
 	storeByName   map[string]*storeDecl
+	unfused       bool // compile runs every node on its own (tests compare)
 }
 
 // Option configures a Topology.

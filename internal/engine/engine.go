@@ -53,20 +53,27 @@ type Tally struct {
 // Engine runs records through one topology. It is not safe for concurrent
 // use: the runtime keeps one per consuming goroutine.
 type Engine struct {
-	g       *graph.Graph
-	log     *zap.Logger
-	sleep   func(context.Context, time.Duration) error
-	ctx     context.Context // the current record's
-	cur     int             // index of the node whose user code runs; see Enter
-	slots   []any           // per node, what its Init returned
+	g     *graph.Graph
+	log   *zap.Logger
+	sleep func(context.Context, time.Duration) error
+	// cur is shared with the graph's fused chains: the current record's
+	// context and the node whose user code runs (see Enter).
+	cur     *graph.Cursor
+	slots   []any // per node, what its Init returned
 	started bool
-	pending []*kgo.Record
-	// pendingNode[i] is the index of the sink that emitted pending[i];
-	// outIdx is the one being passed to out (-1: outName, for a dead
-	// letter from a node the topology does not know). See OutputNode.
-	pendingNode []int
-	outIdx      int
-	outName     string
+	// A step's outputs (a record's, an update's, a timer's) wait until
+	// it succeeds: the first in first, since most records have one and
+	// then need no slice, the others in more; outs counts them all.
+	// firstNode and moreNode[i] are the sinks that emitted them; outIdx
+	// is the one being passed to out (-1: outName, for a dead letter
+	// from a node the topology does not know). See OutputNode.
+	first     *kgo.Record
+	firstNode int
+	more      []*kgo.Record
+	moreNode  []int
+	outs      int
+	outIdx    int
+	outName   string
 
 	limits     func(topic string) (maxBytes int, compacted bool, err error)
 	limitTopic string                // topic of the last output checked
@@ -80,8 +87,7 @@ type Engine struct {
 	hold       holding     // updates held back for the end of the batch
 	timers     timerNodes  // nodes that scheduled timers; see timer.go
 
-	lastTopic string       // topic of the previous record
-	lastSrc   graph.Source // its source; nil before the first record
+	lastSrc graph.Source // the source of curTopic; nil: look it up
 
 	tally Tally
 
@@ -158,7 +164,7 @@ func New(t *topology.Topology, opts ...Option) (*Engine, error) {
 	if t == nil {
 		return nil, errors.New("eos: nil topology; build one with topology.New")
 	}
-	e := &Engine{log: zap.NewNop(), sleep: sleepCtx, ctx: context.Background(), outIdx: -1}
+	e := &Engine{log: zap.NewNop(), sleep: sleepCtx, outIdx: -1}
 	for _, o := range opts {
 		o.apply(e)
 	}
@@ -167,6 +173,11 @@ func New(t *topology.Topology, opts ...Option) (*Engine, error) {
 		return nil, err
 	}
 	e.g, e.slots = g, make([]any, len(g.Nodes))
+	if g.Cursor == nil {
+		g.Cursor = &graph.Cursor{}
+	}
+	e.cur = g.Cursor
+	e.cur.Ctx = context.Background()
 	return e, nil
 }
 
@@ -257,34 +268,42 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 		}
 	}
 	// Records come in runs of one topic, so remember the last source
-	// rather than hashing the topic of every record.
+	// rather than hashing the topic of every record. Storing a pointer
+	// into the heap costs a GC write barrier while the collector marks,
+	// which at these allocation rates is much of the time, so the topic
+	// is not written again either.
 	src := e.lastSrc
-	if src == nil || r.Topic != e.lastTopic {
+	if src == nil || r.Topic != e.curTopic {
 		src = e.g.Sources[r.Topic]
-		e.lastTopic, e.lastSrc = r.Topic, src
+		e.curTopic, e.lastSrc = r.Topic, src
 	}
 	if src == nil {
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: ErrNoSource}
 	}
-	e.ctx = ctx
-	e.curTopic, e.curPart, e.curRec = r.Topic, r.Partition, r
-	e.pending = e.pending[:0]
-	e.pendingNode = e.pendingNode[:0]
+	e.cur.Ctx = ctx
+	e.curPart = r.Partition
+	if e.g.Holds {
+		e.curRec = r // for Hold only
+	}
+	e.dropOutputs()
 	if len(e.hold.staged) > 0 {
 		e.hold.begin()
 	}
 	err := e.run(src, r)
 	if err == nil {
-		for i, o := range e.pending {
-			e.outIdx = e.pendingNode[i]
-			out(o)
-		}
+		e.passOutputs(out)
 		if len(e.hold.staged) > 0 {
 			e.hold.keep(len(e.g.Nodes))
 		}
 		e.tally.Processed++
 		return Processed, nil
 	}
+	return e.failure(ctx, r, err, out)
+}
+
+// failure settles r, whose processing failed with err; a function of
+// its own keeps Process's frame small.
+func (e *Engine) failure(ctx context.Context, r *kgo.Record, err error, out func(*kgo.Record)) (Outcome, error) {
 	var ne *topology.NodeError
 	if !errors.As(err, &ne) {
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
@@ -443,14 +462,21 @@ func headerText(s string, limit int) []byte {
 	return fmt.Appendf([]byte(s[:cut]), "… [truncated %d bytes]", len(s)-cut)
 }
 
+// setTask makes r, with context ctx, the current record of a step that
+// is not Process's (a held update, a timer).
+func (e *Engine) setTask(ctx context.Context, r *kgo.Record) {
+	e.cur.Ctx, e.curRec = ctx, r
+	e.curTopic, e.curPart = r.Topic, r.Partition
+	e.lastSrc = nil // Process's cache is for another topic now
+}
+
 // Context implements graph.Exec: the current record's context.
-func (e *Engine) Context() context.Context { return e.ctx }
+func (e *Engine) Context() context.Context { return e.cur.Ctx }
 
 // Enter implements graph.Exec. It runs several times per record, so it
-// keeps an index rather than a pointer: storing a pointer into the heap
-// costs a GC write barrier while the collector marks, which at these
-// allocation rates is much of the time.
-func (e *Engine) Enter(node int) { e.cur = node }
+// keeps an index rather than a pointer, which would cost a write barrier
+// (see Process).
+func (e *Engine) Enter(node int) { e.cur.Node = node }
 
 // Slot implements graph.Exec.
 func (e *Engine) Slot(node int) any { return e.slots[node] }
@@ -477,8 +503,8 @@ func (e *Engine) Store(name string) (*state.Store, error) {
 
 // currentName names the node Enter last named, for attributing a panic.
 func (e *Engine) currentName() string {
-	if e.cur >= 0 && e.cur < len(e.g.Nodes) {
-		return e.g.Nodes[e.cur].Name
+	if i := e.cur.Node; i >= 0 && i < len(e.g.Nodes) {
+		return e.g.Nodes[i].Name
 	}
 	return "unknown"
 }
@@ -492,10 +518,10 @@ func (e *Engine) Retry(node int, attempt int, err error) bool {
 	if policy.Kind != graph.PolicyRetry || attempt+1 >= policy.Attempts {
 		return false
 	}
-	if e.ctx.Err() == nil {
+	if e.cur.Ctx.Err() == nil {
 		d := policy.Delay(attempt)
 		e.log.Debug("retrying node", zap.String("node", n.Name), zap.Int("attempt", attempt+1), zap.Duration("backoff", d), zap.Error(err))
-		if e.sleep(e.ctx, d) == nil {
+		if e.sleep(e.cur.Ctx, d) == nil {
 			e.tally.Retries++
 			return true
 		}
@@ -513,14 +539,47 @@ func (e *Engine) Emit(node int, o graph.Output) error {
 		}
 		o.Topic = e.internalName
 	}
+	return e.EmitRecord(node, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
+}
+
+// EmitRecord implements graph.Exec: Emit of an output the sink built.
+func (e *Engine) EmitRecord(node int, rec *kgo.Record) error {
 	if e.limits != nil {
-		if err := e.checkLimits(&o); err != nil {
+		if err := e.checkLimits(rec); err != nil {
 			return &topology.NodeError{Node: e.g.Nodes[node].Name, Err: err}
 		}
 	}
-	e.pending = append(e.pending, &kgo.Record{Topic: o.Topic, Partition: o.Partition, Key: o.Key, Value: o.Value, Headers: o.Headers, Timestamp: o.Timestamp})
-	e.pendingNode = append(e.pendingNode, node)
+	if e.outs == 0 {
+		e.first, e.firstNode = rec, node
+	} else {
+		e.more = append(e.more, rec)
+		e.moreNode = append(e.moreNode, node)
+	}
+	e.outs++
 	return nil
+}
+
+// dropOutputs forgets the outputs emitted so far, as a step begins.
+func (e *Engine) dropOutputs() {
+	e.outs = 0
+	if len(e.more) > 0 {
+		e.more = e.more[:0]
+		e.moreNode = e.moreNode[:0]
+	}
+}
+
+// passOutputs hands the outputs of the step that succeeded to out, in the
+// order they were emitted.
+func (e *Engine) passOutputs(out func(*kgo.Record)) {
+	if e.outs == 0 {
+		return
+	}
+	e.outIdx = e.firstNode
+	out(e.first)
+	for i, o := range e.more {
+		e.outIdx = e.moreNode[i]
+		out(o)
+	}
 }
 
 // resolve names the app's internal topic whose suffix is suffix.
@@ -544,7 +603,7 @@ func (e *Engine) TaskTopics() map[string]string { return e.g.TaskTopics }
 func (e *Engine) Repartitions() []graph.Repartition { return e.g.Repartitions }
 
 // checkLimits returns why the broker would reject o, or nil.
-func (e *Engine) checkLimits(o *graph.Output) error {
+func (e *Engine) checkLimits(o *kgo.Record) error {
 	if o.Topic != e.limitTopic {
 		l, ok := e.limitCache[o.Topic]
 		if !ok {

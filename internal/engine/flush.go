@@ -130,17 +130,12 @@ func (e *Engine) Flush(begin func(in *kgo.Record) context.Context, out func(*kgo
 // flushOne runs one held update with ctx as its context.
 func (e *Engine) flushOne(h held, ctx context.Context, out func(*kgo.Record)) (Outcome, error) {
 	r := h.in
-	e.ctx, e.curRec = ctx, r
-	e.curTopic, e.curPart = r.Topic, r.Partition
-	e.pending = e.pending[:0]
-	e.pendingNode = e.pendingNode[:0]
+	e.setTask(ctx, r)
+	e.dropOutputs()
 	e.hold.begin()
 	err := e.runHeld(h.run)
 	if err == nil {
-		for i, o := range e.pending {
-			e.outIdx = e.pendingNode[i]
-			out(o)
-		}
+		e.passOutputs(out)
 		e.hold.keep(len(e.g.Nodes))
 		return Processed, nil
 	}

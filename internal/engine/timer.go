@@ -233,10 +233,8 @@ func (e *Engine) WallClock(task state.Task, now time.Time, begin func(in *kgo.Re
 // timerTask makes the task of in the current one, with ctx as the
 // context user code sees, and starts a step: nothing is pending.
 func (e *Engine) timerTask(ctx context.Context, in *kgo.Record) {
-	e.ctx, e.curRec = ctx, in
-	e.curTopic, e.curPart = in.Topic, in.Partition
-	e.pending = e.pending[:0]
-	e.pendingNode = e.pendingNode[:0]
+	e.setTask(ctx, in)
+	e.dropOutputs()
 	e.hold.begin()
 }
 
@@ -248,10 +246,7 @@ func (e *Engine) fire(tn *timerNode, j int, tick graph.Tick, in *kgo.Record, beg
 	t := tn.timers[j]
 	err := e.runTimer(t, tick)
 	if err == nil {
-		for i, o := range e.pending {
-			e.outIdx = e.pendingNode[i]
-			out(o)
-		}
+		e.passOutputs(out)
 		e.hold.keep(len(e.g.Nodes))
 		done(Processed)
 		return Processed, nil

@@ -27,6 +27,10 @@ type Exec interface {
 	Retry(node int, attempt int, err error) bool
 	// Emit buffers a sink's output until the whole input record succeeds.
 	Emit(node int, out Output) error
+	// EmitRecord is Emit of an output the sink built itself, for a topic
+	// that is not internal; it saves copying the output twice. The
+	// engine owns r from then on.
+	EmitRecord(node int, r *kgo.Record) error
 	// Slot is what node's Init returned in this engine.
 	Slot(node int) any
 	// Partitions is the partition count of an output topic.
@@ -115,6 +119,23 @@ type Graph struct {
 	// Partitioned says a sink chooses its own partitions (Output.Partition
 	// is not always AnyPartition).
 	Partitioned bool
+	// Holds says a node may call Exec.Hold, which needs the input record.
+	Holds bool
+	// Cursor is shared by the engine and the fused chains compiled into
+	// Sources; each compiled Graph has its own.
+	Cursor *Cursor
+}
+
+// Cursor is the state of the call in progress that the engine and the
+// fused chains of a compiled graph share, so that a fused node reads and
+// sets it with a plain field access instead of an Exec call per node.
+type Cursor struct {
+	// Node is the index of the node whose user code runs, set before it
+	// runs so a panic can be attributed to it (what Exec.Enter sets).
+	Node int
+	// Ctx is the context of the record being processed (what
+	// Exec.Context returns).
+	Ctx context.Context
 }
 
 // Compile turns a validated *topology.Topology into a Graph for the app
