@@ -240,7 +240,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
-	b.hardTimer = time.AfterFunc(hardCut*r.cfg.CommitInterval, func() { b.hard.Store(true) })
+	b.hardTimer = time.AfterFunc(r.hardCutAfter(), func() { b.hard.Store(true) })
 	r.abortNoted = false
 	if r.tracing != nil {
 		b.traceBegin()
@@ -315,8 +315,8 @@ func (b *batch) fill(fetches kgo.Fetches) {
 // kept groups rebalancing for as long as batches were cut.
 func (b *batch) rewindRest() {
 	r := b.r
-	r.rewinds.Add(1)
 	if r.cfg.Guarantee != config.ExactlyOnce {
+		r.rewinds.Add(1)
 		b.s.rewind(b.rest)
 		return
 	}
@@ -329,6 +329,7 @@ func (b *batch) rewindRest() {
 		b.doomed, b.revoked = true, true
 		return
 	}
+	r.rewinds.Add(1)
 	b.s.rewind(b.rest)
 	b.rewindRaced = moved()
 }
@@ -347,8 +348,9 @@ func generation(s session) int32 {
 func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.revoked || b.slow != nil }
 
 // process runs the records of fs through the engine until the batch
-// stops or its commit interval is spent (after at least one record), in
-// the order inOrder gives. Once a record of a partition is left for the
+// stops, Run's context ends, or the batch is past its hard cut (see
+// hardCutAfter), its byte cap or a restore need (after at least one
+// record), in the order inOrder gives. Once a record of a partition is left for the
 // next batch, so are the partition's later records.
 func (b *batch) process(fs kgo.Fetches) {
 	b.r.inOrder(fs, b.one)
@@ -420,7 +422,7 @@ func (b *batch) one(rec *kgo.Record) {
 	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
 		b.revoked = true
 	}
-	if b.stopped() || b.hard.Load() && b.cuttable && b.in > 0 {
+	if b.stopped() || (b.hard.Load() || b.ctx.Err() != nil) && b.cuttable && b.in > 0 {
 		if b.cuttable {
 			b.leave(rec)
 		}
@@ -730,8 +732,17 @@ func (r *Runner) slowRecord(b *batch, log *zap.Logger) error {
 // rest for the next batch.
 const hardCut = 2
 
-// pollSize is how many records the next poll may return: the record cap,
-// or fewer after a batch ran out of time before its records.
+// hardCutAfter is when a batch stops taking records it already polled:
+// hardCut commit intervals, but no later than halfway from the interval
+// to transaction_timeout, so that a batch never outlives its transaction
+// for processing what it polled.
+func (r *Runner) hardCutAfter() time.Duration {
+	ci, tt := r.cfg.CommitInterval, r.cfg.TransactionTimeout
+	return max(min(hardCut*ci, ci+(tt-ci)/2), ci)
+}
+
+// pollSize is how many records the next poll may return: the record cap
+// until a batch has timed its records, then what adaptPollSize set.
 func (r *Runner) pollSize() int {
 	if r.pollMax <= 0 || r.pollMax > r.cfg.MaxBatchRecords {
 		r.pollMax = r.cfg.MaxBatchRecords
@@ -740,12 +751,12 @@ func (r *Runner) pollSize() int {
 }
 
 // adaptPollSize sizes polls to a quarter of the commit interval's worth
-// of records at the last batch's processing cost per record, so that the
-// interval's cut falls between polls: a cut inside a poll leaves records
-// to rewind, and fetching them again leaves the worker idle for a round
-// trip, every batch when the transform is slow. Polls also stay within
-// the byte cap at the batch's average record size. A batch that still
-// left records behind shrinks polls to what it got through.
+// of records at the last batch's processing cost per record, and to a
+// quarter of the byte cap at its average record size, so that the
+// interval and the cap end batches between polls: a cut inside a poll
+// leaves records to rewind, and fetching them again leaves the worker
+// idle for a round trip, every batch when the transform is slow. A batch
+// that still left records behind shrinks polls to what it got through.
 func (r *Runner) adaptPollSize(b *batch) {
 	if b.failed != nil || b.interrupted || b.revoked || b.in == 0 {
 		return
@@ -755,12 +766,14 @@ func (r *Runner) adaptPollSize(b *batch) {
 		size = int(min(max(r.cfg.CommitInterval/4/per, 1), time.Duration(r.cfg.MaxBatchRecords)))
 	}
 	if b.maxBytes > 0 && b.bytes > 0 {
-		size = int(min(int64(size), b.maxBytes/max(b.bytes/int64(b.in), 1)))
+		size = int(min(int64(size), b.maxBytes/4/max(b.bytes/int64(b.in), 1)))
 	}
 	if len(b.rest) > 0 {
 		size = min(size, b.in)
 	}
-	r.pollMax = max(size, 1)
+	// Grow at most twice per batch: one cheap batch among slow ones must
+	// not bring back polls that outlast the interval.
+	r.pollMax = max(min(size, 2*r.pollSize()), 1)
 }
 
 // idleCheck is how long one poll waits before the loop looks at how long

@@ -23,13 +23,17 @@ func recordBytes(rec *kgo.Record) int64 {
 }
 
 // taken counts a processed record against the byte cap and ends the batch
-// once the cap is reached, as the commit interval would: later records are
-// left for the next batch.
+// once the cap is reached, as the commit interval would: it polls no more,
+// and past a quarter over the cap it leaves the rest of its last poll for
+// the next batch (polls are sized to a quarter of the cap, so that is
+// rare, and those records are in memory already).
 func (b *batch) taken(rec *kgo.Record) {
 	b.bytes += recordBytes(rec)
 	if b.full() {
 		b.cut.Store(true)
-		b.hard.Store(true) // the cap bounds memory: take no more of this poll either
+		if b.bytes >= b.maxBytes+b.maxBytes/4 {
+			b.hard.Store(true)
+		}
 	}
 }
 

@@ -41,8 +41,41 @@ func TestSlowTransformRarelyRewinds(t *testing.T) {
 	if st.Committed < 10 {
 		t.Fatalf("%d batches for %d records of 200 µs at a 20 ms interval; want batches cut near the interval", st.Committed, n)
 	}
+	if st.Rewinds < 1 {
+		t.Fatal("no rewind counted: the first batch polls every buffered record and cannot process them within twice the interval")
+	}
 	if st.Rewinds*3 > st.Committed { // every batch but a few rewound before polls were sized
 		t.Fatalf("%d of %d batches rewound: polls should shrink so that the interval ends between them", st.Rewinds, st.Committed)
 	}
 	t.Logf("%d batches, %d rewinds, %d aborted", st.Committed, st.Rewinds, st.Aborted)
+}
+
+// A batch processes what it polled past its commit interval, but never
+// into its transaction timeout: with the timeout close to the interval a
+// large first poll of slow records is cut halfway between them, and no
+// batch is aborted as too slow.
+func TestProcessingPolledRecordsStopsBeforeTheTransactionTimeout(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 2, "in", "out")
+	const n = 1200
+	conformance.Seed(t, env, "in", n)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.CommitInterval = 600 * time.Millisecond
+	cfg.TransactionTimeout = time.Second // twice the interval would be past it
+	top := topology.New("app")
+	src := topology.Source(top, "in", "in", codec.Bytes())
+	up := topology.MapValues(src, "spin", func(_ context.Context, v []byte) ([]byte, error) {
+		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
+		}
+		return v, nil
+	})
+	topology.To(up, "out", "out", codec.Bytes())
+	x := conformance.Start(t, cfg, top)
+	x.WaitCommitted(t, n, 120*time.Second)
+	st := x.R.Stats()
+	conformance.ExactlyOnce(t, env, "out", n)
+	if st.Aborted != 0 || st.Rebuilds != 0 {
+		t.Fatalf("%d batches aborted, %d rebuilds: a batch ran into its transaction timeout", st.Aborted, st.Rebuilds)
+	}
+	t.Logf("%d batches, %d rewinds", st.Committed, st.Rewinds)
 }

@@ -75,8 +75,8 @@ type Stats struct {
 	// Rewinds counts batches that ended with records polled but not
 	// processed, to which the consumer was moved back: they are fetched
 	// again, a round trip the worker waits out. Polls are sized so that
-	// this stays rare; a steady climb means batches keep running past
-	// commit_interval.
+	// this stays rare; a steady climb means single polls keep taking
+	// longer than the commit interval to process.
 	Rewinds uint64
 }
 
@@ -117,7 +117,7 @@ type Runner struct {
 	admin             *kgo.Client              // preflight's client, kept for admin requests
 	limits            map[string]topicLimits   // output topics' limits, when known
 	maxRecordBytes    func(topic string) int32 // output topics' max.message.bytes, when known
-	pollMax           int                      // records per poll; shrinks when batches run out of time
+	pollMax           int                      // records per poll, sized by adaptPollSize
 	pending           *pendingBatch            // a batch whose commit outcome is unknown
 	stalls            int                      // stalls in a row without a commit
 	failingSince      time.Time                // first failure since the pipeline was last healthy; zero when healthy
