@@ -78,6 +78,9 @@ func decode[T any](t *testing.T, s string) T {
 // producers and holds the LSO back in group lag; txn abort releases it.
 func TestEosctlOnOpenTransaction(t *testing.T) {
 	env := realEnv(t)
+	// Built before the transaction opens: a build on a loaded machine
+	// can outlast the transaction's timeout, which then aborts it.
+	eosctlBinary(t)
 	topic, group, txnID := env.Name("orders"), env.Name("group"), env.Name("txn")
 	env.CreateTopics(t, 1, topic)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
