@@ -24,16 +24,7 @@ func TestSlowTransformRarelyRewinds(t *testing.T) {
 	conformance.Seed(t, env, "in", n)
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	cfg.CommitInterval = 20 * time.Millisecond
-	top := topology.New("app")
-	src := topology.Source(top, "in", "in", codec.Bytes())
-	up := topology.MapValues(src, "spin", func(_ context.Context, v []byte) ([]byte, error) {
-		// 200 µs of work, a tenth of the interval every 10 records.
-		for end := time.Now().Add(200 * time.Microsecond); time.Now().Before(end); {
-		}
-		return v, nil
-	})
-	topology.To(up, "out", "out", codec.Bytes())
-	x := conformance.Start(t, cfg, top)
+	x := conformance.Start(t, cfg, spinning(200*time.Microsecond)) // a tenth of the interval every 10 records
 	x.WaitCommitted(t, n, 120*time.Second)
 	st := x.R.Stats()
 	conformance.ExactlyOnce(t, env, "out", n)
@@ -62,15 +53,7 @@ func TestProcessingPolledRecordsStopsBeforeTheTransactionTimeout(t *testing.T) {
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	cfg.CommitInterval = 600 * time.Millisecond
 	cfg.TransactionTimeout = time.Second // twice the interval would be past it
-	top := topology.New("app")
-	src := topology.Source(top, "in", "in", codec.Bytes())
-	up := topology.MapValues(src, "spin", func(_ context.Context, v []byte) ([]byte, error) {
-		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
-		}
-		return v, nil
-	})
-	topology.To(up, "out", "out", codec.Bytes())
-	x := conformance.Start(t, cfg, top)
+	x := conformance.Start(t, cfg, spinning(2*time.Millisecond))
 	x.WaitCommitted(t, n, 120*time.Second)
 	st := x.R.Stats()
 	conformance.ExactlyOnce(t, env, "out", n)
@@ -78,4 +61,17 @@ func TestProcessingPolledRecordsStopsBeforeTheTransactionTimeout(t *testing.T) {
 		t.Fatalf("%d batches aborted, %d rebuilds: a batch ran into its transaction timeout", st.Aborted, st.Rebuilds)
 	}
 	t.Logf("%d batches, %d rewinds", st.Committed, st.Rewinds)
+}
+
+// spinning copies "in" to "out", keeping the CPU busy for d per record.
+func spinning(d time.Duration) *topology.Topology {
+	top := topology.New("app")
+	src := topology.Source(top, "in", "in", codec.Bytes())
+	up := topology.MapValues(src, "spin", func(_ context.Context, v []byte) ([]byte, error) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+		return v, nil
+	})
+	topology.To(up, "out", "out", codec.Bytes())
+	return top
 }
