@@ -136,6 +136,14 @@ type Config struct {
 	// rebalance. EOS_REBALANCE_TIMEOUT. Default: 60s; at least 100ms
 	// (franz-go's minimum).
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
+	// GroupProtocol is the consumer group protocol: classic (members join
+	// and their leader assigns partitions) or consumer (KIP-848: the
+	// broker assigns them incrementally, and a rebalance pauses only the
+	// partitions that move; needs Apache Kafka 4.0 or later, and the
+	// brokers' group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms replace session_timeout).
+	// EOS_GROUP_PROTOCOL. Default: classic (also when empty).
+	GroupProtocol GroupProtocol `yaml:"group_protocol"`
 	// ConnectTimeout is how long start-up may wait for an unreachable broker
 	// before failing. EOS_CONNECT_TIMEOUT. Default: 10s.
 	ConnectTimeout time.Duration `yaml:"connect_timeout"`

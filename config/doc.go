@@ -26,6 +26,7 @@
 //	transaction_timeout  EOS_TRANSACTION_TIMEOUT         10s
 //	session_timeout      EOS_SESSION_TIMEOUT             45s
 //	rebalance_timeout    EOS_REBALANCE_TIMEOUT           60s
+//	group_protocol       EOS_GROUP_PROTOCOL              classic (consumer: KIP-848, Kafka 4.0+)
 //	connect_timeout      EOS_CONNECT_TIMEOUT             10s
 //	recovery_timeout     EOS_RECOVERY_TIMEOUT            5m
 //	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false

@@ -145,6 +145,7 @@ func (c Config) Validate() error {
 	}
 
 	errs = append(errs, c.memoryErrors()...)
+	errs = append(errs, c.validateGroupProtocol()...)
 	errs = append(errs, c.TLS.validate()...)
 	errs = append(errs, c.SASL.validate()...)
 	return errors.Join(errs...)
