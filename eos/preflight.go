@@ -45,6 +45,9 @@ func (r *Runner) preflight(ctx context.Context) error {
 		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
 			ErrUnreachable, strings.Join(r.cfg.Brokers, ","), r.cfg.ConnectTimeout, err)
 	}
+	if err := r.checkGroupProtocol(pctx, cl); err != nil {
+		return err
+	}
 	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
 	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
 	if isFatal(err) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/topology"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -175,12 +176,12 @@ func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
 func (r *Runner) slotTaken(ctx context.Context) (taken, known bool) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	groups, err := kadm.NewClient(r.admin).DescribeGroups(dctx, r.cfg.AppID)
+	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
 	if err != nil {
 		return false, false
 	}
-	for _, m := range groups[r.cfg.AppID].Members {
-		if m.InstanceID != nil && *m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
+	for _, m := range g.Members {
+		if m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
 			return true, true
 		}
 	}
@@ -209,7 +210,7 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	if err != nil {
 		return &rebuildError{fmt.Errorf("no batch for %s and group %q's offsets cannot be read: %w", waited.Round(time.Second), r.cfg.AppID, err)}
 	}
-	mine, member, known := r.assigned(actx, adm)
+	mine, member, known := r.assigned(actx)
 	// Candidates: this instance's partitions whose committed offset is
 	// below the last stable offset.
 	candidates := make(map[string]map[int32]kgo.Offset)
@@ -305,28 +306,23 @@ func (r *Runner) readable(ctx context.Context, from map[string]map[int32]kgo.Off
 // instance, whether the instance is a member, and whether the group could
 // be described at all (without DescribeGroups permission every partition
 // is judged).
-func (r *Runner) assigned(ctx context.Context, adm *kadm.Client) (map[string]map[int32]bool, bool, bool) {
-	groups, err := adm.DescribeGroups(ctx, r.cfg.AppID)
+func (r *Runner) assigned(ctx context.Context) (map[string]map[int32]bool, bool, bool) {
+	g, err := kafkautil.DescribeGroup(ctx, r.admin, r.cfg.AppID)
 	if err != nil {
 		return nil, false, false
 	}
-	g := groups[r.cfg.AppID]
-	for _, m := range g.Members {
-		if m.InstanceID == nil || *m.InstanceID != r.cfg.InstanceID {
-			continue
-		}
-		mine := make(map[string]map[int32]bool)
-		if c, ok := m.Assigned.AsConsumer(); ok {
-			for _, t := range c.Topics {
-				mine[t.Topic] = make(map[int32]bool)
-				for _, p := range t.Partitions {
-					mine[t.Topic][p] = true
-				}
-			}
-		}
-		return mine, true, true
+	m, ok := g.Member(r.cfg.InstanceID)
+	if !ok {
+		return nil, false, true
 	}
-	return nil, false, true
+	mine := make(map[string]map[int32]bool)
+	for t, ps := range m.Assigned {
+		mine[t] = make(map[int32]bool)
+		for _, p := range ps {
+			mine[t][p] = true
+		}
+	}
+	return mine, true, true
 }
 
 // leaveGroup makes a static member leave on a clean shutdown when
@@ -340,9 +336,15 @@ func (r *Runner) leaveGroup() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
 	defer cancel()
-	resp, err := kadm.NewClient(r.admin).LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.AppID).InstanceIDs(r.cfg.InstanceID).Reason("eosflow shutdown"))
-	if err == nil {
-		err = resp.Error()
+	var err error
+	if r.cfg.Consumer() {
+		err = r.leaveConsumerGroup(ctx)
+	} else {
+		var resp kadm.LeaveGroupResponses
+		resp, err = kadm.NewClient(r.admin).LeaveGroup(ctx, kadm.LeaveGroup(r.cfg.AppID).InstanceIDs(r.cfg.InstanceID).Reason("eosflow shutdown"))
+		if err == nil {
+			err = resp.Error()
+		}
 	}
 	if err != nil {
 		r.log.Warn("could not leave the group; its partitions move after session_timeout", zap.Error(err))

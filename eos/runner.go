@@ -393,6 +393,9 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		r.contexts.reset(ctx)
 		r.health.client.Store(s.client())
 		progressed, err := r.consume(ctx, s)
+		if id, _ := s.client().GroupMetadata(); id != "" {
+			r.ownMembers[id] = true // whether it committed or not: see leaveConsumerGroup
+		}
 		s.close()
 		r.health.sessionEnded()
 		r.contexts.reset(ctx)

@@ -20,6 +20,7 @@ import (
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -164,7 +165,7 @@ func RunWorker(ctx context.Context, o WorkerOptions) (rep WorkerReport, err erro
 	var caughtUp func(context.Context) bool
 	if conn, err := kafkautil.Connect(o.Config); err == nil {
 		defer conn.Close()
-		caughtUp = caughtUpCheck(r, conn.Admin, o.Config.AppID, o.Config.InstanceID)
+		caughtUp = caughtUpCheck(r, conn.Client, o.Config)
 	}
 	stopWatch := watchFirstCommit(r, o.Started, caughtUp, func(after time.Duration) {
 		rep.FirstCommitMs = max(after.Milliseconds(), 1)
@@ -240,10 +241,19 @@ func watchFirstCommit(r *eos.Runner, started time.Time, caughtUp func(context.Co
 
 // caughtUpCheck reports whether the runner has joined the group (its
 // /readyz answers 200) and every input partition the group assigns to
-// this instance has its committed offset at the partition's end: the
-// instance is back and has nothing to do. Any error answers false.
-func caughtUpCheck(r *eos.Runner, adm *kadm.Client, group, instance string) func(context.Context) bool {
+// this instance (to its workers, under workers > 1) has its committed
+// offset at the partition's end: the instance is back and has nothing to
+// do. Any error answers false.
+func caughtUpCheck(r *eos.Runner, cl *kgo.Client, cfg config.Config) func(context.Context) bool {
 	ready := r.Handler()
+	adm, group := kadm.NewClient(cl), cfg.AppID
+	instances := []string{cfg.InstanceID}
+	if n := cfg.WorkerCount(); n > 1 {
+		instances = instances[:0]
+		for i := range n {
+			instances = append(instances, cfg.WorkerInstanceID(i))
+		}
+	}
 	return func(ctx context.Context) bool {
 		rec := httptest.NewRecorder()
 		ready.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/readyz", nil))
@@ -252,23 +262,18 @@ func caughtUpCheck(r *eos.Runner, adm *kadm.Client, group, instance string) func
 		}
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		described, err := adm.DescribeGroups(ctx, group)
-		if err != nil {
+		g, err := kafkautil.DescribeGroup(ctx, cl, group)
+		if err != nil || g.State != "Stable" {
 			return false
 		}
-		g, ok := described[group]
-		if !ok || g.Err != nil || g.State != "Stable" {
-			return false
-		}
-		var mine map[string][]int32
-		for _, m := range g.Members {
-			if m.InstanceID != nil && *m.InstanceID == instance {
-				if c, ok := m.Assigned.AsConsumer(); ok {
-					mine = make(map[string][]int32)
-					for _, t := range c.Topics {
-						mine[t.Topic] = append(mine[t.Topic], t.Partitions...)
-					}
-				}
+		mine := map[string][]int32{}
+		for _, instance := range instances {
+			m, ok := g.Member(instance)
+			if !ok {
+				return false
+			}
+			for t, ps := range m.Assigned {
+				mine[t] = append(mine[t], ps...)
 			}
 		}
 		if len(mine) == 0 {

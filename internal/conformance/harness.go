@@ -16,9 +16,9 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -141,20 +141,14 @@ func ExactlyOnce(t *testing.T, env *kafkatest.Env, out string, n int) verdict.Ve
 // records seeded next can reach it.
 func WaitAssigned(t *testing.T, env *kafkatest.Env, group, instance string) {
 	t.Helper()
-	adm := kadm.NewClient(env.Client(t))
+	cl := env.Client(t)
 	Until(t, 90*time.Second, instance+" assigned partitions", func() bool {
-		described, err := adm.DescribeGroups(context.Background(), group)
+		g, err := kafkautil.DescribeGroup(context.Background(), cl, group)
 		if err != nil {
 			return false
 		}
-		for _, m := range described[group].Members {
-			if m.InstanceID != nil && *m.InstanceID == instance {
-				if ca, ok := m.Assigned.AsConsumer(); ok && len(ca.Topics) > 0 {
-					return true
-				}
-			}
-		}
-		return false
+		m, ok := g.Member(instance)
+		return ok && len(m.Assigned) > 0
 	})
 }
 

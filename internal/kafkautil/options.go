@@ -61,6 +61,12 @@ func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
 	)
+	if cfg.Consumer() {
+		// KIP-848: the group coordinator assigns the partitions, with the
+		// server assignor of the balancer in use (franz-go's default
+		// cooperative-sticky is "uniform", range is "range").
+		opts = append(opts, kgo.ServerSideBalancer())
+	}
 	switch cfg.Guarantee {
 	case config.ExactlyOnce:
 		opts = append(opts,
