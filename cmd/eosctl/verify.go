@@ -27,6 +27,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		worker    workerLogin
 		pg        pgVerify
 		dd        dedupFlags
+		sf        scaleFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -131,7 +132,7 @@ The output is judged as --pipeline upper's, exactly once. --sink
 redis-dedup-none (or --dedup-mode none) is the control: the same effect
 with no Dedup node, judged as mark-after; it must fail with effects
 repeated far beyond the kills, since every aborted batch repeats its
-effects.`,
+effects.` + scaleHelp,
 		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
   eosctl verify --guarantee at-least-once          # must fail with duplicates
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
@@ -144,6 +145,7 @@ effects.`,
   eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3 --broker-restarts 0
   eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3 --broker-restarts 0
   eosctl verify --sink redis-dedup-none --records 10000 --kills 3 --broker-restarts 0   # must fail with repeated effects
+  eosctl verify --brokers 127.0.0.1:9092 --pipeline count --partitions 24 --scale 1,6,2 --process-workers 2 --group-protocol consumer
   eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000 --broker-restarts 0
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
@@ -154,6 +156,7 @@ effects.`,
 			}
 			o.Guarantee = config.Guarantee(guarantee)
 			o.Pipeline, o.State, o.GroupBy = chaos.PipelineKind(pipeline), chaos.StateKind(stateKind), chaos.Grouping(groupBy)
+			scaleOptions(cmd, &o, sf)
 			if err := dedupOptions(&o, pg.sink, pipeline, dd); err != nil {
 				return err
 			}
@@ -220,11 +223,15 @@ effects.`,
 			if res.DedupVerdict != nil {
 				claim = dedupClaim(res)
 			}
+			if len(res.Steps) > 0 {
+				claim = scaleClaim(res)
+			}
 			return g.verdict(cmd.OutOrStdout(), res.Pass, claim,
 				strings.Join(res.Problems, "; "))
 		},
 	}
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
+	addScaleFlags(cmd, &o, &sf)
 	f := cmd.Flags()
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
 	f.StringVar(&pg.sink, "sink", "", "verify a sink outside Kafka instead of a pipeline: postgres (the exactly-once sink, package pgsink), postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates), redis-dedup (an effect in Redis behind a dedup store; see --dedup-mode) or redis-dedup-none (its control with no store; must fail with repeated effects)")
@@ -321,6 +328,7 @@ func verifyTable(r chaos.Result) *table {
 	if r.AbortedRecords >= 0 {
 		t.add("aborted records", fmt.Sprintf("%d (in the log, hidden from read_committed)", r.AbortedRecords))
 	}
+	addScaleRows(t, r)
 	t.add("faults", fmt.Sprintf("%d planned, %d not injected", r.FaultsPlanned, r.FaultsNotInjected))
 	t.add("rate", fmt.Sprintf("%d records/s per worker", r.Rate))
 	t.add("seed", r.Seed)

@@ -21,6 +21,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -98,6 +99,33 @@ type Options struct {
 	Keys int
 	// Workers in the group at the start; default 3.
 	Workers int
+	// ProcessWorkers is workers: N of each worker process (EOS_WORKERS):
+	// each process runs that many sessions, members of the group as
+	// <id>-0 … <id>-N-1, and its Rate is shared by them. Default 1.
+	ProcessWorkers int
+	// GroupProtocol is the workers' group_protocol (EOS_GROUP_PROTOCOL);
+	// default classic.
+	GroupProtocol config.GroupProtocol
+	// Scale, when set, runs waves of worker processes instead of the
+	// fault plan, e.g. 1, 6, 2: the run starts Scale[0] processes, and
+	// each time a step has settled (the group holds every input partition
+	// over exactly that step's members, and every partition committed
+	// again) and run for ScaleDwell, starts or SIGTERMs processes (the
+	// newest first) to reach the next count. Processes leave the group
+	// when they stop (leave_group_on_close). Result.Steps has each step's
+	// timings. Faults and injected aborts cannot be combined with it.
+	Scale []int
+	// ScaleDwell is how long a settled step runs before the next; default
+	// 5s.
+	ScaleDwell time.Duration
+	// SettleTimeout bounds each step of Scale: a step not settled by then
+	// fails the run and the next begins; default 2m.
+	SettleTimeout time.Duration
+	// InputRate is how many records per second a scale run writes to the
+	// input while its steps run, a live stream that keeps every
+	// partition busy; the workers run unpaced, and Records caps the
+	// input. Default 1000.
+	InputRate int
 	// Kills is how many times a worker is SIGKILLed mid-batch and
 	// restarted under the same instance id.
 	Kills int
@@ -232,6 +260,20 @@ type Result struct {
 	// Payments is the second input of PipelineJoin; Input holds the
 	// orders.
 	Payments string `json:"payments_topic,omitempty"`
+
+	// ProcessWorkers is the sessions each worker process ran, and
+	// GroupProtocol their group protocol.
+	ProcessWorkers int    `json:"process_workers"`
+	GroupProtocol  string `json:"group_protocol,omitempty"`
+	// GroupProtocolSeen is the protocol a scale run saw the group run
+	// (the API that described it), which tells a broker that fell back to
+	// the classic protocol from one that did not.
+	GroupProtocolSeen string `json:"group_protocol_seen,omitempty"`
+	// ScalePlan is Options.Scale, and Steps the steps of the scale run
+	// that began, in order.
+	ScalePlan []int       `json:"scale,omitempty"`
+	InputRate int         `json:"input_rate,omitempty"` // records per second written during a scale run
+	Steps     []ScaleStep `json:"scale_steps,omitempty"`
 }
 
 // WorkerFailure is one worker process that stopped for a reason the
@@ -291,6 +333,9 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
 			o.Pipeline, config.AtMostOnce)
 	}
+	if err := o.validateScale(); err != nil {
+		return err
+	}
 	return o.validateEvents()
 }
 
@@ -340,6 +385,7 @@ func (o *Options) defaults() {
 	if o.Events == nil {
 		o.Events = func(string) {}
 	}
+	o.scaleDefaults()
 }
 
 // Run seeds the input, runs the workers under the planned faults until the
@@ -354,6 +400,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	began := time.Now()
 	res.Guarantee, res.Workers, res.Seed, res.AbortedRecords = string(o.Guarantee), o.Workers, o.Seed, -1
 	res.Pipeline, res.State, res.GroupBy = string(o.Pipeline), string(o.State), string(o.GroupBy)
+	res.ProcessWorkers, res.GroupProtocol, res.ScalePlan = o.ProcessWorkers, string(o.GroupProtocol), o.Scale
+	if len(o.Scale) > 0 {
+		res.InputRate = o.InputRate
+	}
 	counting := o.Pipeline == PipelineCount
 	grouped := o.GroupBy == GroupingValue
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed>>1^0x9e3779b97f4a7c15))
@@ -454,23 +504,29 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}()
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
-	if ev != nil {
+	switch {
+	case len(o.Scale) > 0:
+		// A scale run writes its input as it goes (see startFeed).
+	case ev != nil:
 		err = seedEvents(sctx, base, ev.records())
-	} else if grouped {
+	case grouped:
 		err = verdict.SeedByValue(sctx, cl, res.Input, o.Records, o.Keys)
-	} else {
+	default:
 		err = verdict.Seed(sctx, cl, res.Input, o.Records, o.Keys, 32)
 	}
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("chaos: seeding %d records: %w", o.Records, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, inputs...)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return res, fmt.Errorf("chaos: reading the input's end offsets: %w", err)
+	var ends kadm.ListedOffsets // a scale run's are known once it stops writing
+	if len(o.Scale) == 0 {
+		ends, err = adm.ListEndOffsets(ctx, inputs...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return res, fmt.Errorf("chaos: reading the input's end offsets: %w", err)
+		}
 	}
 
 	var live *liveReader
@@ -487,7 +543,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	plan := planFaults(rng, o.Kills, o.Terms, o.BrokerRestarts, o.Rebalances)
 	res.FaultsPlanned = len(plan)
 	res.Rate = o.Rate
-	if res.Rate == 0 {
+	if res.Rate == 0 && len(o.Scale) == 0 {
 		res.Rate = autoRate(o.Records, o.Workers, len(plan))
 	}
 	var stateDir string
@@ -502,7 +558,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		defer os.RemoveAll(stateDir)
 	}
-	env := o.WorkerEnv
+	env := append(slices.Clip(o.WorkerEnv), o.workerEnv()...)
 	if rdb != nil {
 		env = append(slices.Clip(env), EnvRedisURL+"="+o.RedisURL)
 	}
@@ -554,8 +610,13 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		pct := 100 * float64(consumed.Load()) / float64(o.Records)
 		o.Events(fmt.Sprintf("%7.1fs %3.0f%%  ", time.Since(start).Seconds(), pct) + fmt.Sprintf(format, a...))
 	}
-	event("seeded %d records over %d partitions into %s; %d workers, %s, %d faults planned, rate %d records/s per worker",
-		o.Records, o.Partitions, res.Input, o.Workers, o.Guarantee, len(plan), res.Rate)
+	if len(o.Scale) > 0 {
+		event("writing up to %d records over %d partitions into %s at %d records/s while the workers scale %v, %d sessions each, %s, %s group protocol",
+			o.Records, o.Partitions, res.Input, o.InputRate, o.Scale, o.ProcessWorkers, o.Guarantee, cmp.Or(o.GroupProtocol, config.GroupProtocolClassic))
+	} else {
+		event("seeded %d records over %d partitions into %s; %d workers, %s, %d faults planned, rate %d records/s per worker",
+			o.Records, o.Partitions, res.Input, o.Workers, o.Guarantee, len(plan), res.Rate)
+	}
 	if ev != nil {
 		event("pipeline %s with %s state; each worker keeps its stores in %s, across its restarts, removed at the end; %s",
 			o.Pipeline, o.State, filepath.Join(stateDir, "<worker>"), ev.describe())
@@ -568,7 +629,16 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		event("counting by value through the repartition topic %s; the input's keys are unique, so every counting key is spread over all input partitions",
 			res.Repartition)
 	}
-	for range o.Workers {
+	var sc *scaleRun
+	workers := o.Workers
+	if len(o.Scale) > 0 {
+		if sc, err = startScale(o, fl, cl, app, res.Input, &res, event); err != nil {
+			return res, err
+		}
+		defer func() { res.Steps = sc.end(&res) }()
+		workers = 0 // started by the first step
+	}
+	for range workers {
 		if _, err := fl.add(); err != nil {
 			return res, err
 		}
@@ -666,6 +736,16 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 				res.WorkerStarts++
 			}
 		}
+		if sc != nil {
+			n, ends, fed, err := sc.tick(fl, &res, event)
+			if err != nil {
+				return res, err
+			}
+			if fed {
+				o.Records = n // the run ends once the group committed them all
+				go pollConsumed(pctx, adm, app, ends, &consumed)
+			}
+		}
 		c := consumed.Load()
 		if o.Progress != nil {
 			o.Progress(Progress{
@@ -718,6 +798,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 	}
 	res.FaultsNotInjected = len(plan) - next
+	if sc != nil {
+		res.Steps = sc.end(&res)
+	}
 	fl.stopAll(stopGrace)
 	res.AbortedTransactions += fl.reapExited(&res, event, false)
 	res.RestartToFirstCommit = fl.restartLatency()
@@ -872,6 +955,7 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input (and the repartition topic, when counting by value) within --duration; raise it or lower --records")
 	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
+	scaleProblems(r, add)
 	add(len(r.WorkerFailures) > 0, ProblemWorkerStopped, "%d worker processes stopped on their own, not by an injected fault: %s",
 		len(r.WorkerFailures), describeFailures(r.WorkerFailures, 3))
 	return names, words
