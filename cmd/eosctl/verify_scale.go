@@ -28,7 +28,8 @@ the longest time no partition committed (group_pause_ms); a step not
 settled within --settle-timeout exits 1 (scale_unsettled). --process-workers
 N runs N sessions in each process (workers: N), and --group-protocol
 consumer has the workers use KIP-848's consumer group protocol. The same
-checks of the output apply: use --pipeline count for per-key order.`
+checks of the output apply: use --pipeline count for per-key order.
+Batches take the runtime's max_batch_records unless --batch-records is given.`
 
 // scaleFlags are the flags of a scale run; the group protocol is read as
 // text and checked by scaleOptions.
@@ -63,6 +64,9 @@ func scaleOptions(cmd *cobra.Command, o *chaos.Options, sf scaleFlags) {
 	}
 	if !f.Changed("abort-rate") {
 		o.AbortRate = 0
+	}
+	if !f.Changed("batch-records") {
+		o.BatchRecords = 0 // the runtime's max_batch_records
 	}
 }
 

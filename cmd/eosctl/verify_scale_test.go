@@ -47,12 +47,13 @@ func TestScaleOptionsDropDefaultFaults(t *testing.T) {
 	f.IntVar(&o.BrokerRestarts, "broker-restarts", 1, "")
 	f.IntVar(&o.Rebalances, "rebalances", 2, "")
 	f.Float64Var(&o.AbortRate, "abort-rate", 0.02, "")
+	f.IntVar(&o.BatchRecords, "batch-records", 500, "")
 	addScaleFlags(cmd, &o, &sf)
 	if err := f.Parse([]string{"--scale", "1,6,2", "--terms", "1", "--group-protocol", "consumer"}); err != nil {
 		t.Fatal(err)
 	}
 	scaleOptions(cmd, &o, sf)
-	if o.Kills != 0 || o.BrokerRestarts != 0 || o.Rebalances != 0 || o.AbortRate != 0 || o.Terms != 1 {
+	if o.Kills != 0 || o.BrokerRestarts != 0 || o.Rebalances != 0 || o.AbortRate != 0 || o.BatchRecords != 0 || o.Terms != 1 {
 		t.Fatalf("options %+v: want the default faults off and --terms 1 kept", o)
 	}
 	if len(o.Scale) != 3 || o.GroupProtocol != "consumer" || o.InputRate != 1000 || o.ProcessWorkers != 1 {

@@ -116,7 +116,9 @@ type Options struct {
 	// timings. Faults and injected aborts cannot be combined with it.
 	Scale []int
 	// ScaleDwell is how long a settled step runs before the next; default
-	// 5s.
+	// 5s. A scale run's batches are capped at the runtime's
+	// max_batch_records unless BatchRecords says otherwise, since no
+	// fault needs to land inside them.
 	ScaleDwell time.Duration
 	// SettleTimeout bounds each step of Scale: a step not settled by then
 	// fails the run and the next begins; default 2m.
@@ -340,6 +342,7 @@ func (o Options) Validate() error {
 }
 
 func (o *Options) defaults() {
+	o.scaleDefaults()
 	if o.Guarantee == "" {
 		o.Guarantee = config.ExactlyOnce
 	}
@@ -385,7 +388,6 @@ func (o *Options) defaults() {
 	if o.Events == nil {
 		o.Events = func(string) {}
 	}
-	o.scaleDefaults()
 }
 
 // Run seeds the input, runs the workers under the planned faults until the

@@ -143,7 +143,7 @@ func (o Options) validateScale() error {
 	return nil
 }
 
-// scaleDefaults fills in what a scale run leaves unset; o has its other
+// scaleDefaults fills in what a scale run leaves unset, before the other
 // defaults.
 func (o *Options) scaleDefaults() {
 	if o.ProcessWorkers == 0 {
@@ -153,6 +153,9 @@ func (o *Options) scaleDefaults() {
 		return
 	}
 	o.Workers = o.Scale[0]
+	if o.BatchRecords == 0 {
+		o.BatchRecords = config.DefaultMaxBatchRecords
+	}
 	if o.ScaleDwell == 0 {
 		o.ScaleDwell = defaultScaleDwell
 	}

@@ -200,3 +200,17 @@ func TestScalerPartitionOutOfInput(t *testing.T) {
 		t.Fatalf("step %+v: in/0 is done and cannot pause; in/1 can", st)
 	}
 }
+
+func TestScaleDefaults(t *testing.T) {
+	o := Options{Scale: []int{2, 4}}
+	o.defaults()
+	if o.Workers != 2 || o.BatchRecords != config.DefaultMaxBatchRecords || o.ProcessWorkers != 1 || o.InputRate != defaultInputRate ||
+		o.ScaleDwell != defaultScaleDwell || o.SettleTimeout != defaultSettleTimeout {
+		t.Fatalf("scale defaults %+v", o)
+	}
+	o = Options{}
+	o.defaults()
+	if o.BatchRecords != 500 || o.ScaleDwell != 0 {
+		t.Fatalf("a fault run's batches %d, dwell %s: want the verifier's 500 and no dwell", o.BatchRecords, o.ScaleDwell)
+	}
+}
