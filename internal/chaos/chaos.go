@@ -483,6 +483,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	cl, adm, base := conn.Client, conn.Admin, conn.Opts
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = kafkautil.CreateTopics(cctx, adm, o.Partitions, -1, nil, append(inputs, res.Output)...)
+	if err == nil {
+		// A worker asks any broker; a scale run starts its first at once.
+		err = kafkautil.AwaitTopicsOnEveryBroker(cctx, cl, append(inputs, res.Output)...)
+	}
 	cancel()
 	if err != nil {
 		return res, fmt.Errorf("chaos: creating topics %s, %s: %w", strings.Join(inputs, ", "), res.Output, err)

@@ -3,6 +3,7 @@ package kafkautil
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +86,28 @@ func TestDescribeGroupEitherProtocol(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		})
+	}
+}
+
+func TestAwaitTopicsOnEveryBroker(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(2, "there"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := AwaitTopicsOnEveryBroker(ctx, cl, "there"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	if err := AwaitTopicsOnEveryBroker(short, cl, "there", "nowhere"); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("a topic no broker has: %v; want an error naming it", err)
 	}
 }
