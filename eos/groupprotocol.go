@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
 )
 
 // ErrGroupProtocol means group_protocol is consumer (KIP-848) and the
@@ -98,9 +100,16 @@ func (r *Runner) leaveConsumerGroup(ctx context.Context) error {
 	if !r.ownMembers[m.MemberID] {
 		return fmt.Errorf("instance_id %q is held by member %s, which this process never was: another process took it over, and keeps it", r.cfg.InstanceID, m.MemberID)
 	}
+	return r.removeMember(ctx, m.MemberID)
+}
+
+// removeMember makes the member memberID, holding this instance's
+// group.instance.id, leave the group for good (a consumer-protocol leave,
+// member epoch -1).
+func (r *Runner) removeMember(ctx context.Context, memberID string) error {
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	req.Group = r.cfg.AppID
-	req.MemberID = m.MemberID
+	req.MemberID = memberID
 	req.InstanceID = &r.cfg.InstanceID
 	req.MemberEpoch = -1
 	resp, err := req.RequestWith(ctx, r.admin)
@@ -111,4 +120,39 @@ func (r *Runner) leaveConsumerGroup(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// takeOverInstance lets this Runner take its instance's place in a
+// consumer-protocol group at once, as a static member does under the
+// classic protocol. A member that holds the instance's group.instance.id,
+// is active (not a static member that left for now, epoch -2) and was
+// never this Runner's is a previous incarnation that died without leaving
+// (SIGKILL, a lost node): the coordinator refuses the new member
+// (UNRELEASED_INSTANCE_ID) until group.consumer.session.timeout.ms (45 s
+// by default) expires it, so it is removed first. One that left for now
+// is left alone: the new member takes its place and its partitions without
+// a rebalance. The instance id belongs to one process, as the
+// transactional id does: a live process using it too is fenced, as under
+// the classic protocol.
+func (r *Runner) takeOverInstance(ctx context.Context) {
+	if !r.cfg.Consumer() || r.admin == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	defer cancel()
+	g, err := kafkautil.DescribeGroup(ctx, r.admin, r.cfg.AppID)
+	if err != nil || g.Protocol != config.GroupProtocolConsumer {
+		return
+	}
+	m, ok := g.Member(r.cfg.InstanceID)
+	if !ok || m.Epoch < 0 || r.ownMembers[m.MemberID] {
+		return
+	}
+	if err := r.removeMember(ctx, m.MemberID); err != nil {
+		r.log.Warn("could not remove the previous incarnation of this instance from the group; joining once the brokers expire it (group.consumer.session.timeout.ms)",
+			zap.String("member_id", m.MemberID), zap.Error(err))
+		return
+	}
+	r.log.Info("removed the previous incarnation of this instance from the group, which had not left", zap.String("member_id", m.MemberID),
+		zap.Int32("member_epoch", m.Epoch))
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // group_protocol consumer: two processes of two workers each, in a
@@ -140,4 +143,58 @@ func TestGroupProtocolConsumerUnsupported(t *testing.T) {
 			y.WaitCommitted(t, 100, 60*time.Second)
 		})
 	}
+}
+
+// Under the consumer protocol a restarted instance takes the place of its
+// previous incarnation at once, as a static member does under the classic
+// protocol: one that died without leaving is removed from the group (the
+// coordinator would refuse the newcomer until the session timeout, 45 s
+// here), one that left for now at a clean stop is not.
+func TestGroupProtocolConsumerRestartTakesOver(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 3, "in", "out")
+	cfg := env.Config("app", "pod", config.ExactlyOnce)
+	cfg.GroupProtocol = config.GroupProtocolConsumer
+
+	// The dead incarnation: a member that joined as pod and never
+	// heartbeats again.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	join := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	join.Group, join.MemberID, join.MemberEpoch, join.InstanceID = "app", "dead-incarnation-of-pod", 0, kmsg.StringPtr("pod")
+	join.RebalanceTimeoutMillis, join.SubscribedTopicNames, join.Topics = 10000, []string{"in"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp, err := join.RequestWith(ctx, env.Client(t))
+	if err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("joining as the dead incarnation: %v, error code %d", err, resp.ErrorCode)
+	}
+	if m, ok := describe(t, env, "app").Member("pod"); !ok || m.MemberID != "dead-incarnation-of-pod" {
+		t.Fatalf("the dead incarnation is not in the group: %+v", describe(t, env, "app"))
+	}
+
+	core, logs := observer.New(zapcore.InfoLevel)
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	conformance.Seed(t, env, "in", 300)
+	x.WaitCommitted(t, 300, 20*time.Second)
+	if logs.FilterMessage("removed the previous incarnation of this instance from the group, which had not left").
+		FilterField(zap.String("member_id", "dead-incarnation-of-pod")).Len() != 1 {
+		t.Fatalf("no log of the dead incarnation's removal: %v", logs.All())
+	}
+
+	// A clean stop leaves for now; the next start takes the place over
+	// without removing anything.
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := describe(t, env, "app").Member("pod"); !ok || m.Epoch != -2 {
+		t.Fatalf("after a clean stop the member is %+v (present %v); want it left for now, epoch -2", m, ok)
+	}
+	core2, logs2 := observer.New(zapcore.InfoLevel)
+	y := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core2)))
+	conformance.SeedRange(t, env, "in", 300, 600)
+	y.WaitCommitted(t, 300, 20*time.Second)
+	if n := logs2.FilterMessage("removed the previous incarnation of this instance from the group, which had not left").Len(); n != 0 {
+		t.Fatalf("the restart after a clean stop removed %d members; want none", n)
+	}
+	conformance.ExactlyOnce(t, env, "out", 600)
 }

@@ -386,6 +386,7 @@ func (r *Runner) Close() error {
 func (r *Runner) superviseSessions(ctx context.Context) error {
 	attempt := 0
 	for {
+		r.takeOverInstance(ctx)
 		s, err := r.newSession()
 		if err != nil {
 			return err

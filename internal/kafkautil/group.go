@@ -19,6 +19,10 @@ type GroupMember struct {
 	// Assigned are the partitions the member holds now: under the
 	// consumer protocol those it has taken up, not its target.
 	Assigned map[string][]int32
+	// Epoch is the consumer protocol's member epoch: -2 for a static
+	// member that left for now (it keeps its partitions for its return
+	// until the session timeout). 0 under the classic protocol.
+	Epoch int32
 }
 
 // Group is a consumer group as its coordinator describes it.
@@ -94,7 +98,7 @@ func DescribeGroup(ctx context.Context, cl *kgo.Client, group string) (Group, er
 	g = Group{Protocol: config.GroupProtocolConsumer, State: cg.State}
 	var names map[[16]byte]string // topic ids the answer does not name (kfake)
 	for _, m := range cg.Members {
-		gm := GroupMember{MemberID: m.MemberID, Assigned: map[string][]int32{}}
+		gm := GroupMember{MemberID: m.MemberID, Assigned: map[string][]int32{}, Epoch: m.MemberEpoch}
 		if m.InstanceID != nil {
 			gm.InstanceID = *m.InstanceID
 		}
