@@ -81,7 +81,7 @@ type probe struct {
 // The StatefulSet in deploy/kubernetes configures a pipeline the way the
 // README says: its environment loads (config.FromEnv) into a valid config
 // whose instance_id is the pod's name, so the transactional id is stable
-// per pod; its probes hit paths Runner.Handler serves, on the port
+// per pod (and per worker, <pod>-i, under workers); its probes hit paths Runner.Handler serves, on the port
 // metrics_addr listens on; a stopping pod has longer than
 // transaction_timeout to commit; and state_dir is on the pod's volume.
 func TestStatefulSetConfiguresAPipeline(t *testing.T) {
@@ -156,6 +156,8 @@ func TestStatefulSetConfiguresAPipeline(t *testing.T) {
 		"EOS_METRICS_ADDR":        cfg.MetricsAddr == set["EOS_METRICS_ADDR"],
 		"EOS_STATE_DIR":           cfg.StateDir == set["EOS_STATE_DIR"],
 		"EOS_LOG_LEVEL":           cfg.LogLevel == set["EOS_LOG_LEVEL"],
+		"EOS_WORKERS":             cfg.Workers.String() == set["EOS_WORKERS"],
+		"EOS_GROUP_PROTOCOL":      string(cfg.GroupProtocol) == set["EOS_GROUP_PROTOCOL"],
 	}
 	for k := range set {
 		if ok, known := applied[k]; !known || !ok {
@@ -164,6 +166,12 @@ func TestStatefulSetConfiguresAPipeline(t *testing.T) {
 	}
 	if want := cfg.AppID + ":" + pod; cfg.TransactionalID() != want {
 		t.Fatalf("transactional id %q, want %q: stable per pod", cfg.TransactionalID(), want)
+	}
+	// Each worker's ids come from the pod name too.
+	if n := cfg.WorkerCount(); n > 1 {
+		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"-"+strconv.Itoa(n-1) || w.TransactionalID() != cfg.AppID+":"+w.InstanceID {
+			t.Fatalf("worker %d: instance %q, transactional id %q; want them from the pod name", n-1, w.InstanceID, w.TransactionalID())
+		}
 	}
 
 	// Probes and ports.

@@ -16,8 +16,8 @@ const EnvScaleFull = "EOS_SCALE_FULL"
 
 // rebalanceBound is the longest a healthy scale step may take, from its
 // processes starting or stopping until every partition commits again.
-// Healthy steps took 5 to 20 seconds on a 2-core machine shared with
-// other clusters; the bound stays under the 45 seconds a consumer-protocol
+// Healthy steps took 6 to 20 seconds on a 2-core machine shared with
+// other clusters (load average 14 to 25); the bound stays under the 45 seconds a consumer-protocol
 // group keeps a departed static member's partitions when the member does
 // not leave for good (group.consumer.session.timeout.ms), so a scale-down
 // that forgets to leave fails here.
