@@ -229,7 +229,10 @@ func TestBenchWindowed(t *testing.T) {
 		t.Skip("runs four pipelines")
 	}
 	var out, errb bytes.Buffer
-	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "0", "--pipeline", "windowed",
+	// A window of a few milliseconds can read as no CPU at all (the
+	// process's CPU time moves in 10 ms clock ticks), so the backlog grows
+	// to a measurable window.
+	code := run(context.Background(), []string{"bench", "--in-process", "--min-window", "150ms", "--pipeline", "windowed",
 		"--records", "6000", "--keys", "40", "--window", "500ms", "--grace", "50ms", "--partitions", "3",
 		"--batch-records", "250", "--commit-interval", "20ms", "--repeat", "1", "--rate", "2000", "--latency-duration", "2s",
 		"--run-timeout", "90s", "--streams-jar", filepath.Join(t.TempDir(), "absent.jar"), "-o", "json"}, nil, &out, &errb)
