@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -16,12 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -285,4 +289,28 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// An output larger than the producer buffer max_memory gives fails under
+// its sink's policy with an error naming max_memory, although the topic
+// would take it.
+func TestOutputLargerThanProducerBufferNamesMaxMemory(t *testing.T) {
+	env := kafkatest.Fake(t)
+	limit := "8388608"
+	env.CreateTopicsWith(t, 1, map[string]*string{"max.message.bytes": &limit}, "in", "out")
+	conformance.Seed(t, env, "in", 1)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxMemory = config.MinMaxMemory // a 2 MiB producer buffer
+	top := topology.New("grow")
+	src := topology.Source(top, "in", "in", codec.Bytes())
+	big := topology.MapValues(src, "grow", func(_ context.Context, v []byte) ([]byte, error) {
+		return append(v, make([]byte, 3<<20)...), nil
+	})
+	topology.To(big, "out", "out", codec.Bytes())
+	x := conformance.Start(t, cfg, top)
+	err := x.Wait(t, time.Minute)
+	if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "max_memory") || !strings.Contains(err.Error(), strconv.Itoa(cfg.Memory().ProducerBufferedBytes)) {
+		t.Fatalf("Run = %v; want MESSAGE_TOO_LARGE naming max_memory and the %d-byte buffer", err, cfg.Memory().ProducerBufferedBytes)
+	}
+	t.Log(err)
 }

@@ -195,7 +195,10 @@ func (r *Runner) noteRejection(s session) {
 		r.rejected = make(map[string]rejection)
 	}
 	detail := fmt.Errorf("output to %s (%d bytes) refused by the broker: %w", rec.Topic, len(rec.Key)+len(rec.Value), err)
-	if l, ok := r.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
+	if buf := r.cfg.Memory().ProducerBufferedBytes; errors.Is(err, kerr.MessageTooLarge) && recordBytes(rec) > int64(buf) {
+		detail = fmt.Errorf("output to %s (%d bytes) refused by the producer: %w; it is larger than the producer buffer max_memory gives a worker (%d bytes, an eighth of its share): raise max_memory or make the record smaller",
+			rec.Topic, recordBytes(rec), err, buf)
+	} else if l, ok := r.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
 		detail = fmt.Errorf("%w; the topic's max.message.bytes is %d: raise it or make the record smaller", detail, l.maxBytes)
 	}
 	r.rejected[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
