@@ -180,7 +180,7 @@ type Config struct {
 	// MaxMemory is the memory the process aims to stay within: each
 	// worker's share sizes its fetch and produce buffers and caps its
 	// batches by bytes (see Memory), and Run sets the Go soft memory
-	// limit to seven eighths of it unless GOMEMLIMIT or the program set
+	// limit to four fifths of it unless GOMEMLIMIT or the program set
 	// one.
 	// EOS_MAX_MEMORY, a size such as 128MiB, 512MB or 1GiB. Default:
 	// 128MiB per worker (0, the zero value, counts as that); at least

@@ -126,8 +126,8 @@ type Memory struct {
 	BatchBytes int64
 	// GoLimit is the Go runtime's soft memory limit (debug.SetMemoryLimit)
 	// Run sets for the process when neither GOMEMLIMIT nor the program
-	// set one: seven eighths of max_memory (of every worker together),
-	// the rest left for what the Go runtime does not count, chiefly the
+	// set one: four fifths of max_memory (of every worker together), the
+	// rest left for what the Go runtime does not count, chiefly the
 	// program's code.
 	GoLimit int64
 }
@@ -153,7 +153,7 @@ func (c Config) Memory() Memory {
 		FetchMaxPartitionBytes: int32(max(min(fetch/4, 1<<20), 1<<10)),
 		ProducerBufferedBytes:  int(share / 8),
 		BatchBytes:             int64(share / 4),
-		GoLimit:                int64(total) / 8 * 7,
+		GoLimit:                int64(total) / 5 * 4,
 	}
 }
 

@@ -147,7 +147,7 @@ func TestMemoryDerived(t *testing.T) {
 		FetchMaxPartitionBytes: 256 << 10,
 		ProducerBufferedBytes:  16 << 20,
 		BatchBytes:             32 << 20,
-		GoLimit:                112 << 20,
+		GoLimit:                int64(128*MiB) / 5 * 4,
 	}
 	if m != want {
 		t.Fatalf("default Memory() = %+v, want %+v", m, want)
@@ -155,13 +155,13 @@ func TestMemoryDerived(t *testing.T) {
 
 	c.Workers = 4
 	want4 := want
-	want4.GoLimit = 4 * want.GoLimit
+	want4.GoLimit = int64(4*128*MiB) / 5 * 4
 	if got := c.Memory(); got != want4 {
 		t.Fatalf("workers 4, max_memory unset: %+v; want the default share per worker and a limit for all four, %+v", got, want4)
 	}
 	c.MaxMemory = GiB
 	m = c.Memory()
-	if m.Share != 256*MiB || m.FetchMaxBytes != 2<<20 || m.FetchMaxPartitionBytes != 512<<10 || m.ProducerBufferedBytes != 32<<20 || m.BatchBytes != 64<<20 || m.GoLimit != 896<<20 {
+	if m.Share != 256*MiB || m.FetchMaxBytes != 2<<20 || m.FetchMaxPartitionBytes != 512<<10 || m.ProducerBufferedBytes != 32<<20 || m.BatchBytes != 64<<20 || m.GoLimit != int64(GiB)/5*4 {
 		t.Fatalf("max_memory 1GiB over 4 workers: %+v", m)
 	}
 	w := c.ForWorker(3)

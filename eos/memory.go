@@ -8,6 +8,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
@@ -54,44 +55,107 @@ func (b *batch) pollLimit(n int) int {
 
 // setMemoryLimit sets the Go soft memory limit from max_memory unless
 // GOMEMLIMIT or the program set one, so that the garbage collector works
-// harder before the process outgrows it, and warns while the live heap
-// nears the limit. The returned func stops the warnings and puts the
-// previous limit back if it is still the one set here.
+// harder before the process outgrows it; with it GOGC 200 (unless GOGC
+// is set or the program changed it from 100), so that a small heap is
+// not collected more often than the limit needs. A memoryGuard lifts
+// both while the live heap outgrows the limit. The returned func stops
+// the guard and puts back what is still as it left it.
 func (r *Runner) setMemoryLimit(ctx context.Context) (restore func()) {
-	const unset = math.MaxInt64 // the runtime's "no limit"
 	limit := r.cfg.Memory().GoLimit
-	if os.Getenv("GOMEMLIMIT") != "" || debug.SetMemoryLimit(-1) != unset || limit <= 0 {
+	if os.Getenv("GOMEMLIMIT") != "" || readLimit() != noLimit || limit <= 0 {
 		return func() {}
 	}
-	debug.SetMemoryLimit(limit)
-	r.log.Debug("go soft memory limit set from max_memory", zap.Int64("bytes", limit))
+	g := &memoryGuard{log: r.log, maxMemory: r.cfg.MaxMemory, limit: limit, prevGC: readGCPercent()}
+	if os.Getenv("GOGC") == "" && g.prevGC == 100 {
+		g.gcPercent = guardGCPercent
+	}
+	g.arm()
+	r.log.Debug("go soft memory limit set from max_memory", zap.Int64("bytes", limit), zap.Int("gogc", readGCPercent()))
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.watchHeap(ctx, limit, memoryCheck)
+		g.watch(ctx, memoryCheck)
 	}()
 	return func() {
 		cancel()
 		<-done
-		if debug.SetMemoryLimit(-1) == limit {
-			debug.SetMemoryLimit(unset)
-		}
+		g.disarm()
 	}
 }
 
-// memoryCheck is how often watchHeap reads the live heap.
-const memoryCheck = 10 * time.Second
+const (
+	// noLimit is the runtime's "no soft memory limit".
+	noLimit = math.MaxInt64
+	// guardGCPercent is the GOGC set with the soft limit.
+	guardGCPercent = 200
+	// memoryCheck is how often the guard reads the live heap.
+	memoryCheck = 100 * time.Millisecond
+)
 
-// watchHeap logs a warning, at most every ten minutes, while the live
-// heap (what the last collection kept) is above three quarters of limit:
-// the collector then runs many times a second, up to half the CPU, and
-// in-memory state is the usual cause.
-func (r *Runner) watchHeap(ctx context.Context, limit int64, every time.Duration) {
+// memoryGuard holds the soft memory limit and GOGC set from max_memory.
+// While the live heap (what the last collection kept) is above three
+// quarters of the limit, the collector would run many times a second for
+// little (in-memory state is the usual cause), so the guard lifts both,
+// leaving the collector as Go's defaults run it, and logs a warning at
+// most every ten minutes; once the live heap is below half the limit it
+// sets them again.
+type memoryGuard struct {
+	log       *zap.Logger
+	maxMemory config.ByteSize
+	limit     int64 // the soft limit set from max_memory
+	gcPercent int   // the GOGC set with it; 0: GOGC is left alone
+	prevGC    int   // GOGC before
+	armed     bool
+	warned    time.Time
+}
+
+// arm sets the limit and GOGC, unless something else changed them since.
+func (g *memoryGuard) arm() {
+	if readLimit() != noLimit {
+		return
+	}
+	debug.SetMemoryLimit(g.limit)
+	if g.gcPercent != 0 && readGCPercent() == g.prevGC {
+		debug.SetGCPercent(g.gcPercent)
+	}
+	g.armed = true
+}
+
+// disarm puts back the limit and GOGC that are still as arm set them.
+func (g *memoryGuard) disarm() {
+	if !g.armed {
+		return
+	}
+	if readLimit() == g.limit {
+		debug.SetMemoryLimit(noLimit)
+	}
+	if g.gcPercent != 0 && readGCPercent() == g.gcPercent {
+		debug.SetGCPercent(g.prevGC)
+	}
+	g.armed = false
+}
+
+// check lifts or sets the limit again for a live heap of live bytes.
+func (g *memoryGuard) check(live int64) {
+	switch {
+	case g.armed && live > g.limit/4*3:
+		g.disarm()
+		if time.Since(g.warned) >= 10*time.Minute {
+			g.warned = time.Now()
+			g.log.Warn("live heap above three quarters of the soft memory limit set from max_memory: limit lifted until it is below half, as collecting more often would free little; raise max_memory (in-memory state stores count against it)",
+				zap.Int64("live_heap_bytes", live), zap.Int64("limit_bytes", g.limit), zap.String("max_memory", g.maxMemory.String()))
+		}
+	case !g.armed && live < g.limit/2:
+		g.arm()
+	}
+}
+
+// watch checks the live heap every interval until ctx ends.
+func (g *memoryGuard) watch(ctx context.Context, every time.Duration) {
 	sample := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	var warned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,12 +166,22 @@ func (r *Runner) watchHeap(ctx context.Context, limit int64, every time.Duration
 		if sample[0].Value.Kind() != rtmetrics.KindUint64 {
 			return
 		}
-		live := int64(sample[0].Value.Uint64())
-		if live <= limit/4*3 || time.Since(warned) < 10*time.Minute {
-			continue
-		}
-		warned = time.Now()
-		r.log.Warn("live heap near the soft memory limit set from max_memory: garbage collection runs often; raise max_memory (in-memory state stores count against it)",
-			zap.Int64("live_heap_bytes", live), zap.Int64("limit_bytes", limit), zap.String("max_memory", r.cfg.MaxMemory.String()))
+		g.check(int64(sample[0].Value.Uint64()))
 	}
+}
+
+// readLimit is the Go soft memory limit, without changing it.
+func readLimit() int64 { return debug.SetMemoryLimit(-1) }
+
+// readGCPercent is GOGC (-1: off), without changing it.
+func readGCPercent() int {
+	s := []rtmetrics.Sample{{Name: "/gc/gogc:percent"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 100
+	}
+	if v := s[0].Value.Uint64(); v <= math.MaxInt32 {
+		return int(v)
+	}
+	return -1
 }

@@ -3,6 +3,7 @@ package eos
 import (
 	"context"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -29,66 +30,106 @@ func memoryRunner(t *testing.T, maxMemory config.ByteSize, opts ...Option) *Runn
 	return r
 }
 
-// Run sets the Go soft memory limit from max_memory and puts the previous
-// one back, but leaves a limit set by the program or GOMEMLIMIT alone.
+// Run sets the Go soft memory limit from max_memory, with GOGC 200, and
+// puts back what it found, but leaves a limit set by the program or
+// GOMEMLIMIT, and a GOGC set by the program or the environment, alone.
 func TestSetMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
-	prev := debug.SetMemoryLimit(math.MaxInt64)
-	defer debug.SetMemoryLimit(prev)
+	t.Setenv("GOGC", "")
+	prevLimit, prevGC := debug.SetMemoryLimit(math.MaxInt64), debug.SetGCPercent(100)
+	defer func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevGC) }()
 	r := memoryRunner(t, 64*config.MiB)
 
 	restore := r.setMemoryLimit(context.Background())
-	if got, want := debug.SetMemoryLimit(-1), r.cfg.Memory().GoLimit; got != want || want != 56<<20 {
-		t.Fatalf("limit %d, want %d (seven eighths of 64MiB)", got, want)
+	if got, want := readLimit(), r.cfg.Memory().GoLimit; got != want || want != int64(64*config.MiB)/5*4 {
+		t.Fatalf("limit %d, want %d (four fifths of 64MiB)", got, want)
+	}
+	if got := readGCPercent(); got != 200 {
+		t.Fatalf("GOGC %d with the limit, want 200", got)
 	}
 	restore()
-	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-		t.Fatalf("limit %d after Run, want none again", got)
+	if readLimit() != math.MaxInt64 || readGCPercent() != 100 {
+		t.Fatalf("after Run: limit %d, GOGC %d; want none and 100 again", readLimit(), readGCPercent())
 	}
 
 	debug.SetMemoryLimit(1 << 30)
 	r.setMemoryLimit(context.Background())()
-	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
-		t.Fatalf("the program's 1GiB limit became %d", got)
+	if readLimit() != 1<<30 || readGCPercent() != 100 {
+		t.Fatalf("the program's 1GiB limit: limit %d, GOGC %d; want both untouched", readLimit(), readGCPercent())
 	}
 
 	debug.SetMemoryLimit(math.MaxInt64)
 	t.Setenv("GOMEMLIMIT", "off")
-	restore = r.setMemoryLimit(context.Background())
-	if got := debug.SetMemoryLimit(-1); got != math.MaxInt64 {
-		t.Fatalf("GOMEMLIMIT=off: limit %d, want none", got)
+	r.setMemoryLimit(context.Background())()
+	if readLimit() != math.MaxInt64 || readGCPercent() != 100 {
+		t.Fatalf("GOMEMLIMIT=off: limit %d, GOGC %d; want both untouched", readLimit(), readGCPercent())
 	}
-	restore()
+
+	t.Setenv("GOMEMLIMIT", "")
+	for _, tc := range []struct {
+		env     string
+		percent int
+	}{{"150", 100}, {"", 80}} {
+		t.Setenv("GOGC", tc.env)
+		debug.SetGCPercent(tc.percent)
+		restore = r.setMemoryLimit(context.Background())
+		if readLimit() != r.cfg.Memory().GoLimit || readGCPercent() != tc.percent {
+			t.Fatalf("GOGC=%q, percent %d: limit %d, GOGC %d; want the limit and GOGC untouched", tc.env, tc.percent, readLimit(), readGCPercent())
+		}
+		restore()
+	}
 }
 
-// A live heap near the limit is logged as a warning naming max_memory.
-func TestWatchHeapWarns(t *testing.T) {
+// The guard lifts the limit and GOGC while the live heap is above three
+// quarters of the limit, warning once, and sets them again once it is
+// below half.
+func TestMemoryGuard(t *testing.T) {
+	t.Setenv("GOGC", "")
+	prevLimit, prevGC := debug.SetMemoryLimit(math.MaxInt64), debug.SetGCPercent(100)
+	defer func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevGC) }()
 	core, logs := observer.New(zapcore.WarnLevel)
-	r := memoryRunner(t, 64*config.MiB, Logger(zap.New(core)))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); r.watchHeap(ctx, 1<<20, time.Millisecond) }()
-	keep := make([]byte, 4<<20) // live across a collection
-	deadline := time.Now().Add(10 * time.Second)
-	for logs.FilterMessageSnippet("max_memory").Len() == 0 && time.Now().Before(deadline) {
-		debug.FreeOSMemory()
-		time.Sleep(5 * time.Millisecond)
+	g := &memoryGuard{log: zap.New(core), maxMemory: 128 * config.MiB, limit: 100 << 20, gcPercent: 200, prevGC: 100}
+	g.arm()
+	for _, step := range []struct {
+		live  int64
+		armed bool
+	}{
+		{50 << 20, true},
+		{75 << 20, true},
+		{76 << 20, false}, // above three quarters: lifted
+		{60 << 20, false}, // not yet below half
+		{49 << 20, true},  // below half: set again
+		{90 << 20, false},
+	} {
+		g.check(step.live)
+		limit, gc := readLimit(), readGCPercent()
+		if step.armed && (limit != 100<<20 || gc != 200) || !step.armed && (limit != math.MaxInt64 || gc != 100) {
+			t.Fatalf("live %d MiB: limit %d, GOGC %d; want armed %v", step.live>>20, limit, gc, step.armed)
+		}
 	}
-	cancel()
-	<-done
-	if logs.FilterMessageSnippet("max_memory").Len() != 1 {
-		t.Fatalf("warnings %v, want one naming max_memory (at most every ten minutes)", logs.All())
+	if n := logs.FilterMessageSnippet("max_memory").Len(); n != 1 {
+		t.Fatalf("%d warnings naming max_memory, want one (at most every ten minutes): %v", n, logs.All())
 	}
-	_ = keep[len(keep)-1]
+	g.disarm()
 
-	core, logs = observer.New(zapcore.WarnLevel)
-	r.log = zap.New(core)
-	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	// Watching the real live heap: a limit far below it is lifted.
+	g = &memoryGuard{log: zap.NewNop(), limit: 1 << 20, gcPercent: 200, prevGC: 100}
+	g.arm()
+	keep := make([]byte, 8<<20)
+	runtime.GC()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r.watchHeap(ctx, 1<<40, time.Millisecond)
-	if logs.Len() != 0 {
-		t.Fatalf("warned with a live heap far below the limit: %v", logs.All())
+	go func() {
+		for ctx.Err() == nil && readLimit() != math.MaxInt64 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	g.watch(ctx, time.Millisecond)
+	if readLimit() != math.MaxInt64 || g.armed {
+		t.Fatalf("a live heap of at least %d bytes against a 1 MiB limit: limit %d, armed %v", len(keep), readLimit(), g.armed)
 	}
+	runtime.KeepAlive(keep)
 }
 
 // A poll is capped at what the byte cap has room for, by the batch's
