@@ -62,10 +62,14 @@ func (b *batch) pollLimit(n int) int {
 // the guard and puts back what is still as it left it.
 func (r *Runner) setMemoryLimit(ctx context.Context) (restore func()) {
 	limit := r.cfg.Memory().GoLimit
-	if os.Getenv("GOMEMLIMIT") != "" || readLimit() != noLimit || limit <= 0 {
+	if r.worker || os.Getenv("GOMEMLIMIT") != "" || readLimit() != noLimit || limit <= 0 {
 		return func() {}
 	}
-	g := &memoryGuard{log: r.log, maxMemory: r.cfg.MaxMemory, limit: limit, prevGC: readGCPercent()}
+	mm := r.cfg.MaxMemory
+	if mm == 0 {
+		mm = config.DefaultMaxMemory * config.ByteSize(r.cfg.WorkerCount())
+	}
+	g := &memoryGuard{log: r.log, maxMemory: mm, limit: limit, prevGC: readGCPercent()}
 	if os.Getenv("GOGC") == "" && g.prevGC == 100 {
 		g.gcPercent = guardGCPercent
 	}
@@ -102,10 +106,10 @@ const (
 // sets them again.
 type memoryGuard struct {
 	log       *zap.Logger
-	maxMemory config.ByteSize
-	limit     int64 // the soft limit set from max_memory
-	gcPercent int   // the GOGC set with it; 0: GOGC is left alone
-	prevGC    int   // GOGC before
+	maxMemory config.ByteSize // for the warning: max_memory, or its default
+	limit     int64           // the soft limit set from max_memory
+	gcPercent int             // the GOGC set with it; 0: GOGC is left alone
+	prevGC    int             // GOGC before
 	armed     bool
 	warned    time.Time
 }

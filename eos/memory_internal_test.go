@@ -66,6 +66,24 @@ func TestSetMemoryLimit(t *testing.T) {
 	}
 
 	t.Setenv("GOMEMLIMIT", "")
+	cfg := r.cfg
+	cfg.Workers = 2
+	p, err := New(cfg, r.top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range p.workers.runners {
+		w.setMemoryLimit(context.Background())()
+		if !w.worker || readLimit() != math.MaxInt64 {
+			t.Fatalf("worker %d set a limit of its own: %d", i, readLimit())
+		}
+	}
+	restore = p.setMemoryLimit(context.Background())
+	if got := readLimit(); got != r.cfg.Memory().GoLimit {
+		t.Fatalf("workers 2: the parent set %d, want four fifths of the whole 64MiB, %d", got, r.cfg.Memory().GoLimit)
+	}
+	restore()
+
 	for _, tc := range []struct {
 		env     string
 		percent int

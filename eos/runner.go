@@ -153,6 +153,7 @@ type Runner struct {
 	abortReason       abortReason
 
 	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
+	worker  bool     // one of a parent's workers, which sets the memory limit for all
 }
 
 // Option configures a Runner.

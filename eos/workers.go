@@ -83,6 +83,7 @@ func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (
 			}
 			return nil, fmt.Errorf("eos: worker %d (instance_id %q): %w", i, wc.InstanceID, err)
 		}
+		w.worker = true
 		g.runners = append(g.runners, w)
 	}
 	r.workers = g
