@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -293,24 +294,55 @@ func peakRSS() int64 {
 
 // An output larger than the producer buffer max_memory gives fails under
 // its sink's policy with an error naming max_memory, although the topic
-// would take it.
+// would take it; also when the producer reports the refusal late (its
+// promise runs on a goroutine of its own, after Flush has returned), so
+// the batch cannot commit without the output.
 func TestOutputLargerThanProducerBufferNamesMaxMemory(t *testing.T) {
-	env := kafkatest.Fake(t)
-	limit := "8388608"
-	env.CreateTopicsWith(t, 1, map[string]*string{"max.message.bytes": &limit}, "in", "out")
-	conformance.Seed(t, env, "in", 1)
-	cfg := env.Config("app", "a", config.ExactlyOnce)
-	cfg.MaxMemory = config.MinMaxMemory // a 2 MiB producer buffer
-	top := topology.New("grow")
-	src := topology.Source(top, "in", "in", codec.Bytes())
-	big := topology.MapValues(src, "grow", func(_ context.Context, v []byte) ([]byte, error) {
-		return append(v, make([]byte, 3<<20)...), nil
-	})
-	topology.To(big, "out", "out", codec.Bytes())
-	x := conformance.Start(t, cfg, top)
-	err := x.Wait(t, time.Minute)
-	if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "max_memory") || !strings.Contains(err.Error(), strconv.Itoa(cfg.Memory().ProducerBufferedBytes)) {
-		t.Fatalf("Run = %v; want MESSAGE_TOO_LARGE naming max_memory and the %d-byte buffer", err, cfg.Memory().ProducerBufferedBytes)
+	for _, tc := range []struct {
+		g    config.Guarantee
+		late time.Duration
+	}{{config.ExactlyOnce, 0}, {config.ExactlyOnce, 300 * time.Millisecond}, {config.AtLeastOnce, 300 * time.Millisecond}} {
+		late := tc.late
+		t.Run(string(tc.g)+"/late-"+late.String(), func(t *testing.T) {
+			env := kafkatest.Fake(t)
+			limit := "8388608"
+			env.CreateTopicsWith(t, 1, map[string]*string{"max.message.bytes": &limit}, "in", "out")
+			conformance.Seed(t, env, "in", 1)
+			cfg := env.Config("app", "a", tc.g)
+			cfg.MaxMemory = config.MinMaxMemory // a 2 MiB producer buffer
+			top := topology.New("grow")
+			src := topology.Source(top, "in", "in", codec.Bytes())
+			big := topology.MapValues(src, "grow", func(_ context.Context, v []byte) ([]byte, error) {
+				return append(v, make([]byte, 3<<20)...), nil
+			})
+			topology.To(big, "out", "out", codec.Bytes())
+			hook := &lateFailures{delay: late}
+			x := conformance.Start(t, cfg, top, eos.ClientOpts(kgo.WithHooks(hook)))
+			err := x.Wait(t, time.Minute)
+			if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "max_memory") || !strings.Contains(err.Error(), strconv.Itoa(cfg.Memory().ProducerBufferedBytes)) {
+				t.Fatalf("Run = %v; want MESSAGE_TOO_LARGE naming max_memory and the %d-byte buffer", err, cfg.Memory().ProducerBufferedBytes)
+			}
+			if late > 0 && hook.delayed.Load() == 0 {
+				t.Fatal("no refusal was delayed")
+			}
+			if got := x.R.Stats(); got.RecordsIn != 0 || got.RecordsOut != 0 {
+				t.Fatalf("stats %+v: the record committed without its output", got)
+			}
+			t.Log(err)
+		})
 	}
-	t.Log(err)
+}
+
+// lateFailures delays the promise of every record the producer refuses
+// by delay, as a busy machine may.
+type lateFailures struct {
+	delay   time.Duration
+	delayed atomic.Int64
+}
+
+func (h *lateFailures) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
+	if err != nil && h.delay > 0 {
+		h.delayed.Add(1)
+		time.Sleep(h.delay)
+	}
 }

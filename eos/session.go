@@ -61,6 +61,9 @@ type produceErrs struct {
 	// see txnSession.end.
 	written atomic.Pointer[producerEpoch]
 	mixed   atomic.Bool
+	// pending counts records handed to the producer whose promise has
+	// not run; see settle.
+	pending atomic.Int64
 }
 
 // errEpochChanged: a batch's records were not all written under the
@@ -74,6 +77,7 @@ type producerEpoch struct {
 }
 
 func (p *produceErrs) record(r *kgo.Record, err error) {
+	defer p.pending.Add(-1)
 	if err == nil {
 		if r != nil {
 			p.wrote(producerEpoch{r.ProducerID, r.ProducerEpoch})
@@ -142,6 +146,29 @@ func likelierCulprit(r, than *kgo.Record, err error) bool {
 		return r.Key == nil
 	}
 	return len(r.Key)+len(r.Value) > len(than.Key)+len(than.Value)
+}
+
+// sent counts a record handed to the producer with record as its promise.
+func (p *produceErrs) sent() { p.pending.Add(1) }
+
+// settle waits until every record sent has had its promise run. Flush
+// does not wait for records the producer refused before buffering them
+// (larger than its buffer, say), whose promises run on a goroutine of
+// their own: a batch ended before one ran would commit without its
+// output.
+func (p *produceErrs) settle(ctx context.Context) error {
+	wait := 50 * time.Microsecond
+	for p.pending.Load() > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("waiting for the producer's results of %d records: %w", p.pending.Load(), ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, 10*time.Millisecond)
+	}
+	return nil
 }
 
 func (p *produceErrs) take() error {
@@ -276,6 +303,7 @@ func (s *txnSession) begin() error {
 // produce is given a context of the batch, not of Run: a cancelled Run
 // finishes the open batch rather than abandoning records half way.
 func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
+	s.errs.sent()
 	s.sess.Produce(ctx, r, s.promise)
 }
 
@@ -284,6 +312,9 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	defer cancel()
 	if commit {
 		if err := s.sess.Client().Flush(ctx); err != nil {
+			return false, &rebuildError{&produceError{err}}
+		}
+		if err := s.errs.settle(ctx); err != nil {
 			return false, &rebuildError{&produceError{err}}
 		}
 	}
@@ -362,6 +393,7 @@ func (s *plainSession) produce(ctx context.Context, r *kgo.Record) {
 		s.cl.Produce(ctx, r, nil) // fire and forget
 		return
 	}
+	s.errs.sent()
 	s.cl.Produce(ctx, r, s.promise)
 }
 
@@ -371,6 +403,9 @@ func (s *plainSession) end(commit bool) (bool, error) {
 	defer cancel()
 	if !s.atMostOnce {
 		if err := s.cl.Flush(ctx); err != nil {
+			return false, &rebuildError{&produceError{err}}
+		}
+		if err := s.errs.settle(ctx); err != nil {
 			return false, &rebuildError{&produceError{err}}
 		}
 	}
