@@ -119,6 +119,8 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--pipeline", "count", "--cases", "at-most-once"}, []string{"exactly-once/memory", "kafka-streams/cached"}},
 		{[]string{"bench", "--pipeline", "count", "--cases", "restore/memory"}, []string{"--restore-keys"}},
 		{[]string{"bench", "--restore-keys", "1000"}, []string{"--pipeline count"}},
+		{[]string{"bench", "--cpu-rounds", "100"}, []string{"--cpu-rounds", "--pipeline cpu"}},
+		{[]string{"bench", "--pipeline", "cpu", "--cpu-rounds", "0"}, []string{"--cpu-rounds", "positive"}},
 		{[]string{"bench", "--pipeline", "count", "--restore-keys", "-1"}, []string{"--restore-keys"}},
 		{[]string{"bench", "--pipeline", "windowed", "--cases", "kafka-streams/cached"}, []string{"final/memory", "kafka-streams/final"}},
 		{[]string{"bench", "--pipeline", "windowed", "--window", "0s"}, []string{"--window"}},

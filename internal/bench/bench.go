@@ -292,6 +292,11 @@ type Options struct {
 	// (<case>/threads-N). Default: DefaultCPUWorkers for PipelineCPU,
 	// otherwise 1 with the cases' plain names.
 	Workers []int
+	// CPURounds is PipelineCPU's rounds of SHA-256 a record, which set the
+	// transform's cost; default CPURounds (about 50 µs a record). A
+	// costlier transform leaves less of the machine to the broker and the
+	// output reader, so that what workers buy shows on few cores.
+	CPURounds int
 	// Cases to run, by name; default every case of the pipeline
 	// (CasesFor), the restore cases only with RestoreKeys set, the Redis
 	// dedup cases only with RedisURL set.
@@ -344,8 +349,11 @@ func (o *Options) defaults() {
 			o.Grace = 0
 		}
 	}
-	if len(o.Workers) == 0 && o.Pipeline == PipelineCPU {
-		o.Workers = DefaultCPUWorkers
+	if o.Pipeline == PipelineCPU {
+		if len(o.Workers) == 0 {
+			o.Workers = DefaultCPUWorkers
+		}
+		def(&o.CPURounds, CPURounds)
 	}
 	if o.Pipeline == PipelinePostgres {
 		def(&o.BatchRecords, DefaultPostgresBatchRecords)
@@ -496,6 +504,8 @@ type Workload struct {
 	// MinWindowSeconds is Options.MinWindow: a case whose throughput
 	// window fell short ran with a bigger backlog (its Result.Records).
 	MinWindowSeconds float64 `json:"min_window_seconds,omitempty"`
+	// CPURounds: the cpu pipeline's rounds of SHA-256 a record.
+	CPURounds int `json:"cpu_rounds,omitempty"`
 }
 
 // Result is one case: medians over its runs, with the spread (min and
@@ -1001,8 +1011,8 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 			partitions: int(o.Partitions),
 		})
 	case PipelineCPU:
-		size := o.RecordSize
-		acct = newIDAccount(n+lat, parseCPUValue, func(id int, v []byte) bool { return checkCPUOutput(id, v, size) })
+		size, rounds := o.RecordSize, o.CPURounds
+		acct = newIDAccount(n+lat, parseCPUValue, func(id int, v []byte) bool { return checkCPUOutput(id, v, size, rounds) })
 	}
 	obs, err := newObserver(h.base, out, n, lat, o.Warmup, acct, sample(&cpu0), sample(&cpu1))
 	if err != nil {
@@ -1094,7 +1104,7 @@ func (h *harness) streamsArgv(c caseSpec, appID, in, out, stateDir string) []str
 		argv = append(argv, "--tuned")
 	}
 	if c.pipeline == PipelineCPU {
-		argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(CPURounds))
+		argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(h.o.CPURounds))
 	}
 	if stateful(c.pipeline) {
 		argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
@@ -1200,6 +1210,9 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords, MaxMemory: h.o.MaxMemory,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
 		Metrics: c.metrics, Traced: c.traced, Workers: c.workers,
+	}
+	if c.pipeline == PipelineCPU {
+		spec.Rounds = h.o.CPURounds
 	}
 	if c.pipeline == PipelineWindowed {
 		spec.Window, spec.Grace, spec.Final = h.o.Window, h.o.Grace, c.final

@@ -15,11 +15,12 @@ import (
 )
 
 // CPURounds is how many times the cpu pipeline's transform hashes each
-// record with SHA-256: the constant that sets its cost. Calibrated so that
-// Crunch, JSON decode and encode included, takes about 50 µs a record on
-// the 2-core machines the README's figures come from (BenchmarkCrunch:
-// 47–51 µs with the CPU's SHA extensions; slower without them). The Kafka
-// Streams app is passed the same number (--rounds).
+// record with SHA-256 by default: the number that sets its cost.
+// Calibrated so that Crunch, JSON decode and encode included, takes about
+// 50 µs a record on the 2-core machines the README's figures come from
+// (BenchmarkCrunch: 47–51 µs with the CPU's SHA extensions; slower
+// without them). Options.CPURounds changes it; the Kafka Streams app is
+// passed the same number (--rounds).
 const CPURounds = 550
 
 // cpuCheckEvery is how often the output reader recomputes an output of
@@ -40,14 +41,14 @@ type CPURecord struct {
 }
 
 // Digest is the cpu pipeline's computation: SHA-256 of the record's id and
-// pad, then CPURounds-1 more rounds of SHA-256 over the previous digest.
+// pad, then rounds-1 more rounds of SHA-256 over the previous digest.
 // It depends on nothing but its arguments, so any output can be checked.
-func Digest(id int64, pad string) [sha256.Size]byte {
+func Digest(id int64, pad string, rounds int) [sha256.Size]byte {
 	b := strconv.AppendInt(make([]byte, 0, 20+1+len(pad)), id, 10)
 	b = append(b, ':')
 	b = append(b, pad...)
 	d := sha256.Sum256(b)
-	for range CPURounds - 1 {
+	for range rounds - 1 {
 		d = sha256.Sum256(d[:])
 	}
 	return d
@@ -59,25 +60,25 @@ func Digest(id int64, pad string) [sha256.Size]byte {
 var errNotCPURecord = errors.New("bench: value is not a cpu pipeline record (JSON with id and pad); seed the input with eosctl bench --pipeline cpu")
 
 // Crunch is the cpu pipeline's transform, the same in every case: decode
-// the value as a CPURecord, compute Digest over its id and pad, and encode
-// the id, send time and hex digest as JSON. It costs about 50 µs a record
-// (CPURounds), so that a pipeline running it is bound by CPU, not by
-// Kafka. It is safe for concurrent use.
-func Crunch(v []byte) ([]byte, error) {
+// the value as a CPURecord, compute Digest over its id and pad in rounds
+// rounds, and encode the id, send time and hex digest as JSON. At
+// CPURounds it costs about 50 µs a record, so that a pipeline running it
+// is bound by CPU, not by Kafka. It is safe for concurrent use.
+func Crunch(v []byte, rounds int) ([]byte, error) {
 	var in CPURecord
 	if err := json.Unmarshal(v, &in); err != nil {
 		return nil, fmt.Errorf("%w: %v", errNotCPURecord, err)
 	}
-	d := Digest(in.ID, in.Pad)
+	d := Digest(in.ID, in.Pad, rounds)
 	return json.Marshal(CPURecord{ID: in.ID, Sent: in.Sent, Digest: hex.EncodeToString(d[:])})
 }
 
 // CPUTopology is the framework side of the cpu benchmark: input →
-// MapValues(Crunch) → output, bytes in and out.
-func CPUTopology(name, input, output string) *topology.Topology {
+// MapValues(Crunch in rounds rounds) → output, bytes in and out.
+func CPUTopology(name, input, output string, rounds int) *topology.Topology {
 	top := topology.New(name)
 	in := topology.Source(top, "in", input, codec.Bytes())
-	c := topology.MapValues(in, "crunch", func(_ context.Context, v []byte) ([]byte, error) { return Crunch(v) })
+	c := topology.MapValues(in, "crunch", func(_ context.Context, v []byte) ([]byte, error) { return Crunch(v, rounds) })
 	topology.To(c, "out", output, codec.Bytes())
 	return top
 }
@@ -122,8 +123,8 @@ func parseCPUValue(v []byte) (id int, sent int64, ok bool) {
 }
 
 // checkCPUOutput says whether v is Crunch's output for input record id of
-// a run with values of size bytes.
-func checkCPUOutput(id int, v []byte, size int) bool {
+// a run with values of size bytes and rounds rounds.
+func checkCPUOutput(id int, v []byte, size, rounds int) bool {
 	var out CPURecord
 	if json.Unmarshal(v, &out) != nil || out.ID != int64(id) {
 		return false
@@ -136,6 +137,6 @@ func checkCPUOutput(id int, v []byte, size int) bool {
 	if json.Unmarshal(cpuValue(id, sent, size), &in) != nil {
 		return false
 	}
-	d := Digest(in.ID, in.Pad)
+	d := Digest(in.ID, in.Pad, rounds)
 	return out.Digest == hex.EncodeToString(d[:])
 }

@@ -34,11 +34,11 @@ func TestCPUValueAndCrunch(t *testing.T) {
 		if err := json.Unmarshal(in, &rec); err != nil || rec.ID != int64(tc.id) {
 			t.Fatalf("input %s is not JSON with its id: %v", in, err)
 		}
-		out, err := Crunch(in)
+		out, err := Crunch(in, CPURounds)
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, _ := Crunch(in)
+		again, _ := Crunch(in, CPURounds)
 		if !bytes.Equal(out, again) {
 			t.Errorf("Crunch is not deterministic: %s, then %s", out, again)
 		}
@@ -52,19 +52,22 @@ func TestCPUValueAndCrunch(t *testing.T) {
 				t.Errorf("parseCPUValue(%s) = %d, %d, %v; want %d, %d", v, id, got, ok, tc.id, want)
 			}
 		}
-		if !checkCPUOutput(tc.id, out, tc.size) {
+		if !checkCPUOutput(tc.id, out, tc.size, CPURounds) {
 			t.Errorf("the right output %s fails the check", out)
 		}
-		d := Digest(int64(tc.id), rec.Pad)
+		d := Digest(int64(tc.id), rec.Pad, CPURounds)
 		wrong := bytes.Replace(out, []byte(hex.EncodeToString(d[:1])), []byte("zz"), 1)
-		if checkCPUOutput(tc.id, wrong, tc.size) || checkCPUOutput(tc.id+1, out, tc.size) || tc.size == 100 && checkCPUOutput(tc.id, out, tc.size+1) {
+		if checkCPUOutput(tc.id, out, tc.size, CPURounds+1) {
+			t.Errorf("an output of %d rounds passes the check for %d", CPURounds, CPURounds+1)
+		}
+		if checkCPUOutput(tc.id, wrong, tc.size, CPURounds) || checkCPUOutput(tc.id+1, out, tc.size, CPURounds) || tc.size == 100 && checkCPUOutput(tc.id, out, tc.size+1, CPURounds) {
 			t.Errorf("a wrong digest, id or size passes the check: %s", wrong)
 		}
 	}
-	if a, b := Digest(1, "x"), Digest(2, "x"); a == b {
+	if a, b := Digest(1, "x", CPURounds), Digest(2, "x", CPURounds); a == b {
 		t.Error("records with the same pad get the same digest")
 	}
-	if _, err := Crunch([]byte("id=1;xxxx")); !errors.Is(err, errNotCPURecord) {
+	if _, err := Crunch([]byte("id=1;xxxx"), CPURounds); !errors.Is(err, errNotCPURecord) {
 		t.Errorf("a value of the upper pipeline: %v", err)
 	}
 	for _, bad := range []string{"", `{"id":`, `{"t":1,"id":2}`, `{"id":1}`, `{"id":x,"t":1}`} {
@@ -74,12 +77,16 @@ func TestCPUValueAndCrunch(t *testing.T) {
 	}
 }
 
+// workRounds is the rounds the worker tests run, other than CPURounds so
+// that outputs computed at the default fail the check.
+const workRounds = 7
+
 // BenchmarkCrunch measures the cpu pipeline's transform on a 100-byte
 // value; CPURounds is set so that it takes about 50 µs.
 func BenchmarkCrunch(b *testing.B) {
 	v := cpuValue(12345, time.Time{}, 100)
 	for b.Loop() {
-		if _, err := Crunch(v); err != nil {
+		if _, err := Crunch(v, CPURounds); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -90,6 +97,9 @@ func TestCPUOptionsAndPlan(t *testing.T) {
 	o.defaults()
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
+	}
+	if o.CPURounds != CPURounds {
+		t.Errorf("default rounds %d, want %d", o.CPURounds, CPURounds)
 	}
 	var names []string
 	for _, c := range o.plan() {
@@ -200,12 +210,15 @@ func TestRunCPUCases(t *testing.T) {
 		t.Skip("runs four pipelines")
 	}
 	rep := shortRun(t, Options{Pipeline: PipelineCPU, Cases: []string{ExactlyOnce, RawFranzGo}, Workers: []int{1, 2},
-		Rate: 1000, LatencyDuration: 300 * time.Millisecond})
+		Rate: 1000, LatencyDuration: 300 * time.Millisecond, CPURounds: workRounds})
 	if len(rep.Results) != 4 {
 		t.Fatalf("%d results, want 4", len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		checkRan(t, r)
+		if r.Workload.CPURounds != workRounds {
+			t.Errorf("%s: workload of %d rounds, want %d", r.Name, r.Workload.CPURounds, workRounds)
+		}
 		if r.Invalid != 0 || r.LatencySamples == 0 {
 			t.Errorf("%s: %d invalid outputs, %d latency samples", r.Name, r.Invalid, r.LatencySamples)
 		}
@@ -248,7 +261,7 @@ func TestWorkCPUTwoWorkers(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			out := "cpu-out-" + kind
 			spec := WorkerSpec{Case: kind, Brokers: brokers, Input: "cpu-in", Output: out, AppID: "cpu-" + kind,
-				CommitInterval: 20 * time.Millisecond, BatchRecords: 50, Pipeline: PipelineCPU, Workers: 2}
+				CommitInterval: 20 * time.Millisecond, BatchRecords: 50, Pipeline: PipelineCPU, Workers: 2, Rounds: workRounds}
 			wctx, stop := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() { done <- Work(wctx, spec, &bytes.Buffer{}) }()
@@ -302,7 +315,7 @@ func readCPUOutputs(t *testing.T, ctx context.Context, brokers []string, topic s
 		fs.EachRecord(func(r *kgo.Record) {
 			id, _, ok := parseCPUValue(r.Value)
 			switch {
-			case !ok || !checkCPUOutput(id, r.Value, size):
+			case !ok || !checkCPUOutput(id, r.Value, size, workRounds):
 				t.Errorf("output %s is no input's right transform", r.Value)
 			case seen[id]:
 				t.Errorf("id %d came out twice", id)

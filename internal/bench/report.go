@@ -46,6 +46,9 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error, rec
 	if o.Pipeline == PipelineWindowed {
 		w.WindowMS, w.GraceMS = o.Window.Milliseconds(), o.Grace.Milliseconds()
 	}
+	if o.Pipeline == PipelineCPU {
+		w.CPURounds = o.CPURounds
+	}
 	rep := &Report{Workload: w}
 	for i, c := range cases {
 		res := Result{

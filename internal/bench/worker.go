@@ -56,6 +56,8 @@ type WorkerSpec struct {
 	// State names (StateMemory or StatePebble), in StateDir (config
 	// state_dir; empty: its default).
 	Pipeline string `json:"pipeline,omitempty"`
+	// Rounds is PipelineCPU's rounds of SHA-256 a record; 0: CPURounds.
+	Rounds   int    `json:"rounds,omitempty"`
 	State    string `json:"state,omitempty"`
 	StateDir string `json:"state_dir,omitempty"`
 	// Window and Grace shape PipelineWindowed's tumbling windows; Final
@@ -154,7 +156,8 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		transform := func(v []byte) ([]byte, error) { return Upper(v), nil }
 		switch spec.Pipeline {
 		case PipelineCPU:
-			transform = Crunch
+			rounds := spec.rounds()
+			transform = func(v []byte) ([]byte, error) { return Crunch(v, rounds) }
 		case PipelineUpper, "":
 		default:
 			return fmt.Errorf("bench worker: the raw loop runs pipelines %s and %s, not %q", PipelineUpper, PipelineCPU, spec.Pipeline)
@@ -194,7 +197,7 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		if spec.State != "" || spec.RestoreRecords > 0 || spec.Dedup != "" {
 			return fmt.Errorf("bench worker: pipeline %s keeps no state and no dedup store; drop them", PipelineCPU)
 		}
-		top = CPUTopology(cfg.AppID, spec.Input, spec.Output)
+		top = CPUTopology(cfg.AppID, spec.Input, spec.Output, spec.rounds())
 	case PipelineCount:
 		e, err := engine(spec.State)
 		if err != nil {
@@ -549,4 +552,12 @@ func scrape(ctx context.Context, r *eos.Runner) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		_ = resp.Body.Close()
 	}
+}
+
+// rounds is Rounds, or CPURounds when unset.
+func (s WorkerSpec) rounds() int {
+	if s.Rounds > 0 {
+		return s.Rounds
+	}
+	return CPURounds
 }
