@@ -783,7 +783,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		records[i] = o.Records
 	}
 	for rep := range o.Repeat {
-		for i, c := range cases {
+		for _, i := range runOrder(len(cases), rep) {
+			c := cases[i]
 			if c.skipped != "" {
 				continue
 			}
@@ -834,6 +835,22 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return h.report(cases, runs, errs, records), nil
+}
+
+// runOrder is the order of n cases in round rep: as listed in even
+// rounds, backwards in odd ones. A case run right after another ran on
+// a broker the other had just warmed: in a fixed order, exactly-once
+// came out at 0.90× the raw loop's records/s over five rounds when run
+// first, and at 0.98× over three when run second.
+func runOrder(n, rep int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if rep%2 == 1 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
 }
 
 // minBursts is the fewest output polls that must see records inside a

@@ -598,3 +598,16 @@ func TestGrownBacklog(t *testing.T) {
 		}
 	}
 }
+
+// Rounds alternate the order of the cases, so that no case always runs
+// right after the same other one.
+func TestRunOrderAlternates(t *testing.T) {
+	for _, tc := range []struct {
+		n, rep int
+		want   string
+	}{{3, 0, "[0 1 2]"}, {3, 1, "[2 1 0]"}, {3, 2, "[0 1 2]"}, {1, 1, "[0]"}, {0, 1, "[]"}} {
+		if got := fmt.Sprint(runOrder(tc.n, tc.rep)); got != tc.want {
+			t.Errorf("runOrder(%d, %d) = %s, want %s", tc.n, tc.rep, got, tc.want)
+		}
+	}
+}
