@@ -334,6 +334,12 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error { fenceOffsets(req, fence); return nil })
 	}
 	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
+	if !commit && err == nil {
+		// The results of records refused before buffering come late
+		// even to an abort: settled here, they belong to this batch,
+		// which begin's reset clears, not to the next one.
+		err = s.errs.settle(ctx)
+	}
 	switch {
 	case err != nil && (isFenced(err) || isInstanceFenced(err)):
 		return false, err
