@@ -111,6 +111,7 @@ type memoryGuard struct {
 	gcPercent int             // the GOGC set with it; 0: GOGC is left alone
 	prevGC    int             // GOGC before
 	armed     bool
+	setGC     bool // arm set GOGC, so disarm may put it back
 	warned    time.Time
 }
 
@@ -122,6 +123,7 @@ func (g *memoryGuard) arm() {
 	debug.SetMemoryLimit(g.limit)
 	if g.gcPercent != 0 && readGCPercent() == g.prevGC {
 		debug.SetGCPercent(g.gcPercent)
+		g.setGC = true
 	}
 	g.armed = true
 }
@@ -134,10 +136,10 @@ func (g *memoryGuard) disarm() {
 	if readLimit() == g.limit {
 		debug.SetMemoryLimit(noLimit)
 	}
-	if g.gcPercent != 0 && readGCPercent() == g.gcPercent {
+	if g.setGC && readGCPercent() == g.gcPercent {
 		debug.SetGCPercent(g.prevGC)
 	}
-	g.armed = false
+	g.armed, g.setGC = false, false
 }
 
 // check lifts or sets the limit again for a live heap of live bytes.

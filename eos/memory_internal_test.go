@@ -130,6 +130,18 @@ func TestMemoryGuard(t *testing.T) {
 	}
 	g.disarm()
 
+	// GOGC the guard did not set stays the program's, even when it is
+	// the value the guard would have set.
+	debug.SetGCPercent(150)
+	g = &memoryGuard{log: zap.NewNop(), limit: 100 << 20, gcPercent: 200, prevGC: 100}
+	g.arm()
+	debug.SetGCPercent(200)
+	g.disarm()
+	if gc := readGCPercent(); gc != 200 {
+		t.Fatalf("GOGC %d after the guard disarmed; want the program's 200, which the guard never set", gc)
+	}
+	debug.SetGCPercent(100)
+
 	// Watching the real live heap: a limit far below it is lifted.
 	g = &memoryGuard{log: zap.NewNop(), limit: 1 << 20, gcPercent: 200, prevGC: 100}
 	g.arm()
