@@ -88,7 +88,8 @@ func verify(t *testing.T, args ...string) (chaos.Result, map[string]any, int) {
 // verifyEnv is verify with env added to eosctl's environment.
 func verifyEnv(t *testing.T, env []string, args ...string) (chaos.Result, map[string]any, int) {
 	t.Helper()
-	args = append([]string{"verify", "-o", "json", "--log-dir", t.TempDir()}, args...)
+	logDir := keptDir(t)
+	args = append([]string{"verify", "-o", "json", "--log-dir", logDir}, args...)
 	cmd := exec.Command(eosctl(t), args...)
 	cmd.Dir = moduleRoot(t)
 	cmd.Env = append(append(os.Environ(), "EOS_BROKERS="), env...) // the embedded broker unless --brokers
@@ -120,6 +121,26 @@ func verifyEnv(t *testing.T, env []string, args ...string) (chaos.Result, map[st
 		t.Logf("problems: %v (failed %v); stderr: %s", res.Problems, res.Failed, stderr.String())
 	}
 	return res, raw, code
+}
+
+// keptDir is a directory for a run's worker and broker logs that outlives
+// a failing test (t.TempDir's goes with the test, and a rare failure
+// under chaos is understood only from its logs); a passing test removes
+// it.
+func keptDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "eosverify-"+strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker and broker logs kept in %s", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // chaosArgs is the fault load of the embedded-broker tests.
