@@ -44,17 +44,39 @@ cmd_start() {
 	fi
 	[[ -z $(service_pid) ]] || die "podman service (pid $(service_pid)) runs but $SOCK does not answer; see $LOGFILE"
 	mkdir -p "$(dirname "$SOCK")"
-	rm -f "$SOCK"
-	setsid nohup podman system service --time=0 "unix://$SOCK" </dev/null >"$LOGFILE" 2>&1 &
-	echo $! >"$PIDFILE"
-	local deadline=$((SECONDS + TIMEOUT))
-	until ping_ok; do
-		[[ -n $(service_pid) ]] || { tail -n 20 "$LOGFILE" >&2; die "podman system service exited"; }
-		((SECONDS < deadline)) || { tail -n 20 "$LOGFILE" >&2; die "$SOCK did not answer within ${TIMEOUT}s"; }
-		sleep 0.2
+	local attempt
+	for attempt in 1 2; do
+		launch && break
+		((attempt < 2)) || die "podman system service exited twice; see $LOGFILE"
+		log "podman system service exited before it answered; starting it once more"
 	done
 	log "serving the Docker API on $SOCK (pid $(service_pid), log $LOGFILE)"
 	print_env
+}
+
+# launch starts the service and waits for its socket. It watches the pid it
+# started with kill -0, not service_pid: until the child has exec'd podman, its
+# cmdline is this script's, and a check on it reads a starting service as dead.
+launch() {
+	rm -f "$SOCK"
+	setsid nohup podman system service --time=0 "unix://$SOCK" </dev/null >"$LOGFILE" 2>&1 &
+	local pid=$!
+	echo "$pid" >"$PIDFILE"
+	local deadline=$((SECONDS + TIMEOUT))
+	until ping_ok; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			# setsid forks when it leads a process group (a shell with job
+			# control): the pid above exits, the service runs on.
+			pid=$(pgrep -f "podman system service --time=0 unix://$SOCK" | head -n 1 || true)
+			if [[ -z $pid ]]; then
+				tail -n 20 "$LOGFILE" >&2
+				return 1
+			fi
+			echo "$pid" >"$PIDFILE"
+		fi
+		((SECONDS < deadline)) || { tail -n 20 "$LOGFILE" >&2; die "$SOCK did not answer within ${TIMEOUT}s"; }
+		sleep 0.2
+	done
 }
 
 cmd_stop() {
