@@ -111,6 +111,12 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		// and aborts a transaction a previous session left open, whose
 		// pending offsets would otherwise block this session's offset
 		// fetch (RequireStable) until that transaction timed out.
+		if r.cfg.Guarantee == config.ExactlyOnce {
+			// What the coordinator says of the last transaction must be
+			// read before InitProducerId moves it on: it alone proves
+			// which of that session's transactions committed.
+			r.ownTxn = r.describeOwnTxn(ctx)
+		}
 		id, epoch, err := r.producerID(ctx, s)
 		if err != nil {
 			return false, err

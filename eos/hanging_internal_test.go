@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -205,4 +206,103 @@ func hangingRunner(t *testing.T, cfg config.Config) *Runner {
 	}
 	t.Cleanup(r.admin.Close)
 	return r
+}
+
+// A transaction of this instance's own previous session that a partition
+// still holds open after InitProducerId (a restarting broker skipped its
+// marker) is committed only where the coordinator, asked before
+// InitProducerId, was one epoch on and committing: the rest of that
+// transaction committed, and aborting the partition would drop, say, the
+// input offsets of outputs that are visible, so the batch would run
+// again. In every other case it is aborted.
+func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		state   string // the coordinator's answer; "" for none
+		bump    int16  // its epoch over the open transaction's
+		visible bool
+	}{
+		{"complete commit one epoch on", "CompleteCommit", 1, true},
+		{"prepare commit one epoch on", "PrepareCommit", 1, true},
+		{"complete abort one epoch on", "CompleteAbort", 1, false},
+		{"complete commit two epochs on", "CompleteCommit", 2, false},
+		{"no answer", "", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("app:1"), kgo.DefaultProduceTopic("out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("batch")}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			pid, epoch, err := cl.ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			cfg := config.Default()
+			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+			r := hangingRunner(t, cfg)
+			asked := 0
+			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := kr.(*kmsg.DescribeTransactionsRequest)
+				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+				for _, id := range req.TransactionalIDs {
+					st := kmsg.NewDescribeTransactionsResponseTransactionState()
+					st.TransactionalID, st.TimeoutMillis, st.StartTimestamp = id, 60000, -1
+					if id != "app:1" || tc.state == "" {
+						st.ErrorCode = kerr.TransactionalIDNotFound.Code
+					} else {
+						asked++
+						st.State, st.ProducerID, st.ProducerEpoch = tc.state, pid, epoch+tc.bump
+					}
+					resp.TransactionStates = append(resp.TransactionStates, st)
+				}
+				return resp, nil, true
+			})
+			r.ownTxn = r.describeOwnTxn(ctx)
+			if tc.state != "" && (asked == 0 || r.ownTxn == nil) {
+				t.Fatal("the coordinator's answer was not read: the test proves nothing")
+			}
+			r.pid, r.pidEpoch = pid, epoch+tc.bump+1 // after InitProducerId
+			if n := r.abortHanging(ctx); n != 1 {
+				t.Fatalf("ended %d transactions, want the one left open", n)
+			}
+			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			adm := kadm.NewClient(r.admin)
+			so, err := adm.ListCommittedOffsets(ctx, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, _ := so.Lookup("out", 0); o.Offset != 2 {
+				t.Fatalf("out's last stable offset is %d, want 2 (record and marker): the transaction still hangs", o.Offset)
+			}
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			got := 0
+			for pctx.Err() == nil && got == 0 {
+				rd.PollFetches(pctx).EachRecord(func(*kgo.Record) { got++ })
+			}
+			if visible := got == 1; visible != tc.visible {
+				t.Fatalf("read_committed sees %d records, want the transaction visible=%v", got, tc.visible)
+			}
+		})
+	}
 }

@@ -474,7 +474,18 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
 		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
-			end(p, false, fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch))
+			// The coordinator finished the previous session's transactions
+			// before InitProducerId answered, so what it said just before
+			// decides: a partition whose marker a restarting broker skipped
+			// may hold a transaction that committed everywhere else, and
+			// an ABORT would drop offsets whose outputs committed.
+			commit := r.ownTxn != nil && r.ownTxn.ProducerID == p.ProducerID &&
+				(r.ownTxn.State == "PrepareCommit" || r.ownTxn.State == "CompleteCommit") && provenCommit(*r.ownTxn, p)
+			why := fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch)
+			if commit {
+				why += fmt.Sprintf(", that its coordinator committed (%s at epoch %d)", r.ownTxn.State, r.ownTxn.ProducerEpoch)
+			}
+			end(p, commit, why)
 		case p.ProducerID != r.pid:
 			others = append(others, p)
 		}
@@ -565,7 +576,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		if !ok || d.ProducerEpoch <= p.ProducerEpoch || d.State == "PrepareCommit" || d.State == "PrepareAbort" {
 			continue
 		}
-		committed := d.ProducerEpoch == p.ProducerEpoch+1 && d.State == "CompleteCommit"
+		committed := d.State == "CompleteCommit" && provenCommit(d, p)
 		cands = append(cands, orphan{p, committed, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
 			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)})
 		again.Add(p.Topic, p.Partition)
@@ -590,6 +601,36 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		}
 	}
 	return out, denied
+}
+
+// provenCommit reports whether coordinator state d, which has decided
+// to commit, decided it for the transaction open in p: under transaction
+// version 2 every EndTxn bumps the epoch, so only the transaction of the
+// epoch just before it is the one it committed. An earlier one, or any
+// under version 1 (no bump), may have aborted.
+func provenCommit(d kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
+	return d.ProducerEpoch == p.ProducerEpoch+1
+}
+
+// describeOwnTxn asks the coordinator of this instance's transactional
+// id for its state, bounded; nil when it does not answer (abortHanging
+// then aborts, as it cannot prove a commit).
+func (r *Runner) describeOwnTxn(ctx context.Context) *kadm.DescribedTransaction {
+	if r.admin == nil {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	described, err := kadm.NewClient(r.admin).DescribeTransactions(dctx, r.cfg.TransactionalID())
+	if err != nil && len(described) == 0 {
+		r.log.Debug("cannot describe this instance's transactional id; a hanging transaction of its own found later is aborted", zap.Error(err))
+		return nil
+	}
+	d, ok := described[r.cfg.TransactionalID()]
+	if !ok || d.Err != nil {
+		return nil
+	}
+	return &d
 }
 
 // noteHangingDenied keeps, for the stall error, which grants kept this
