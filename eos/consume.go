@@ -115,7 +115,7 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			// What the coordinator says of the last transaction must be
 			// read before InitProducerId moves it on: it alone proves
 			// which of that session's transactions committed.
-			r.ownTxn = r.describeOwnTxn(ctx)
+			r.noteOwnTxn(ctx)
 		}
 		id, epoch, err := r.producerID(ctx, s)
 		if err != nil {

@@ -2,7 +2,10 @@ package eos
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,22 +214,29 @@ func hangingRunner(t *testing.T, cfg config.Config) *Runner {
 // A transaction of this instance's own previous session that a partition
 // still holds open after InitProducerId (a restarting broker skipped its
 // marker) is committed only where the coordinator, asked before
-// InitProducerId, was one epoch on and committing: the rest of that
-// transaction committed, and aborting the partition would drop, say, the
-// input offsets of outputs that are visible, so the batch would run
-// again. In every other case it is aborted.
+// InitProducerId, was one epoch on and committing under transaction
+// version 2: the rest of that transaction committed, and aborting the
+// partition would drop, say, the input offsets of outputs that are
+// visible, so the batch would run again. In every other case it is
+// aborted. The proof outlives a session whose repair did not happen: the
+// next session's coordinator answer (Empty, after InitProducerId) proves
+// nothing, and must not erase it.
 func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		state   string // the coordinator's answer; "" for none
 		bump    int16  // its epoch over the open transaction's
+		v1      bool   // transaction.version 1 (no epoch bump per EndTxn)
+		rebuild bool   // a second session describes again before the repair
 		visible bool
 	}{
-		{"complete commit one epoch on", "CompleteCommit", 1, true},
-		{"prepare commit one epoch on", "PrepareCommit", 1, true},
-		{"complete abort one epoch on", "CompleteAbort", 1, false},
-		{"complete commit two epochs on", "CompleteCommit", 2, false},
-		{"no answer", "", 0, false},
+		{name: "complete commit one epoch on", state: "CompleteCommit", bump: 1, visible: true},
+		{name: "prepare commit one epoch on", state: "PrepareCommit", bump: 1, visible: true},
+		{name: "proof kept across a rebuild", state: "CompleteCommit", bump: 1, rebuild: true, visible: true},
+		{name: "complete abort one epoch on", state: "CompleteAbort", bump: 1},
+		{name: "complete commit two epochs on", state: "CompleteCommit", bump: 2},
+		{name: "complete commit one epoch on under version 1", state: "CompleteCommit", bump: 1, v1: true},
+		{name: "no answer", state: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
@@ -250,11 +260,14 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tc.v1 {
+				downgradeTxnVersion(t, cl)
+			}
 
 			cfg := config.Default()
 			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 			r := hangingRunner(t, cfg)
-			asked := 0
+			asked, state, coordEpoch := 0, tc.state, epoch+tc.bump
 			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 				c.KeepControl()
 				req := kr.(*kmsg.DescribeTransactionsRequest)
@@ -262,30 +275,31 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 				for _, id := range req.TransactionalIDs {
 					st := kmsg.NewDescribeTransactionsResponseTransactionState()
 					st.TransactionalID, st.TimeoutMillis, st.StartTimestamp = id, 60000, -1
-					if id != "app:1" || tc.state == "" {
+					if id != "app:1" || state == "" {
 						st.ErrorCode = kerr.TransactionalIDNotFound.Code
 					} else {
 						asked++
-						st.State, st.ProducerID, st.ProducerEpoch = tc.state, pid, epoch+tc.bump
+						st.State, st.ProducerID, st.ProducerEpoch = state, pid, coordEpoch
 					}
 					resp.TransactionStates = append(resp.TransactionStates, st)
 				}
 				return resp, nil, true
 			})
-			r.ownTxn = r.describeOwnTxn(ctx)
-			if tc.state != "" && (asked == 0 || r.ownTxn == nil) {
-				t.Fatal("the coordinator's answer was not read: the test proves nothing")
+			r.noteOwnTxn(ctx)
+			if tc.state != "" && asked == 0 {
+				t.Fatal("the coordinator was never asked: the test proves nothing")
 			}
-			r.pid, r.pidEpoch = pid, epoch+tc.bump+1 // after InitProducerId
+			r.pid, r.pidEpoch = pid, coordEpoch+1 // after InitProducerId
+			if tc.rebuild {
+				// The first session's repair failed; the next one finds
+				// the coordinator moved on by its InitProducerId.
+				state, coordEpoch = "Empty", r.pidEpoch
+				r.noteOwnTxn(ctx)
+				r.pidEpoch++
+			}
 			if n := r.abortHanging(ctx); n != 1 {
 				t.Fatalf("ended %d transactions, want the one left open", n)
 			}
-			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-				kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
 			adm := kadm.NewClient(r.admin)
 			so, err := adm.ListCommittedOffsets(ctx, "out")
 			if err != nil {
@@ -294,6 +308,12 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 			if o, _ := so.Lookup("out", 0); o.Offset != 2 {
 				t.Fatalf("out's last stable offset is %d, want 2 (record and marker): the transaction still hangs", o.Offset)
 			}
+			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
 			got := 0
@@ -304,5 +324,151 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 				t.Fatalf("read_committed sees %d records, want the transaction visible=%v", got, tc.visible)
 			}
 		})
+	}
+}
+
+// downgradeTxnVersion finalizes transaction.version 0 on cl's cluster.
+func downgradeTxnVersion(t *testing.T, cl *kgo.Client) {
+	t.Helper()
+	req := kmsg.NewPtrUpdateFeaturesRequest()
+	fu := kmsg.NewUpdateFeaturesRequestFeatureUpdate()
+	fu.Feature, fu.MaxVersionLevel, fu.AllowDowngrade, fu.UpgradeType = "transaction.version", 0, true, 2
+	req.FeatureUpdates = append(req.FeatureUpdates, fu)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("downgrading transaction.version: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	for _, r := range resp.Results {
+		if r.ErrorCode != 0 {
+			t.Fatalf("downgrading %s: %v", r.Feature, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+}
+
+// The coordinator's answer proves a commit only while it still describes
+// the previous session's last transaction: a session asks for it before
+// its InitProducerId, which moves the coordinator on to a new epoch.
+func TestSessionReadsOwnTransactionBeforeInitProducerID(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	note := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(order, what) {
+			order = append(order, what)
+		}
+	}
+	c.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if id := kr.(*kmsg.InitProducerIDRequest).TransactionalID; id != nil && *id == "app:1" {
+			note("InitProducerId")
+		}
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if slices.Contains(kr.(*kmsg.DescribeTransactionsRequest).TransactionalIDs, "app:1") {
+			note("DescribeTransactions")
+		}
+		return nil, nil, false
+	})
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	for ctx.Err() == nil {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n == 2 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(order, []string{"DescribeTransactions", "InitProducerId"}) {
+		t.Fatalf("requests for app:1 came in the order %v, want DescribeTransactions first", order)
+	}
+}
+
+// A transaction another instance of the app left open is its own to end
+// while that instance runs again and its coordinator has moved on to a
+// new session (Empty or Ongoing): only it knows, from before its
+// InitProducerId, whether the transaction committed, and an abort from
+// here could drop the offsets of a committed batch.
+func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("app:2"), kgo.DefaultProduceTopic("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("batch")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeTransactionsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		for _, id := range req.TransactionalIDs {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "Empty", 60000, -1
+			st.ProducerID, st.ProducerEpoch = pid, epoch+2
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+		return resp, nil, true
+	})
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	r.pid, r.pidEpoch = pid+1, 1
+
+	member, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("app"), kgo.InstanceID("2"), kgo.ConsumeTopics("in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for !r.liveOwner(jctx, "app:2") {
+		if jctx.Err() != nil {
+			t.Fatal("instance 2 never joined the group: the test proves nothing")
+		}
+		pctx, pcancel := context.WithTimeout(jctx, 200*time.Millisecond)
+		member.PollFetches(pctx) // joins on the first poll
+		pcancel()
+	}
+	if n := r.abortHanging(ctx); n != 0 {
+		t.Fatalf("ended %d transactions of a running instance, want 0: it decides them itself", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/topology"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -366,10 +368,11 @@ func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanc
 
 // abortHanging writes markers that end transactions that a partition
 // this app writes still holds open although their producer has moved on
-// (ABORT, or COMMIT where the coordinator proves a commit; see orphaned):
-// this instance's producer id at an epoch older than the one this
-// session's InitProducerId got, and the producers of the app's other
-// instances that orphaned (see orphaned). A coordinator ends a
+// (ABORT, or COMMIT where the coordinator proves a commit): this
+// instance's producer id at an epoch older than the one this session's
+// InitProducerId got (proved by what the coordinator said before it; see
+// noteOwnTxn), and the producers of the app's other instances that
+// orphaned (see orphaned). A coordinator ends a
 // transaction by writing markers to its partitions, but after a broker
 // crash they can be lost, or skipped while the restarted broker's
 // partitions have no leader yet: the partition then keeps the transaction
@@ -474,16 +477,17 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
 		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
-			// The coordinator finished the previous session's transactions
-			// before InitProducerId answered, so what it said just before
+			// The coordinator finished the previous sessions' transactions
+			// before InitProducerId answered, so only what it said before
 			// decides: a partition whose marker a restarting broker skipped
 			// may hold a transaction that committed everywhere else, and
 			// an ABORT would drop offsets whose outputs committed.
-			commit := r.ownTxn != nil && r.ownTxn.ProducerID == p.ProducerID &&
-				(r.ownTxn.State == "PrepareCommit" || r.ownTxn.State == "CompleteCommit") && provenCommit(*r.ownTxn, p)
+			commit := r.committedTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]
 			why := fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch)
 			if commit {
-				why += fmt.Sprintf(", that its coordinator committed (%s at epoch %d)", r.ownTxn.State, r.ownTxn.ProducerEpoch)
+				why += ", that its coordinator committed"
+			} else {
+				why += ", that no answer of its coordinator proved committed"
 			}
 			end(p, commit, why)
 		case p.ProducerID != r.pid:
@@ -523,7 +527,10 @@ type orphan struct {
 // too. Otherwise ABORT: the producer's next transaction may have aborted
 // the records on other partitions with its own marker (the partitions
 // then no longer show it open), and an unproven commit would keep input
-// offsets whose outputs are gone. It also returns the grants it lacked.
+// offsets whose outputs are gone. A transaction of an instance that runs
+// again (in the group, its coordinator in a new session) is left to it:
+// it alone holds the proof (see noteOwnTxn). It also returns the grants
+// it lacked.
 func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer) ([]orphan, []string) {
 	if len(open) == 0 {
 		return nil, nil
@@ -576,7 +583,14 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		if !ok || d.ProducerEpoch <= p.ProducerEpoch || d.State == "PrepareCommit" || d.State == "PrepareAbort" {
 			continue
 		}
-		committed := d.State == "CompleteCommit" && provenCommit(d, p)
+		committed := d.State == "CompleteCommit" && r.provenCommit(ctx, d, p)
+		if !committed && (d.State == "Empty" || d.State == "Ongoing") && r.liveOwner(ctx, d.TxnID) {
+			// Its instance has started a new session and runs: it knows,
+			// from before its InitProducerId, whether this one committed,
+			// and ends it itself. An abort from here could drop the
+			// offsets of a committed batch.
+			continue
+		}
 		cands = append(cands, orphan{p, committed, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
 			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)})
 		again.Add(p.Topic, p.Partition)
@@ -603,34 +617,93 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 	return out, denied
 }
 
-// provenCommit reports whether coordinator state d, which has decided
-// to commit, decided it for the transaction open in p: under transaction
-// version 2 every EndTxn bumps the epoch, so only the transaction of the
-// epoch just before it is the one it committed. An earlier one, or any
-// under version 1 (no bump), may have aborted.
-func provenCommit(d kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
-	return d.ProducerEpoch == p.ProducerEpoch+1
+// txnEpoch names one transaction of a producer under transaction
+// version 2, where every transaction has an epoch of its own.
+type txnEpoch struct {
+	pid   int64
+	epoch int16
 }
 
-// describeOwnTxn asks the coordinator of this instance's transactional
-// id for its state, bounded; nil when it does not answer (abortHanging
-// then aborts, as it cannot prove a commit).
-func (r *Runner) describeOwnTxn(ctx context.Context) *kadm.DescribedTransaction {
-	if r.admin == nil {
-		return nil
+// provenCommit reports whether coordinator state d, which has decided to
+// commit, decided it for the transaction open in p: under transaction
+// version 2 every EndTxn bumps the epoch, so the transaction of the epoch
+// just before it is the one it committed. An earlier one, or any under
+// version 1 (where an abort and a commit can share an epoch), may have
+// aborted.
+func (r *Runner) provenCommit(ctx context.Context, d kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
+	return d.ProducerID == p.ProducerID && d.ProducerEpoch == p.ProducerEpoch+1 && r.transactionsV2(ctx)
+}
+
+// transactionsV2 reports whether the cluster has finalized
+// transaction.version 2, under which the client bumps the epoch on every
+// EndTxn. Only a yes is kept: a cluster is not downgraded under a
+// running app, and a failed lookup must not stick as a no.
+func (r *Runner) transactionsV2(ctx context.Context) bool {
+	if r.txnV2 || r.admin == nil {
+		return r.txnV2
 	}
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(actx, r.admin)
+	if err != nil || resp.ErrorCode != 0 {
+		return false
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == "transaction.version" && f.MaxVersionLevel >= 2 {
+			r.txnV2 = true
+		}
+	}
+	return r.txnV2
+}
+
+// noteOwnTxn asks the coordinator of this instance's transactional id
+// for its state before InitProducerId moves it on, and keeps the
+// transaction it proves committed: abortHanging commits, rather than
+// aborts, a partition that still holds that one open. Proofs are kept
+// across sessions (a transaction's outcome is final), so a session that
+// starts after a failed repair still has them. Bounded like
+// InitProducerId, which waits for the same coordinator.
+func (r *Runner) noteOwnTxn(ctx context.Context) {
+	if r.admin == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, r.endTimeout())
+	defer cancel()
+	id := r.cfg.TransactionalID()
+	described, err := kadm.NewClient(r.admin).DescribeTransactions(dctx, id)
+	d, ok := described[id]
+	if err == nil && ok {
+		err = d.Err
+	}
+	if err != nil || !ok {
+		r.log.Info("cannot read this instance's last transaction from its coordinator; a partition found still holding it open will be aborted",
+			zap.String("transactional_id", id), zap.Error(err))
+		return
+	}
+	if (d.State == "PrepareCommit" || d.State == "CompleteCommit") && d.ProducerEpoch > 0 && r.transactionsV2(ctx) {
+		if r.committedTxns == nil {
+			r.committedTxns = make(map[txnEpoch]bool)
+		}
+		r.committedTxns[txnEpoch{d.ProducerID, d.ProducerEpoch - 1}] = true
+	}
+}
+
+// liveOwner reports whether the instance that transactional id txnID
+// belongs to (app_id:instance_id) is a member of the group now.
+func (r *Runner) liveOwner(ctx context.Context, txnID string) bool {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	described, err := kadm.NewClient(r.admin).DescribeTransactions(dctx, r.cfg.TransactionalID())
-	if err != nil && len(described) == 0 {
-		r.log.Debug("cannot describe this instance's transactional id; a hanging transaction of its own found later is aborted", zap.Error(err))
-		return nil
+	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
+	if err != nil {
+		return false
 	}
-	d, ok := described[r.cfg.TransactionalID()]
-	if !ok || d.Err != nil {
-		return nil
+	instance := strings.TrimPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)
+	for _, m := range g.Members {
+		if m.InstanceID == instance {
+			return true
+		}
 	}
-	return &d
+	return false
 }
 
 // noteHangingDenied keeps, for the stall error, which grants kept this
