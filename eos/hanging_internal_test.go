@@ -239,27 +239,8 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 		{name: "no answer", state: ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c, cl, pid, epoch := openTxnOnKfake(t, "app:1")
 			ctx := context.Background()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("app:1"), kgo.DefaultProduceTopic("out"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			if err := cl.BeginTransaction(); err != nil {
-				t.Fatal(err)
-			}
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("batch")}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			pid, epoch, err := cl.ProducerID(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
 			if tc.v1 {
 				downgradeTxnVersion(t, cl)
 			}
@@ -415,27 +396,8 @@ func TestSessionReadsOwnTransactionBeforeInitProducerID(t *testing.T) {
 // InitProducerId, whether the transaction committed, and an abort from
 // here could drop the offsets of a committed batch.
 func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _, pid, epoch := openTxnOnKfake(t, "app:2")
 	ctx := context.Background()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("app:2"), kgo.DefaultProduceTopic("out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := cl.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("batch")}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	pid, epoch, err := cl.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		req := kr.(*kmsg.DescribeTransactionsRequest)
@@ -471,4 +433,32 @@ func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	if n := r.abortHanging(ctx); n != 0 {
 		t.Fatalf("ended %d transactions of a running instance, want 0: it decides them itself", n)
 	}
+}
+
+// openTxnOnKfake starts a cluster with topics in and out, and leaves a
+// transaction of txnID open on out with one record in it, as a producer
+// that died (or whose marker was skipped) leaves it.
+func openTxnOnKfake(t *testing.T, txnID string) (c *kfake.Cluster, cl *kgo.Client, pid int64, epoch int16) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	ctx := context.Background()
+	cl, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID(txnID), kgo.DefaultProduceTopic("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("batch")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if pid, epoch, err = cl.ProducerID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, pid, epoch
 }
