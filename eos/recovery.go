@@ -675,6 +675,9 @@ func (r *Runner) noteOwnTxn(ctx context.Context) {
 	if err == nil && ok {
 		err = d.Err
 	}
+	if errors.Is(err, kerr.TransactionalIDNotFound) {
+		return // a new instance: no transaction to prove
+	}
 	if err != nil || !ok {
 		r.log.Info("cannot read this instance's last transaction from its coordinator; a partition found still holding it open will be aborted",
 			zap.String("transactional_id", id), zap.Error(err))
