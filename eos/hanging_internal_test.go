@@ -172,18 +172,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	if err := otherCl.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
-	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var got []string
-	for len(got) < 1 && pctx.Err() == nil {
-		rd.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
-	}
+	got := readCommittedOut(t, c, 5*time.Second)
 	if len(got) != 1 || got[0] != "app:committed" {
 		t.Fatalf("read_committed got %q, want only the record of the transaction its coordinator committed", got)
 	}
@@ -289,18 +278,7 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 			if o, _ := so.Lookup("out", 0); o.Offset != 2 {
 				t.Fatalf("out's last stable offset is %d, want 2 (record and marker): the transaction still hangs", o.Offset)
 			}
-			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-				kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			got := 0
-			for pctx.Err() == nil && got == 0 {
-				rd.PollFetches(pctx).EachRecord(func(*kgo.Record) { got++ })
-			}
+			got := len(readCommittedOut(t, c, 2*time.Second))
 			if visible := got == 1; visible != tc.visible {
 				t.Fatalf("read_committed sees %d records, want the transaction visible=%v", got, tc.visible)
 			}
@@ -422,7 +400,7 @@ func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	defer member.Close()
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for !r.liveOwner(jctx, "app:2") {
+	for !r.groupInstances(jctx)["2"] {
 		if jctx.Err() != nil {
 			t.Fatal("instance 2 never joined the group: the test proves nothing")
 		}
@@ -461,4 +439,23 @@ func openTxnOnKfake(t *testing.T, txnID string) (c *kfake.Cluster, cl *kgo.Clien
 		t.Fatal(err)
 	}
 	return c, cl, pid, epoch
+}
+
+// readCommittedOut reads out from its start as a read_committed consumer
+// until a record arrives or wait passes, and returns the values read.
+func readCommittedOut(t *testing.T, c *kfake.Cluster, wait time.Duration) []string {
+	t.Helper()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var got []string
+	for len(got) == 0 && ctx.Err() == nil {
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	return got
 }

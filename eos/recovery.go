@@ -576,6 +576,13 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 			deny(d.Err)
 		}
 	}
+	var instances map[string]bool // the group's, described once, when first asked
+	live := func(txnID string) bool {
+		if instances == nil {
+			instances = r.groupInstances(ctx)
+		}
+		return instances[strings.TrimPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)]
+	}
 	var cands []orphan
 	again := kadm.TopicsSet{}
 	for _, p := range open {
@@ -584,7 +591,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 			continue
 		}
 		committed := d.State == "CompleteCommit" && r.provenCommit(ctx, d, p)
-		if !committed && (d.State == "Empty" || d.State == "Ongoing") && r.liveOwner(ctx, d.TxnID) {
+		if !committed && (d.State == "Empty" || d.State == "Ongoing") && live(d.TxnID) {
 			// Its instance has started a new session and runs: it knows,
 			// from before its InitProducerId, whether this one committed,
 			// and ends it itself. An abort from here could drop the
@@ -691,22 +698,20 @@ func (r *Runner) noteOwnTxn(ctx context.Context) {
 	}
 }
 
-// liveOwner reports whether the instance that transactional id txnID
-// belongs to (app_id:instance_id) is a member of the group now.
-func (r *Runner) liveOwner(ctx context.Context, txnID string) bool {
+// groupInstances returns the instance ids of the group's members now;
+// none when the group cannot be described.
+func (r *Runner) groupInstances(ctx context.Context) map[string]bool {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	ids := map[string]bool{}
 	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
 	if err != nil {
-		return false
+		return ids
 	}
-	instance := strings.TrimPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)
 	for _, m := range g.Members {
-		if m.InstanceID == instance {
-			return true
-		}
+		ids[m.InstanceID] = true
 	}
-	return false
+	return ids
 }
 
 // noteHangingDenied keeps, for the stall error, which grants kept this
