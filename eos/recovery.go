@@ -163,12 +163,16 @@ const fenceWait = 10 * time.Second
 
 // instanceTaken reports whether the group has a member with this
 // instance id that is not this Runner: not the member id cl has now, nor
-// one it had before (a rejoin after a broker restart changes it).
+// one it had before (a rejoin after a broker restart changes it). Only a
+// settled group counts: while it rebalances, the coordinator already
+// lists the new member id of this client's own rejoin, which the client
+// learns only when the join completes (seconds, after a broker restart),
+// so it would pass for a successor.
 func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
 	if id, _ := cl.GroupMetadata(); id != "" {
 		r.ownMembers[id] = true
 	}
-	taken, _ := r.slotTaken(ctx)
+	taken, _ := r.slotTakenIn(ctx, true)
 	return taken
 }
 
@@ -176,11 +180,20 @@ func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
 // whose member id no client of this Runner ever had, and whether the
 // group could be described at all.
 func (r *Runner) slotTaken(ctx context.Context) (taken, known bool) {
+	return r.slotTakenIn(ctx, false)
+}
+
+// slotTakenIn is slotTaken; with settled, a group that is not Stable
+// reports the slot free.
+func (r *Runner) slotTakenIn(ctx context.Context, settled bool) (taken, known bool) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
 	if err != nil {
 		return false, false
+	}
+	if settled && g.State != "Stable" {
+		return false, true
 	}
 	for _, m := range g.Members {
 		if m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
