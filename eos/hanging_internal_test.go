@@ -459,3 +459,296 @@ func readCommittedOut(t *testing.T, c *kfake.Cluster, wait time.Duration) []stri
 	}
 	return got
 }
+
+// A transaction left open on one partition (its marker skipped by a
+// restarting broker), whose producer has since ended a later transaction,
+// so that its coordinator no longer says how this one ended, gets the
+// marker the coordinator wrote on the transaction's other partitions:
+// COMMIT keeps the records (say, the input offsets of outputs that are
+// visible), ABORT drops them, and with no marker anywhere it is aborted.
+// This holds whether the repair runs in another instance or in the
+// producer's own next session. Always aborting fails the COMMIT cases,
+// and so does reading any epoch but the next one as the marker's.
+func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		marker  string // written by the coordinator on out/1; "" for none
+		own     bool   // the repairing instance is the producer's own
+		after   int    // records other producers write to out/1 after the marker
+		visible bool
+	}{
+		{name: "commit elsewhere, another instance repairs", marker: "COMMIT", visible: true},
+		{name: "abort elsewhere, another instance repairs", marker: "ABORT"},
+		{name: "no marker anywhere, another instance repairs"},
+		{name: "commit elsewhere, own next session repairs", marker: "COMMIT", own: true, visible: true},
+		{name: "abort elsewhere, own next session repairs", marker: "ABORT", own: true},
+		{name: "a later transaction's commit elsewhere", marker: "COMMIT-LATER"},
+		{name: "commit far back elsewhere", marker: "COMMIT", after: 3000, visible: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			txnID := "app:2"
+			if tc.own {
+				txnID = "app:1"
+			}
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID(txnID),
+				kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			if err := cl.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("hanging"), Partition: 0}, &kgo.Record{Value: []byte("elsewhere"), Partition: 1}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			pid, epoch, err := cl.ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			cfg := config.Default()
+			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+			r := hangingRunner(t, cfg)
+			adm := kadm.NewClient(r.admin)
+			markerEpoch := epoch + 1
+			if tc.marker == "COMMIT-LATER" {
+				markerEpoch++ // the marker of the next transaction, not this one's
+			}
+			if tc.marker != "" {
+				resp, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: pid, ProducerEpoch: markerEpoch,
+					Commit: tc.marker != "ABORT", Topics: kadm.TopicsSet{"out": {1: {}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+					if p.Err != nil {
+						t.Fatal(p.Err)
+					}
+				})
+			}
+			if tc.after > 0 {
+				// Records of others after the marker: the search reads
+				// back over them in growing windows.
+				other, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic("out"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs := make([]*kgo.Record, tc.after)
+				for i := range recs {
+					recs[i] = &kgo.Record{Value: []byte("other"), Partition: 1}
+				}
+				err = other.ProduceSync(ctx, recs...).FirstErr()
+				other.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The coordinator has ended a later transaction of the
+			// producer (an abort): it says nothing of this one.
+			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := kr.(*kmsg.DescribeTransactionsRequest)
+				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+				for _, id := range req.TransactionalIDs {
+					st := kmsg.NewDescribeTransactionsResponseTransactionState()
+					st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "CompleteAbort", 60000, -1
+					st.ProducerID, st.ProducerEpoch = pid, epoch+2
+					resp.TransactionStates = append(resp.TransactionStates, st)
+				}
+				return resp, nil, true
+			})
+			// Partitions report their producers as Kafka's do: out/0
+			// still holds the transaction open; out/1 has the marker's
+			// epoch, or holds the transaction open too without one.
+			described := 0
+			c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				described++
+				req := kr.(*kmsg.DescribeProducersRequest)
+				resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+				for _, rt := range req.Topics {
+					st := kmsg.NewDescribeProducersResponseTopic()
+					st.Topic = rt.Topic
+					for _, p := range rt.Partitions {
+						sp := kmsg.NewDescribeProducersResponseTopicPartition()
+						sp.Partition = p
+						if rt.Topic == "out" {
+							ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+							ap.ProducerID, ap.ProducerEpoch, ap.LastSequence, ap.CurrentTxnStartOffset = pid, int32(epoch), 0, 0
+							if p == 1 && tc.marker != "" {
+								ap.ProducerEpoch, ap.CurrentTxnStartOffset = int32(markerEpoch), -1
+							}
+							sp.ActiveProducers = append(sp.ActiveProducers, ap)
+						}
+						st.Partitions = append(st.Partitions, sp)
+					}
+					resp.Topics = append(resp.Topics, st)
+				}
+				return resp, nil, true
+			})
+			if tc.own {
+				r.pid, r.pidEpoch = pid, epoch+3 // after InitProducerId; nothing proved before it
+			} else {
+				r.pid, r.pidEpoch = pid+1, 1
+			}
+			want := 1
+			if tc.marker == "" {
+				want = 2 // out/1 hangs too
+			}
+			if n := r.abortHanging(ctx); n != want {
+				t.Fatalf("ended %d transactions, want %d", n, want)
+			}
+			if described == 0 {
+				t.Fatal("the partitions' producers were never described: the test proves nothing")
+			}
+			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			end, err := adm.ListEndOffsets(ctx, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Read until each partition's last stable offset is its end:
+			// the repair's markers are in.
+			stable, err := adm.ListCommittedOffsets(ctx, "out")
+			if err != nil {
+				t.Fatal(err)
+			}
+			stable.Each(func(o kadm.ListedOffset) {
+				if e, _ := end.Lookup(o.Topic, o.Partition); o.Offset != e.Offset {
+					t.Fatalf("out/%d is stable up to %d of %d: a transaction still hangs", o.Partition, o.Offset, e.Offset)
+				}
+			})
+			// A visible record is waited for; an invisible one is given
+			// 2s to show up wrongly, after the partitions are stable.
+			var got []string
+			wait := 2 * time.Second
+			if tc.visible {
+				wait = 15 * time.Second
+			}
+			rctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			for rctx.Err() == nil && !(tc.visible && slices.Contains(got, "hanging")) {
+				rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+			}
+			if visible := slices.Contains(got, "hanging"); visible != tc.visible {
+				t.Fatalf("read_committed got %q: want the hanging partition's record visible=%v", got, tc.visible)
+			}
+		})
+	}
+}
+
+// The transaction log's partition of a transactional id is the one the
+// broker uses: Java's String.hashCode, non-negative, modulo the count.
+func TestTxnLogPartitionIsTheBrokers(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		n    int
+		want int32
+	}{
+		{"hello", 50, 99162322 % 50},                  // "hello".hashCode() == 99162322
+		{"polygenelubricants", 50, 0},                 // hashCode() == Integer.MIN_VALUE: Utils.abs gives 0
+		{"app:worker-1", 1, 0},                        // one partition
+		{"Aa", 50, 2112 % 50},                         // "Aa".hashCode() == 2112
+		{"ééé", 50, int32(233*31*31+233*31+233) % 50}, // UTF-16 code units
+	} {
+		if got := txnLogPartition(tc.id, tc.n); got != tc.want {
+			t.Errorf("txnLogPartition(%q, %d) = %d, want %d", tc.id, tc.n, got, tc.want)
+		}
+	}
+}
+
+// A transaction whose every marker a restarting broker skipped leaves no
+// marker anywhere to read, but its coordinator logged the decision in
+// __transaction_state before sending any: the repair follows the log
+// (PrepareCommit at the next epoch: COMMIT; PrepareAbort: ABORT), and
+// aborts when the log has nothing for that transaction.
+func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		states  []kmsg.TransactionState // logged at the next epoch, after Ongoing at the open one
+		other   bool                    // logged for another transactional id
+		visible bool
+	}{
+		{name: "prepare and complete commit", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit, kmsg.TransactionStateCompleteCommit}, visible: true},
+		{name: "prepare commit only", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, visible: true},
+		{name: "prepare abort", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareAbort, kmsg.TransactionStateCompleteAbort}},
+		{name: "another id's commit", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, other: true},
+		{name: "nothing logged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, pid, epoch := openTxnOnKfake(t, "app:2")
+			ctx := context.Background()
+			cfg := config.Default()
+			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+			r := hangingRunner(t, cfg)
+			adm := kadm.NewClient(r.admin)
+			const parts = 50
+			if _, err := adm.CreateTopic(ctx, parts, 1, nil, txnLogTopic); err != nil {
+				t.Fatal(err)
+			}
+			logged := func(id string, e int16, st kmsg.TransactionState) *kgo.Record {
+				k := kmsg.NewTxnMetadataKey()
+				k.TransactionalID = id
+				v := kmsg.NewTxnMetadataValue()
+				v.Version, v.ProducerID, v.ProducerEpoch, v.State, v.TimeoutMillis = 1, pid, e, st, 60000
+				return &kgo.Record{Topic: txnLogTopic, Partition: txnLogPartition("app:2", parts), Key: k.AppendTo(nil), Value: v.AppendTo(nil)}
+			}
+			id := "app:2"
+			if tc.other {
+				id = "app:3"
+			}
+			recs := []*kgo.Record{logged(id, epoch, kmsg.TransactionStateOngoing)}
+			for _, st := range tc.states {
+				recs = append(recs, logged(id, epoch+1, st))
+			}
+			// The producer's next transaction, aborted: the coordinator
+			// now says nothing of the open one.
+			recs = append(recs, logged(id, epoch+1, kmsg.TransactionStateOngoing), logged(id, epoch+2, kmsg.TransactionStatePrepareAbort),
+				logged(id, epoch+2, kmsg.TransactionStateCompleteAbort))
+			w, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = w.ProduceSync(ctx, recs...).FirstErr()
+			w.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				req := kr.(*kmsg.DescribeTransactionsRequest)
+				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+				for _, id := range req.TransactionalIDs {
+					st := kmsg.NewDescribeTransactionsResponseTransactionState()
+					st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "CompleteAbort", 60000, -1
+					st.ProducerID, st.ProducerEpoch = pid, epoch+2
+					resp.TransactionStates = append(resp.TransactionStates, st)
+				}
+				return resp, nil, true
+			})
+			r.pid, r.pidEpoch = pid+1, 1 // another instance repairs
+			if n := r.abortHanging(ctx); n != 1 {
+				t.Fatalf("ended %d transactions, want the one left open", n)
+			}
+			wait := 2 * time.Second // for a record that must not show
+			if tc.visible {
+				wait = 15 * time.Second // returns when it shows
+			}
+			got := readCommittedOut(t, c, wait)
+			if visible := len(got) == 1; visible != tc.visible {
+				t.Fatalf("read_committed got %q: want the transaction visible=%v", got, tc.visible)
+			}
+		})
+	}
+}

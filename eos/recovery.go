@@ -383,8 +383,9 @@ func isInstanceFenced(err error) bool { return errors.Is(err, kerr.FencedInstanc
 // this app writes still holds open although their producer has moved on
 // (ABORT, or COMMIT where the coordinator proves a commit): this
 // instance's producer id at an epoch older than the one this session's
-// InitProducerId got (proved by what the coordinator said before it; see
-// noteOwnTxn), and the producers of the app's other instances that
+// InitProducerId got (proved by what the coordinator said before it, see
+// noteOwnTxn, or by the markers it wrote elsewhere, see markerOutcome),
+// and the producers of the app's other instances that
 // orphaned (see orphaned). A coordinator ends a
 // transaction by writing markers to its partitions, but after a broker
 // crash they can be lost, or skipped while the restarted broker's
@@ -456,15 +457,17 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 		}
 	})
 	aborted := 0
-	end := func(p kadm.DescribedProducer, commit bool, why string) {
+	end := func(p kadm.DescribedProducer, commit bool, why string, epoch int16) {
 		marker := "ABORT"
 		if commit {
 			marker = "COMMIT"
 		}
 		fields := []zap.Field{zap.String("topic", p.Topic), zap.Int32("partition", p.Partition), zap.Int64("start_offset", p.CurrentTxnStartOffset),
 			zap.Int64("producer_id", p.ProducerID), zap.Int16("stale_epoch", p.ProducerEpoch), zap.String("marker", marker), zap.String("why", why)}
-		resp, err := adm.WriteTxnMarkers(actx, kadm.TxnMarkers{
-			ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch,
+		wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+		defer wcancel()
+		resp, err := adm.WriteTxnMarkers(wctx, kadm.TxnMarkers{
+			ProducerID: p.ProducerID, ProducerEpoch: epoch,
 			CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Commit: commit,
 			Topics: kadm.TopicsSet{p.Topic: {p.Partition: struct{}{}}},
 		})
@@ -485,31 +488,50 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 		aborted++
 		r.log.Warn("ended a hanging transaction left by a broker crash", fields...)
 	}
+	// How a hanging transaction ended, where its coordinator no longer
+	// says: its own log first, then the markers it wrote elsewhere.
+	verdicts := map[txnEpoch]markerVerdict{}
+	verdict := func(p kadm.DescribedProducer, txnID string) markerVerdict {
+		k := txnEpoch{p.ProducerID, p.ProducerEpoch}
+		v, ok := verdicts[k]
+		if !ok {
+			if v = r.txnLogOutcome(ctx, adm, txnID, p.ProducerID, p.ProducerEpoch); !v.found {
+				v = r.markerOutcome(ctx, adm, producers, p)
+			}
+			verdicts[k] = v
+		}
+		return v
+	}
 	var others []kadm.DescribedProducer
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
 		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
 			// The coordinator finished the previous sessions' transactions
-			// before InitProducerId answered, so only what it said before
-			// decides: a partition whose marker a restarting broker skipped
-			// may hold a transaction that committed everywhere else, and
-			// an ABORT would drop offsets whose outputs committed.
+			// before InitProducerId answered, so only what it said before,
+			// or the markers it wrote elsewhere, decide: a partition whose
+			// marker a restarting broker skipped may hold a transaction
+			// that committed everywhere else, and an ABORT would drop
+			// offsets whose outputs committed.
 			commit := r.committedTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]
+			proven := commit
 			why := fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch)
 			if commit {
 				why += ", that its coordinator committed"
+			} else if v := verdict(p, r.cfg.TransactionalID()); v.found {
+				commit, proven = v.commit, true
+				why += ", that its coordinator ended with " + v.marker() + " (" + v.where + ")"
 			} else {
-				why += ", that no answer of its coordinator proved committed"
+				why += ", that no answer of its coordinator, its log or a marker it wrote proved committed"
 			}
-			end(p, commit, why)
+			end(p, commit, why, r.repairEpoch(ctx, p, proven, r.pidEpoch))
 		case p.ProducerID != r.pid:
 			others = append(others, p)
 		}
 	})
-	orphans, odenied := r.orphaned(actx, adm, others)
+	orphans, odenied := r.orphaned(actx, adm, others, verdict)
 	for _, p := range orphans {
-		end(p.DescribedProducer, p.commit, p.why)
+		end(p.DescribedProducer, p.commit, p.why, r.repairEpoch(ctx, p.DescribedProducer, p.proven, p.coord.ProducerEpoch))
 	}
 	denied = append(denied, odenied...)
 	r.noteHangingDenied(denied, nil)
@@ -517,11 +539,13 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 }
 
 // orphan is an open transaction found hanging, the marker that ends it,
-// and why.
+// whether that marker is proven, why, and its coordinator's state.
 type orphan struct {
 	kadm.DescribedProducer
 	commit bool
+	proven bool // the outcome is known, not a default
 	why    string
+	coord  kadm.DescribedTransaction // what its coordinator said
 }
 
 // orphaned returns the transactions of open (held open by partitions for
@@ -537,14 +561,17 @@ type orphan struct {
 // a coordinator at the next epoch in CompleteCommit has committed exactly
 // this transaction and written no marker of a later one anywhere; its
 // partitions that got their markers are committed, and the rest must be
-// too. Otherwise ABORT: the producer's next transaction may have aborted
-// the records on other partitions with its own marker (the partitions
-// then no longer show it open), and an unproven commit would keep input
-// offsets whose outputs are gone. A transaction of an instance that runs
-// again (in the group, its coordinator in a new session) is left to it:
-// it alone holds the proof (see noteOwnTxn). It also returns the grants
-// it lacked.
-func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer) ([]orphan, []string) {
+// too. Once the producer has ended a later transaction, the coordinator
+// no longer says; the markers it wrote on the transaction's other
+// partitions still do (verdict, see markerOutcome), and the hanging
+// partition gets the same one. Otherwise ABORT: an unproven commit would
+// keep input offsets whose outputs may be gone, while a transaction that
+// wrote nowhere else (no outputs, no state) is harmless to run again. A
+// transaction of an instance that runs again (in the group, its
+// coordinator in a new session) and that no marker decides is left to
+// it: it alone holds the proof (see noteOwnTxn). It also returns the
+// grants it lacked.
+func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.DescribedProducer, verdict func(kadm.DescribedProducer, string) markerVerdict) ([]orphan, []string) {
 	if len(open) == 0 {
 		return nil, nil
 	}
@@ -603,16 +630,30 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 		if !ok || d.ProducerEpoch <= p.ProducerEpoch || d.State == "PrepareCommit" || d.State == "PrepareAbort" {
 			continue
 		}
-		committed := d.State == "CompleteCommit" && r.provenCommit(ctx, d, p)
-		if !committed && (d.State == "Empty" || d.State == "Ongoing") && live(d.TxnID) {
-			// Its instance has started a new session and runs: it knows,
-			// from before its InitProducerId, whether this one committed,
-			// and ends it itself. An abort from here could drop the
-			// offsets of a committed batch.
-			continue
+		o := orphan{DescribedProducer: p, coord: d, why: fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
+			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)}
+		switch {
+		case d.State == "CompleteCommit" && r.provenCommit(ctx, d, p):
+			o.commit, o.proven = true, true
+		case d.State == "CompleteAbort" && r.provenCommit(ctx, d, p):
+			o.proven = true // its very EndTxn aborted it
+		default:
+			// Searched before the partitions are described again, so
+			// that the marker follows the last look closely.
+			if v := verdict(p, d.TxnID); v.found {
+				o.commit, o.proven = v.commit, true
+				o.why += ", and that it ended with " + v.marker() + " (" + v.where + ")"
+			} else if (d.State == "Empty" || d.State == "Ongoing") && live(d.TxnID) {
+				// Its instance has started a new session and runs: it
+				// knows, from before its InitProducerId, whether this one
+				// committed, and ends it itself. An abort from here could
+				// drop the offsets of a committed batch.
+				continue
+			} else {
+				o.why += ", and neither its log nor a marker it wrote elsewhere was found"
+			}
 		}
-		cands = append(cands, orphan{p, committed, fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker",
-			d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)})
+		cands = append(cands, o)
 		again.Add(p.Topic, p.Partition)
 	}
 	if len(cands) == 0 {
@@ -652,6 +693,22 @@ type txnEpoch struct {
 // aborted.
 func (r *Runner) provenCommit(ctx context.Context, d kadm.DescribedTransaction, p kadm.DescribedProducer) bool {
 	return d.ProducerID == p.ProducerID && d.ProducerEpoch == p.ProducerEpoch+1 && r.transactionsV2(ctx)
+}
+
+// repairEpoch is the epoch of the marker that ends hanging transaction
+// p: the next one, as its coordinator writes it under transaction version
+// 2, when the outcome is proven and the producer is past it (coordinator
+// at current, beyond p's next epoch), so that a later search
+// (markerOutcome) reads it as this transaction's outcome too; else p's
+// own. Kafka checks a marker written by WriteTxnMarkers only against the
+// partition's epoch (not below it): the next epoch on a partition that a
+// live producer at that epoch has joined would end its open transaction
+// too, and an unproven ABORT must not pass for the coordinator's.
+func (r *Runner) repairEpoch(ctx context.Context, p kadm.DescribedProducer, proven bool, current int16) int16 {
+	if proven && current > p.ProducerEpoch+1 && r.transactionsV2(ctx) {
+		return p.ProducerEpoch + 1
+	}
+	return p.ProducerEpoch
 }
 
 // transactionsV2 reports whether the cluster has finalized
