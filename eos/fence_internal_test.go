@@ -2,9 +2,13 @@ package eos
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -48,23 +52,78 @@ func TestInstanceTakenOnlyInASettledGroup(t *testing.T) {
 	}
 	defer cl.Close()
 	ctx := context.Background()
-	if r.instanceTaken(ctx, cl) {
-		t.Fatal("a rebalancing group's member with this instance id was taken for a successor")
+	if taken, settled := r.instanceTaken(ctx, cl); taken || settled {
+		t.Fatalf("a rebalancing group: taken %v, settled %v; want neither", taken, settled)
 	}
 	if asked == 0 {
 		t.Fatal("the group was never described: the test proves nothing")
 	}
-	for _, st := range []string{"CompletingRebalance", "Empty"} {
-		state = st
-		if r.instanceTaken(ctx, cl) {
-			t.Fatalf("a group in state %s was taken to hold a successor", st)
-		}
+	state = "CompletingRebalance"
+	if taken, settled := r.instanceTaken(ctx, cl); taken || settled {
+		t.Fatalf("a group completing a rebalance: taken %v, settled %v; want neither", taken, settled)
 	}
 	state = "Stable"
-	if !r.instanceTaken(ctx, cl) {
-		t.Fatal("a Stable group's member with this instance id, never this Runner's, was not taken for a successor")
+	if taken, settled := r.instanceTaken(ctx, cl); !taken || !settled {
+		t.Fatalf("a Stable group's member with this instance id, never this Runner's: taken %v, settled %v; want both", taken, settled)
 	}
 	if taken, known := r.slotTaken(ctx); !taken || !known {
 		t.Fatalf("slotTaken = %v, %v; want the slot taken", taken, known)
+	}
+}
+
+// A fenced instance whose transaction outlived its timeout (so it looks
+// for a successor only briefly) still waits for a rebalancing group to
+// settle: a successor that is joining shows only then, and redoing the
+// batch with a new producer epoch would fence it and keep a zombie
+// running.
+func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var described atomic.Int32
+	c.ControlKey(int16(kmsg.DescribeGroups), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		n := described.Add(1)
+		req := kr.(*kmsg.DescribeGroupsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		for _, g := range req.Groups {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.State, dg.ProtocolType = g, "PreparingRebalance", "consumer"
+			if n > 4 { // about 2s on
+				dg.State = "Stable"
+			}
+			m := kmsg.NewDescribeGroupsResponseGroupMember()
+			id := "1"
+			m.MemberID, m.InstanceID = "successor", &id
+			dg.Members = append(dg.Members, m)
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp, nil, true
+	})
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	fence := kerr.InvalidProducerEpoch
+	start := time.Now()
+	got := r.classifyFence(context.Background(), fence, r.cfg.TransactionTimeout+time.Second, cl)
+	if !errors.Is(got, fence) {
+		t.Fatalf("classifyFence = %v; want the fence itself (a successor took over), not a redo", got)
+	}
+	var rb *rebuildError
+	if errors.As(got, &rb) {
+		t.Fatalf("classifyFence = %v: a redo would fence the successor", got)
+	}
+	if described.Load() <= 4 {
+		t.Fatalf("the group was described %d times: the test proves nothing", described.Load())
+	}
+	if d := time.Since(start); d > fenceSettleWait {
+		t.Fatalf("took %s, more than fenceSettleWait", d)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -475,6 +476,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 		marker  string // written by the coordinator on out/1; "" for none
 		own     bool   // the repairing instance is the producer's own
 		after   int    // records other producers write to out/1 after the marker
+		fail    bool   // the first repair's reads fail: it must leave the transaction
 		visible bool
 	}{
 		{name: "commit elsewhere, another instance repairs", marker: "COMMIT", visible: true},
@@ -484,6 +486,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 		{name: "abort elsewhere, own next session repairs", marker: "ABORT", own: true},
 		{name: "a later transaction's commit elsewhere", marker: "COMMIT-LATER"},
 		{name: "commit far back elsewhere", marker: "COMMIT", after: 3000, visible: true},
+		{name: "reads fail, then succeed", marker: "COMMIT", fail: true, visible: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "in", "out"))
@@ -598,6 +601,28 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 			} else {
 				r.pid, r.pidEpoch = pid+1, 1
 			}
+			if tc.fail {
+				// Fetches fail while the first repair searches: it cannot
+				// tell a commit from nothing, and must not abort.
+				var failing atomic.Bool
+				var failed atomic.Int32
+				failing.Store(true)
+				c.ControlKey(int16(kmsg.Fetch), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					if !failing.Load() {
+						return nil, nil, false
+					}
+					failed.Add(1)
+					return nil, errors.New("injected fetch failure"), true
+				})
+				if n := r.abortHanging(ctx); n != 0 {
+					t.Fatalf("ended %d transactions while it could not read how they ended, want 0", n)
+				}
+				if failed.Load() == 0 {
+					t.Fatal("no fetch failed: the test proves nothing")
+				}
+				failing.Store(false)
+			}
 			want := 1
 			if tc.marker == "" {
 				want = 2 // out/1 hangs too
@@ -607,6 +632,16 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 			}
 			if described == 0 {
 				t.Fatal("the partitions' producers were never described: the test proves nothing")
+			}
+			// A proven outcome is written at the next epoch (a later
+			// search reads it as this transaction's), an unproven ABORT
+			// at the open one (it must not pass for the coordinator's).
+			wantEpoch := epoch
+			if tc.marker == "COMMIT" || tc.marker == "ABORT" {
+				wantEpoch = epoch + 1
+			}
+			if got := lastMarkerEpoch(t, c, "out", 0); got != wantEpoch {
+				t.Fatalf("the repair's marker on out/0 has epoch %d, want %d (open transaction at %d)", got, wantEpoch, epoch)
 			}
 			rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
@@ -678,12 +713,16 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 		name    string
 		states  []kmsg.TransactionState // logged at the next epoch, after Ongoing at the open one
 		other   bool                    // logged for another transactional id
+		v1      bool                    // logged for a producer on transaction version 1
+		later   bool                    // logged two epochs on (a later transaction's)
 		visible bool
 	}{
 		{name: "prepare and complete commit", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit, kmsg.TransactionStateCompleteCommit}, visible: true},
 		{name: "prepare commit only", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, visible: true},
 		{name: "prepare abort", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareAbort, kmsg.TransactionStateCompleteAbort}},
 		{name: "another id's commit", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, other: true},
+		{name: "commit of a producer on version 1", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, v1: true},
+		{name: "commit two epochs on", states: []kmsg.TransactionState{kmsg.TransactionStatePrepareCommit}, later: true},
 		{name: "nothing logged"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -701,7 +740,10 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 				k := kmsg.NewTxnMetadataKey()
 				k.TransactionalID = id
 				v := kmsg.NewTxnMetadataValue()
-				v.Version, v.ProducerID, v.ProducerEpoch, v.State, v.TimeoutMillis = 1, pid, e, st, 60000
+				v.Version, v.ProducerID, v.ProducerEpoch, v.State, v.TimeoutMillis, v.ClientTransactionVersion = 1, pid, e, st, 60000, 2
+				if tc.v1 {
+					v.ClientTransactionVersion = 1
+				}
 				return &kgo.Record{Topic: txnLogTopic, Partition: txnLogPartition("app:2", parts), Key: k.AppendTo(nil), Value: v.AppendTo(nil)}
 			}
 			id := "app:2"
@@ -709,8 +751,12 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 				id = "app:3"
 			}
 			recs := []*kgo.Record{logged(id, epoch, kmsg.TransactionStateOngoing)}
+			next := epoch + 1
+			if tc.later {
+				next++
+			}
 			for _, st := range tc.states {
-				recs = append(recs, logged(id, epoch+1, st))
+				recs = append(recs, logged(id, next, st))
 			}
 			// The producer's next transaction, aborted: the coordinator
 			// now says nothing of the open one.
@@ -751,4 +797,42 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastMarkerEpoch returns the producer epoch of the last control record
+// on topic/partition, or -1 when there is none.
+func lastMarkerEpoch(t *testing.T, c *kfake.Cluster, topic string, partition int32) int16 {
+	t.Helper()
+	ctx := context.Background()
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, partition)
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.KeepControlRecords(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {partition: kgo.NewOffset().AtStart()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	epoch, next := int16(-1), int64(0)
+	for next < end.Offset && rctx.Err() == nil {
+		rd.PollFetches(rctx).EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if r.Attrs.IsControl() {
+				epoch = r.ProducerEpoch
+			}
+		})
+	}
+	if next < end.Offset {
+		t.Fatalf("read %s/%d to %d of %d", topic, partition, next, end.Offset)
+	}
+	return epoch
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/eosflow/eosflow/internal/kafkautil"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
@@ -33,10 +34,13 @@ const (
 	markerPollWait      = 3 * time.Second
 )
 
-// markerVerdict is what the partitions say of one transaction.
+// markerVerdict is what the partitions say of one transaction: its
+// outcome (found, commit, where), or that a read failed or ran out of
+// its bounds before it could tell (unsure), which must not pass for
+// "no outcome anywhere".
 type markerVerdict struct {
-	found, commit bool
-	where         string // "topic/partition" holding the marker
+	found, commit, unsure bool
+	where                 string // "topic/partition" holding the record
 }
 
 // markerOutcome finds how the coordinator ended the transaction that
@@ -81,25 +85,30 @@ func (r *Runner) markerOutcome(ctx context.Context, adm *kadm.Client, all kadm.D
 	ends, eerr := adm.ListEndOffsets(sctx, set.Topics()...)
 	if serr != nil || eerr != nil {
 		r.log.Info("cannot list offsets to look for the marker of a hanging transaction", zap.NamedError("start", serr), zap.NamedError("end", eerr))
-		return markerVerdict{}
+		return markerVerdict{unsure: true}
 	}
 	r.log.Info("looking for how the coordinator ended a hanging transaction, on the partitions it also wrote",
 		zap.String("topic", h.Topic), zap.Int32("partition", h.Partition), zap.Int64("producer_id", h.ProducerID),
 		zap.Int16("epoch", h.ProducerEpoch), zap.Int("partitions", len(cands)), zap.Duration("bound", markerSearchTimeout))
-	budget := markerMaxRecords
+	budget, unsure := markerMaxRecords, false
 	for _, c := range cands {
 		so, sok := starts.Lookup(c.Topic, c.Partition)
 		eo, eok := ends.Lookup(c.Topic, c.Partition)
 		if !sok || !eok || so.Err != nil || eo.Err != nil {
-			continue // leaderless for now, say: the others may still tell
+			unsure = true // leaderless for now, say: the others may still tell
+			continue
 		}
 		v, read := r.scanBack(sctx, c.Topic, c.Partition, so.Offset, eo.Offset, budget, markerOf(h.ProducerID, h.ProducerEpoch))
 		budget -= read
-		if v.found || budget <= 0 || sctx.Err() != nil {
+		unsure = unsure || v.unsure
+		if v.found {
 			return v
 		}
+		if budget <= 0 || sctx.Err() != nil {
+			return markerVerdict{unsure: true}
+		}
 	}
-	return markerVerdict{}
+	return markerVerdict{unsure: unsure}
 }
 
 // markerReader is a client that reads topic/partition from offset as it
@@ -157,20 +166,23 @@ func (r *Runner) scanBack(ctx context.Context, topic string, partition int32, st
 		if err != nil {
 			r.log.Info("cannot read a partition to look for how a hanging transaction ended",
 				zap.String("topic", topic), zap.Int32("partition", partition), zap.Error(err))
-			return markerVerdict{}, read
+			// Refused for good (no Read on the transaction log, say):
+			// this source cannot tell, which is not a passing failure.
+			return markerVerdict{unsure: !isAuthError(err)}, read
 		}
 		if v.found || older {
 			return v, read
 		}
 		hi, window = lo, window*markerWindowGrowth
 	}
-	return markerVerdict{}, read
+	// Read to the start: nothing there. Stopped by a bound: unknown.
+	return markerVerdict{unsure: hi > start}, read
 }
 
 // readRange reads [lo, hi) of topic/partition with match, forwards: the
-// first record it finds the outcome in ends the read. A poll that brings
-// nothing for markerPollWait ends it too: nothing is left to read there
-// (a compacted tail, say).
+// first record it finds the outcome in ends the read. A fetch error, or
+// a poll that brings nothing for markerPollWait, is an error: the range
+// was not read, and its outcome is unknown.
 func (r *Runner) readRange(ctx context.Context, topic string, partition int32, lo, hi int64, match recordMatch) (v markerVerdict, older bool, n int, err error) {
 	cl, err := r.markerReader(topic, partition, lo)
 	if err != nil {
@@ -182,6 +194,11 @@ func (r *Runner) readRange(ctx context.Context, topic string, partition int32, l
 		pctx, cancel := context.WithTimeout(ctx, markerPollWait)
 		fs := cl.PollFetches(pctx)
 		cancel()
+		for _, fe := range fs.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				return v, older, n, fe.Err
+			}
+		}
 		got := false
 		fs.EachRecord(func(rec *kgo.Record) {
 			if v.found {
@@ -197,9 +214,17 @@ func (r *Runner) readRange(ctx context.Context, topic string, partition int32, l
 			rv, ro := match(rec)
 			v, older = rv, older || ro
 		})
-		if v.found || !got {
+		if v.found {
 			break
 		}
+		if !got {
+			// Below the end offset listed before, every offset that
+			// compaction left is readable: silence is a failure.
+			return v, older, n, fmt.Errorf("no record at %d of %s/%d within %s", next, topic, partition, markerPollWait)
+		}
+	}
+	if !v.found && next < hi {
+		return v, older, n, ctx.Err()
 	}
 	return v, older, n, nil
 }
@@ -236,6 +261,8 @@ func (r *Runner) txnLogOutcome(ctx context.Context, adm *kadm.Client, txnID stri
 		err = td.Err
 	}
 	if err != nil || !ok || len(td.Partitions) == 0 {
+		// Not granted, or no such topic (an embedded broker): the
+		// markers are the only witness left.
 		r.log.Info("cannot read the transaction log to learn how a hanging transaction ended", zap.String("transactional_id", txnID), zap.Error(err))
 		return markerVerdict{}
 	}
@@ -247,7 +274,7 @@ func (r *Runner) txnLogOutcome(ctx context.Context, adm *kadm.Client, txnID stri
 	if serr != nil || eerr != nil || !sok || !eok || so.Err != nil || eo.Err != nil {
 		r.log.Info("cannot list the transaction log's offsets to learn how a hanging transaction ended", zap.String("transactional_id", txnID),
 			zap.NamedError("start", errors.Join(serr, so.Err)), zap.NamedError("end", errors.Join(eerr, eo.Err)))
-		return markerVerdict{}
+		return markerVerdict{unsure: !isAuthError(errors.Join(serr, so.Err, eerr, eo.Err))}
 	}
 	r.log.Info("looking for how the coordinator ended a hanging transaction, in its transaction log",
 		zap.String("transactional_id", txnID), zap.Int64("producer_id", pid), zap.Int16("epoch", epoch),
@@ -271,7 +298,9 @@ func txnLogRecordOf(txnID string, pid int64, epoch int16) recordMatch {
 		if m.ReadFrom(rec.Value) != nil || m.ProducerID != pid {
 			return v, false
 		}
-		if m.ProducerEpoch == epoch+1 {
+		// A producer on version 1 keeps its epoch across transactions:
+		// the next epoch's record need not be this one's.
+		if m.ProducerEpoch == epoch+1 && m.ClientTransactionVersion >= 2 {
 			where := fmt.Sprintf("%s/%d", rec.Topic, rec.Partition)
 			switch m.State {
 			case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStateCompleteCommit:
@@ -298,4 +327,9 @@ func txnLogPartition(txnID string, partitions int) int32 {
 		h = -h
 	}
 	return h % int32(partitions)
+}
+
+// isAuthError reports a refusal no retry changes.
+func isAuthError(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed)
 }

@@ -132,16 +132,27 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 		wait = 0 // our own timeout explains it; a successor would already show
 	}
 	deadline := time.Now().Add(wait)
+	settleBy := time.Now().Add(max(wait, fenceSettleWait))
 	seen := 0 // a successor must show twice: our own rejoin can look like one for a moment
+	logged := false
 	for {
-		if r.instanceTaken(ctx, cl) {
+		taken, settled := r.instanceTaken(ctx, cl)
+		if taken {
 			if seen++; seen >= 2 {
 				return err
 			}
 		} else {
 			seen = 0
 		}
-		if !time.Now().Before(deadline) && seen == 0 || ctx.Err() != nil {
+		// A rebalancing group cannot tell a successor from this client's
+		// own rejoin: wait for it to settle, up to fenceSettleWait.
+		unsettled := !settled && time.Now().Before(settleBy)
+		if unsettled && !logged && !time.Now().Before(deadline) {
+			logged = true
+			r.log.Info("producer fenced while the group rebalances; waiting for it to settle to tell a successor with this instance_id from this instance's own rejoin",
+				zap.String("instance_id", r.cfg.InstanceID), zap.Time("until", settleBy))
+		}
+		if !time.Now().Before(deadline) && seen == 0 && !unsettled || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -158,8 +169,13 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 }
 
 // fenceWait is how long a fenced instance looks for a successor with its
-// instance id in the group before it concludes there is none.
-const fenceWait = 10 * time.Second
+// instance id in the group before it concludes there is none;
+// fenceSettleWait how long it waits, past that, for a rebalancing group
+// to settle before it concludes the same.
+const (
+	fenceWait       = 10 * time.Second
+	fenceSettleWait = 30 * time.Second
+)
 
 // instanceTaken reports whether the group has a member with this
 // instance id that is not this Runner: not the member id cl has now, nor
@@ -168,39 +184,41 @@ const fenceWait = 10 * time.Second
 // lists the new member id of this client's own rejoin, which the client
 // learns only when the join completes (seconds, after a broker restart),
 // so it would pass for a successor.
-func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) bool {
+func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) (taken, settled bool) {
 	if id, _ := cl.GroupMetadata(); id != "" {
 		r.ownMembers[id] = true
 	}
-	taken, _ := r.slotTakenIn(ctx, true)
-	return taken
+	taken, known, settled := r.slotTakenIn(ctx, true)
+	return taken, settled || !known
 }
 
 // slotTaken reports whether the group has a member with this instance id
 // whose member id no client of this Runner ever had, and whether the
 // group could be described at all.
 func (r *Runner) slotTaken(ctx context.Context) (taken, known bool) {
-	return r.slotTakenIn(ctx, false)
+	taken, known, _ = r.slotTakenIn(ctx, false)
+	return taken, known
 }
 
-// slotTakenIn is slotTaken; with settled, a group that is not Stable
-// reports the slot free.
-func (r *Runner) slotTakenIn(ctx context.Context, settled bool) (taken, known bool) {
+// slotTakenIn is slotTaken, and whether the group is Stable; with
+// onlySettled, a group that is not reports the slot free.
+func (r *Runner) slotTakenIn(ctx context.Context, onlySettled bool) (taken, known, settled bool) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
 	if err != nil {
-		return false, false
+		return false, false, false
 	}
-	if settled && g.State != "Stable" {
-		return false, true
+	settled = g.State == "Stable"
+	if onlySettled && !settled {
+		return false, true, false
 	}
 	for _, m := range g.Members {
 		if m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
-			return true, true
+			return true, true, settled
 		}
 	}
-	return false, true
+	return false, true, settled
 }
 
 // checkStall runs when no batch started for longer than stallBound. If
@@ -490,13 +508,25 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 	}
 	// How a hanging transaction ended, where its coordinator no longer
 	// says: its own log first, then the markers it wrote elsewhere.
+	// Searches share one bound, so that a repair with many hanging
+	// transactions still ends in time for the next stall check.
+	sctx, scancel := context.WithTimeout(ctx, 3*markerSearchTimeout)
+	defer scancel()
 	verdicts := map[txnEpoch]markerVerdict{}
 	verdict := func(p kadm.DescribedProducer, txnID string) markerVerdict {
 		k := txnEpoch{p.ProducerID, p.ProducerEpoch}
 		v, ok := verdicts[k]
 		if !ok {
-			if v = r.txnLogOutcome(ctx, adm, txnID, p.ProducerID, p.ProducerEpoch); !v.found {
-				v = r.markerOutcome(ctx, adm, producers, p)
+			v = r.txnLogOutcome(sctx, adm, txnID, p.ProducerID, p.ProducerEpoch)
+			if !v.found {
+				m := r.markerOutcome(sctx, adm, producers, p)
+				m.unsure = m.unsure || v.unsure && !m.found
+				v = m
+			}
+			if v.unsure {
+				r.log.Warn("cannot tell yet how the coordinator ended a hanging transaction; leaving it for the next check",
+					zap.String("transactional_id", txnID), zap.Int64("producer_id", p.ProducerID), zap.Int16("epoch", p.ProducerEpoch),
+					zap.String("topic", p.Topic), zap.Int32("partition", p.Partition))
 			}
 			verdicts[k] = v
 		}
@@ -521,6 +551,8 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 			} else if v := verdict(p, r.cfg.TransactionalID()); v.found {
 				commit, proven = v.commit, true
 				why += ", that its coordinator ended with " + v.marker() + " (" + v.where + ")"
+			} else if v.unsure {
+				return // a read failed: an ABORT now could drop a commit
 			} else {
 				why += ", that no answer of its coordinator, its log or a marker it wrote proved committed"
 			}
@@ -529,7 +561,7 @@ func (r *Runner) abortHanging(ctx context.Context) int {
 			others = append(others, p)
 		}
 	})
-	orphans, odenied := r.orphaned(actx, adm, others, verdict)
+	orphans, odenied := r.orphaned(ctx, adm, others, verdict)
 	for _, p := range orphans {
 		end(p.DescribedProducer, p.commit, p.why, r.repairEpoch(ctx, p.DescribedProducer, p.proven, p.coord.ProducerEpoch))
 	}
@@ -587,7 +619,9 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 			pids = append(pids, p.ProducerID)
 		}
 	}
-	listed, err := adm.ListTransactions(ctx, pids, nil)
+	lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer lcancel()
+	listed, err := adm.ListTransactions(lctx, pids, nil)
 	if err != nil && len(listed) == 0 {
 		r.log.Info("cannot list transactions to tell hanging ones from open ones", zap.Error(err))
 		deny(err)
@@ -602,7 +636,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 	if len(ids) == 0 {
 		return nil, denied
 	}
-	described, err := adm.DescribeTransactions(ctx, ids...)
+	described, err := adm.DescribeTransactions(lctx, ids...)
 	if err != nil && len(described) == 0 {
 		r.log.Info("cannot describe transactions to tell hanging ones from open ones", zap.Error(err))
 		deny(err)
@@ -643,6 +677,8 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 			if v := verdict(p, d.TxnID); v.found {
 				o.commit, o.proven = v.commit, true
 				o.why += ", and that it ended with " + v.marker() + " (" + v.where + ")"
+			} else if v.unsure {
+				continue // a read failed: an ABORT now could drop a commit
 			} else if (d.State == "Empty" || d.State == "Ongoing") && live(d.TxnID) {
 				// Its instance has started a new session and runs: it
 				// knows, from before its InitProducerId, whether this one
@@ -659,7 +695,9 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, open []kadm.Des
 	if len(cands) == 0 {
 		return nil, denied
 	}
-	now, err := adm.DescribeProducers(ctx, again)
+	nctx, ncancel := context.WithTimeout(ctx, 10*time.Second)
+	defer ncancel()
+	now, err := adm.DescribeProducers(nctx, again)
 	if err != nil {
 		r.log.Info("cannot describe the partitions of hanging transactions again; leaving them", zap.Error(err))
 		return nil, denied
