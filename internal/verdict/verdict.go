@@ -93,12 +93,25 @@ func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle tim
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(iso),
+		kgo.KeepControlRecords(), // positions past trailing markers, for ends
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
+	// What is readable already must be read, however slow a fetch: a quiet
+	// spell on a loaded machine is not the end of a partition.
+	ends := readableEnds(ctx, cl, topic, iso)
+	next := map[int32]int64{}
+	reached := func() bool {
+		for p, end := range ends {
+			if next[p] < end {
+				return false
+			}
+		}
+		return true
+	}
 	var out []*kgo.Record
 	last := time.Now()
 	for ctx.Err() == nil {
@@ -106,15 +119,45 @@ func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle tim
 		fs := cl.PollFetches(pctx)
 		cancel()
 		n := len(out)
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+		fs.EachRecord(func(r *kgo.Record) {
+			next[r.Partition] = max(next[r.Partition], r.Offset+1)
+			if !r.Attrs.IsControl() {
+				out = append(out, r)
+			}
+		})
 		if len(out) > n {
 			last = time.Now()
 		}
-		if len(out) >= want && time.Since(last) >= idle {
+		if len(out) >= want && time.Since(last) >= idle && reached() {
 			break
 		}
 	}
 	return out, nil
+}
+
+// readableEnds returns, per partition of topic, the offset a reader at
+// isolation level iso reaches now: the last stable offset for
+// read_committed, the end offset otherwise. None when they cannot be
+// listed (the reader then relies on the quiet spell alone).
+func readableEnds(ctx context.Context, cl *kgo.Client, topic string, iso kgo.IsolationLevel) map[int32]int64 {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(cl)
+	list := adm.ListEndOffsets
+	if iso == kgo.ReadCommitted() {
+		list = adm.ListCommittedOffsets
+	}
+	listed, err := list(lctx, topic)
+	if err != nil {
+		return nil
+	}
+	ends := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			ends[o.Partition] = o.Offset
+		}
+	})
+	return ends
 }
 
 // Verdict is the judgement of an output against the seeded input.
