@@ -27,22 +27,7 @@ func TestInstanceTakenOnlyInASettledGroup(t *testing.T) {
 	}
 	defer c.Close()
 	state, asked := "PreparingRebalance", 0
-	c.ControlKey(int16(kmsg.DescribeGroups), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		asked++
-		req := kr.(*kmsg.DescribeGroupsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for _, g := range req.Groups {
-			dg := kmsg.NewDescribeGroupsResponseGroup()
-			dg.Group, dg.State, dg.ProtocolType = g, state, "consumer"
-			m := kmsg.NewDescribeGroupsResponseGroupMember()
-			id := "1"
-			m.MemberID, m.InstanceID = "member-after-rejoin", &id
-			dg.Members = append(dg.Members, m)
-			resp.Groups = append(resp.Groups, dg)
-		}
-		return resp, nil, true
-	})
+	groupHolds(c, "member-after-rejoin", func() string { asked++; return state })
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
@@ -83,24 +68,11 @@ func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
 	}
 	defer c.Close()
 	var described atomic.Int32
-	c.ControlKey(int16(kmsg.DescribeGroups), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		n := described.Add(1)
-		req := kr.(*kmsg.DescribeGroupsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		for _, g := range req.Groups {
-			dg := kmsg.NewDescribeGroupsResponseGroup()
-			dg.Group, dg.State, dg.ProtocolType = g, "PreparingRebalance", "consumer"
-			if n > 4 { // about 2s on
-				dg.State = "Stable"
-			}
-			m := kmsg.NewDescribeGroupsResponseGroupMember()
-			id := "1"
-			m.MemberID, m.InstanceID = "successor", &id
-			dg.Members = append(dg.Members, m)
-			resp.Groups = append(resp.Groups, dg)
+	groupHolds(c, "successor", func() string {
+		if described.Add(1) > 4 { // about 2s on
+			return "Stable"
 		}
-		return resp, nil, true
+		return "PreparingRebalance"
 	})
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
@@ -126,4 +98,25 @@ func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
 	if d := time.Since(start); d > fenceSettleWait {
 		t.Fatalf("took %s, more than fenceSettleWait", d)
 	}
+}
+
+// groupHolds makes c answer DescribeGroups with one member, memberID,
+// holding instance id "1", in the state state returns at each call.
+func groupHolds(c *kfake.Cluster, memberID string, state func() string) {
+	c.ControlKey(int16(kmsg.DescribeGroups), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeGroupsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		st := state()
+		for _, g := range req.Groups {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.State, dg.ProtocolType = g, st, "consumer"
+			m := kmsg.NewDescribeGroupsResponseGroupMember()
+			id := "1"
+			m.MemberID, m.InstanceID = memberID, &id
+			dg.Members = append(dg.Members, m)
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp, nil, true
+	})
 }

@@ -377,18 +377,7 @@ func TestSessionReadsOwnTransactionBeforeInitProducerID(t *testing.T) {
 func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	c, _, pid, epoch := openTxnOnKfake(t, "app:2")
 	ctx := context.Background()
-	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.DescribeTransactionsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-		for _, id := range req.TransactionalIDs {
-			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "Empty", 60000, -1
-			st.ProducerID, st.ProducerEpoch = pid, epoch+2
-			resp.TransactionStates = append(resp.TransactionStates, st)
-		}
-		return resp, nil, true
-	})
+	coordinatorSays(c, pid, epoch+2, "Empty")
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
@@ -555,18 +544,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 			}
 			// The coordinator has ended a later transaction of the
 			// producer (an abort): it says nothing of this one.
-			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				req := kr.(*kmsg.DescribeTransactionsRequest)
-				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-				for _, id := range req.TransactionalIDs {
-					st := kmsg.NewDescribeTransactionsResponseTransactionState()
-					st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "CompleteAbort", 60000, -1
-					st.ProducerID, st.ProducerEpoch = pid, epoch+2
-					resp.TransactionStates = append(resp.TransactionStates, st)
-				}
-				return resp, nil, true
-			})
+			coordinatorSays(c, pid, epoch+2, "CompleteAbort")
 			// Partitions report their producers as Kafka's do: out/0
 			// still holds the transaction open; out/1 has the marker's
 			// epoch, or holds the transaction open too without one.
@@ -771,18 +749,7 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-				c.KeepControl()
-				req := kr.(*kmsg.DescribeTransactionsRequest)
-				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-				for _, id := range req.TransactionalIDs {
-					st := kmsg.NewDescribeTransactionsResponseTransactionState()
-					st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, "CompleteAbort", 60000, -1
-					st.ProducerID, st.ProducerEpoch = pid, epoch+2
-					resp.TransactionStates = append(resp.TransactionStates, st)
-				}
-				return resp, nil, true
-			})
+			coordinatorSays(c, pid, epoch+2, "CompleteAbort")
 			r.pid, r.pidEpoch = pid+1, 1 // another instance repairs
 			if n := r.abortHanging(ctx); n != 1 {
 				t.Fatalf("ended %d transactions, want the one left open", n)
@@ -835,4 +802,21 @@ func lastMarkerEpoch(t *testing.T, c *kfake.Cluster, topic string, partition int
 		t.Fatalf("read %s/%d to %d of %d", topic, partition, next, end.Offset)
 	}
 	return epoch
+}
+
+// coordinatorSays makes c's coordinators answer DescribeTransactions, for
+// every transactional id, with producer pid at epoch in state.
+func coordinatorSays(c *kfake.Cluster, pid int64, epoch int16, state string) {
+	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeTransactionsRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		for _, id := range req.TransactionalIDs {
+			st := kmsg.NewDescribeTransactionsResponseTransactionState()
+			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, state, 60000, -1
+			st.ProducerID, st.ProducerEpoch = pid, epoch
+			resp.TransactionStates = append(resp.TransactionStates, st)
+		}
+		return resp, nil, true
+	})
 }
