@@ -21,21 +21,10 @@ import (
 // group is Stable, a member id with this instance id that no client of
 // this Runner had is a successor.
 func TestInstanceTakenOnlyInASettledGroup(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fenceCluster(t)
 	state, asked := "PreparingRebalance", 0
 	groupHolds(c, "member-after-rejoin", func() string { asked++; return state })
-	cfg := config.Default()
-	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
-	r := hangingRunner(t, cfg)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	r, cl := fenceRunner(t, c)
 	ctx := context.Background()
 	if taken, settled := r.instanceTaken(ctx, cl); taken || settled {
 		t.Fatalf("a rebalancing group: taken %v, settled %v; want neither", taken, settled)
@@ -62,11 +51,7 @@ func TestInstanceTakenOnlyInASettledGroup(t *testing.T) {
 // batch with a new producer epoch would fence it and keep a zombie
 // running.
 func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := fenceCluster(t)
 	var described atomic.Int32
 	groupHolds(c, "successor", func() string {
 		if described.Add(1) > 4 { // about 2s on
@@ -74,14 +59,7 @@ func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
 		}
 		return "PreparingRebalance"
 	})
-	cfg := config.Default()
-	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
-	r := hangingRunner(t, cfg)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	r, cl := fenceRunner(t, c)
 	fence := kerr.InvalidProducerEpoch
 	start := time.Now()
 	got := r.classifyFence(context.Background(), fence, r.cfg.TransactionTimeout+time.Second, cl)
@@ -119,4 +97,30 @@ func groupHolds(c *kfake.Cluster, memberID string, state func() string) {
 		}
 		return resp, nil, true
 	})
+}
+
+// fenceCluster is a kfake cluster with topics in and out, closed with t.
+func fenceCluster(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// fenceRunner is a Runner of app with instance id "1" on c, and a plain
+// client of c standing for its session's client (in no group).
+func fenceRunner(t *testing.T, c *kfake.Cluster) (*Runner, *kgo.Client) {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return r, cl
 }
