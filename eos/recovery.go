@@ -188,21 +188,20 @@ func (r *Runner) instanceTaken(ctx context.Context, cl *kgo.Client) (taken, sett
 	if id, _ := cl.GroupMetadata(); id != "" {
 		r.ownMembers[id] = true
 	}
-	taken, known, settled := r.slotTakenIn(ctx, true)
-	return taken, settled || !known
+	taken, known, settled := r.slotState(ctx)
+	return taken && settled, settled || !known
 }
 
 // slotTaken reports whether the group has a member with this instance id
 // whose member id no client of this Runner ever had, and whether the
 // group could be described at all.
 func (r *Runner) slotTaken(ctx context.Context) (taken, known bool) {
-	taken, known, _ = r.slotTakenIn(ctx, false)
+	taken, known, _ = r.slotState(ctx)
 	return taken, known
 }
 
-// slotTakenIn is slotTaken, and whether the group is Stable; with
-// onlySettled, a group that is not reports the slot free.
-func (r *Runner) slotTakenIn(ctx context.Context, onlySettled bool) (taken, known, settled bool) {
+// slotState is slotTaken, and whether the group is Stable.
+func (r *Runner) slotState(ctx context.Context) (taken, known, settled bool) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
@@ -210,9 +209,6 @@ func (r *Runner) slotTakenIn(ctx context.Context, onlySettled bool) (taken, know
 		return false, false, false
 	}
 	settled = g.State == "Stable"
-	if onlySettled && !settled {
-		return false, true, false
-	}
 	for _, m := range g.Members {
 		if m.InstanceID == r.cfg.InstanceID && !r.ownMembers[m.MemberID] {
 			return true, true, settled
