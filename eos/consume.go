@@ -128,7 +128,10 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			// what the previous epoch left open; whatever a partition
 			// still holds open from it hangs (a broker crash lost the
 			// marker) and would stall the group or the output's readers.
-			r.abortHanging(ctx)
+			r.repairHanging(ctx)
+			if err := r.ownUnproven(); err != nil {
+				return false, err
+			}
 		}
 	}
 	// A batch whose commit outcome was lost is settled before anything is

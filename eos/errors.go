@@ -115,12 +115,71 @@ type StallError struct {
 	Partitions []string      // input partitions with records waiting, "topic/partition"
 	Waited     time.Duration // time without a batch
 	Waiting    string        // what the client was waiting for, as far as the broker says
+	// Hanging are the hanging transactions that no evidence decides,
+	// which the runtime leaves open rather than complete on a guess.
+	Hanging []HangingTxn
 }
 
 // Error names the partitions, the wait and the commands to inspect them.
 func (e *StallError) Error() string {
-	return fmt.Sprintf("eos: no batch started for %s although input is waiting on %s: %s; inspect with `eosctl group lag %s` and `eosctl txn list` (a hanging transaction: `eosctl txn hanging`)",
+	msg := fmt.Sprintf("eos: no batch started for %s although input is waiting on %s: %s; inspect with `eosctl group lag %s` and `eosctl txn list` (a hanging transaction: `eosctl txn hanging`)",
 		e.Waited.Round(time.Second), strings.Join(e.Partitions, ", "), e.Waiting, e.Group)
+	if len(e.Hanging) == 0 {
+		return msg
+	}
+	hs := make([]string, len(e.Hanging))
+	for i, h := range e.Hanging {
+		hs[i] = h.String() + " (" + h.inspect() + ")"
+	}
+	return msg + "; no evidence tells how these hanging transactions ended, so none was completed: " + strings.Join(hs, "; ") +
+		"; settle each with `eosctl txn commit` or `eosctl txn abort` once its outcome is known (`eosctl txn abort --force` aborts one whose outcome nothing proves, at the risk of dropping a committed batch's records)"
+}
+
+// HangingTxn is a transaction that a partition holds open although its
+// producer moved on (a broker crash lost or skipped its marker), and
+// whose outcome neither its coordinator, nor its log, nor a marker on its
+// other partitions proves. The runtime never completes such a one: an
+// ABORT could drop a committed batch's records, a COMMIT expose aborted
+// ones.
+type HangingTxn struct {
+	TransactionalID string
+	ProducerID      int64
+	Epoch           int16
+	Topic           string
+	Partition       int32
+	StartOffset     int64 // the transaction's first offset on the partition
+}
+
+// String names the transaction and where it is open.
+func (h HangingTxn) String() string {
+	return fmt.Sprintf("transaction of %q (producer id %d, epoch %d) open on %s/%d from offset %d",
+		h.TransactionalID, h.ProducerID, h.Epoch, h.Topic, h.Partition, h.StartOffset)
+}
+
+// HangingError stops a session that would write into partitions where
+// this instance's own earlier transactions hang with no proof of their
+// outcome: Kafka joins a producer's new transaction to the one still
+// open on a partition, so its commit would commit the hanging one too,
+// and its abort abort it. The runtime waits for proof up to
+// recovery_timeout, then Run returns this error.
+type HangingError struct {
+	Hanging []HangingTxn
+	Waited  time.Duration
+}
+
+// Error names the transactions and the commands that settle them.
+func (e *HangingError) Error() string {
+	hs := make([]string, len(e.Hanging))
+	for i, h := range e.Hanging {
+		hs[i] = h.String() + " (" + h.inspect() + ")"
+	}
+	return fmt.Sprintf("eos: waited %s for proof of how this instance's hanging transactions ended, which neither the coordinator, nor its log, nor a marker gives: %s; settle each with `eosctl txn commit` or `eosctl txn abort` once its outcome is known (`eosctl txn abort --force` aborts one whose outcome nothing proves, at the risk of dropping a committed batch's records)",
+		e.Waited.Round(time.Second), strings.Join(hs, "; "))
+}
+
+// inspect is the command that shows the evidence on h.
+func (h HangingTxn) inspect() string {
+	return fmt.Sprintf("`eosctl txn hanging --topic %s --partition %d`", h.Topic, h.Partition)
 }
 
 // Is makes errors.Is(err, ErrStalled) hold.
