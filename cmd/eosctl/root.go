@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/txnrepair"
+	"go.uber.org/zap"
 )
 
 // Exit codes: scripts and CI rely on these, so they never change meaning.
@@ -388,6 +391,31 @@ func (g *globals) withAdmin(cmd *cobra.Command, fn func(ctx context.Context, adm
 	}
 	defer done()
 	return fn(ctx, adm)
+}
+
+// withOutcomes is withAdmin for the commands that judge transactions: fn
+// also gets the evidence search that the runtime's repair uses (see
+// txnrepair), over the same connection settings.
+func (g *globals) withOutcomes(cmd *cobra.Command, fn func(ctx context.Context, adm *kadm.Client, f *txnrepair.Finder) error) error {
+	cfg, err := g.pipelineConfig()
+	if err != nil {
+		return err
+	}
+	opts, err := cfg.KgoOpts()
+	if err != nil {
+		return fmt.Errorf("invalid client settings: %w", err)
+	}
+	ctx, cancel := g.commandContext(cmd)
+	defer cancel()
+	cl, err := g.client(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	read := func(topic string, partition int32, offset int64) (*kgo.Client, error) {
+		return kgo.NewClient(append(slices.Clone(opts), txnrepair.ReaderOpts(topic, partition, offset)...)...)
+	}
+	return fn(ctx, g.newAdmin(cl), txnrepair.NewFinder(cl, read, zap.NewNop()))
 }
 
 // reachable dials all seeds at once and succeeds if any answers; the error

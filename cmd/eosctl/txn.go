@@ -24,6 +24,7 @@ func newTxnCmd(g *globals) *cobra.Command {
 		newTxnProducersCmd(g),
 		newTxnHangingCmd(g),
 		newTxnAbortCmd(g),
+		newTxnCommitCmd(g),
 	)
 }
 

@@ -34,8 +34,18 @@ func TestTxnAbortUnblocksReadCommitted(t *testing.T) {
 		t.Fatalf("LSO = %d before abort, want 2 (stuck at the open transaction)", got)
 	}
 
+	// Nothing proves how it ended (the coordinator forgot it; no marker
+	// elsewhere): abort refuses without --force, even when confirmed.
 	args := []string{"--brokers", addr, "txn", "abort", "--topic", "orders", "--partition", "0", "--start-offset", "2"}
-	_, errOut, code := runCLI(t, strings.NewReader("n\n"), args...)
+	_, errOut, code := runCLI(t, strings.NewReader("y\n"), args...)
+	if code != exitFailure || !strings.Contains(errOut, "refusing to abort: no evidence proves the transaction aborted") || !strings.Contains(errOut, "--force") {
+		t.Fatalf("unproven without --force: exit %d, stderr %s", code, errOut)
+	}
+	if got := lastStable(t, adm); got != 2 {
+		t.Fatalf("LSO = %d after the refusal, want 2", got)
+	}
+	args = append(args, "--force")
+	_, errOut, code = runCLI(t, strings.NewReader("n\n"), args...)
 	if code != exitFailure || !strings.Contains(errOut, "will write an ABORT marker to orders-0") || !strings.Contains(errOut, "nothing was written") {
 		t.Fatalf("declined: exit %d, stderr %s", code, errOut)
 	}
@@ -47,11 +57,11 @@ func TestTxnAbortUnblocksReadCommitted(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var res abortJSON
+	var res settleJSON
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if !res.Aborted || res.LastStableOffset != 6 {
+	if !res.Aborted || !res.Forced || res.LastStableOffset != 6 {
 		t.Errorf("got %+v, want aborted with LSO 6 (after the new marker)", res)
 	}
 	if got := lastStable(t, adm); got != 6 {

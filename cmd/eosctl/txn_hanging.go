@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -19,6 +20,15 @@ type hangingJSON struct {
 	TransactionalID string `json:"transactional_id,omitempty"`
 	AgeMillis       int64  `json:"age_ms"`
 	Reason          string `json:"reason"`
+	// Outcome is how its coordinator ended it, as far as the evidence
+	// proves: "committed, marker missing", "aborted, marker missing" or
+	// "unknown"; Evidence says where that was read.
+	Outcome  string `json:"outcome"`
+	Evidence string `json:"evidence,omitempty"`
+	// Settle is the command that completes it as its outcome says, or
+	// why none can yet.
+	Settle  string            `json:"settle"`
+	outcome txnrepair.Outcome // the verdict behind Outcome
 }
 
 // newTxnHangingCmd finds hanging transactions (KIP-664).
@@ -37,7 +47,14 @@ older than the longest allowed transaction timeout, and its coordinator does
 not know it (no transactional id has its producer id, the id is not in an
 ongoing state, or the id's transaction does not include the partition).
 Nothing will ever finish such a transaction: its last stable offset is stuck
-and read_committed consumers stop there. Abort it with 'eosctl txn abort'.
+and read_committed consumers stop there.
+
+Each is judged with the evidence the runtime's own repair reads: the
+coordinator one epoch on, its log (__transaction_state) or the markers it
+wrote on the transaction's other partitions. One proven committed is
+completed with 'eosctl txn commit', one proven aborted with 'eosctl txn
+abort'; one that no evidence decides is reported as unknown, and aborting it
+needs --force, as it may drop a committed transaction's records.
 
 Exits 1 when it finds any.`,
 		Args: usageArgs(cobra.NoArgs),
@@ -50,7 +67,7 @@ Exits 1 when it finds any.`,
 					return err
 				}
 			}
-			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
+			return g.withOutcomes(cmd, func(ctx context.Context, adm *kadm.Client, f *txnrepair.Finder) error {
 				if !cmd.Flags().Changed("max-timeout") {
 					maxTimeout = brokerMaxTxnTimeout(ctx, adm)
 				}
@@ -58,14 +75,14 @@ Exits 1 when it finds any.`,
 				if err != nil {
 					return err
 				}
-				hanging, err := findHanging(ctx, adm, s, maxTimeout, time.Now())
+				hanging, err := findHanging(ctx, &judge{adm: adm, f: f}, s, maxTimeout, time.Now())
 				if err != nil {
 					return err
 				}
-				t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "REASON")
+				t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "OUTCOME", "REASON")
 				for _, h := range hanging {
 					t.add(h.Topic, h.Partition, h.ProducerID, h.ProducerEpoch, h.CoordinatorEpoch, h.CurrentTxnStartOffset,
-						fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Reason)
+						fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Outcome, h.Reason)
 				}
 				if err := g.render(cmd.OutOrStdout(), hanging, t); err != nil {
 					return err
@@ -77,9 +94,9 @@ Exits 1 when it finds any.`,
 					return nil
 				}
 				if g.output == outputTable {
-					h := hanging[0]
-					fmt.Fprintf(cmd.ErrOrStderr(), "abort each with: eosctl txn abort --topic %s --partition %d --start-offset %d\n",
-						h.Topic, h.Partition, h.CurrentTxnStartOffset)
+					for _, h := range hanging {
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s-%d at %d: %s\n", h.Topic, h.Partition, h.CurrentTxnStartOffset, h.Settle)
+					}
 				}
 				return errFindings
 			})
@@ -145,8 +162,10 @@ func hangingScope(ctx context.Context, adm *kadm.Client, topic string, partition
 // findHanging implements the detection: candidates from DescribeProducers
 // (an open transaction whose producer last wrote more than maxTimeout ago),
 // then for each producer id its transactional id (ListTransactions filtered
-// by producer id) and the coordinator's view of it (DescribeTransactions).
-func findHanging(ctx context.Context, adm *kadm.Client, s kadm.TopicsSet, maxTimeout time.Duration, now time.Time) ([]hangingJSON, error) {
+// by producer id) and the coordinator's view of it (DescribeTransactions);
+// j judges how each ended.
+func findHanging(ctx context.Context, j *judge, s kadm.TopicsSet, maxTimeout time.Duration, now time.Time) ([]hangingJSON, error) {
+	adm := j.adm
 	out := []hangingJSON{}
 	if len(s) == 0 {
 		return out, nil
@@ -192,12 +211,23 @@ func findHanging(ctx context.Context, adm *kadm.Client, s kadm.TopicsSet, maxTim
 		if reason == "" {
 			continue
 		}
-		out = append(out, hangingJSON{
+		h := hangingJSON{
 			producerJSON:    producerToJSON(p),
 			TransactionalID: txnIDOf[p.ProducerID],
 			AgeMillis:       now.Sub(millis(p.LastTimestamp)).Milliseconds(),
 			Reason:          reason,
-		})
+		}
+		var d *kadm.DescribedTransaction
+		if dt, ok := described[h.TransactionalID]; ok {
+			d = &dt
+		}
+		v, err := j.outcome(ctx, p, h.TransactionalID, d)
+		if err != nil {
+			return nil, err
+		}
+		h.outcome, h.Outcome, h.Evidence = v.Outcome, outcomeText(v), v.Where
+		h.Settle = adviceFor(h)
+		out = append(out, h)
 	}
 	return out, nil
 }
