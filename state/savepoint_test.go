@@ -49,3 +49,62 @@ func TestMarkRollback(t *testing.T) {
 		})
 	}
 }
+
+// RollbackTo undoes the writes since its Savepoint and nothing before it,
+// as often as it is called: each retried attempt of a node starts from the
+// state its first attempt found, while the record's earlier writes stay,
+// for Rollback to undo if the record fails in the end.
+func TestSavepointRollbackTo(t *testing.T) {
+	for _, ec := range engineCases() {
+		t.Run(ec.name, func(t *testing.T) {
+			s := newFixture(t, ec).open()
+			must := func(err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := func(when string, kv map[string]string) {
+				t.Helper()
+				for key, w := range kv {
+					v, ok, err := s.Get([]byte(key))
+					if err != nil || ok != (w != "") || string(v) != w {
+						t.Errorf("%s: %s = %q %v %v, want %q", when, key, v, ok, err, w)
+					}
+				}
+			}
+			must(s.Put([]byte("a"), []byte("committed")))
+			must(s.Commit(10))
+
+			s.Mark()
+			must(s.Put([]byte("a"), []byte("node1"))) // an earlier node of the record
+			sp := s.Savepoint()
+			for range 2 { // two failed attempts of the retried node
+				must(s.Put([]byte("a"), []byte("attempt")))
+				must(s.Put([]byte("b"), []byte("attempt")))
+				must(s.Delete([]byte("a")))
+				s.RollbackTo(sp)
+				want("after RollbackTo", map[string]string{"a": "node1", "b": ""})
+			}
+			must(s.Put([]byte("a"), []byte("last"))) // the attempt that succeeds
+			want("after the last attempt", map[string]string{"a": "last"})
+
+			s.Rollback() // the record fails in the end
+			want("after Rollback", map[string]string{"a": "committed", "b": ""})
+
+			s.RollbackTo(sp) // a savepoint of a record that is over
+			s.Mark()
+			must(s.Put([]byte("c"), []byte("next record")))
+			s.RollbackTo(sp)
+			want("after a stale RollbackTo", map[string]string{"c": "next record"})
+
+			unmarked := newFixture(t, ec).open() // a store no Mark reached
+			sp = unmarked.Savepoint()
+			must(unmarked.Put([]byte("d"), []byte("attempt")))
+			unmarked.RollbackTo(sp)
+			if _, ok, _ := unmarked.Get([]byte("d")); ok {
+				t.Error("RollbackTo left a write on a store that Savepoint marked")
+			}
+		})
+	}
+}

@@ -23,9 +23,14 @@ type Store struct {
 	offset  int64                // the backend's applied changelog offset
 	closed  bool
 	// The overlay as it was at Mark, for each key written since: what
-	// Rollback puts back.
+	// Rollback puts back. A Savepoint opens a nested level at base: a
+	// key's entry is saved again after it, as the key was at the
+	// savepoint. marks counts the Marks and ends, so that a savepoint of
+	// an earlier record undoes nothing.
 	marked bool
 	undo   []undoWrite
+	base   int
+	marks  uint64
 }
 
 // undoWrite is a key's overlay entry before the current record wrote it.
@@ -112,9 +117,10 @@ func (s *Store) write(w Write) error {
 	return nil
 }
 
-// undone reports whether key's earlier overlay entry is already saved.
+// undone reports whether key's earlier overlay entry is already saved
+// since the innermost savepoint.
 func (s *Store) undone(key []byte) bool {
-	for _, u := range s.undo {
+	for _, u := range s.undo[s.base:] {
 		if bytes.Equal(u.prev.Key, key) {
 			return true
 		}
@@ -129,21 +135,72 @@ func (s *Store) undone(key []byte) bool {
 func (s *Store) Mark() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.marked, s.undo = true, s.undo[:0]
+	s.unmark()
+	s.marked = true
 }
 
 // Rollback undoes the writes since Mark, leaving the overlay as it was.
 func (s *Store) Rollback() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := len(s.undo) - 1; i >= 0; i-- {
+	s.undoTo(0)
+	s.unmark()
+}
+
+// Savepoint is a point among one record's writes to a store, which
+// RollbackTo returns to.
+type Savepoint struct {
+	marks uint64
+	at    int
+}
+
+// Savepoint returns the point the current record's writes have reached,
+// so that RollbackTo can undo the writes after it alone: a node whose
+// attempt failed is retried from the state its first attempt found, while
+// the writes of the record's earlier nodes stay for Rollback to undo if
+// the record fails in the end. A store not marked is marked now.
+func (s *Store) Savepoint() Savepoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.marked {
+		s.unmark()
+		s.marked = true
+	}
+	s.base = len(s.undo)
+	return Savepoint{marks: s.marks, at: s.base}
+}
+
+// RollbackTo undoes the writes made since sp, leaving the overlay as it
+// was then; writes after it are saved from sp again, so that it can be
+// returned to once more. A savepoint from before the last Mark, Rollback,
+// Commit or Abort undoes nothing: its record is over.
+func (s *Store) RollbackTo(sp Savepoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.marked || sp.marks != s.marks || sp.at > len(s.undo) {
+		return
+	}
+	s.undoTo(sp.at)
+	s.base = sp.at
+}
+
+// undoTo puts back the overlay entries saved at undo[at:], latest first,
+// and forgets them.
+func (s *Store) undoTo(at int) {
+	for i := len(s.undo) - 1; i >= at; i-- {
 		if u := s.undo[i]; u.had {
 			s.overlay.ReplaceOrInsert(u.prev)
 		} else {
 			s.overlay.Delete(u.prev)
 		}
 	}
-	s.marked, s.undo = false, s.undo[:0]
+	s.undo = s.undo[:at]
+}
+
+// unmark ends the current record's savepoints.
+func (s *Store) unmark() {
+	s.marked, s.undo, s.base = false, s.undo[:0], 0
+	s.marks++
 }
 
 // Changes returns the batch's last write per key, in key order: the
@@ -180,7 +237,7 @@ func (s *Store) Commit(offset int64) error {
 	writes := make([]Write, 0, s.overlay.Len())
 	s.overlay.Ascend(func(w Write) bool { writes = append(writes, w); return true })
 	s.overlay.Clear(false)
-	s.marked, s.undo = false, s.undo[:0]
+	s.unmark()
 	if err := s.b.Apply(writes, offset); err != nil {
 		return s.fail("commit", err)
 	}
@@ -194,7 +251,7 @@ func (s *Store) Abort() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.overlay.Clear(false)
-	s.marked, s.undo = false, s.undo[:0]
+	s.unmark()
 }
 
 // Restore applies changelog records read back from the changelog, in
