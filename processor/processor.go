@@ -59,9 +59,10 @@ type Context[Out any] interface {
 	//
 	// When a record is not processed in the end (dead-lettered, skipped,
 	// failed, or interrupted by shutdown), the runtime undoes all its
-	// store writes. Under Retry, though, the function runs again over
-	// its own earlier attempt's writes: write after the calls that can
-	// fail, or make the writes idempotent.
+	// store writes. Under Retry, each attempt starts from the state the
+	// first one found: the writes of an attempt that failed are undone
+	// before the next, so a count is made once however often it is
+	// retried.
 	Store(name string) (*state.Store, error)
 }
 

@@ -34,6 +34,7 @@ func (c *countingExec) EmitRecord(_ int, r *kgo.Record) error {
 	c.out = append(c.out, r)
 	return nil
 }
+func (c *countingExec) Attempt(int, int)                         {}
 func (c *countingExec) Slot(int) any                             { return nil }
 func (c *countingExec) Partitions(string) (int32, error)         { return 1, nil }
 func (c *countingExec) Store(string) (*state.Store, error)       { return nil, nil }

@@ -47,9 +47,11 @@ func MaxBackoff(d time.Duration) RetryOption {
 
 // Retry calls the failing node up to attempts times in all, waiting backoff
 // before the second call and doubling the wait each time up to the cap (see
-// MaxBackoff), then applies then. Retries run inside the open transaction,
-// so keep the total wait well below the transaction timeout; eos.New refuses
-// a topology where it is not (see CheckRetryTime).
+// MaxBackoff), then applies then. Each call starts from the store state
+// the first one found: the store writes of a call that failed are undone
+// before the next, and its emits dropped. Retries run inside the open
+// transaction, so keep the total wait well below the transaction timeout;
+// eos.New refuses a topology where it is not (see CheckRetryTime).
 func Retry(attempts int, backoff time.Duration, then ErrorPolicy, opts ...RetryOption) ErrorPolicy {
 	next := then.p
 	p := graph.Policy{Kind: graph.PolicyRetry, Attempts: attempts, Backoff: backoff, MaxBackoff: DefaultMaxBackoffFactor * backoff, Then: &next}

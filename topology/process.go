@@ -147,6 +147,9 @@ func process[In, Out any](s Stream[In], name, op string, isNil bool, newProc fun
 			}
 			for attempt := 0; ; attempt++ {
 				x.Enter(n.index)
+				if len(n.stores) > 0 {
+					x.Attempt(n.index, attempt)
+				}
 				st.ctx.Context, st.ctx.out, st.ctx.x = x.Context(), st.ctx.out[:0], x
 				st.ctx.topic, st.ctx.partition, st.ctx.offset, st.ctx.timestamp = r.Topic, r.Partition, r.Offset, r.Timestamp
 				err := st.proc.Process(&st.ctx, r)

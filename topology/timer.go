@@ -74,6 +74,7 @@ func (st *procState[In, Out]) fire(n *Node, p *port[Out], fn processor.TimerFunc
 	return func(x graph.Exec, t graph.Tick) error {
 		for attempt := 0; ; attempt++ {
 			x.Enter(n.index)
+			x.Attempt(n.index, attempt)
 			st.ctx.Context, st.ctx.out, st.ctx.x = x.Context(), st.ctx.out[:0], x
 			st.ctx.topic, st.ctx.partition, st.ctx.offset, st.ctx.timestamp = t.Topic, t.Partition, t.Offset, t.Now
 			err := fn(&st.ctx, t.Now)

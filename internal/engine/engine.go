@@ -86,6 +86,7 @@ type Engine struct {
 	curRec     *kgo.Record // the current input record
 	hold       holding     // updates held back for the end of the batch
 	timers     timerNodes  // nodes that scheduled timers; see timer.go
+	att        attempts    // the stores a retried call reached; see attempt.go
 
 	lastSrc graph.Source // the source of curTopic; nil: look it up
 
@@ -289,6 +290,7 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 	if len(e.hold.staged) > 0 {
 		e.hold.begin()
 	}
+	e.att.end()
 	err := e.run(src, r)
 	if err == nil {
 		e.passOutputs(out)
@@ -468,6 +470,7 @@ func (e *Engine) setTask(ctx context.Context, r *kgo.Record) {
 	e.cur.Ctx, e.curRec = ctx, r
 	e.curTopic, e.curPart = r.Topic, r.Partition
 	e.lastSrc = nil // Process's cache is for another topic now
+	e.att.end()
 }
 
 // Context implements graph.Exec: the current record's context.
@@ -498,7 +501,11 @@ func (e *Engine) Store(name string) (*state.Store, error) {
 	if t, ok := e.g.TaskTopics[topic]; ok {
 		topic = t // co-partitioned: the group's task
 	}
-	return e.stores(name, state.Task{Topic: topic, Partition: e.curPart})
+	s, err := e.stores(name, state.Task{Topic: topic, Partition: e.curPart})
+	if e.att.on && err == nil && s != nil {
+		e.att.reached(s)
+	}
+	return s, err
 }
 
 // currentName names the node Enter last named, for attributing a panic.

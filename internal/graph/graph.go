@@ -25,6 +25,11 @@ type Exec interface {
 	// attempt'th call (0-based) failed with err, having waited as its
 	// policy says.
 	Retry(node int, attempt int, err error) bool
+	// Attempt is called before each call of the user code of node that
+	// can write stores, attempt counting from 0: a later attempt first
+	// has the store writes of the attempts before it undone, so that
+	// each starts from the state the first one found.
+	Attempt(node int, attempt int)
 	// Emit buffers a sink's output until the whole input record succeeds.
 	Emit(node int, out Output) error
 	// EmitRecord is Emit of an output the sink built itself, for a topic
