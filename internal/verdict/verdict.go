@@ -78,17 +78,37 @@ func SeedByValue(ctx context.Context, cl *kgo.Client, topic string, n, keys int)
 // times out, so a quiet spell alone does not mean they are lost. It returns
 // what it read; the caller judges it. Extra options (TLS, SASL) come first.
 func Drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) ([]*kgo.Record, error) {
-	return drain(ctx, base, topic, want, idle, kgo.ReadCommitted())
+	out, _, err := drain(ctx, base, topic, want, idle, kgo.ReadCommitted())
+	return out, err
 }
 
 // DrainAll is Drain with read_uncommitted: the committed records and
 // those of aborted (or still open) transactions, to trace a violation to
 // the transaction that wrote it.
 func DrainAll(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration) ([]*kgo.Record, error) {
-	return drain(ctx, base, topic, want, idle, kgo.ReadUncommitted())
+	out, _, err := drain(ctx, base, topic, want, idle, kgo.ReadUncommitted())
+	return out, err
 }
 
-func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration, iso kgo.IsolationLevel) ([]*kgo.Record, error) {
+// DrainWithin is Drain for a reader that must finish: past bound it stops
+// and returns what it read with an *UnfinishedError that says what it
+// waited for, so a log that cannot deliver its records (lost, or behind a
+// transaction that never ends) fails the caller instead of holding it.
+func DrainWithin(ctx context.Context, base []kgo.Opt, topic string, want int, idle, bound time.Duration) ([]*kgo.Record, error) {
+	bctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	out, short, err := drain(bctx, base, topic, want, idle, kgo.ReadCommitted())
+	if err != nil || short == nil {
+		return out, err
+	}
+	short.Bound, short.Err = bound, bctx.Err()
+	return out, short
+}
+
+// drain reads topic at isolation level iso until done, or ctx ends; when
+// ctx ended it first, it also says how far it got against what it waited
+// for.
+func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle time.Duration, iso kgo.IsolationLevel) ([]*kgo.Record, *UnfinishedError, error) {
 	opts := append(append([]kgo.Opt(nil), base...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -97,7 +117,7 @@ func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle tim
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer cl.Close()
 	// What is readable already must be read, however slow a fetch: a quiet
@@ -129,10 +149,10 @@ func drain(ctx context.Context, base []kgo.Opt, topic string, want int, idle tim
 			last = time.Now()
 		}
 		if len(out) >= want && time.Since(last) >= idle && reached() {
-			break
+			return out, nil, nil
 		}
 	}
-	return out, nil
+	return out, newUnfinished(topic, iso, want, len(out), ends, next), nil
 }
 
 // readableEnds returns, per partition of topic, the offset a reader at
