@@ -43,7 +43,7 @@ and meanwhile:
   - makes batches fail with a processing error that aborts them (--abort-rate);
     the failed worker stops and is restarted, as a supervisor would,
   - adds and removes workers (--rebalances),
-  - hard-restarts the broker (--broker-restarts).
+  - hard-restarts the broker (--broker-restarts; Apache Kafka only).
 A read_committed consumer reads the output during the run and again after
 it. The verdict counts missing, duplicated and out-of-order records; any of
 them exits 1. So does a worker that stops on its own — for any reason but
@@ -91,9 +91,17 @@ pair computed from the seed must come out exactly once and nothing else:
 pair_missing, pair_duplicates and pair_unexpected each exit 1.
 
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
-child process and restarts it with SIGKILL on the same port and data. With
---brokers it runs against that cluster and restarts it with
---broker-restart-cmd. Workers pace themselves (--rate) so that faults land
+child process and never restarts it: that broker does not replay
+transactions faithfully across a hard restart (it can hide committed
+records and expose records never committed), so a verdict through its
+restarts would prove nothing either way, and --broker-restarts is refused
+there. Restart evidence comes from Apache Kafka: with --brokers (or
+EOS_BROKERS) verify runs against that cluster and hard-restarts it
+--broker-restarts times (default 1) with --broker-restart-cmd, e.g.
+integration/kafka/kafka.sh start, then
+  eosctl verify --brokers $(integration/kafka/kafka.sh bootstrap) --broker-restarts 2 \
+      --broker-restart-cmd "integration/kafka/kafka.sh restart --hard"
+Workers pace themselves (--rate) so that faults land
 mid-batch; by default the pace leaves about two seconds of work between
 faults.
 
@@ -133,24 +141,27 @@ redis-dedup-none (or --dedup-mode none) is the control: the same effect
 with no Dedup node, judged as mark-after; it must fail with effects
 repeated far beyond the kills, since every aborted batch repeats its
 effects.` + scaleHelp,
-		Example: `  eosctl verify --records 20000 --workers 2 --kills 3 --broker-restarts 1
+		Example: `  eosctl verify --records 20000 --workers 2 --kills 3
   eosctl verify --guarantee at-least-once          # must fail with duplicates
   eosctl verify --guarantee at-most-once           # must fail with missing records, and no duplicate
   eosctl verify --pipeline count --state pebble --records 5000 --kills 3
   eosctl verify --pipeline count --guarantee at-least-once   # must fail with repeated or lost counts
   eosctl verify --pipeline count --group-by value --state pebble --records 5000 --kills 3
-  eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3 --broker-restarts 0
-  eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50 --broker-restarts 0   # must fail with repeated window results
-  eosctl verify --pipeline join --records 3000 --keys 50 --kills 3 --broker-restarts 0
-  eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3 --broker-restarts 0
-  eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3 --broker-restarts 0
-  eosctl verify --sink redis-dedup-none --records 10000 --kills 3 --broker-restarts 0   # must fail with repeated effects
+  eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3
+  eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated window results
+  eosctl verify --pipeline join --records 3000 --keys 50 --kills 3
+  eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3
+  eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3
+  eosctl verify --sink redis-dedup-none --records 10000 --kills 3   # must fail with repeated effects
   eosctl verify --brokers 127.0.0.1:9092 --pipeline count --partitions 24 --scale 1,6,2 --process-workers 2 --group-protocol consumer
-  eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000 --broker-restarts 0
+  eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := brokerRestartsDefault(cmd, g, &o); err != nil {
+				return err
+			}
 			if pg.sink != "" && !isDedupSink(pg.sink) {
 				return verifySink(cmd, g, o, pg, verbose)
 			}
@@ -242,7 +253,7 @@ effects.` + scaleHelp,
 	f.StringVar(&pg.restartCmd, "postgres-restart-cmd", "", "with --postgres-restarts: shell command that hard-restarts the database and returns once it serves again")
 	f.IntVar(&o.Kills, "kills", 5, "SIGKILLs of a worker mid-transaction, each followed by a restart")
 	f.IntVar(&o.Terms, "terms", 2, "SIGTERMs of a worker, each followed by a restart")
-	f.IntVar(&o.BrokerRestarts, "broker-restarts", 1, "hard broker restarts (SIGKILL and start on the same data)")
+	f.IntVar(&o.BrokerRestarts, "broker-restarts", 0, "hard restarts of the --brokers cluster through --broker-restart-cmd (default 1 with --brokers; the embedded broker allows none)")
 	f.IntVar(&o.Rebalances, "rebalances", 2, "workers added and removed, in turn")
 	f.Float64Var(&o.AbortRate, "abort-rate", 0.02, "probability per batch of a processing error that aborts it and stops the worker")
 	f.StringVar(&o.BrokerRestartCmd, "broker-restart-cmd", "", "shell command that hard-restarts the --brokers cluster and returns once it serves again")
@@ -251,6 +262,7 @@ effects.` + scaleHelp,
 	f.IntVar(&o.BatchRecords, "batch-records", 500, "most records in one batch (transaction)")
 	f.DurationVar(&o.SessionTimeout, "session-timeout", 6*time.Second, "workers' group session timeout: how long a killed worker holds its partitions"+durationFlagHelp)
 	f.DurationVar(&o.Duration, "duration", 15*time.Minute, "limit for the whole run; a run still going then fails"+durationFlagHelp)
+	f.DurationVar(&o.DrainTimeout, "drain-timeout", 2*time.Minute, "limit for each read of the output (and changelog) after the workers stop; past it the run fails naming the topic and the positions reached against those wanted"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
 	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) or join (two streams joined within a window, judged per pair)")
@@ -276,6 +288,21 @@ effects.` + scaleHelp,
 	cmd.AddCommand(newVerifyWorkerCmd(g))
 	cmd.AddCommand(newVerifyPgWorkerCmd(g))
 	return cmd
+}
+
+// brokerRestartsDefault gives --broker-restarts its default, 1 against
+// --brokers (or EOS_BROKERS) and 0 on the embedded broker, and refuses
+// restarts of the embedded broker: they are no evidence (see
+// chaos.ErrEmbeddedRestarts).
+func brokerRestartsDefault(cmd *cobra.Command, g *globals, o *chaos.Options) error {
+	external := g.brokersSet || os.Getenv("EOS_BROKERS") != ""
+	switch {
+	case external && !cmd.Flags().Changed("broker-restarts"):
+		o.BrokerRestarts = 1
+	case !external && o.BrokerRestarts > 0:
+		return usageError{chaos.ErrEmbeddedRestarts}
+	}
+	return nil
 }
 
 // verifyTable is the human rendering of a verify result.

@@ -557,8 +557,8 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if pg.pgRestarts > 0 && pg.restartCmd == "" {
 		return usageErrorf("--postgres-restarts needs --postgres-restart-cmd, e.g. \"integration/postgres/pg.sh restart --hard\"")
 	}
-	if o.BrokerRestarts > 0 && (o.BrokerRestartCmd == "" || !g.brokersSet && os.Getenv("EOS_BROKERS") == "") {
-		return usageErrorf("--sink with --broker-restarts needs --brokers and --broker-restart-cmd; on the embedded broker use --broker-restarts 0")
+	if o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" {
+		return usageErrorf("--sink with --broker-restarts needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	}
 	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 {
 		return usageErrorf("--records must be positive and --kills, --terms, --rebalances and --postgres-restarts not negative")

@@ -29,6 +29,9 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"negative kills", []string{"verify", "--kills", "-1"}, "--kills"},
 		{"restart command without brokers", []string{"verify", "--broker-restart-cmd", "true"}, "needs --brokers"},
 		{"broker restarts without command", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "1"}, "--broker-restart-cmd"},
+		{"broker restarts on the embedded broker", []string{"verify", "--broker-restarts", "1"},
+			"--brokers $(integration/kafka/kafka.sh bootstrap) --broker-restarts 2 --broker-restart-cmd \"integration/kafka/kafka.sh restart --hard\""},
+		{"count broker restarts on the embedded broker", []string{"verify", "--pipeline", "count", "--broker-restarts", "2"}, "needs a real Apache Kafka"},
 		{"argument", []string{"verify", "now"}, "unknown command"},
 		{"worker user on the embedded broker", []string{"verify", "--worker-sasl-user", "w"}, "needs --brokers"},
 		{"worker user without SASL", []string{"verify", "--brokers", "127.0.0.1:1", "--worker-sasl-user", "w"}, "SASL mechanism"},
@@ -68,6 +71,45 @@ func TestVerifyUsageErrors(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), tc.want) {
 				t.Fatalf("stderr %q does not mention %q", errb.String(), tc.want)
+			}
+		})
+	}
+}
+
+// On the embedded broker --broker-restarts defaults to 0, so a plain
+// `eosctl verify` runs; against --brokers the default stays 1.
+func TestVerifyBrokerRestartsDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		brokers  bool
+		env, arg string
+		want     int
+	}{
+		{"embedded", false, "", "", 0},
+		{"embedded, asked for none", false, "", "--broker-restarts=0", 0},
+		{"--brokers", true, "", "", 1},
+		{"EOS_BROKERS", false, "127.0.0.1:1", "", 1},
+		{"--brokers, asked for 3", true, "", "--broker-restarts=3", 3},
+		{"--brokers, asked for none", true, "", "--broker-restarts=0", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("EOS_BROKERS", tc.env)
+			g := &globals{brokersSet: tc.brokers}
+			cmd := newVerifyCmd(g)
+			var args []string
+			if tc.arg != "" {
+				args = []string{tc.arg}
+			}
+			if err := cmd.Flags().Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			var o chaos.Options
+			o.BrokerRestarts, _ = cmd.Flags().GetInt("broker-restarts")
+			if err := brokerRestartsDefault(cmd, g, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.BrokerRestarts != tc.want {
+				t.Fatalf("--broker-restarts %d, want %d", o.BrokerRestarts, tc.want)
 			}
 		})
 	}

@@ -54,8 +54,8 @@ type Options struct {
 	// WorkerEnv is extra environment for every worker (e.g. a password).
 	WorkerEnv []string
 	// Brokers is the cluster to run against; empty starts an embedded
-	// broker as a child process, with a data directory so it can be
-	// killed and restarted.
+	// broker as a child process, which allows no BrokerRestarts (see
+	// ErrEmbeddedRestarts).
 	Brokers []string
 	// BrokerRestartCmd hard-restarts the cluster in Brokers through sh
 	// and returns once it serves again. Needed for BrokerRestarts with
@@ -133,7 +133,8 @@ type Options struct {
 	Kills int
 	// Terms is how many times a worker is SIGTERMed and restarted.
 	Terms int
-	// BrokerRestarts is how many hard broker restarts happen.
+	// BrokerRestarts is how many hard restarts of the cluster in Brokers
+	// happen, through BrokerRestartCmd; none on the embedded broker.
 	BrokerRestarts int
 	// Rebalances is how many times a worker is added or removed, in turn.
 	Rebalances int
@@ -152,6 +153,10 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Duration bounds the whole run; default 15m.
 	Duration time.Duration
+	// DrainTimeout bounds each read of the output (and of a changelog)
+	// after the workers stop; past it the run fails naming what the read
+	// waited for, overriding the default 2m.
+	DrainTimeout time.Duration
 	// Seed makes the fault plan repeatable; 0 picks one at random.
 	Seed uint64
 	// KeepTopics keeps the topics and the group on the cluster afterwards.
@@ -309,10 +314,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--abort-rate %v is a probability per batch; give a value from 0 to 1", o.AbortRate)
 	case o.Guarantee != "" && !o.Guarantee.Valid():
 		return fmt.Errorf("--guarantee must be one of %v, got %q", config.Guarantees(), o.Guarantee)
+	case len(o.Brokers) == 0 && o.BrokerRestarts > 0:
+		return ErrEmbeddedRestarts
 	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "":
 		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
-	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0:
-		return fmt.Errorf("--commit-delay, --session-timeout and --duration must not be negative")
+	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0, o.DrainTimeout < 0:
+		return fmt.Errorf("--commit-delay, --session-timeout, --duration and --drain-timeout must not be negative")
 	case o.Pipeline != "" && !o.Pipeline.known():
 		return fmt.Errorf("--pipeline must be one of %v, got %q", pipelines, o.Pipeline)
 	case o.State != "" && o.State != StateMemory && o.State != StatePebble:
@@ -381,6 +388,9 @@ func (o *Options) defaults() {
 	}
 	if o.Duration == 0 {
 		o.Duration = 15 * time.Minute
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = 2 * time.Minute
 	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
@@ -814,22 +824,17 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 
 	live.finish(2*time.Second, 2*time.Minute)
 	res.LiveRead, res.LiveDuplicates = int(live.read.Load()), int(live.dups.Load())
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	// Each read below is bounded; this bounds them all, traces included.
+	dctx, cancel := context.WithTimeout(ctx, 4*o.DrainTimeout)
 	defer cancel()
-	out, err := verdict.Drain(dctx, base, res.Output, res.LiveRead, time.Second)
+	out, err := finalRead(dctx, o, base, res.Output, res.LiveRead, event)
 	if err != nil {
-		return res, fmt.Errorf("chaos: reading the output: %w", err)
-	}
-	if dctx.Err() != nil {
-		return res, fmt.Errorf("chaos: reading the output did not finish: %w", dctx.Err())
+		return res, err
 	}
 	if counting {
-		changelog, err := verdict.Drain(dctx, base, res.Changelog, min(o.Records, o.Keys), time.Second)
+		changelog, err := finalRead(dctx, o, base, res.Changelog, min(o.Records, o.Keys), event)
 		if err != nil {
-			return res, fmt.Errorf("chaos: reading the changelog: %w", err)
-		}
-		if dctx.Err() != nil {
-			return res, fmt.Errorf("chaos: reading the changelog did not finish: %w", dctx.Err())
+			return res, err
 		}
 		var c verdict.Counts
 		res.Verdict, c = verdict.JudgeCounts(o.Records, o.Keys, out, changelog)
@@ -873,6 +878,21 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		event("join verdict: %s %v", res.JoinVerdict, res.JoinVerdict.PairExamples)
 	}
 	return res, nil
+}
+
+// finalRead reads topic read_committed after the workers stopped, until
+// it holds want records and every position readable when it started, at
+// most o.DrainTimeout. It says what it waits for, and past the bound it
+// fails the run with what it reached (a *verdict.UnfinishedError) rather
+// than hold it: a log that cannot deliver what the live reader saw is a
+// finding, not a reason to wait on.
+func finalRead(ctx context.Context, o Options, base []kgo.Opt, topic string, want int, event func(string, ...any)) ([]*kgo.Record, error) {
+	event("reading %s read_committed: at least %d records and every partition's last stable offset, at most %s", topic, want, o.DrainTimeout)
+	recs, err := verdict.DrainWithin(ctx, base, topic, want, time.Second, o.DrainTimeout)
+	if err != nil {
+		return recs, fmt.Errorf("chaos: %w", err)
+	}
+	return recs, nil
 }
 
 // Problem names one check a run can fail. The names are stable; the

@@ -1,7 +1,9 @@
 package chaos
 
 import (
+	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -106,9 +108,16 @@ func TestValidate(t *testing.T) {
 		"unknown guarantee": {Exe: "x", Guarantee: "twice"},
 		"restart w/o cmd":   {Exe: "x", Brokers: []string{"b:9092"}, BrokerRestarts: 1},
 		"negative duration": {Exe: "x", Duration: -time.Second},
+		"negative drain":    {Exe: "x", DrainTimeout: -time.Second},
 	} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%s: no error", name)
 		}
+	}
+	// The embedded broker's restarts are no evidence: refused, naming the
+	// way to run them on Apache Kafka.
+	err := Options{Exe: "x", BrokerRestarts: 1}.Validate()
+	if !errors.Is(err, ErrEmbeddedRestarts) || !strings.Contains(err.Error(), "integration/kafka/kafka.sh restart --hard") {
+		t.Errorf("broker restarts on the embedded broker: %v, want ErrEmbeddedRestarts naming the real-broker command", err)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // embedded broker: 3,000 records over 50 keys (for the windowed count
 // about 700 windows of 4 records, for the join about 2,000 pairs), 2
 // workers, 3 SIGKILLs, a SIGTERM, 2 rebalances and 5 % injected aborts. No
-// broker restart, for the reason eoChaosArgs gives.
+// broker restart, for the reason chaosArgs gives.
 var eventArgs = []string{"--records", "3000", "--keys", "50", "--workers", "2", "--kills", "3",
 	"--broker-restarts", "0", "--terms", "1", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "2m"}
 
