@@ -56,7 +56,10 @@ func (e *UnfinishedError) Error() string {
 		}
 	}
 	where := fmt.Sprintf("all %d partitions reached the positions readable when it started, so the records it waited for are not in the log as committed", len(e.Partitions))
-	if len(short) > 0 {
+	switch {
+	case len(e.Partitions) == 0:
+		where = "its partitions' readable positions could not be listed, so it waited for records alone"
+	case len(short) > 0:
 		where = "short of the positions readable when it started: " + strings.Join(short, ", ")
 	}
 	return fmt.Sprintf("reading %s %s did not finish within %s (%v): %d of %d records; %s; "+

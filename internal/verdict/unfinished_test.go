@@ -110,3 +110,12 @@ func TestDrainWithinReportsRecordsShort(t *testing.T) {
 		}
 	}
 }
+
+// A drain that could not list its partitions' positions does not claim
+// they were reached.
+func TestUnfinishedWithoutPositions(t *testing.T) {
+	err := (&UnfinishedError{Topic: "t", Isolation: "read_committed", Want: 3, Bound: time.Second, Err: context.DeadlineExceeded}).Error()
+	if !strings.Contains(err, "positions could not be listed") || strings.Contains(err, "reached") {
+		t.Fatalf("error %q: want it to say the positions could not be listed", err)
+	}
+}
