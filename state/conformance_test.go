@@ -75,6 +75,7 @@ func conformance(t *testing.T, ec engineCase) {
 		{"closed store refuses calls, close is idempotent", testClosed},
 		{"reads run concurrently with commits", testConcurrent},
 		{"wipe empties data and offset, and lasts", testWipe},
+		{"batches applied on End's word stay unchecked until read back", testUnchecked},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, ec) })
@@ -594,6 +595,50 @@ func testWipe(t *testing.T, ec engineCase) {
 	}
 }
 
+func testUnchecked(t *testing.T, ec engineCase) {
+	f := newFixture(t, ec)
+	s := f.open()
+	want := func(s *Store, off, checked int64, unchecked ...int64) {
+		t.Helper()
+		if at := s.Position(); at.Offset != off || at.Checked != checked || !slices.Equal(at.Unchecked, unchecked) {
+			t.Fatalf("Position = %+v, want offset %d, checked %d, unchecked %v", at, off, checked, unchecked)
+		}
+	}
+	reopen := func(s *Store) *Store {
+		t.Helper()
+		if !ec.persistent {
+			return s
+		}
+		must(t, s.Close())
+		return f.open()
+	}
+	want(s, NoOffset, NoOffset)
+	must(t, s.Restore([]Write{{Key: []byte("a"), Value: []byte("1")}}, 1)) // read back: committed
+	want(s, 1, 1)
+	put(t, s, "a", "2")
+	must(t, s.Commit(3))
+	put(t, s, "b", "1")
+	must(t, s.Commit(7))
+	s = reopen(s)
+	want(s, 7, 1, 3, 7)
+	put(t, s, "c", "1")
+	if err := s.Checked(); !errors.Is(err, ErrBatchOpen) {
+		t.Fatalf("Checked with an open batch = %v, want ErrBatchOpen", err)
+	}
+	s.Abort()
+	must(t, s.Checked())
+	s = reopen(s)
+	want(s, 7, 7)
+	put(t, s, "c", "1")
+	must(t, s.Commit(9))
+	must(t, s.Restore([]Write{{Key: []byte("d"), Value: []byte("1")}}, 12)) // 9 still unchecked
+	s = reopen(s)
+	want(s, 12, 7, 9)
+	must(t, s.Wipe())
+	s = reopen(s)
+	want(s, NoOffset, NoOffset)
+}
+
 // The memory engine's size follows every kind of write: a new key adds its
 // key and value, an overwrite replaces the old value's bytes, a delete
 // takes the key's bytes away, a wipe empties it.
@@ -613,7 +658,7 @@ func TestMemorySizeBytes(t *testing.T) {
 		{[]Write{{Key: []byte("zz")}}, 2}, // deleting a missing key
 	}
 	for i, s := range steps {
-		if err := b.Apply(s.writes, int64(i)); err != nil {
+		if err := b.Apply(s.writes, Position{Offset: int64(i), Checked: int64(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := sized.SizeBytes(); got != s.want {

@@ -50,8 +50,28 @@ type Engine interface {
 	Open(dir, name string, task Task) (Backend, error)
 }
 
+// Position is how far a store has applied its changelog partition, and
+// how much of that it knows to be committed there. A batch is applied once
+// its transaction's End reports a commit, but End's word is not the log's:
+// a restarting broker can skip the batch's markers, and a later repair can
+// abort it. Such a batch stays unchecked until a read_committed read
+// delivers its last changelog record; a store holding one that never
+// arrives is rebuilt from the changelog.
+type Position struct {
+	// Offset is the changelog offset of the last write applied, or
+	// NoOffset.
+	Offset int64
+	// Checked is the offset up to which every changelog record the store
+	// applied was read back as committed (NoOffset: none yet).
+	Checked int64
+	// Unchecked lists, ascending, the changelog offset of the last
+	// record of each batch applied after Checked on End's word: each must
+	// still read back as committed.
+	Unchecked []int64
+}
+
 // Backend is the committed data of one store of one task. Its only write
-// is Apply, which moves data and the changelog offset together, so the
+// is Apply, which moves data and the changelog position together, so the
 // two can never disagree. A Backend must allow Get and Range to run
 // concurrently with Apply.
 type Backend interface {
@@ -61,19 +81,19 @@ type Backend interface {
 	// order (nil start: from the first key; nil end: to the last) until
 	// fn returns false. key and value are valid only during the call.
 	Range(start, end []byte, fn func(key, value []byte) bool) error
-	// Offset is the changelog offset of the last write applied, or
-	// NoOffset.
-	Offset() (int64, error)
-	// Apply applies writes in order (a nil Value deletes) and records
-	// offset as the last applied changelog offset, atomically: after a
-	// crash, either all of it is visible or none of it is. It must not
-	// keep references to the writes' slices.
-	Apply(writes []Write, offset int64) error
+	// Position is the changelog position last applied; a new backend's
+	// is at NoOffset, with nothing unchecked.
+	Position() (Position, error)
+	// Apply applies writes in order (a nil Value deletes) and records at
+	// as the changelog position, atomically: after a crash, either all of
+	// it is visible or none of it is. It must not keep references to the
+	// writes' slices or to at.Unchecked.
+	Apply(writes []Write, at Position) error
 	// Close releases the backend; what Apply returned for stays applied.
 	Close() error
 }
 
-// Wiper is a Backend that can empty itself, data and offset together, in
+// Wiper is a Backend that can empty itself, data and position together, in
 // one atomic write: the runtime wipes a store whose changelog can no
 // longer bring it up to date (see Store.Wipe).
 type Wiper interface {
@@ -116,12 +136,12 @@ func Open(e Engine, dir, name string, task Task) (*Store, error) {
 	if err != nil {
 		return nil, &StoreError{Store: name, Task: task, Op: "open " + e.String(), Err: err}
 	}
-	off, err := b.Offset()
+	at, err := b.Position()
 	if err != nil {
 		_ = b.Close()
-		return nil, &StoreError{Store: name, Task: task, Op: "read offset", Err: err}
+		return nil, &StoreError{Store: name, Task: task, Op: "read position", Err: err}
 	}
-	return newStore(name, task, b, off), nil
+	return newStore(name, task, b, at), nil
 }
 
 // validName accepts what Kafka accepts in topic names, so a name can

@@ -107,7 +107,7 @@ func appliedOffset(path string) (int64, error) {
 		return NoOffset, err
 	}
 	defer db.Close()
-	return (&pebbleBackend{db: db}).Offset()
+	return (&pebbleBackend{db: db}).offset()
 }
 
 // The errors fcntl gives when another process holds a lock.

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 
 	"github.com/google/btree"
@@ -17,17 +18,17 @@ func Memory() Engine { return memoryEngine{} }
 func (memoryEngine) String() string { return "memory" }
 
 func (memoryEngine) Open(string, string, Task) (Backend, error) {
-	return &memoryBackend{tree: btree.NewG(32, lessWrite), offset: NoOffset}, nil
+	return &memoryBackend{tree: btree.NewG(32, lessWrite), at: Position{Offset: NoOffset, Checked: NoOffset}}, nil
 }
 
 // memoryBackend applies a write under one lock, so readers see all of it
 // or none of it. Range iterates a copy-on-write clone of the tree, so a
 // slow reader neither blocks Apply nor sees half of one.
 type memoryBackend struct {
-	mu     sync.RWMutex
-	tree   *btree.BTreeG[Write]
-	offset int64
-	bytes  int64 // keys and values held
+	mu    sync.RWMutex
+	tree  *btree.BTreeG[Write]
+	at    Position
+	bytes int64 // keys and values held
 }
 
 func writeBytes(w Write) int64 { return int64(len(w.Key) + len(w.Value)) }
@@ -55,13 +56,15 @@ func (m *memoryBackend) Range(start, end []byte, fn func(key, value []byte) bool
 	return nil
 }
 
-func (m *memoryBackend) Offset() (int64, error) {
+func (m *memoryBackend) Position() (Position, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.offset, nil
+	at := m.at
+	at.Unchecked = slices.Clone(at.Unchecked)
+	return at, nil
 }
 
-func (m *memoryBackend) Apply(writes []Write, offset int64) error {
+func (m *memoryBackend) Apply(writes []Write, at Position) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, w := range writes {
@@ -77,7 +80,8 @@ func (m *memoryBackend) Apply(writes []Write, offset int64) error {
 		}
 		m.bytes += writeBytes(nw)
 	}
-	m.offset = offset
+	m.at = at
+	m.at.Unchecked = slices.Clone(at.Unchecked)
 	return nil
 }
 
@@ -86,7 +90,7 @@ func (m *memoryBackend) Wipe() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.tree.Clear(false)
-	m.offset, m.bytes = NoOffset, 0
+	m.at, m.bytes = Position{Offset: NoOffset, Checked: NoOffset}, 0
 	return nil
 }
 

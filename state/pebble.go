@@ -44,8 +44,9 @@ type pebbleEngine struct {
 // offset the database last applied.
 //
 // The offset lives in the database, in the same batch as the data it
-// belongs to, and pebble applies a batch atomically, so data and offset
-// never disagree. The write-ahead log is disabled: the changelog, not the
+// belongs to, with the offsets of the batches not yet read back as
+// committed (see Position), and pebble applies a batch atomically, so data
+// and position never disagree. The write-ahead log is disabled: the changelog, not the
 // database, is the source of truth. A crash loses at most the writes
 // since the last memtable flush, data and offset together, and the
 // restore reads them again from the changelog; in exchange no Commit
@@ -99,6 +100,9 @@ var (
 	// timeKey holds the wall-clock time of the last Apply, in Unix
 	// milliseconds: how long the store went without catching up.
 	timeKey = []byte{metaPrefix, 't', 'i', 'm', 'e'}
+	// checkKey holds the offset read back as committed, then the last
+	// offset of each batch applied since (see Position).
+	checkKey = []byte{metaPrefix, 'c', 'h', 'e', 'c', 'k'}
 )
 
 type pebbleBackend struct{ db *pebble.DB }
@@ -139,7 +143,33 @@ func (p *pebbleBackend) Range(start, end []byte, fn func(key, value []byte) bool
 	return it.Close()
 }
 
-func (p *pebbleBackend) Offset() (int64, error) {
+// Position reads the applied offset and what of it is checked. A store
+// written before the check was kept has only its offset: its last record
+// is read back, as it was then.
+func (p *pebbleBackend) Position() (Position, error) {
+	off, err := p.offset()
+	if err != nil || off == NoOffset {
+		return Position{Offset: NoOffset, Checked: NoOffset}, err
+	}
+	v, closer, err := p.db.Get(checkKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Position{Offset: off, Checked: off - 1, Unchecked: []int64{off}}, nil
+	}
+	if err != nil {
+		return Position{}, err
+	}
+	defer closer.Close()
+	if len(v) < 8 || len(v)%8 != 0 {
+		return Position{}, fmt.Errorf("stored changelog check has %d bytes, want a multiple of 8: the directory holds something else", len(v))
+	}
+	at := Position{Offset: off, Checked: int64(binary.BigEndian.Uint64(v))}
+	for v = v[8:]; len(v) > 0; v = v[8:] {
+		at.Unchecked = append(at.Unchecked, int64(binary.BigEndian.Uint64(v)))
+	}
+	return at, nil
+}
+
+func (p *pebbleBackend) offset() (int64, error) {
 	v, closer, err := p.db.Get(offsetKey)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return NoOffset, nil
@@ -154,7 +184,8 @@ func (p *pebbleBackend) Offset() (int64, error) {
 	return int64(binary.BigEndian.Uint64(v)), nil
 }
 
-func (p *pebbleBackend) Apply(writes []Write, offset int64) error {
+// Apply writes the data, the offset, the check and the time in one batch.
+func (p *pebbleBackend) Apply(writes []Write, at Position) error {
 	b := p.db.NewBatch()
 	defer b.Close()
 	var buf []byte
@@ -170,7 +201,14 @@ func (p *pebbleBackend) Apply(writes []Write, offset int64) error {
 			return err
 		}
 	}
-	if err := b.Set(offsetKey, binary.BigEndian.AppendUint64(nil, uint64(offset)), nil); err != nil {
+	if err := b.Set(offsetKey, binary.BigEndian.AppendUint64(nil, uint64(at.Offset)), nil); err != nil {
+		return err
+	}
+	check := binary.BigEndian.AppendUint64(make([]byte, 0, 8*(1+len(at.Unchecked))), uint64(at.Checked))
+	for _, o := range at.Unchecked {
+		check = binary.BigEndian.AppendUint64(check, uint64(o))
+	}
+	if err := b.Set(checkKey, check, nil); err != nil {
 		return err
 	}
 	if err := b.Set(timeKey, binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixMilli())), nil); err != nil {
@@ -195,8 +233,8 @@ func (p *pebbleBackend) AppliedAt() (time.Time, error) {
 	return time.UnixMilli(int64(binary.BigEndian.Uint64(v))), nil
 }
 
-// Wipe implements Wiper: every data key, the offset and the time go in
-// one batch. A crash before the next flush brings the old store back,
+// Wipe implements Wiper: every data key, the offset, the check and the
+// time go in one batch. A crash before the next flush brings the old store back,
 // whole, and the runtime wipes it again.
 func (p *pebbleBackend) Wipe() error {
 	b := p.db.NewBatch()
@@ -208,6 +246,9 @@ func (p *pebbleBackend) Wipe() error {
 		return err
 	}
 	if err := b.Delete(timeKey, nil); err != nil {
+		return err
+	}
+	if err := b.Delete(checkKey, nil); err != nil {
 		return err
 	}
 	return b.Commit(pebble.NoSync)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"iter"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,7 +21,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	overlay *btree.BTreeG[Write] // the batch's writes; a nil Value is a tombstone
-	offset  int64                // the backend's applied changelog offset
+	at      Position             // the backend's changelog position
 	closed  bool
 	// The overlay as it was at Mark, for each key written since: what
 	// Rollback puts back. A Savepoint opens a nested level at base: a
@@ -41,8 +42,8 @@ type undoWrite struct {
 
 func lessWrite(a, b Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 
-func newStore(name string, task Task, b Backend, offset int64) *Store {
-	return &Store{name: name, task: task, b: b, offset: offset, overlay: btree.NewG(32, lessWrite)}
+func newStore(name string, task Task, b Backend, at Position) *Store {
+	return &Store{name: name, task: task, b: b, at: at, overlay: btree.NewG(32, lessWrite)}
 }
 
 // Name is the store's name in the topology; it names the changelog topic.
@@ -56,7 +57,18 @@ func (s *Store) Task() Task { return s.task }
 func (s *Store) Offset() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.offset
+	return s.at.Offset
+}
+
+// Position is the changelog position the engine applied, with the batches
+// not yet read back as committed: what a restore must check before it
+// trusts the store (see Position).
+func (s *Store) Position() Position {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := s.at
+	at.Unchecked = slices.Clone(at.Unchecked)
+	return at
 }
 
 // Get returns key's value as the batch sees it: the overlay's write if
@@ -218,7 +230,8 @@ func (s *Store) Changes() []Write {
 // Commit writes the overlay and offset, the changelog offset of the
 // batch's last change, to the engine in one atomic write and empties the
 // overlay. Call it only after the transaction that carried Changes
-// committed. A batch that wrote nothing commits nothing. An offset not
+// reported a commit; offset stays unchecked (see Position) until Checked
+// is called. A batch that wrote nothing commits nothing. An offset not
 // after Offset() is refused with an *OffsetError and changes nothing.
 // After an engine error the overlay is gone and the engine may be behind
 // the changelog: close, reopen and restore.
@@ -231,17 +244,19 @@ func (s *Store) Commit(offset int64) error {
 	if s.overlay.Len() == 0 {
 		return nil
 	}
-	if offset <= s.offset {
-		return &OffsetError{Store: s.name, Task: s.task, Applied: s.offset, Got: offset}
+	if offset <= s.at.Offset {
+		return &OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
 	}
 	writes := make([]Write, 0, s.overlay.Len())
 	s.overlay.Ascend(func(w Write) bool { writes = append(writes, w); return true })
 	s.overlay.Clear(false)
 	s.unmark()
-	if err := s.b.Apply(writes, offset); err != nil {
+	at := s.at
+	at.Offset, at.Unchecked = offset, append(slices.Clone(at.Unchecked), offset)
+	if err := s.b.Apply(writes, at); err != nil {
 		return s.fail("commit", err)
 	}
-	s.offset = offset
+	s.at = at
 	return nil
 }
 
@@ -257,7 +272,8 @@ func (s *Store) Abort() {
 // Restore applies changelog records read back from the changelog, in
 // their order, and offset, the offset of the last of them, in one atomic
 // write. Call it between batches, in batches of records; the writes'
-// slices are not kept.
+// slices are not kept. Records read read_committed are committed: with
+// nothing unchecked, the store is checked up to offset.
 func (s *Store) Restore(writes []Write, offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -267,13 +283,42 @@ func (s *Store) Restore(writes []Write, offset int64) error {
 	if s.overlay.Len() != 0 {
 		return ErrBatchOpen
 	}
-	if offset <= s.offset {
-		return &OffsetError{Store: s.name, Task: s.task, Applied: s.offset, Got: offset}
+	if offset <= s.at.Offset {
+		return &OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
 	}
-	if err := s.b.Apply(writes, offset); err != nil {
+	at := s.at
+	at.Offset = offset
+	if len(at.Unchecked) == 0 {
+		at.Checked = offset
+	}
+	if err := s.b.Apply(writes, at); err != nil {
 		return s.fail("restore", err)
 	}
-	s.offset = offset
+	s.at = at
+	return nil
+}
+
+// Checked records that every batch the store applied was read back as
+// committed from its changelog: the store is checked up to its offset, and
+// nothing is left unchecked. Call it between batches, once a
+// read_committed read delivered every offset Position lists as unchecked.
+func (s *Store) Checked() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.overlay.Len() != 0 {
+		return ErrBatchOpen
+	}
+	if s.at.Checked == s.at.Offset && len(s.at.Unchecked) == 0 {
+		return nil
+	}
+	at := Position{Offset: s.at.Offset, Checked: s.at.Offset}
+	if err := s.b.Apply(nil, at); err != nil {
+		return s.fail("check", err)
+	}
+	s.at = at
 	return nil
 }
 
@@ -298,7 +343,7 @@ func (s *Store) Wipe() error {
 	if err := w.Wipe(); err != nil {
 		return s.fail("wipe", err)
 	}
-	s.offset = NoOffset
+	s.at = Position{Offset: NoOffset, Checked: NoOffset}
 	return nil
 }
 
