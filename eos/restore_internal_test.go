@@ -2,15 +2,18 @@ package eos
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // A restore whose end was read between an aborted transaction's records
@@ -89,5 +92,84 @@ func TestRestoreEndsAfterAbortedRecords(t *testing.T) {
 				t.Fatalf("restored value %q, want the committed one", v)
 			}
 		})
+	}
+}
+
+// A store that applied every batch End reported committed, one of which
+// (b) ended aborted in its changelog while a later one (c) committed, is
+// rebuilt at open from what the changelog holds: a and c's writes, not
+// b's. Checking only the last applied record (c) let b's write stay.
+func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
+	changelog := topology.ChangelogTopic("app", "s")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, changelog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("writer"), kgo.DefaultProduceTopic(changelog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, task := t.TempDir(), state.Task{Topic: "in", Partition: 0}
+	s, err := state.Open(state.Pebble(), dir, "s", task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		res := cl.ProduceSync(ctx, &kgo.Record{Key: []byte(key), Value: []byte(key)})
+		if err := res.FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(key != "b")); err != nil {
+			t.Fatal(err)
+		}
+		// Applied on End's word, as the runtime does; b's End said
+		// committed too, but its markers were lost and it ended aborted.
+		if err := s.Put([]byte(key), []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Commit(res[0].Record.Offset); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID = c.ListenAddrs(), "app"
+	top := topology.New("restore")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.admin, err = kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...)); err != nil {
+		t.Fatal(err)
+	}
+	defer r.admin.Close()
+	r.state = newTaskStores([]graph.Store{{Name: "s", Engine: state.Pebble(), Source: "in"}}, nil, dir, "app", zap.NewNop())
+	defer r.state.closeAll()
+	if err := r.restore(ctx, []state.Task{task}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.wipes.Load(); got != 1 {
+		t.Fatalf("%d stores wiped, want the one holding aborted batch b", got)
+	}
+	var got []string
+	for e, err := range r.state.open[task]["s"].Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(e.Key)+"="+string(e.Value))
+	}
+	if !slices.Equal(got, []string{"a=a", "c=c"}) {
+		t.Fatalf("store holds %q after restore, want [a=a c=c]: the committed changelog's writes only", got)
 	}
 }

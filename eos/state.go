@@ -48,10 +48,6 @@ type taskStores struct {
 	markSeq map[*state.Store]uint64
 	touched []*state.Store
 
-	// verified holds, per open store, the applied changelog offset that a
-	// restore has read back as committed (see Runner.restore).
-	verified map[*state.Store]int64
-
 	// sized are the open stores, for the store-size metric, which reads
 	// them from scrapes: a store leaves it before it closes.
 	sizeMu sync.Mutex
@@ -68,8 +64,7 @@ func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID 
 	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, taskTopic: taskTopic, dir: dir, appID: appID, log: log,
 		open: map[state.Task]map[string]*state.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*state.Store]state.Task{}, last: map[*state.Store]*kgo.Record{}, markSeq: map[*state.Store]uint64{},
-		verified: map[*state.Store]int64{},
-		own:      map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
+		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
 	}
@@ -133,7 +128,6 @@ func (ts *taskStores) sync() {
 func (ts *taskStores) closeTask(t state.Task) {
 	for name, s := range ts.open[t] {
 		delete(ts.markSeq, s)
-		delete(ts.verified, s)
 		s.Abort()
 		ts.track(s, false)
 		if err := s.Close(); err != nil {
@@ -241,8 +235,15 @@ func (ts *taskStores) produceChanges(produce func(*kgo.Record)) {
 	}
 }
 
+// maxUnchecked bounds the batches a store applies on End's word before
+// its task reads them back from the changelog (see Runner.restore): what
+// a store writes with each batch, and what a restore at open must check.
+const maxUnchecked = 512
+
 // committed applies the batch's overlays, each with the changelog offset
-// it reached; a store that fails to is restored before its next record.
+// it reached; a store that fails to is restored before its next record,
+// and so is one whose unchecked batches reached maxUnchecked, which the
+// restore reads back.
 func (ts *taskStores) committed() {
 	for s, task := range ts.dirty {
 		rec := ts.last[s]
@@ -257,6 +258,8 @@ func (ts *taskStores) committed() {
 			ts.log.Warn("applying a committed batch to its state store failed; restoring it from its changelog",
 				zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
 			s.Abort()
+			delete(ts.ready, task)
+		} else if len(s.Position().Unchecked) >= maxUnchecked {
 			delete(ts.ready, task)
 		}
 	}
@@ -317,15 +320,20 @@ func (ts *taskStores) closeAll() {
 // last stable offset, as it was when the restore began. It holds no
 // transaction open, however long it takes.
 //
-// A store is trusted only once the last changelog record it applied has
-// been read back as committed: a batch is applied after EndTxn reports a
-// commit, but a broker that restarts before writing the commit's markers
-// can skip them (Apache Kafka logs "Couldn't find leader endpoint ...
-// these partitions are likely deleted already and hence can be skipped"),
-// and the next marker of this producer on the partition, or the repair of
-// a hanging transaction, then aborts the batch. A store ahead of its
-// changelog would count that batch's input twice once it is redone; it is
-// wiped and restored in full instead.
+// A store is trusted only once every batch it applied has been read back
+// as committed: a batch is applied after EndTxn reports a commit, but a
+// broker that restarts before writing the commit's markers can skip them
+// (Apache Kafka logs "Couldn't find leader endpoint ... these partitions
+// are likely deleted already and hence can be skipped"), and the repair
+// of the hanging transaction then aborts the batch, after later batches
+// committed. The store keeps, with its data, the offset it was read back
+// to and the last changelog offset of each batch applied since (see
+// state.Position); the restore reads from the first of those, and each
+// must be delivered read_committed. A store holding a batch the changelog
+// does not would count that batch's input twice once it is redone; it is
+// wiped and restored in full instead. Aborted records the store never
+// applied (batches End reported aborted) are not among them, and wipe
+// nothing.
 func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 	if len(tasks) == 0 {
 		return nil
@@ -388,16 +396,15 @@ func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
 			if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
 				return err
 			}
-			applied := tg.store.Offset()
-			from := max(applied+1, start.Offset)
+			at := tg.store.Position()
+			from := max(at.Offset+1, start.Offset)
 			if from > tg.end {
 				return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
 					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
 			}
-			tg.readBack = state.NoOffset
-			if v, ok := ts.verified[tg.store]; applied >= start.Offset && (!ok || v != applied) {
-				// Read the applied record back first (see restore).
-				tg.verifying, tg.verify, from = true, applied, applied
+			if len(at.Unchecked) > 0 {
+				// Read the applied batches back first (see restore).
+				tg.unchecked, from = at.Unchecked, at.Unchecked[0]
 			}
 			if from == tg.end {
 				tg.done = true // caught up already
@@ -414,18 +421,7 @@ func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
 		}
 	}
 	if remaining > 0 {
-		err := r.readChangelogs(ctx, consume, targets, remaining)
-		for _, ps := range targets {
-			for _, tg := range ps {
-				switch off := tg.store.Offset(); {
-				case off == state.NoOffset:
-					delete(ts.verified, tg.store) // wiped
-				case tg.readBack == off:
-					ts.verified[tg.store] = off
-				}
-			}
-		}
-		if err != nil {
+		if err := r.readChangelogs(ctx, consume, targets, remaining); err != nil {
 			return err
 		}
 		if ctx.Err() != nil {
@@ -516,16 +512,21 @@ func allRetriable(err error) bool {
 // were deleted), or when others wrote to it since the store last applied
 // longer ago than its delete.retention.ms, after which compaction may
 // have removed tombstones the store never saw (it would keep deleted
-// keys forever). A store that is merely idle, with nothing after its
-// offset but the marker of its own last commit, is not behind.
+// keys forever), or when records of batches it applied on End's word
+// were deleted before they were read back as committed. A store that is
+// merely idle, with nothing after its offset but the marker of its own
+// last commit, is not behind.
 func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) error {
-	off := tg.store.Offset()
+	at := tg.store.Position()
+	off := at.Offset
 	if off == state.NoOffset {
 		return nil
 	}
 	var why string
 	if off+1 < start {
 		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d that the store needs next: records it never read were deleted", topic, tg.task.Partition, start, off+1)
+	} else if len(at.Unchecked) > 0 && at.Unchecked[0] < start {
+		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d of a batch the store applied but never read back as committed", topic, tg.task.Partition, start, at.Unchecked[0])
 	} else if tg.end-(off+1) > 1 { // more than the marker of the store's own last commit
 		at, err := tg.store.AppliedAt()
 		if err != nil {
@@ -551,19 +552,19 @@ func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) erro
 	return nil
 }
 
-// wipeAhead empties a store whose last applied changelog record did not
-// read back as committed (the first record read_committed delivered from
-// it came at next), and has the restore start over: the store applied a
-// batch that the changelog does not hold (see restore), or compaction
-// removed that record since another instance wrote the key again. Either
-// way a restore in full is right.
-func (r *Runner) wipeAhead(tg *restoreTarget, topic string, next int64) error {
-	r.log.Warn("wiping a state store to restore it in full: the last changelog record it applied is not committed, so it may hold a batch the changelog does not",
+// wipeAhead empties a store the last changelog record of one of whose
+// applied batches, at missing, did not read back as committed (the next
+// record read_committed delivered came at next), and has the restore
+// start over: the store applied a batch that the changelog does not hold
+// (see restore), or compaction removed that record since the key was
+// written again. Either way a restore in full is right.
+func (r *Runner) wipeAhead(tg *restoreTarget, topic string, missing, next int64) error {
+	r.log.Warn("wiping a state store to restore it in full: a changelog record it applied is not committed, so it holds a batch the changelog does not",
 		zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task), zap.String("changelog", topic),
-		zap.Int64("applied_offset", tg.verify), zap.Int64("next_committed_offset", next))
+		zap.Int64("uncommitted_offset", missing), zap.Int64("next_committed_offset", next), zap.Int64("applied_offset", tg.store.Offset()))
 	if err := tg.store.Wipe(); err != nil {
 		return fmt.Errorf("eos: wiping state store %q of task %s, whose applied changelog offset %d is not committed: %w; delete the task's directory under %s",
-			tg.store.Name(), tg.task, tg.verify, err, r.state.dir)
+			tg.store.Name(), tg.task, missing, err, r.state.dir)
 	}
 	r.wipes.Add(1)
 	return errRestoreAgain
@@ -577,15 +578,12 @@ const defaultDeleteRetention = 24 * time.Hour
 type restoreTarget struct {
 	store *state.Store
 	task  state.Task
-	end   int64 // the last stable offset when the restore began
+	end   int64 // the high watermark when the restore began
 	pos   int64 // the next offset to read
-	// verify is the store's applied offset while verifying is set: it is
-	// being read back as committed (see restore).
-	verify    int64
-	verifying bool
-	// readBack is the last offset read back as committed, if any.
-	readBack int64
-	done     bool
+	// unchecked are the last changelog offsets of the store's batches
+	// still to be read back as committed (see restore), ascending.
+	unchecked []int64
+	done      bool
 }
 
 // readChangelogs reads the partitions in consume until each reaches its
@@ -646,55 +644,16 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 			if tg == nil || tg.done || ferr != nil {
 				return
 			}
-			var writes []state.Write
-			last := int64(-1)
-			reached := false // a record at or past the end came: nothing below it is left
-			for _, rec := range p.Records {
-				if tg.verifying {
-					if rec.Offset != tg.verify {
-						ferr = r.wipeAhead(tg, p.Topic, rec.Offset)
-						return
-					}
-					// Committed (a marker, if the store's last read was a
-					// restore's): the store may be trusted; its record is
-					// applied already.
-					tg.verifying, tg.readBack, tg.pos = false, rec.Offset, rec.Offset+1
-					progressed = time.Now()
-					if tg.pos >= tg.end {
-						reached = true
-						break
-					}
-					continue
-				}
-				if rec.Offset >= tg.end {
-					reached = true
-					break
-				}
-				last = rec.Offset
-				if !rec.Attrs.IsControl() {
-					writes = append(writes, state.Write{Key: rec.Key, Value: rec.Value})
-				}
-			}
-			// The records of an aborted transaction are dropped by the
-			// client, never delivered. Kafka writes the abort marker
-			// after it answers EndTxn, so the end read just after an
-			// abort can fall right after such records, before their
-			// marker: the marker, past the end, is then the first
-			// record delivered.
-			if last < 0 && !reached {
+			n, moved, err := r.takeFetched(tg, p)
+			if err != nil {
+				ferr = err
 				return
 			}
-			if last >= 0 {
-				if err := tg.store.Restore(writes, last); err != nil {
-					ferr = fmt.Errorf("eos: restoring state store %q of task %s from %s/%d: %w", tg.store.Name(), tg.task, p.Topic, p.Partition, err)
-					return
-				}
-				applied += uint64(len(writes))
-				tg.pos, tg.readBack = last+1, last
+			applied += uint64(n)
+			if moved {
+				progressed = time.Now()
 			}
-			progressed = time.Now()
-			if reached || tg.pos >= tg.end {
-				tg.done = true
+			if tg.done {
 				left--
 			}
 		})
@@ -719,6 +678,84 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 	if applied > 0 {
 		r.log.Info("state restored", zap.Uint64("records", applied), zap.Duration("took", time.Since(begin)))
 	}
+	return nil
+}
+
+// takeFetched takes the records fetched for tg: first it reads the
+// store's unchecked batches back, then applies what follows, up to the
+// end. It returns how many writes it applied, and whether tg moved on.
+func (r *Runner) takeFetched(tg *restoreTarget, p kgo.FetchTopicPartition) (int, bool, error) {
+	var writes []state.Write
+	last := int64(-1)
+	moved := false
+	reached := false // a record at or past the end came: nothing below it is left
+	for _, rec := range p.Records {
+		if rec.Offset < tg.pos {
+			continue // applied already
+		}
+		if len(tg.unchecked) > 0 {
+			if err := r.readBack(tg, p.Topic, rec.Offset); err != nil {
+				return 0, false, err
+			}
+			moved = true
+			if tg.pos >= tg.end {
+				reached = true
+				break
+			}
+			continue
+		}
+		if rec.Offset >= tg.end {
+			reached = true
+			break
+		}
+		last = rec.Offset
+		if !rec.Attrs.IsControl() {
+			writes = append(writes, state.Write{Key: rec.Key, Value: rec.Value})
+		}
+	}
+	// The records of an aborted transaction are dropped by the client,
+	// never delivered. Kafka writes the abort marker after it answers
+	// EndTxn, so the end read just after an abort can fall right after
+	// such records, before their marker: the marker, past the end, is
+	// then the first record delivered.
+	if last < 0 && !reached {
+		return 0, moved, nil
+	}
+	if last >= 0 {
+		if err := tg.store.Restore(writes, last); err != nil {
+			return 0, false, fmt.Errorf("eos: restoring state store %q of task %s from %s/%d: %w", tg.store.Name(), tg.task, p.Topic, p.Partition, err)
+		}
+		tg.pos = last + 1
+	}
+	if reached || tg.pos >= tg.end {
+		tg.done = true
+	}
+	return len(writes), true, nil
+}
+
+// readBack takes the record at offset, delivered read_committed (or a
+// marker kept), while tg's store has unchecked batches. Records before
+// the next unchecked offset belong to a batch already applied, or are
+// markers; the unchecked offset itself is committed; a record past it
+// means it was not delivered, so the store is wiped. Once every batch
+// read back, the store records it is checked (see state.Store.Checked)
+// and the read goes on after its offset.
+func (r *Runner) readBack(tg *restoreTarget, topic string, offset int64) error {
+	switch next := tg.unchecked[0]; {
+	case offset < next:
+		return nil
+	case offset > next:
+		return r.wipeAhead(tg, topic, next, offset)
+	}
+	tg.unchecked = tg.unchecked[1:]
+	if len(tg.unchecked) > 0 {
+		return nil
+	}
+	if err := tg.store.Checked(); err != nil {
+		return fmt.Errorf("eos: recording that state store %q of task %s was read back as committed: %w; delete the task's directory under %s to restore it in full",
+			tg.store.Name(), tg.task, err, r.state.dir)
+	}
+	tg.pos = tg.store.Offset() + 1
 	return nil
 }
 

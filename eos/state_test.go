@@ -3,11 +3,14 @@ package eos_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -622,4 +625,124 @@ func TestStoreAheadOfItsChangelogIsWiped(t *testing.T) {
 		t.Fatalf("a store whose last applied record committed was wiped (%d)", st.StoresWiped)
 	}
 	conformance.CheckCounts(t, env, "out", changelog, n+1)
+}
+
+// The chain behind a pebble store that kept a count its changelog lost:
+// batch N's EndTxn answers committed but no marker is written (a
+// restarting broker skipped them), the repair of the hanging transaction
+// aborts N on its output and changelog partitions, and the next batch
+// commits, N's input offsets with it. The embedded broker ends N aborted
+// while End reports a commit; the next batch commits past N's input. At
+// the next start the store, which
+// applied N on End's word, reads back every batch it applied since it was
+// last checked, finds N's record missing, and is rebuilt from the
+// changelog: the store equals the changelog's fold, and the next count of
+// N's key follows the last committed one. Checking only the last applied
+// record kept N's count, and the key's next count skipped one.
+func TestStoreDropsABatchWhoseMarkersWereLost(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	const n = 100
+	conformance.SeedRange(t, env, "in", 0, n)
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x.WaitCommitted(t, n, 60*time.Second)
+
+	// Batch N: its EndTxn reaches the broker as an abort, which ends the
+	// transaction on the output and changelog partitions and answers
+	// success, so the runtime takes N as committed.
+	var fired atomic.Int32
+	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if end := req.(*kmsg.EndTxnRequest); end.Commit {
+			end.Commit = false
+			fired.Add(1)
+			env.Fake.DropControl() // this one request only
+		}
+		return nil, nil, false
+	})
+	produceKey(t, env, "in", "lost")
+	x.WaitCommitted(t, n+1, 60*time.Second)
+	if got := fired.Load(); got != 1 {
+		t.Fatalf("batch N's commit was turned into an abort %d times, want 1: the test proves nothing", got)
+	}
+	if _, ok := checkCountsFollow(t, env, changelog)["lost"]; ok {
+		t.Fatal("batch N's changelog record is committed: the fault did not abort it")
+	}
+	produceKey(t, env, "in", "next")
+	x.WaitCommitted(t, n+2, 60*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	produceKey(t, env, "in", "lost")
+	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	y.WaitCommitted(t, 1, 60*time.Second)
+	y.Stop()
+	if err := y.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first run %+v; second run %+v", x.R.Stats(), y.R.Stats())
+	fold := checkCountsFollow(t, env, changelog)
+	s, err := state.Open(state.Pebble(), filepath.Join(cfg.StateDir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	held := map[string]string{}
+	for e, err := range s.Range(nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[string(e.Key)] = string(e.Value)
+	}
+	if !maps.Equal(held, fold) {
+		t.Fatalf("the store holds %d keys (lost: %x), the committed changelog's fold %d (lost: %x)", len(held), held["lost"], len(fold), fold["lost"])
+	}
+	if s := y.R.Stats(); s.StoresWiped != 1 {
+		t.Fatalf("%d stores wiped at restart, want the one that applied aborted batch N", s.StoresWiped)
+	}
+}
+
+// produceKey writes one record with key to partition 0 of topic.
+func produceKey(t *testing.T, env *kafkatest.Env, topic, key string) {
+	t.Helper()
+	rec := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(key)}
+	if err := env.Client(t).ProduceSync(context.Background(), rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkCountsFollow fails t unless every key's counts in out run 1, 2, …
+// with none skipped or repeated, and the changelog's last value of each
+// key is its last count; it returns the changelog's fold.
+func checkCountsFollow(t *testing.T, env *kafkatest.Env, changelog string) map[string]string {
+	t.Helper()
+	seen := map[string]int64{}
+	for _, r := range conformance.Drain(t, env, "out", 1) {
+		var c int64
+		if err := json.Unmarshal(r.Value, &c); err != nil {
+			t.Fatalf("output %q: %v", r.Value, err)
+		}
+		if k := string(r.Key); c != seen[k]+1 {
+			t.Fatalf("key %s: count %d after %d: a lost or doubled update", k, c, seen[k])
+		}
+		seen[string(r.Key)] = c
+	}
+	fold := map[string]string{}
+	for _, r := range conformance.Drain(t, env, changelog, 1) {
+		if r.Value == nil {
+			delete(fold, string(r.Key))
+			continue
+		}
+		fold[string(r.Key)] = string(r.Value)
+	}
+	for k, c := range seen {
+		if v := fold[k]; len(v) != 8 || int64(binary.BigEndian.Uint64([]byte(v))) != c {
+			t.Fatalf("key %s: output reached %d, changelog holds %x", k, c, v)
+		}
+	}
+	return fold
 }
