@@ -60,3 +60,35 @@ func TestTaskStoresFollowTheBatch(t *testing.T) {
 		t.Fatalf("after commit: kept %v, dead-lettered %v, offset %d; want true, false, 41", has("kept"), has("dead-lettered"), s.Offset())
 	}
 }
+
+// A store whose unchecked batches reach maxUnchecked sends its task to
+// catch up before its next record, which reads them back, so what a store
+// writes with each batch and what a restore checks at open stay bounded.
+func TestTaskStoresBoundUncheckedBatches(t *testing.T) {
+	task := state.Task{Topic: "in", Partition: 0}
+	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, nil, t.TempDir(), "app", zap.NewNop())
+	s, err := state.Open(state.Memory(), t.TempDir(), "counts", task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.open[task] = map[string]*state.Store{"counts": s}
+	ts.ready[task] = true
+	for i := range maxUnchecked {
+		if !ts.ready[task] {
+			t.Fatalf("the task was sent to catch up after %d unchecked batches, want %d", i, maxUnchecked)
+		}
+		ts.beginRecord()
+		st, err := ts.store("counts", task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put([]byte("k"), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		ts.produceChanges(func(r *kgo.Record) { r.Offset = int64(2 * i) })
+		ts.committed()
+	}
+	if n := len(s.Position().Unchecked); n != maxUnchecked || ts.ready[task] {
+		t.Fatalf("%d unchecked batches, task ready %v; want %d and the task sent to catch up", n, ts.ready[task], maxUnchecked)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -166,4 +167,27 @@ func TestPebbleAppliedAt(t *testing.T) {
 	if at, err := s.AppliedAt(); err != nil || !at.IsZero() {
 		t.Fatalf("AppliedAt after Wipe = %v, %v; want the zero time", at, err)
 	}
+}
+
+// A pebble store written before the check was kept holds an offset and no
+// check: its last applied record is the one left to read back, as the
+// restore did then; the rest of the position is read as it was written.
+func TestPebblePositionWithoutCheck(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Pebble().Open(dir, "counts", task)
+	must(t, err)
+	pb := b.(*pebbleBackend)
+	must(t, pb.Apply([]Write{{Key: []byte("a"), Value: []byte("1")}}, Position{Offset: 9, Checked: 4, Unchecked: []int64{6, 9}}))
+	if at, err := pb.Position(); err != nil || at.Offset != 9 || at.Checked != 4 || !slices.Equal(at.Unchecked, []int64{6, 9}) {
+		t.Fatalf("Position = %+v, %v; want offset 9, checked 4, unchecked [6 9]", at, err)
+	}
+	must(t, pb.db.Delete(checkKey, pebble.NoSync)) // as an older version left it
+	if at, err := pb.Position(); err != nil || at.Offset != 9 || at.Checked != 8 || !slices.Equal(at.Unchecked, []int64{9}) {
+		t.Fatalf("Position without a check = %+v, %v; want offset 9, checked 8, unchecked [9]", at, err)
+	}
+	must(t, pb.db.Set(checkKey, []byte{1, 2, 3}, pebble.NoSync))
+	if _, err := pb.Position(); err == nil {
+		t.Fatal("a check of 3 bytes was read without an error")
+	}
+	must(t, b.Close())
 }
