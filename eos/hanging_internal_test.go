@@ -879,3 +879,69 @@ func coordinatorSays(c *kfake.Cluster, pid int64, epoch int16, state string) {
 		return resp, nil, true
 	})
 }
+
+// A session whose own earlier transaction hangs with no proof of its
+// outcome writes nothing (Kafka would join its next transaction to the
+// hanging one), waits for proof, each rebuild looking again, and past
+// recovery_timeout Run returns a *HangingError naming the transaction and
+// the commands that settle it; the transaction is still open. The
+// restarting instance's InitProducerId is answered here one epoch on
+// without the embedded broker ending the open transaction, as a broker
+// that skipped its markers leaves it.
+func TestRunWaitsForProofOfItsOwnHangingTransaction(t *testing.T) {
+	c, _, pid, epoch := openTxnOnKfake(t, "app:1")
+	var inits atomic.Int32
+	c.ControlKey(int16(kmsg.InitProducerID), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.InitProducerIDRequest)
+		if req.TransactionalID == nil || *req.TransactionalID != "app:1" {
+			return nil, nil, false
+		}
+		inits.Add(1)
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = pid, epoch+1
+		return resp, nil, true
+	})
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	cfg.ConnectTimeout, cfg.RecoveryTimeout = 2*time.Second, 4*time.Second
+	top := topology.New("hanging")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top, Logger(zaptest.NewLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = r.Run(ctx)
+	var herr *HangingError
+	if !errors.As(err, &herr) || len(herr.Hanging) != 1 || herr.Hanging[0].Topic != "out" || herr.Hanging[0].StartOffset != 0 {
+		t.Fatalf("Run returned %v, want a *HangingError naming out/0's transaction at offset 0", err)
+	}
+	for _, want := range []string{`"app:1"`, "eosctl txn hanging --topic out --partition 0", "eosctl txn commit", "eosctl txn abort"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %q", err, want)
+		}
+	}
+	if inits.Load() < 2 {
+		t.Fatalf("InitProducerId answered %d times: the session did not wait and look again", inits.Load())
+	}
+	so, lerr := kadm.NewClient(newPlainClient(t, c)).ListCommittedOffsets(context.Background(), "out")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	if o, _ := so.Lookup("out", 0); o.Offset != 0 {
+		t.Fatalf("out/0's last stable offset is %d, want 0: the unproven transaction was ended", o.Offset)
+	}
+}
+
+// newPlainClient is a client of c.
+func newPlainClient(t *testing.T, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
