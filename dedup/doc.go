@@ -35,6 +35,12 @@
 // crash between the two repeats it (the redelivered message is not marked
 // yet). Mark-before with Forget on a failed effect narrows the loss to real
 // crashes (not with RedisBloom, which cannot forget: mark after with it).
+// A Leaser (Memory, Redis, Postgres) closes the gap: Claim writes the mark
+// as pending for its owner with a lease, Complete makes it done once the
+// effect happened, Release drops it after a failure. Another owner that
+// finds it pending waits and never skips it; once the lease expired (the
+// owner died mid-effect) it takes the mark over and runs the effect again:
+// at least once for an owner that died mid-effect, never zero times.
 // In a pipeline, topology.Dedup does this for you, in either mode.
 //
 // Keep ids for twice the longest redelivery window (consumer lag, retry

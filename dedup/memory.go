@@ -56,6 +56,9 @@ type memEntry struct {
 	id      string
 	expires time.Time
 	index   int // in byExpiry
+	// owner holds a pending mark until lease (Claim); empty once done.
+	owner string
+	lease time.Time
 }
 
 // NewMemory returns an empty Memory store.
@@ -86,13 +89,7 @@ func (m *Memory) Mark(_ context.Context, id string, ttl time.Duration) (bool, er
 	if _, ok := m.ids[id]; ok {
 		return false, nil
 	}
-	if len(m.ids) >= m.cfg.maxEntries {
-		m.remove(m.byExpiry[0])
-		m.evictions++
-	}
-	e := &memEntry{id: id, expires: now.Add(time.Duration(millis(ttl)) * time.Millisecond)}
-	m.ids[id] = e
-	heap.Push(&m.byExpiry, e)
+	m.add(id, now, ttl)
 	return true, nil
 }
 
@@ -119,6 +116,81 @@ func (m *Memory) Forget(_ context.Context, id string) error {
 		m.remove(e)
 	}
 	return nil
+}
+
+// Claim marks id pending for owner; see Leaser.
+func (m *Memory) Claim(_ context.Context, id, owner string, lease, ttl time.Duration) (Claim, error) {
+	if err := checkClaim(id, owner, lease, ttl); err != nil {
+		return Claim{}, err
+	}
+	now := m.cfg.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expire(now)
+	e, ok := m.ids[id]
+	switch {
+	case !ok:
+		e = m.add(id, now, ttl)
+	case e.owner == "":
+		return Claim{State: Done}, nil
+	case e.owner != owner && now.Before(e.lease):
+		return Claim{State: Pending, Owner: e.owner, Left: e.lease.Sub(now)}, nil
+	default: // its own, or an expired lease: renew or take over
+		m.extend(e, now, ttl)
+	}
+	e.owner, e.lease = owner, now.Add(time.Duration(millis(lease))*time.Millisecond)
+	return Claim{State: Claimed}, nil
+}
+
+// Complete marks id done; see Leaser.
+func (m *Memory) Complete(_ context.Context, id string, ttl time.Duration) error {
+	if err := check(id, ttl); err != nil {
+		return err
+	}
+	now := m.cfg.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.expire(now)
+	e, ok := m.ids[id]
+	if !ok {
+		e = m.add(id, now, ttl)
+	} else {
+		m.extend(e, now, ttl)
+	}
+	e.owner = ""
+	return nil
+}
+
+// Release removes id if it is pending for owner; see Leaser.
+func (m *Memory) Release(_ context.Context, id, owner string) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.ids[id]; ok && e.owner != "" && e.owner == owner {
+		m.remove(e)
+	}
+	return nil
+}
+
+// add inserts id, live for ttl from now, evicting the entry that expires
+// soonest when the store is full.
+func (m *Memory) add(id string, now time.Time, ttl time.Duration) *memEntry {
+	if len(m.ids) >= m.cfg.maxEntries {
+		m.remove(m.byExpiry[0])
+		m.evictions++
+	}
+	e := &memEntry{id: id, expires: now.Add(time.Duration(millis(ttl)) * time.Millisecond)}
+	m.ids[id] = e
+	heap.Push(&m.byExpiry, e)
+	return e
+}
+
+// extend makes e live for ttl from now.
+func (m *Memory) extend(e *memEntry, now time.Time, ttl time.Duration) {
+	e.expires = now.Add(time.Duration(millis(ttl)) * time.Millisecond)
+	heap.Fix(&m.byExpiry, e.index)
 }
 
 // Len is the number of ids held, expired ones not yet dropped included.

@@ -64,6 +64,8 @@ type Postgres struct {
 	closed atomic.Bool
 
 	markSQL, seenSQL, forgetSQL, purgeSQL string
+	// The leases' statements (postgres_lease.go).
+	claimSQL, holderSQL, completeSQL, releaseSQL string
 }
 
 // NewPostgres connects to the database at url (postgres://user@host:port/db?...)
@@ -94,12 +96,13 @@ func NewPostgres(ctx context.Context, url string, opts ...PostgresOption) (*Post
 	}
 	p.markSQL = `INSERT INTO ` + p.table + ` AS d (id, expires_at)
 VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond')
-ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at
+ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = NULL, lease_until = NULL
 WHERE d.expires_at <= clock_timestamp()
 RETURNING true`
 	p.seenSQL = `SELECT EXISTS (SELECT 1 FROM ` + p.table + ` WHERE id = $1 AND expires_at > clock_timestamp())`
 	p.forgetSQL = `DELETE FROM ` + p.table + ` WHERE id = $1`
 	p.purgeSQL = `DELETE FROM ` + p.table + ` WHERE expires_at <= clock_timestamp()`
+	p.leaseStatements()
 
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -138,7 +141,12 @@ func (p *Postgres) createTable(ctx context.Context) error {
 )`); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+index+` ON `+p.table+` (expires_at)`)
+		if _, err := tx.Exec(ctx, `CREATE INDEX IF NOT EXISTS `+index+` ON `+p.table+` (expires_at)`); err != nil {
+			return err
+		}
+		// A pending mark (Claim) has an owner and a lease; a table
+		// made before leases gets the columns, its rows done marks.
+		_, err := tx.Exec(ctx, `ALTER TABLE `+p.table+` ADD COLUMN IF NOT EXISTS owner text, ADD COLUMN IF NOT EXISTS lease_until timestamptz`)
 		return err
 	})
 	if err != nil {
