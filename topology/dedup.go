@@ -2,11 +2,15 @@ package topology
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
+	"github.com/eosflow/eosflow/dedup/lease"
 	"github.com/eosflow/eosflow/internal/graph"
 )
 
@@ -30,6 +34,16 @@ type DedupStore interface {
 	Seen(ctx context.Context, id string) (bool, error)
 	// Forget removes id.
 	Forget(ctx context.Context, id string) error
+}
+
+// leaseStore is a DedupStore that can hold an id pending while its effect
+// runs (dedup.Leaser): MarkBefore then claims the id with a lease, and an
+// instance that finds it pending waits for it instead of skipping the
+// effect.
+type leaseStore interface {
+	Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (lease.Claim, error)
+	Complete(ctx context.Context, id string, ttl time.Duration) error
+	Release(ctx context.Context, id, owner string) error
 }
 
 // approximateStore is a DedupStore that can report an id it never saw as
@@ -57,6 +71,7 @@ type DedupOption interface{ applyDedup(*dedupConf) }
 
 type dedupConf struct {
 	after      bool
+	lease      time.Duration
 	retention  time.Duration
 	failClosed bool
 	onErr      func(ctx context.Context, id string, err error)
@@ -68,15 +83,22 @@ type dedupOpt func(*dedupConf)
 func (f dedupOpt) applyDedup(c *dedupConf) { f(c) }
 
 // MarkBefore marks an id before its effect runs, so that even two instances
-// racing on one id run the effect once. What it risks is a lost effect: if
-// the process dies after the mark and before the effect finished, the
-// redelivered record finds its id marked and skips the effect. The same
-// happens when a Mark's answer is lost (a timeout) and the node's Retry
-// policy (FailClosed) calls Mark again: the retry finds the first call's
-// mark. When the effect returns an error (or panics) the mark is forgotten,
-// so a failure that is not a crash does not lose the effect; if that Forget
-// fails, it is reported to onErr (FailOpen) or joined to the effect's error
-// (FailClosed).
+// racing on one id run the effect once. With a store that holds leases
+// (dedup.Leaser: Memory, Redis, Postgres) the mark is first written as
+// pending for this instance, with a lease (DedupLease), and becomes done
+// when the effect returned: an instance that finds it pending (a partition
+// that moved while the effect ran past rebalance_timeout) waits for it,
+// and never skips it; once the lease expired (the owner died mid-effect)
+// it takes the mark over and runs the effect again. So an effect whose
+// owner died mid-effect runs at least once, never zero times. With a store
+// without leases, what it risks is a lost effect: if the process dies after
+// the mark and before the effect finished, the redelivered record finds its
+// id marked and skips the effect. The same happens when a Mark's answer is
+// lost (a timeout) and the node's Retry policy (FailClosed) calls Mark
+// again: the retry finds the first call's mark. When the effect returns an
+// error (or panics) the mark is forgotten (released), so a failure that is
+// not a crash does not lose the effect; if that fails, it is reported to
+// onErr (FailOpen) or joined to the effect's error (FailClosed).
 func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = false }) }
 
 // MarkAfter marks an id only after its effect succeeded; this is the
@@ -86,6 +108,26 @@ func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = f
 // racing on one id can both run the effect; when an id's records share a key
 // they meet in one partition, owned by one instance at a time.
 func MarkAfter() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = true }) }
+
+// DefaultDedupLease is how long a MarkBefore mark stays pending for the
+// instance that runs its effect, when no DedupLease option is given: kept
+// below the default transaction_timeout (40s), as an instance that finds
+// the mark pending waits up to the lease within its batch.
+const DefaultDedupLease = 30 * time.Second
+
+// dedupLeasePoll bounds the wait between two claims of a pending id.
+const dedupLeasePoll = 100 * time.Millisecond
+
+// DedupLease sets how long a MarkBefore mark stays pending for the
+// instance running its effect, overriding DefaultDedupLease (30s), with a
+// store that holds leases (dedup.Leaser). An instance that finds the mark
+// pending waits for it to become done; once the lease expired (the owner
+// died mid-effect) it takes the mark over and runs the effect again. Make
+// it longer than the longest effect: an effect still running past it can
+// run twice.
+func DedupLease(d time.Duration) DedupOption {
+	return dedupOpt(func(c *dedupConf) { c.lease = d })
+}
 
 // DedupRetention keeps ids for d, overriding DefaultDedupRetention (24h).
 // Keep ids for twice the longest redelivery window.
@@ -136,13 +178,14 @@ func AcceptFalsePositives() DedupOption {
 //
 // effect runs under the node's error policy (top.OnError), like the
 // function of MapValues; ctx is cancelled on shutdown and when the record's
-// partition is revoked. The default mode is MarkAfter with FailOpen; see
+// partition is revoked, and the revoke waits (up to rebalance_timeout) for
+// the effect to return before the partition goes to its new owner. The default mode is MarkAfter with FailOpen; see
 // MarkBefore, MarkAfter, FailOpen and FailClosed for what each risks. An
 // approximate store (dedup.RedisBloom) needs AcceptFalsePositives and
 // MarkAfter. An empty id is an error of the node (ErrEmptyDedupID), handled
 // by its policy.
 func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store DedupStore, effect func(ctx context.Context, r Record[T]) error, opts ...DedupOption) Stream[T] {
-	conf := dedupConf{after: true, retention: DefaultDedupRetention}
+	conf := dedupConf{after: true, retention: DefaultDedupRetention, lease: DefaultDedupLease}
 	for _, o := range opts {
 		if o != nil {
 			o.applyDedup(&conf)
@@ -150,7 +193,8 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	}
 	p := &port[T]{}
 	n := attach(s, name, KindProcessor, "Dedup", func(n *Node) func(graph.Exec, Record[T]) error {
-		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf}
+		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner()}
+		d.leases, _ = store.(leaseStore)
 		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
 		run := d.markBefore
 		if conf.after {
@@ -173,6 +217,9 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	}
 	if conf.retention < time.Millisecond {
 		t.problem(name, "Dedup retention %v is below 1ms; keep ids twice the longest redelivery window", conf.retention)
+	}
+	if conf.lease < time.Millisecond {
+		t.problem(name, "Dedup lease %v is below 1ms; make it longer than the longest effect", conf.lease)
 	}
 	if rs, ok := store.(retentionStore); ok && conf.retention > rs.Retention() {
 		t.problem(name, "Dedup retention %v is longer than the store's %v, and every Mark would fail; pass topology.DedupRetention(%v), or build the store with a retention of at least %v", conf.retention, rs.Retention(), rs.Retention(), conf.retention)
@@ -206,6 +253,20 @@ type dedupNode[T any] struct {
 	effect func(context.Context, Record[T]) error
 	apply  func(context.Context, Record[T]) (struct{}, error) // effect, in the shape call takes
 	conf   dedupConf
+	// leases is store, when it holds pending marks (MarkBefore claims
+	// with a lease); owner names this node's claims.
+	leases leaseStore
+	owner  string
+}
+
+// dedupOwner names the claims of one Dedup node of one runner: the host,
+// the process and a random part, unique among the instances sharing a
+// store.
+func dedupOwner() string {
+	host, _ := os.Hostname()
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // ident runs the user's id function and refuses an empty id.
@@ -272,7 +333,15 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 			// with the effect's error, to the node's policy.
 			err = errors.Join(err, &NodeError{Node: d.n.name, Err: ferr})
 		}
+		return err
 	}
+	if d.leases == nil {
+		return nil
+	}
+	// The effect happened: its pending mark becomes done even if the
+	// record's context ends now, or a redelivery would run it again once
+	// the lease expired.
+	_, _, err = storeCall(d, x, d.completeDetached, id)
 	return err
 }
 
@@ -306,7 +375,45 @@ func (d *dedupNode[T]) run(x graph.Exec, r Record[T]) error {
 }
 
 func (d *dedupNode[T]) mark(ctx context.Context, id string) (bool, error) {
+	if d.leases != nil && !d.conf.after {
+		return d.claim(ctx, id)
+	}
 	return d.store.Mark(ctx, id, d.conf.retention)
+}
+
+// claim marks id pending for this node with a lease, and reports whether
+// the effect is this node's to run: true once claimed, false once done.
+// An id pending for another owner is waited for, never skipped: until it
+// is done, or its lease expired and this node takes it over.
+func (d *dedupNode[T]) claim(ctx context.Context, id string) (bool, error) {
+	for {
+		c, err := d.leases.Claim(ctx, id, d.owner, d.conf.lease, d.conf.retention)
+		switch {
+		case err != nil:
+			return false, err
+		case c.State == lease.Claimed:
+			return true, nil
+		case c.State == lease.Done:
+			return false, nil
+		case c.State != lease.Pending:
+			return false, fmt.Errorf("dedup store answered claim of %q with state %v; want claimed, pending or done", id, c.State)
+		}
+		wait := time.NewTimer(min(c.Left+time.Millisecond, dedupLeasePoll))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return false, fmt.Errorf("waiting for id %q, pending for %s for %v more (its effect may be running there): %w", id, c.Owner, c.Left, ctx.Err())
+		case <-wait.C:
+		}
+	}
+}
+
+// completeDetached marks id done outside the record's context, bounded by
+// dedupTimeout.
+func (d *dedupNode[T]) completeDetached(ctx context.Context, id string) (struct{}, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupTimeout)
+	defer cancel()
+	return struct{}{}, d.leases.Complete(ctx, id, d.conf.retention)
 }
 
 // markDetached is mark outside the record's context, bounded by
@@ -324,7 +431,12 @@ func (d *dedupNode[T]) markDetached(ctx context.Context, id string) (bool, error
 func (d *dedupNode[T]) forget(x graph.Exec, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Context()), dedupTimeout)
 	defer cancel()
-	err := d.store.Forget(ctx, id)
+	var err error
+	if d.leases != nil {
+		err = d.leases.Release(ctx, id, d.owner)
+	} else {
+		err = d.store.Forget(ctx, id)
+	}
 	if err != nil {
 		err = fmt.Errorf("forget after a failed effect (the redelivered record will skip its effect): %w", err)
 		if d.conf.onErr != nil {

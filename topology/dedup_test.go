@@ -53,6 +53,27 @@ func (f *flakyStore) Seen(ctx context.Context, id string) (bool, error) {
 	return f.Memory.Seen(ctx, id)
 }
 
+func (f *flakyStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (dedup.Claim, error) {
+	if err := f.fail("claim"); err != nil {
+		return dedup.Claim{}, err
+	}
+	return f.Memory.Claim(ctx, id, owner, d, ttl)
+}
+
+func (f *flakyStore) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	if err := f.fail("complete"); err != nil {
+		return err
+	}
+	return f.Memory.Complete(ctx, id, ttl)
+}
+
+func (f *flakyStore) Release(ctx context.Context, id, owner string) error {
+	if err := f.fail("release"); err != nil {
+		return err
+	}
+	return f.Memory.Release(ctx, id, owner)
+}
+
 func (f *flakyStore) Forget(ctx context.Context, id string) error {
 	if err := f.fail("forget"); err != nil {
 		return err
@@ -167,14 +188,15 @@ func TestDedupFailedEffectRunsAgain(t *testing.T) {
 	}
 }
 
-// The order of store calls is the mode: mark before asks Mark first, mark
-// after asks Seen, runs the effect, then marks.
+// The order of store calls is the mode: mark before claims first (a
+// pending mark) and completes the mark after the effect, mark after asks
+// Seen, runs the effect, then marks.
 func TestDedupModesCallTheStoreInTheirOrder(t *testing.T) {
 	for _, c := range []struct {
 		opt  topology.DedupOption
 		want []string
 	}{
-		{topology.MarkBefore(), []string{"mark", "mark"}},
+		{topology.MarkBefore(), []string{"claim", "complete", "claim"}},
 		{topology.MarkAfter(), []string{"seen", "mark", "seen"}},
 	} {
 		store := newFlaky(t)
