@@ -468,3 +468,32 @@ func TestDedupApproximateStoreRunsEffectOncePerID(t *testing.T) {
 		t.Errorf("effects ran for %v, want %v", fx.ran, want)
 	}
 }
+
+// MarkBefore never skips an effect whose mark is only pending for another
+// instance (its effect may still fail there): it waits, and once that
+// lease expired it takes the mark over and runs the effect, once; an id
+// another instance completed is skipped.
+func TestDedupMarkBeforeWaitsForPendingMark(t *testing.T) {
+	store := newFlaky(t)
+	ctx := context.Background()
+	if c, err := store.Memory.Claim(ctx, "a", "other-instance", 200*time.Millisecond, time.Minute); err != nil || c.State != dedup.Claimed {
+		t.Fatalf("claim by the other instance: %+v, %v", c, err)
+	}
+	if c, err := store.Memory.Claim(ctx, "b", "other-instance", time.Minute, time.Minute); err != nil || c.State != dedup.Claimed {
+		t.Fatalf("claim by the other instance: %+v, %v", c, err)
+	}
+	if err := store.Memory.Complete(ctx, "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fx := &effects{}
+	r := newRig(t, dedupTop(store, fx, topology.MarkBefore()))
+	r.must("in", 0, "", "a")
+	r.must("in", 0, "", "b")
+	r.must("in", 0, "", "a")
+	if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+		t.Fatalf("effects ran for %v, want %v: a pending mark whose lease expired is taken over, a done one skipped", fx.ran, want)
+	}
+	if n := slices.Index(store.calls, "complete"); n < 0 {
+		t.Fatalf("store calls %v: the taken-over mark was never completed", store.calls)
+	}
+}
