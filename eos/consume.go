@@ -462,7 +462,7 @@ func (b *batch) one(rec *kgo.Record) {
 	if r.state != nil {
 		r.state.beginRecord()
 	}
-	uctx := r.contexts.of(rec)
+	uctx := r.contexts.start(rec)
 	var span trace.Span
 	if r.tracing != nil {
 		uctx, span = b.traceRecord(uctx, rec)
@@ -472,6 +472,7 @@ func (b *batch) one(rec *kgo.Record) {
 	} else {
 		outcome, err = r.proc.Process(uctx, rec, b.emit)
 	}
+	r.contexts.done()
 	if span != nil {
 		b.traceRecordEnd(span, outcome, err)
 	}

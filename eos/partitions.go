@@ -1,13 +1,15 @@
 package eos
 
 import (
-	"errors"
-	"time"
-
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -38,6 +40,14 @@ type recordContexts struct {
 	lastTopic string
 	lastPart  int32
 	last      context.Context
+	// busy is the record whose user code runs now (records run one at a
+	// time, on the consuming goroutine), nil between records; a revoke
+	// waits for it to finish before its partition is released (await).
+	busy atomic.Pointer[kgo.Record]
+	// freed, while a revoke waits (waiting), is closed by the next done;
+	// done takes the lock only then, not for every record.
+	freed   chan struct{}
+	waiting atomic.Bool
 }
 
 type partContext struct {
@@ -86,6 +96,83 @@ func (c *recordContexts) of(rec *kgo.Record) context.Context {
 	}
 	c.lastTopic, c.lastPart, c.last = rec.Topic, rec.Partition, pc.ctx
 	return pc.ctx
+}
+
+// start returns rec's context (see of) and records that user code now
+// runs rec, until done.
+func (c *recordContexts) start(rec *kgo.Record) context.Context {
+	ctx := c.of(rec)
+	c.busy.Store(rec)
+	return ctx
+}
+
+// done records that rec's user code returned, and wakes a revoke waiting
+// for it.
+func (c *recordContexts) done() {
+	c.busy.Store(nil)
+	if !c.waiting.Load() {
+		return
+	}
+	c.mu.Lock()
+	if c.freed != nil {
+		close(c.freed)
+		c.freed = nil
+	}
+	c.mu.Unlock()
+}
+
+// await returns once no user code runs a record of the partitions gone,
+// or after bound; it logs what it waits for, and an error past the bound.
+// A revoke must wait: cancelling the record's context does not stop user
+// code that ignores it, and the partition's new owner would start the
+// same record while its side effect still runs (twice with mark-after,
+// never with mark-before). It runs in franz-go's rebalance callback,
+// while the consuming goroutine goes on: the record in flight ends there
+// without anything the callback holds, so the wait cannot deadlock; if
+// franz-go runs the callback from a poll, no record is in flight.
+func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, group string, log *zap.Logger) {
+	start := time.Now()
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	logged := false
+	for {
+		c.mu.Lock()
+		c.waiting.Store(true)
+		if c.freed == nil {
+			c.freed = make(chan struct{})
+		}
+		freed := c.freed
+		rec := c.busy.Load()
+		if rec == nil || !slices.Contains(gone[rec.Topic], rec.Partition) {
+			c.freed = nil
+			c.waiting.Store(false)
+			c.mu.Unlock()
+			if logged {
+				log.Info("revoke: the record in flight finished; releasing the partitions",
+					zap.Any("partitions", gone), zap.Duration("waited", time.Since(start)))
+			}
+			return
+		}
+		c.mu.Unlock()
+		if !logged {
+			logged = true
+			log.Info("revoke: waiting for user code still running a record of a revoked partition before releasing it, up to rebalance_timeout",
+				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
+				zap.Any("partitions", gone), zap.Duration("rebalance_timeout", bound))
+		}
+		select {
+		case <-freed:
+		case <-deadline.C:
+			log.Error("revoke: user code still runs a record of a revoked partition after rebalance_timeout; releasing the partition anyway, so its new owner may start the same record while this one runs (a side effect may repeat, or be skipped): make the code return when its context ends, or raise rebalance_timeout; see the group with `eosctl group lag "+group+"`",
+				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
+				zap.Duration("rebalance_timeout", bound))
+			c.mu.Lock()
+			c.freed = nil
+			c.waiting.Store(false)
+			c.mu.Unlock()
+			return
+		}
+	}
 }
 
 // revoke cancels the contexts of partitions this instance no longer owns;

@@ -3,8 +3,11 @@ package eos
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A record's context ends when its partition is revoked or lost and when
@@ -70,5 +73,42 @@ func TestChoosingPartitionerIsPartitionedOnce(t *testing.T) {
 	}
 	if !tp.RequiresConsistency(&kgo.Record{Partition: 2}) {
 		t.Fatal("a chosen partition must index all partitions, not the writable ones")
+	}
+}
+
+// A revoke waits for the user code running a record of a revoked
+// partition, logs what it waits for, and past its bound gives up with an
+// error log naming the partition; a record of another partition does not
+// hold it.
+func TestRevokeAwaitsRecordInFlight(t *testing.T) {
+	var c recordContexts
+	c.reset(context.Background())
+	core, logs := observer.New(zap.InfoLevel)
+	log := zap.New(core)
+	a0 := &kgo.Record{Topic: "a", Partition: 0, Offset: 7}
+	ctx := c.start(a0)
+	c.await(map[string][]int32{"a": {1}}, time.Hour, "g", log) // another partition: returns at once
+	returned := make(chan struct{})
+	go func() {
+		c.revoke(context.Background(), nil, map[string][]int32{"a": {0}})
+		c.await(map[string][]int32{"a": {0}}, time.Hour, "g", log)
+		close(returned)
+	}()
+	<-ctx.Done() // the revoke cancelled the record's context, and waits
+	select {
+	case <-returned:
+		t.Fatal("the revoke returned while the record's user code still ran")
+	default:
+	}
+	c.done()
+	<-returned
+	if n := logs.FilterMessageSnippet("revoke: waiting for user code").Len(); n != 1 {
+		t.Errorf("%d logs of the wait, want 1", n)
+	}
+
+	c.start(&kgo.Record{Topic: "a", Partition: 1})
+	c.await(map[string][]int32{"a": {1}}, 50*time.Millisecond, "g", log)
+	if n := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("after rebalance_timeout").Len(); n != 1 {
+		t.Fatalf("%d error logs after the bound, want 1; logs: %v", n, logs.All())
 	}
 }

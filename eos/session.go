@@ -458,6 +458,9 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 
 func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
 	r.contexts.revoke(ctx, cl, gone)
+	// The partitions are released when this returns: first the user
+	// code still running one of their records must end.
+	r.contexts.await(gone, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
 	r.health.revoke(gone)
 	if r.state != nil {
 		r.state.revoke(gone)
