@@ -3,6 +3,7 @@ package eos_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,30 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				testHandover(t, store, mode.opt, honours)
+			})
+			t.Run(name+"/redis", func(t *testing.T) {
+				url := os.Getenv("EOS_REDIS_URL")
+				if url == "" {
+					t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
+				}
+				store, err := dedup.NewRedis(url, dedup.Prefix(fmt.Sprintf("eosflow:handover-test:%d:", time.Now().UnixNano())))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { store.Close() })
+				testHandover(t, store, mode.opt, honours)
+			})
+			t.Run(name+"/postgres", func(t *testing.T) {
+				url := os.Getenv("EOS_POSTGRES_URL")
+				if url == "" {
+					t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
+				}
+				store, err := dedup.NewPostgres(t.Context(), url, dedup.Table(fmt.Sprintf("eosflow_handover_%d", time.Now().UnixNano())))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { store.Close() })
 				testHandover(t, store, mode.opt, honours)
 			})
 		}

@@ -2,11 +2,14 @@ package eos
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -84,7 +87,14 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	var c recordContexts
 	c.reset(context.Background())
 	core, logs := observer.New(zap.InfoLevel)
-	log := zap.New(core)
+	waiting := make(chan struct{}) // closed when the revoke logs its wait
+	var once sync.Once
+	log := zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+		if strings.Contains(e.Message, "revoke: waiting for user code") {
+			once.Do(func() { close(waiting) })
+		}
+		return nil
+	}))
 	a0 := &kgo.Record{Topic: "a", Partition: 0, Offset: 7}
 	ctx := c.start(a0)
 	c.await(map[string][]int32{"a": {1}}, time.Hour, "g", log) // another partition: returns at once
@@ -94,7 +104,10 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 		c.await(map[string][]int32{"a": {0}}, time.Hour, "g", log)
 		close(returned)
 	}()
-	<-ctx.Done() // the revoke cancelled the record's context, and waits
+	<-waiting
+	if ctx.Err() == nil {
+		t.Fatal("the revoke waits without having cancelled the record's context")
+	}
 	select {
 	case <-returned:
 		t.Fatal("the revoke returned while the record's user code still ran")
