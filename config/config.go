@@ -108,9 +108,10 @@ type Config struct {
 	// restarts, so that a restarted instance fences its previous incarnation
 	// and takes its place in the group: it is the transactional.id suffix
 	// and the consumer's group.instance.id (static membership). It follows
-	// Kafka's rule for group.instance.id: letters, digits, '.', '_' and '-',
-	// at most 249 characters, not "." or "..". EOS_INSTANCE_ID. Default: the
-	// host name.
+	// Kafka's rule for group.instance.id (letters, digits, '.', '_' and '-',
+	// at most 249 characters, not "." or ".."), except that '_' is
+	// reserved for the workers' ids (WorkerSeparator). EOS_INSTANCE_ID.
+	// Default: the host name.
 	InstanceID string `yaml:"instance_id"`
 	// Guarantee is the delivery guarantee. EOS_GUARANTEE. Default:
 	// exactly-once.
@@ -170,7 +171,7 @@ type Config struct {
 	LogLevel string `yaml:"log_level"`
 	// Workers is how many sessions one process runs, each on its own
 	// goroutine with its own client, so that a CPU-heavy pipeline uses
-	// more than one core. Worker i is the instance <instance_id>-<i>,
+	// more than one core. Worker i is the instance <instance_id>_<i>,
 	// with its own transactional.id, group.instance.id and state
 	// directory (see ForWorker); the consumer group spreads the
 	// partitions over the workers as over processes. EOS_WORKERS.
@@ -195,6 +196,11 @@ type Config struct {
 	TLS TLS `yaml:"tls"`
 	// SASL configures broker authentication.
 	SASL SASL `yaml:"sasl"`
+
+	// worker marks a configuration ForWorker made: its InstanceID is a
+	// worker's id, the one kind of instance id that contains
+	// WorkerSeparator.
+	worker bool
 }
 
 // TLS configures encrypted connections to the brokers.
@@ -332,22 +338,50 @@ func (c Config) WorkerCount() int {
 	return int(c.Workers)
 }
 
+// WorkerSeparator joins InstanceID and a worker's index in
+// WorkerInstanceID. Validate keeps it out of instance_id, so a worker's id
+// is never another instance's id nor another instance's worker's id:
+// with '-', instance "pod" with two workers and instance "pod-1" would
+// both be "pod-1" and fence each other. It is in Kafka's alphabet for a
+// group.instance.id and safe in a directory name, and no host name (RFC
+// 1123) or Kubernetes pod name contains it, so the default instance_id
+// never does.
+const WorkerSeparator = "_"
+
 // WorkerInstanceID is the instance id of worker i under workers > 1:
-// instance_id + "-" + i, e.g. pod-3-0, pod-3-1. It is stable across
+// instance_id + "_" + i, e.g. pod-3_0, pod-3_1. It is stable across
 // restarts as long as instance_id and workers stay the same, so each
 // worker fences its own previous incarnation and keeps its static group
 // membership.
 func (c Config) WorkerInstanceID(i int) string {
-	return c.InstanceID + "-" + strconv.Itoa(i)
+	return c.InstanceID + WorkerSeparator + strconv.Itoa(i)
+}
+
+// InstanceIDs are the group.instance.ids this process's sessions use:
+// InstanceID under one worker, otherwise WorkerInstanceID of each worker.
+// They are the members to look for in the group, or to remove from it
+// (eosctl group leave) when the process is gone for good.
+func (c Config) InstanceIDs() []string {
+	n := c.WorkerCount()
+	if n == 1 {
+		return []string{c.InstanceID}
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = c.WorkerInstanceID(i)
+	}
+	return ids
 }
 
 // ForWorker is the configuration worker i runs with: InstanceID is
 // WorkerInstanceID(i) and Workers 1, so its transactional.id
-// (app_id:instance_id-i), group.instance.id and StateDirFor are its own
+// (app_id:instance_id_i), group.instance.id and StateDirFor are its own
 // and no two workers fence each other or share a store; MaxMemory is its
-// share of a set max_memory.
+// share of a set max_memory. Validate accepts its WorkerSeparator, which
+// it refuses in an instance_id that a user set.
 func (c Config) ForWorker(i int) Config {
 	c.InstanceID = c.WorkerInstanceID(i)
+	c.worker = true
 	c.MaxMemory /= ByteSize(c.WorkerCount()) // its share; unset stays unset
 	c.Workers = 1
 	return c

@@ -54,9 +54,19 @@
 // on the prefix app_id: (e.g. orders-eu:).
 //
 // With workers N > 1 one process runs N workers, and worker i is the
-// instance instance_id-i (ForWorker): transactional.id
-// app_id:instance_id-i, its own group.instance.id and state directory
-// <state_dir>/<app_id>/<instance_id>-i. Changing N changes the set of ids.
+// instance instance_id_i (ForWorker): transactional.id
+// app_id:instance_id_i, its own group.instance.id and state directory
+// <state_dir>/<app_id>/<instance_id>_i. Changing N changes the set of ids.
+// The '_' (WorkerSeparator) may not occur in instance_id, so no instance
+// can have a worker's id: with '-', instance pod with 2 workers and
+// instance pod-1 would share pod-1. Releases before this rule named worker
+// i instance_id-i: upgrading a deployment with workers > 1 (or renaming an
+// instance_id that has a '_') gives its workers new transactional.ids,
+// group members and state directories. Stop the old processes cleanly
+// first, so no transaction of an old id is left open; the old static
+// members stay in the group until session_timeout (eosctl group leave
+// removes them at once), and stores restore from their changelogs into the
+// new directories (the old ones are left in place, to be deleted by hand).
 //
 // Loading never validates, so a program can adjust the result first; call
 // Config.Validate before use. Every problem is a *FieldError naming the

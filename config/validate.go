@@ -13,7 +13,8 @@ import (
 )
 
 // validName is the alphabet of app_id and instance_id: they end up in group
-// ids, transactional ids and (later) topic names.
+// ids, transactional ids and (later) topic names. instance_id may not
+// contain WorkerSeparator besides.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
 // Length and size limits that the brokers or franz-go enforce.
@@ -74,7 +75,9 @@ func (c Config) Validate() error {
 	case c.InstanceID == "":
 		add("instance_id", "", "must not be empty; set instance_id or EOS_INSTANCE_ID to a name that stays the same across restarts of this instance, e.g. worker-0")
 	case !validName.MatchString(c.InstanceID):
-		add("instance_id", c.InstanceID, "may contain only letters, digits, '.', '_' and '-', because it becomes part of the transactional.id and the group.instance.id; rename it")
+		add("instance_id", c.InstanceID, "may contain only letters, digits, '.' and '-' ('_' joins the workers' ids), because it becomes part of the transactional.id and the group.instance.id; rename it")
+	case strings.Contains(c.InstanceID, WorkerSeparator) && !c.worker:
+		add("instance_id", c.InstanceID, fmt.Sprintf("must not contain %q, which joins instance_id and a worker's index in the workers' ids (pod with workers: 2 runs pod%[1]s0 and pod%[1]s1), so an instance with it could take another instance's worker's transactional.id, group.instance.id and state directory; rename it, e.g. %[2]s (a renamed instance starts with a new transactional.id, group member and state directory)", WorkerSeparator, strings.ReplaceAll(c.InstanceID, WorkerSeparator, "-")))
 	case c.InstanceID == "." || c.InstanceID == "..":
 		add("instance_id", c.InstanceID, `must not be "." or "..", which Kafka's Java clients refuse as a group.instance.id (the runtime's static group membership); rename it, e.g. worker-0`)
 	case len(c.InstanceID) > maxInstanceIDLen:

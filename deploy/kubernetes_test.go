@@ -169,7 +169,7 @@ func TestStatefulSetConfiguresAPipeline(t *testing.T) {
 	}
 	// Each worker's ids come from the pod name too.
 	if n := cfg.WorkerCount(); n > 1 {
-		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"-"+strconv.Itoa(n-1) || w.TransactionalID() != cfg.AppID+":"+w.InstanceID {
+		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"_"+strconv.Itoa(n-1) || w.TransactionalID() != cfg.AppID+":"+w.InstanceID {
 			t.Fatalf("worker %d: instance %q, transactional id %q; want them from the pod name", n-1, w.InstanceID, w.TransactionalID())
 		}
 	}

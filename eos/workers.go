@@ -19,7 +19,7 @@ import (
 // e.g. to a *FencedError.
 type WorkerError struct {
 	Worker     int    // the worker's index, 0 to workers-1
-	InstanceID string // the worker's instance id, <instance_id>-<Worker>
+	InstanceID string // the worker's instance id, <instance_id>_<Worker>
 	Err        error  // what stopped it
 }
 

@@ -30,7 +30,7 @@ var slowBatches = eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
 })
 
 // waitWorkersAssigned waits until the group gave each of the runner's n
-// workers (instance ids <instance>-0 … -n-1) some partitions.
+// workers (instance ids <instance>_0 … _n-1) some partitions.
 func waitWorkersAssigned(t *testing.T, env *kafkatest.Env, cfg config.Config, n int) {
 	t.Helper()
 	for i := range n {
@@ -75,8 +75,8 @@ func TestWorkersProcessEveryRecordOnce(t *testing.T) {
 	for _, tx := range listed.Sorted() {
 		ids[tx.TxnID] = true
 	}
-	if !ids["app:pod-0"] || !ids["app:pod-1"] || ids["app:pod"] {
-		t.Fatalf("transactional ids %v: want app:pod-0 and app:pod-1, not app:pod", ids)
+	if !ids["app:pod_0"] || !ids["app:pod_1"] || ids["app:pod"] {
+		t.Fatalf("transactional ids %v: want app:pod_0 and app:pod_1, not app:pod", ids)
 	}
 
 	x.Stop()
@@ -144,17 +144,16 @@ func TestWorkersFencedWorkerStopsRun(t *testing.T) {
 		return per[0].RecordsIn > 0 && per[1].RecordsIn > 0
 	})
 
-	succCfg := env.Config("app", cfg.WorkerInstanceID(1), config.ExactlyOnce)
-	succCfg.MaxBatchRecords = 200
+	succCfg := cfg.ForWorker(1) // worker 1 of a second copy of this instance
 	successor := conformance.Start(t, succCfg, conformance.Upper("in", "out", nil))
 	err := x.Wait(t, 90*time.Second)
 	var we *eos.WorkerError
 	var fe *eos.FencedError
-	if !errors.As(err, &we) || we.Worker != 1 || we.InstanceID != "pod-1" {
-		t.Fatalf("Run: %v; want a *WorkerError naming worker 1 (pod-1)", err)
+	if !errors.As(err, &we) || we.Worker != 1 || we.InstanceID != "pod_1" {
+		t.Fatalf("Run: %v; want a *WorkerError naming worker 1 (pod_1)", err)
 	}
-	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != "app:pod-1" || !strings.Contains(err.Error(), `"pod-1"`) {
-		t.Fatalf("Run: %v; want the fence of app:pod-1 inside, named in the message", err)
+	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != "app:pod_1" || !strings.Contains(err.Error(), `"pod_1"`) {
+		t.Fatalf("Run: %v; want the fence of app:pod_1 inside, named in the message", err)
 	}
 	// Run returned, so worker 0 stopped too; the successor takes over
 	// its partitions once its static membership expires.
@@ -181,7 +180,7 @@ func TestWorkersReadyzAndMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, body := readyz(r); code != http.StatusServiceUnavailable || !strings.Contains(body, "worker 0 (pod-0): not running") {
+	if code, body := readyz(r); code != http.StatusServiceUnavailable || !strings.Contains(body, "worker 0 (pod_0): not running") {
 		t.Fatalf("/readyz before Run: %d %q, want 503 naming worker 0", code, body)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -204,9 +203,9 @@ func TestWorkersReadyzAndMetrics(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("/metrics: %d", code)
 	}
-	for _, want := range []string{`eosflow_running{app="app",guarantee="exactly-once",instance="pod-0"} 1`,
-		`eosflow_running{app="app",guarantee="exactly-once",instance="pod-1"} 1`, "go_goroutines",
-		`eosflow_kafka_connects_total{app="app",guarantee="exactly-once",instance="pod-1"`} {
+	for _, want := range []string{`eosflow_running{app="app",guarantee="exactly-once",instance="pod_0"} 1`,
+		`eosflow_running{app="app",guarantee="exactly-once",instance="pod_1"} 1`, "go_goroutines",
+		`eosflow_kafka_connects_total{app="app",guarantee="exactly-once",instance="pod_1"`} {
 		if !strings.Contains(body, want) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
@@ -239,13 +238,12 @@ func TestWorkersShareARegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := prometheus.NewRegistry()
-	single := cfg
-	single.InstanceID, single.Workers = "pod-2", 1
+	single := cfg.ForWorker(2) // worker 2, built on its own
 	if _, err := eos.New(single, conformance.Upper("in", "out", nil), eos.Metrics(other)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := eos.New(cfg, conformance.Upper("in", "out", nil), eos.Metrics(other)); err == nil || !strings.Contains(err.Error(), `worker 2 (instance_id "pod-2")`) {
-		t.Fatalf("New on a registry holding pod-2: %v, want an error naming worker 2", err)
+	if _, err := eos.New(cfg, conformance.Upper("in", "out", nil), eos.Metrics(other)); err == nil || !strings.Contains(err.Error(), `worker 2 (instance_id "pod_2")`) {
+		t.Fatalf("New on a registry holding pod_2: %v, want an error naming worker 2", err)
 	}
 	families, err := other.Gather()
 	if err != nil {
@@ -254,7 +252,7 @@ func TestWorkersShareARegistry(t *testing.T) {
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "instance" && l.GetValue() != "pod-2" {
+				if l.GetName() == "instance" && l.GetValue() != "pod_2" {
 					t.Fatalf("%s{instance=%q} left registered by a Runner that was never made", f.GetName(), l.GetValue())
 				}
 			}
