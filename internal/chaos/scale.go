@@ -187,16 +187,10 @@ func (o Options) workerEnv() []string {
 	return env
 }
 
-// instanceIDs are the group.instance.ids of worker process id.
+// instanceIDs are the group.instance.ids of worker process id, as the
+// process's config names them.
 func instanceIDs(id string, workers int) []string {
-	if workers <= 1 {
-		return []string{id}
-	}
-	ids := make([]string, workers)
-	for i := range ids {
-		ids[i] = id + "-" + strconv.Itoa(i)
-	}
-	return ids
+	return config.Config{InstanceID: id, Workers: config.Workers(workers)}.InstanceIDs()
 }
 
 // tp is one input partition.

@@ -46,7 +46,7 @@ func TestWorkerEnv(t *testing.T) {
 	if got := (Options{ProcessWorkers: 1}).workerEnv(); len(got) != 0 {
 		t.Fatalf("a plain run's workers get %q; want nothing", got)
 	}
-	if got := instanceIDs("worker-3", 2); !slices.Equal(got, []string{"worker-3-0", "worker-3-1"}) {
+	if got := instanceIDs("worker-3", 2); !slices.Equal(got, []string{"worker-3_0", "worker-3_1"}) {
 		t.Fatalf("instanceIDs = %q", got)
 	}
 }
@@ -91,11 +91,11 @@ func TestScalerStep(t *testing.T) {
 	s := &sampler{t0: time.Unix(1000, 0), committed: map[tp]int64{}}
 
 	sc.begin(s.t0, []string{"worker-0"})
-	sc.observe(s.at(100, "PreparingRebalance", map[string][]int32{"worker-0-0": nil}))
-	if sc.step().Settled || !strings.Contains(sc.cur.waiting, "1 to join (worker-0-1)") {
+	sc.observe(s.at(100, "PreparingRebalance", map[string][]int32{"worker-0_0": nil}))
+	if sc.step().Settled || !strings.Contains(sc.cur.waiting, "1 to join (worker-0_1)") {
 		t.Fatalf("waiting for %q", sc.cur.waiting)
 	}
-	one := map[string][]int32{"worker-0-0": {0, 1}, "worker-0-1": {2, 3}}
+	one := map[string][]int32{"worker-0_0": {0, 1}, "worker-0_1": {2, 3}}
 	sc.observe(s.at(500, "Stable", one))
 	s.commit(0, 1, 2)
 	sc.observe(s.at(700, "Stable", one))
@@ -119,7 +119,7 @@ func TestScalerStep(t *testing.T) {
 	s.commit(0, 1, 2)
 	sc.observe(s.at(2000, "Stable", one))
 	sc.observe(s.at(2500, "Stable", one)) // nothing new committed
-	two := map[string][]int32{"worker-0-0": {0}, "worker-0-1": {2}, "worker-1-0": {1}, "worker-1-1": {3}}
+	two := map[string][]int32{"worker-0_0": {0}, "worker-0_1": {2}, "worker-1_0": {1}, "worker-1_1": {3}}
 	sc.observe(s.at(3000, "Stable", two))
 	s.commit(0, 1, 2)
 	sc.observe(s.at(3500, "Stable", two))
