@@ -92,7 +92,12 @@ func TestCloseIsIdempotentAndBounded(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- r.Run(context.Background()) }()
-	time.Sleep(200 * time.Millisecond)
+	// Close is to stop a Run that is running; one that has yet to start
+	// when Close comes returns ErrClosed instead.
+	conformance.Until(t, 30*time.Second, "Run to start", func() bool {
+		_, body := readyz(r)
+		return !strings.Contains(body, "not running")
+	})
 	begin := time.Now()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
@@ -100,8 +105,13 @@ func TestCloseIsIdempotentAndBounded(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-errc; err != nil {
-		t.Fatalf("Run after Close: %v", err)
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Run after Close: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s after Close returned")
 	}
 	if d := time.Since(begin); d > 15*time.Second {
 		t.Fatalf("Close took %s", d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,20 +211,30 @@ func TestWorkersReadyzAndMetrics(t *testing.T) {
 			t.Fatalf("/metrics lacks %q:\n%s", want, body)
 		}
 	}
-	// Close stops every worker: Run returns once all of them did.
+	// Close stops every worker and returns once Run's work ended: as it
+	// returns, no worker runs any more. Run's result reaches errc when
+	// its goroutine is next scheduled.
 	if err := r.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
+	}
+	rec := httptest.NewRecorder()
+	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for i := range 2 {
+		want := `eosflow_running{app="app",guarantee="exactly-once",instance="` + cfg.WorkerInstanceID(i) + `"} 0`
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Fatalf("Close returned while worker %d still ran: /metrics lacks %q:\n%s", i, want, rec.Body)
+		}
+	}
+	if code, body := readyz(r); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
+		t.Fatalf("/readyz after Close: %d %q, want 503 not running", code, body)
 	}
 	select {
 	case err := <-errc:
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
-	default:
-		t.Fatal("Close returned before Run")
-	}
-	if code, body := readyz(r); code != http.StatusServiceUnavailable || !strings.Contains(body, "not running") {
-		t.Fatalf("/readyz after Run: %d %q, want 503 not running", code, body)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s after Close returned")
 	}
 }
 
