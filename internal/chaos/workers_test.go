@@ -92,7 +92,11 @@ func TestReapExitedJudgesEachExit(t *testing.T) {
 	if err := os.WriteFile(clean, []byte(`{"stopped":"cancelled"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	term := "trap 'cat " + clean + "; exit 0' TERM; while :; do sleep 0.05; done"
+	// Each trapping worker says when its trap is set, so that no signal
+	// comes before it, however late the shell starts on a loaded machine.
+	ready := t.TempDir()
+	set := func(id string) string { return "; : > " + filepath.Join(ready, id) + "; " }
+	term := "trap 'cat " + clean + "; exit 0' TERM" + set("termed") + "while :; do sleep 0.05; done"
 	f := shellFleet(t, map[string]string{
 		"injected":   reportLine(t, WorkerReport{Stopped: StopInjected, Aborted: 2, Error: ErrInjected.Error()}) + "; exit 3",
 		"failed":     reportLine(t, WorkerReport{Stopped: StopError, Aborted: 1, Error: "eos: fenced: PRODUCER_FENCED"}) + "; exit 1",
@@ -100,7 +104,7 @@ func TestReapExitedJudgesEachExit(t *testing.T) {
 		"selfkill":   "kill -9 $$",
 		"killed":     "while :; do sleep 0.05; done",
 		"termed":     term,
-		"removed":    term,
+		"removed":    strings.Replace(term, filepath.Join(ready, "termed"), filepath.Join(ready, "removed"), 1),
 		"ignoreterm": "trap '' TERM; while :; do sleep 0.05; done",
 	})
 	for _, id := range []string{"injected", "failed", "unasked", "selfkill", "killed", "termed", "removed", "ignoreterm"} {
@@ -108,7 +112,9 @@ func TestReapExitedJudgesEachExit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond) // the traps are set
+	for _, id := range []string{"termed", "removed"} {
+		waitFile(t, filepath.Join(ready, id))
+	}
 	f.signal("killed", syscall.SIGKILL, intentKill)
 	f.signal("termed", syscall.SIGTERM, intentTerm)
 	f.signal("removed", syscall.SIGTERM, intentRemove)
@@ -235,4 +241,15 @@ func TestStartedInOutage(t *testing.T) {
 			t.Errorf("process %ds..%ds: overlaps an outage %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
+}
+
+// waitFile waits, up to 30 s, until path exists.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s was not written within 30s", path)
 }
