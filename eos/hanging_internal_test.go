@@ -12,6 +12,7 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -428,7 +429,7 @@ func TestSessionReadsOwnTransactionBeforeInitProducerID(t *testing.T) {
 func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	c, _, pid, epoch := openTxnOnKfake(t, "app:2")
 	ctx := context.Background()
-	coordinatorSays(c, pid, epoch+2, "Empty")
+	kafkatest.CoordinatorSays(c, pid, epoch+2, "Empty")
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
@@ -603,7 +604,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 			}
 			// The coordinator has ended a later transaction of the
 			// producer (an abort): it says nothing of this one.
-			coordinatorSays(c, pid, epoch+2, "CompleteAbort")
+			kafkatest.CoordinatorSays(c, pid, epoch+2, "CompleteAbort")
 			if tc.rolled > 0 {
 				c.ControlKey(int16(kmsg.ListTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
 					c.KeepControl()
@@ -801,7 +802,7 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			coordinatorSays(c, pid, epoch+2, "CompleteAbort")
+			kafkatest.CoordinatorSays(c, pid, epoch+2, "CompleteAbort")
 			r.pid, r.pidEpoch = pid+1, 1 // another instance repairs
 			if tc.unproven {
 				if n := r.repairHanging(ctx); n != 0 {
@@ -861,23 +862,6 @@ func lastMarkerEpoch(t *testing.T, c *kfake.Cluster, topic string, partition int
 		t.Fatalf("read %s/%d to %d of %d", topic, partition, next, end.Offset)
 	}
 	return epoch
-}
-
-// coordinatorSays makes c's coordinators answer DescribeTransactions, for
-// every transactional id, with producer pid at epoch in state.
-func coordinatorSays(c *kfake.Cluster, pid int64, epoch int16, state string) {
-	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.DescribeTransactionsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-		for _, id := range req.TransactionalIDs {
-			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, state, 60000, -1
-			st.ProducerID, st.ProducerEpoch = pid, epoch
-			resp.TransactionStates = append(resp.TransactionStates, st)
-		}
-		return resp, nil, true
-	})
 }
 
 // A session whose own earlier transaction hangs with no proof of its

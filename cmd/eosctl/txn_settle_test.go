@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,7 +39,7 @@ func TestTxnToolsCompleteACommittedTransactionWithAMissingMarker(t *testing.T) {
 			adm := newAdmin(t, addr)
 			// The coordinator's COMMIT, written on orders-1 only.
 			writeMarker(t, adm, pid, epoch+1, true, 1)
-			sayCoordinator(c, pid, epoch+tc.bump, tc.state)
+			kafkatest.CoordinatorSays(c, pid, epoch+tc.bump, tc.state)
 			markersAt(c, pid, epoch, epoch+1)
 			time.Sleep(20 * time.Millisecond)
 
@@ -91,7 +92,7 @@ func TestTxnToolsFollowTheProvenOutcome(t *testing.T) {
 	at := []string{"--brokers", addr, "--topic", "orders", "--partition", "0", "--start-offset", "0"}
 
 	// No evidence yet: the coordinator has moved on and wrote nothing.
-	sayCoordinator(c, pid, epoch+3, "CompleteAbort")
+	kafkatest.CoordinatorSays(c, pid, epoch+3, "CompleteAbort")
 	_, errOut, code := runCLI(t, strings.NewReader("y\n"), append([]string{"txn", "commit"}, at...)...)
 	if code != exitFailure || !strings.Contains(errOut, "refusing to commit: no evidence proves the transaction committed") {
 		t.Fatalf("unproven commit: exit %d, stderr %s", code, errOut)
@@ -150,23 +151,6 @@ func writeMarker(t *testing.T, adm *kadm.Client, pid int64, epoch int16, commit 
 		if p.Err != nil {
 			t.Fatal(p.Err)
 		}
-	})
-}
-
-// sayCoordinator makes every DescribeTransactions answer state at pid
-// and epoch.
-func sayCoordinator(c *kfake.Cluster, pid int64, epoch int16, state string) {
-	c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		req := kr.(*kmsg.DescribeTransactionsRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-		for _, id := range req.TransactionalIDs {
-			st := kmsg.NewDescribeTransactionsResponseTransactionState()
-			st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, state, 60000, -1
-			st.ProducerID, st.ProducerEpoch = pid, epoch
-			resp.TransactionStates = append(resp.TransactionStates, st)
-		}
-		return resp, nil, true
 	})
 }
 
