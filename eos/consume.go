@@ -428,6 +428,10 @@ func (b *batch) one(rec *kgo.Record) {
 	if _, left := b.rest[rec.Topic][rec.Partition]; left {
 		return
 	}
+	// In flight before the revoke check: a revoke either finds it in
+	// flight and waits (see recordContexts.await) or is seen here.
+	uctx := r.contexts.start(rec)
+	defer r.contexts.done()
 	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
 		b.revoked = true
 	}
@@ -462,7 +466,6 @@ func (b *batch) one(rec *kgo.Record) {
 	if r.state != nil {
 		r.state.beginRecord()
 	}
-	uctx := r.contexts.start(rec)
 	var span trace.Span
 	if r.tracing != nil {
 		uctx, span = b.traceRecord(uctx, rec)
@@ -472,7 +475,6 @@ func (b *batch) one(rec *kgo.Record) {
 	} else {
 		outcome, err = r.proc.Process(uctx, rec, b.emit)
 	}
-	r.contexts.done()
 	if span != nil {
 		b.traceRecordEnd(span, outcome, err)
 	}

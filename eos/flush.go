@@ -56,11 +56,18 @@ func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 	if b.r.state != nil {
 		b.r.state.beginRecord()
 	}
+	if in != nil {
+		// Its user code is in flight as the record's was: a revoke of
+		// its partition waits for it (see recordContexts.await).
+		return b.r.contexts.start(in)
+	}
 	return b.r.contexts.of(in)
 }
 
-// endUpdate undoes the store writes of an update that did not go through.
+// endUpdate ends an update: its user code is no longer in flight, and
+// the store writes of one that did not go through are undone.
 func (b *batch) endUpdate(o engine.Outcome) {
+	b.r.contexts.done()
 	if b.r.tracing != nil {
 		b.recCtx = b.spanCtx
 	}
