@@ -60,7 +60,14 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 	r.hangingDenied = ""
 	adm := kadm.NewClient(r.admin)
 	producers, denied, err := r.appProducers(ctx, adm)
-	if err != nil {
+	r.hangingBlind = nil
+	if err != nil && !isAuthError(err) {
+		// Not a missing grant, which an operator settles, but a
+		// passing failure: until a look succeeds, this instance cannot
+		// know that none of its own transactions hangs (see ownUnproven).
+		r.hangingBlind = err
+	}
+	if producers == nil {
 		r.log.Warn("cannot describe the producers of the partitions this app writes to look for hanging transactions", zap.Error(err))
 		r.noteHangingDenied(denied, err)
 		return 0
@@ -72,6 +79,7 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 	denied = append(denied, odenied...)
 	cands, ok := r.stillOpen(ctx, adm, cands)
 	if !ok {
+		r.hangingBlind = errors.New("the partitions of hanging transactions could not be described again")
 		r.noteHangingDenied(denied, nil)
 		return 0
 	}
@@ -135,13 +143,19 @@ func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client) (kadm.Descr
 		return nil, denied, err
 	}
 	refused := map[string]bool{}
+	var failed error
 	producers.EachPartition(func(p kadm.DescribedProducersPartition) {
-		if errors.Is(p.Err, kerr.TopicAuthorizationFailed) && !refused[p.Topic] {
+		switch {
+		case errors.Is(p.Err, kerr.TopicAuthorizationFailed) && !refused[p.Topic]:
 			refused[p.Topic] = true
 			denied = append(denied, "Read on topic "+p.Topic)
+		case p.Err != nil && !isAuthError(p.Err) && !errors.Is(p.Err, kerr.UnknownTopicOrPartition) && failed == nil:
+			// Leaderless after a broker restart, say: the one place a
+			// skipped marker is likeliest was not seen.
+			failed = fmt.Errorf("describing the producers of %s/%d: %w", p.Topic, p.Partition, p.Err)
 		}
 	})
-	return producers, denied, nil
+	return producers, denied, failed
 }
 
 // hangingCandidates returns the transactions of ev's partitions that
@@ -306,9 +320,10 @@ func (r *Runner) noteUnproven(list []hangingTxn) {
 }
 
 // ownUnproven is a rebuildError naming this instance's own hanging
-// transactions that the last repair could not prove, if any: a session
-// must not write while they hang (see HangingError), so it waits for
-// proof, each rebuild searching again, until recovery_timeout.
+// transactions that the last repair could not prove, if any, or saying
+// that it could not look: a session must not write while they may hang
+// (see HangingError), so it waits, each rebuild looking again, until
+// recovery_timeout.
 func (r *Runner) ownUnproven() error {
 	var own []HangingTxn
 	for _, h := range r.unproven {
@@ -317,6 +332,11 @@ func (r *Runner) ownUnproven() error {
 		}
 	}
 	if len(own) == 0 {
+		if r.hangingBlind != nil {
+			r.log.Warn("cannot look yet for hanging transactions of this instance's earlier sessions; waiting before writing, as Kafka would join a new transaction to one still open",
+				zap.Error(r.hangingBlind), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout))
+			return &rebuildError{fmt.Errorf("looking for hanging transactions of this instance before writing: %w; inspect with `eosctl txn hanging`", r.hangingBlind)}
+		}
 		return nil
 	}
 	return &rebuildError{&HangingError{Hanging: own, Waited: time.Since(r.unprovenSince)}}
@@ -397,4 +417,11 @@ func (r *Runner) noteHangingDenied(denied []string, err error) {
 // appTxnID reports whether txnID is one of this app's instances'.
 func (r *Runner) appTxnID(txnID string) bool {
 	return strings.HasPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)
+}
+
+// isAuthError reports a refusal for want of a grant, which no retry
+// changes.
+func isAuthError(err error) bool {
+	return errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) ||
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
 }

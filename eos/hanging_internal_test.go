@@ -929,3 +929,54 @@ func newPlainClient(t *testing.T, c *kfake.Cluster) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// A repair that cannot see a partition's producers (leaderless after a
+// broker restart, say) cannot rule out that one of this instance's own
+// transactions hangs there: the session waits and looks again instead of
+// writing, and goes on once a look succeeds. A missing grant is not such
+// a failure: it is named (see TestHangingRepairNamesMissingGrants), and
+// the session goes on.
+func TestSessionWaitsWhileItCannotLookForItsHangingTransactions(t *testing.T) {
+	c, _, pid, epoch := openTxnOnKfake(t, "app:2")
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	r.pid, r.pidEpoch = pid+1, 1
+	var failing atomic.Bool
+	var failed atomic.Int32
+	failing.Store(true)
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !failing.Load() {
+			return nil, nil, false
+		}
+		failed.Add(1)
+		req := kr.(*kmsg.DescribeProducersRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, kerr.NotLeaderForPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	ctx := context.Background()
+	r.repairHanging(ctx)
+	if failed.Load() == 0 {
+		t.Fatal("no DescribeProducers failed: the test proves nothing")
+	}
+	err := r.ownUnproven()
+	if err == nil || !isRebuildable(err) || !strings.Contains(err.Error(), "NOT_LEADER") {
+		t.Fatalf("a session that could not look goes on, or waits without saying why: %v", err)
+	}
+	failing.Store(false)
+	r.repairHanging(ctx)
+	if err := r.ownUnproven(); err != nil {
+		t.Fatalf("the session still waits after a look succeeded: %v (epoch %d)", err, epoch)
+	}
+}

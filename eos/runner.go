@@ -133,6 +133,7 @@ type Runner struct {
 	ownTxns           map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator proved; kept across sessions
 	unproven          []HangingTxn                   // hanging transactions no evidence decides, from the last repair
 	unprovenSince     time.Time                      // since when some have been; zero when none
+	hangingBlind      error                          // why the last repair could not look everywhere (not a missing grant); nil when it could
 	txnFinder         *txnrepair.Finder              // the evidence search, over txnFinderOn
 	txnFinderOn       *kgo.Client                    // the admin client txnFinder uses
 	deadLetterRefused error                          // a dead letter the broker refused: Run stops
