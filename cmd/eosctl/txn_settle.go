@@ -78,7 +78,10 @@ func (g *globals) settle(cmd *cobra.Command, s settleFlags, commit bool) error {
 				s.startOffset, s.topic, s.partition, s.topic, s.partition)
 		}
 		j := &judge{adm: adm, f: f}
-		txnID, d, listed := coordinatorOf(ctx, adm, *h)
+		txnID, d, listed, err := coordinatorOf(ctx, adm, *h)
+		if err != nil {
+			return err
+		}
 		v, err := j.outcome(ctx, *h, txnID, d)
 		if err != nil {
 			return err
@@ -145,11 +148,12 @@ func refuseUnproven(w io.Writer, s settleFlags, v txnrepair.Verdict, commit bool
 
 // coordinatorOf returns the transactional id of h's producer id, what
 // its coordinator says (nil when nothing), and whether any coordinator
-// lists the producer id at all (false also when the listing failed).
-func coordinatorOf(ctx context.Context, adm *kadm.Client, h kadm.DescribedProducer) (string, *kadm.DescribedTransaction, bool) {
+// lists the producer id at all. A failed listing is an error: "not
+// listed" would set the repair's epoch.
+func coordinatorOf(ctx context.Context, adm *kadm.Client, h kadm.DescribedProducer) (string, *kadm.DescribedTransaction, bool, error) {
 	listed, err := adm.ListTransactions(ctx, []int64{h.ProducerID}, nil)
 	if err != nil {
-		return "", nil, false
+		return "", nil, false, kafkaErr("list transactions", err)
 	}
 	var txnID string
 	for _, l := range listed {
@@ -158,13 +162,16 @@ func coordinatorOf(ctx context.Context, adm *kadm.Client, h kadm.DescribedProduc
 		}
 	}
 	if txnID == "" {
-		return "", nil, false
+		return "", nil, false, nil
 	}
 	described, err := describeTxns(ctx, adm, []string{txnID})
-	if d, ok := described[txnID]; err == nil && ok {
-		return txnID, &d, true
+	if err != nil {
+		return "", nil, false, err
 	}
-	return txnID, nil, true
+	if d, ok := described[txnID]; ok {
+		return txnID, &d, true, nil
+	}
+	return txnID, nil, true, nil
 }
 
 // stillTracked says whether coordinator state d still tracks the
