@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/eosflow/eosflow/config"
 	"slices"
 	"strconv"
 	"strings"
@@ -278,7 +279,8 @@ func TestWorkCPUTwoWorkers(t *testing.T) {
 					ids = append(ids, tx.TxnID)
 				}
 			}
-			if want := []string{spec.AppID + ":bench-0", spec.AppID + ":bench-1"}; !slices.Equal(ids, want) {
+			one := config.Config{AppID: spec.AppID, InstanceID: "bench"}
+			if want := []string{one.ForWorker(0).TransactionalID(), one.ForWorker(1).TransactionalID()}; !slices.Equal(ids, want) {
 				t.Errorf("transactional ids %v, want %v", ids, want)
 			}
 			stop()
