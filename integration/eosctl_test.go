@@ -158,9 +158,18 @@ func TestEosctlOnOpenTransaction(t *testing.T) {
 		}
 	}
 
-	out, code = eosctl(t, env, "txn", "abort", "--topic", topic, "--partition", "0", "--start-offset", "3", "--yes", "-o", "json")
+	// The open transaction has no outcome yet: abort refuses it without
+	// --force, and commit refuses it outright.
+	at := []string{"--topic", topic, "--partition", "0", "--start-offset", "3", "--yes", "-o", "json"}
+	if out, code = eosctl(t, env, append([]string{"txn", "abort"}, at...)...); code == 0 {
+		t.Fatalf("txn abort without --force of a transaction whose outcome nothing proves succeeded:\n%s", out)
+	}
+	if out, code = eosctl(t, env, append([]string{"txn", "commit"}, at...)...); code == 0 {
+		t.Fatalf("txn commit of a transaction whose outcome nothing proves succeeded:\n%s", out)
+	}
+	out, code = eosctl(t, env, append([]string{"txn", "abort", "--force"}, at...)...)
 	if code != 0 {
-		t.Fatalf("txn abort (exit %d):\n%s", code, out)
+		t.Fatalf("txn abort --force (exit %d):\n%s", code, out)
 	}
 	conformance.Until(t, 30*time.Second, "the LSO to pass the aborted transaction", func() bool {
 		lso, err := adm.ListCommittedOffsets(ctx, topic)

@@ -31,9 +31,12 @@ const (
 	// lost, but one is repeated when a worker dies between an effect and
 	// its mark: at most one per SIGKILL.
 	DedupAfter DedupMode = "after"
-	// DedupBefore is topology.MarkBefore: an effect is never repeated, but
-	// one is lost when a worker dies between a mark and its effect: at most
-	// one per SIGKILL.
+	// DedupBefore is topology.MarkBefore on the Redis store, which holds
+	// leases: the mark is pending until the effect returned, and a worker
+	// that dies between the two leaves it pending until its lease expires,
+	// when the partition's new owner takes it over and runs the effect.
+	// None is lost; one is repeated when the worker died after the effect
+	// but before its mark was done: at most one per SIGKILL.
 	DedupBefore DedupMode = "before"
 	// DedupNone runs the effect with no Dedup node: the control, which
 	// shows why the store is needed. Judged as DedupAfter, it must fail:
@@ -190,10 +193,9 @@ func dedupProblems(r Result, add func(cond bool, name Problem, format string, a 
 	if v == nil {
 		return
 	}
+	// Both modes, with a store that leases, lose none and repeat at most
+	// one effect per SIGKILL (see DedupBefore).
 	lost, repeated := 0, int64(v.EffectsBound)
-	if v.DedupMode == DedupBefore {
-		lost, repeated = v.EffectsBound, 0
-	}
 	mode := "mark " + string(v.DedupMode)
 	if v.DedupMode == DedupNone {
 		mode = "the control (no dedup store, judged as mark after)"
