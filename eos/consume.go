@@ -128,8 +128,7 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			// what the previous epoch left open; whatever a partition
 			// still holds open from it hangs (a broker crash lost the
 			// marker) and would stall the group or the output's readers.
-			r.repairHanging(ctx)
-			if err := r.ownUnproven(); err != nil {
+			if err := r.lookBeforeWriting(ctx); err != nil {
 				return false, err
 			}
 		}

@@ -124,14 +124,16 @@ func (r *Runner) removeMember(ctx context.Context, memberID string) error {
 
 // takeOverInstance lets this Runner take its instance's place in a
 // consumer-protocol group at once, as a static member does under the
-// classic protocol. A member that holds the instance's group.instance.id,
-// is active (not a static member that left for now, epoch -2) and was
-// never this Runner's is a previous incarnation that died without leaving
-// (SIGKILL, a lost node): the coordinator refuses the new member
-// (UNRELEASED_INSTANCE_ID) until group.consumer.session.timeout.ms (45 s
-// by default) expires it, so it is removed first. One that left for now
-// is left alone: the new member takes its place and its partitions without
-// a rebalance. The instance id belongs to one process, as the
+// classic protocol. A member that holds the instance's group.instance.id
+// and is still active (not a static member that left for now, epoch -2)
+// is dead: a previous incarnation that died without leaving (SIGKILL, a
+// lost node), or one of this Runner's own sessions, whose client is
+// closed by now but whose leave did not reach the group (a session that
+// ended while it was still joining). The coordinator refuses the new
+// member (UNRELEASED_INSTANCE_ID) until group.consumer.session.timeout.ms
+// (45 s by default) expires it, so it is removed first. One that left for
+// now is left alone: the new member takes its place and its partitions
+// without a rebalance. The instance id belongs to one process, as the
 // transactional id does: a live process using it too is fenced, as under
 // the classic protocol.
 func (r *Runner) takeOverInstance(ctx context.Context) {
@@ -145,14 +147,18 @@ func (r *Runner) takeOverInstance(ctx context.Context) {
 		return
 	}
 	m, ok := g.Member(r.cfg.InstanceID)
-	if !ok || m.Epoch < 0 || r.ownMembers[m.MemberID] {
+	if !ok || m.Epoch < 0 {
 		return
 	}
+	which := "the previous incarnation of this instance"
+	if r.ownMembers[m.MemberID] {
+		which = "this instance's previous session"
+	}
 	if err := r.removeMember(ctx, m.MemberID); err != nil {
-		r.log.Warn("could not remove the previous incarnation of this instance from the group; joining once the brokers expire it (group.consumer.session.timeout.ms)",
+		r.log.Warn("could not remove "+which+" from the group; joining once the brokers expire it (group.consumer.session.timeout.ms)",
 			zap.String("member_id", m.MemberID), zap.Error(err))
 		return
 	}
-	r.log.Info("removed the previous incarnation of this instance from the group, which had not left", zap.String("member_id", m.MemberID),
+	r.log.Info("removed "+which+" from the group, which had not left", zap.String("member_id", m.MemberID),
 		zap.Int32("member_epoch", m.Epoch))
 }

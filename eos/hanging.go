@@ -99,9 +99,10 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 
 // appProducers describes the producers of every partition this instance
 // writes in its transactions: outputs, repartition topics, changelogs and
-// __consumer_offsets. It also returns the grants it lacked.
+// __consumer_offsets. It also returns the grants it lacked. A look waits
+// for the brokers as long as start-up does (connect_timeout).
 func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client) (kadm.DescribedProducersTopics, []string, error) {
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	actx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
 	topics := append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)
 	for topic := range r.repartitioned {
@@ -316,6 +317,31 @@ func (r *Runner) noteUnproven(list []hangingTxn) {
 			zap.String("why", h.why), zap.Bool("a_read_failed", h.verdict.Unsure),
 			zap.Duration("waited", time.Since(r.unprovenSince).Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout),
 			zap.String("inspect", u.inspect()))
+	}
+}
+
+// blindLooks is how many times a session looks for hanging transactions
+// in place, a second apart, while it cannot see every partition it
+// writes, before it gives up to a client rebuild.
+const blindLooks = 5
+
+// lookBeforeWriting repairs the hanging transactions of the partitions
+// this app writes and returns ownUnproven's word on whether the session
+// may write. A look that could not see every partition is retried in
+// place first: just after start-up a topic this instance created is not
+// yet known to every broker, and a rebuild would cost a rejoin.
+func (r *Runner) lookBeforeWriting(ctx context.Context) error {
+	for try := 1; ; try++ {
+		r.repairHanging(ctx)
+		err := r.ownUnproven()
+		if err == nil || r.hangingBlind == nil || try == blindLooks {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
 	}
 }
 

@@ -20,7 +20,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // An instance with only the least-privilege grants cannot look for its
@@ -940,31 +943,12 @@ func TestSessionWaitsWhileItCannotLookForItsHangingTransactions(t *testing.T) {
 	c, _, pid, epoch := openTxnOnKfake(t, "app:2")
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	cfg.ConnectTimeout = time.Second
 	r := hangingRunner(t, cfg)
 	r.pid, r.pidEpoch = pid+1, 1
 	var failing atomic.Bool
-	var failed atomic.Int32
 	failing.Store(true)
-	c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !failing.Load() {
-			return nil, nil, false
-		}
-		failed.Add(1)
-		req := kr.(*kmsg.DescribeProducersRequest)
-		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewDescribeProducersResponseTopic()
-			st.Topic = rt.Topic
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewDescribeProducersResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p, kerr.NotLeaderForPartition.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
+	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return failing.Load() })
 	ctx := context.Background()
 	r.repairHanging(ctx)
 	if failed.Load() == 0 {
@@ -978,5 +962,61 @@ func TestSessionWaitsWhileItCannotLookForItsHangingTransactions(t *testing.T) {
 	r.repairHanging(ctx)
 	if err := r.ownUnproven(); err != nil {
 		t.Fatalf("the session still waits after a look succeeded: %v (epoch %d)", err, epoch)
+	}
+}
+
+// failDescribeProducers makes c answer every DescribeProducers with code
+// on each partition while fail says so, and counts the answers it failed.
+func failDescribeProducers(c *kfake.Cluster, code int16, fail func() bool) *atomic.Int32 {
+	var failed atomic.Int32
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !fail() {
+			return nil, nil, false
+		}
+		failed.Add(1)
+		req := kr.(*kmsg.DescribeProducersRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p, code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &failed
+}
+
+// A look that fails for a moment (a topic just created is not yet known
+// to every broker) is retried in place before the session gives up to a
+// client rebuild, which under a consumer-protocol group costs a rejoin; a
+// look that keeps failing still stops the session from writing.
+func TestSessionLooksAgainInPlaceBeforeRebuilding(t *testing.T) {
+	c, _, pid, _ := openTxnOnKfake(t, "app:2")
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	cfg.ConnectTimeout = 500 * time.Millisecond
+	r := hangingRunner(t, cfg)
+	r.pid, r.pidEpoch = pid+1, 1
+	core, logs := observer.New(zapcore.WarnLevel)
+	r.log = zap.New(core)
+	blind := func() int { return logs.FilterMessageSnippet("cannot look yet").Len() }
+	var always atomic.Bool
+	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return always.Load() || blind() == 0 })
+	if err := r.lookBeforeWriting(context.Background()); err != nil {
+		t.Fatalf("a failed look ended the session instead of looking again: %v", err)
+	}
+	if blind() != 1 || failed.Load() == 0 {
+		t.Fatalf("%d looks could not see, %d describes failed; want 1 look: the test proves nothing", blind(), failed.Load())
+	}
+	always.Store(true)
+	err := r.lookBeforeWriting(context.Background())
+	if err == nil || !isRebuildable(err) || blind() != 1+blindLooks {
+		t.Fatalf("a look that keeps failing: %v after %d blind looks; want a rebuild after %d more", err, blind(), blindLooks)
 	}
 }
