@@ -323,7 +323,7 @@ func (r *Runner) noteUnproven(list []hangingTxn) {
 // blindLooks is how many times a session looks for hanging transactions
 // in place, a second apart, while it cannot see every partition it
 // writes, before it gives up to a client rebuild.
-const blindLooks = 5
+const blindLooks = 3
 
 // lookBeforeWriting repairs the hanging transactions of the partitions
 // this app writes and returns ownUnproven's word on whether the session
