@@ -56,7 +56,7 @@ func checkClaim(id, owner string, lease, ttl time.Duration) error {
 		return fmt.Errorf("%w: empty owner for id %q: name the instance that runs the effect", ErrInvalid, id)
 	}
 	if lease < MinTTL {
-		return fmt.Errorf("%w: lease %v for id %q: use at least %v, longer than the longest effect", ErrInvalid, lease, id, MinTTL)
+		return fmt.Errorf("%w: lease %v for id %q: use at least %v, longer than the longest pause of a process", ErrInvalid, lease, id, MinTTL)
 	}
 	return nil
 }

@@ -120,11 +120,13 @@ const dedupLeasePoll = 100 * time.Millisecond
 
 // DedupLease sets how long a MarkBefore mark stays pending for the
 // instance running its effect, overriding DefaultDedupLease (30s), with a
-// store that holds leases (dedup.Leaser). An instance that finds the mark
-// pending waits for it to become done; once the lease expired (the owner
-// died mid-effect) it takes the mark over and runs the effect again. Make
-// it longer than the longest effect: an effect still running past it can
-// run twice.
+// store that holds leases (dedup.Leaser). The instance renews it every
+// third of the lease while the effect runs, so an effect may run longer.
+// An instance that finds the mark pending waits for it to become done;
+// once the lease expired (the owner died mid-effect, or was paused past
+// the whole lease) it takes the mark over and runs the effect again. Make
+// it longer than the longest pause of a process (GC, a stopped VM): a
+// paused owner's effect can run twice, which onErr is told.
 func DedupLease(d time.Duration) DedupOption {
 	return dedupOpt(func(c *dedupConf) { c.lease = d })
 }
@@ -219,7 +221,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 		t.problem(name, "Dedup retention %v is below 1ms; keep ids twice the longest redelivery window", conf.retention)
 	}
 	if conf.lease < time.Millisecond {
-		t.problem(name, "Dedup lease %v is below 1ms; make it longer than the longest effect", conf.lease)
+		t.problem(name, "Dedup lease %v is below 1ms; make it longer than the longest pause of a process", conf.lease)
 	}
 	if rs, ok := store.(retentionStore); ok && conf.retention > rs.Retention() {
 		t.problem(name, "Dedup retention %v is longer than the store's %v, and every Mark would fail; pass topology.DedupRetention(%v), or build the store with a retention of at least %v", conf.retention, rs.Retention(), rs.Retention(), conf.retention)
@@ -319,14 +321,17 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	case !first: // a repeat
 		return nil
 	}
+	stop := d.holdLease(x.Context(), id)
 	done := false
 	defer func() {
 		if !done { // the effect panicked
+			stop()
 			_ = d.forget(x, id)
 		}
 	}()
 	err = d.run(x, r)
 	done = true
+	stop()
 	if err != nil {
 		if ferr := d.forget(x, id); ferr != nil && d.conf.failClosed {
 			// The mark stays: the redo will skip the effect. Say so
