@@ -134,8 +134,10 @@ one record:
   --dedup-mode after (topology.MarkAfter, the default) passes only with no
     missing effect (effects_missing 0) and at most one repeated run per
     SIGKILL (effects_extra_runs <= effects_bound),
-  --dedup-mode before (topology.MarkBefore) passes only with no repeated
-    effect and at most one missing effect per SIGKILL.
+  --dedup-mode before (topology.MarkBefore) holds the mark pending under a
+    lease (dedup.Redis is a Leaser) that another worker takes over once a
+    killed worker's lease expired: it passes only with no missing effect
+    and at most one repeated run per SIGKILL.
 The output is judged as --pipeline upper's, exactly once. --sink
 redis-dedup-none (or --dedup-mode none) is the control: the same effect
 with no Dedup node, judged as mark-after; it must fail with effects
@@ -246,7 +248,7 @@ effects.` + scaleHelp,
 	f := cmd.Flags()
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
 	f.StringVar(&pg.sink, "sink", "", "verify a sink outside Kafka instead of a pipeline: postgres (the exactly-once sink, package pgsink), postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates), redis-dedup (an effect in Redis behind a dedup store; see --dedup-mode) or redis-dedup-none (its control with no store; must fail with repeated effects)")
-	f.StringVar(&dd.mode, "dedup-mode", "", "with --sink redis-dedup: when ids are marked: after (topology.MarkAfter, the default; may repeat one effect per SIGKILL), before (topology.MarkBefore; may lose one per SIGKILL) or none (the control)")
+	f.StringVar(&dd.mode, "dedup-mode", "", "with --sink redis-dedup: when ids are marked: after (topology.MarkAfter, the default; may repeat one effect per SIGKILL), before (topology.MarkBefore with a lease; may also repeat one per SIGKILL, loses none) or none (the control)")
 	f.StringVar(&dd.url, "redis-url", os.Getenv(chaos.EnvRedisURL), "Redis of --sink redis-dedup, its store and effects (default "+chaos.EnvRedisURL+")")
 	f.StringVar(&pg.url, "postgres-url", os.Getenv("EOS_POSTGRES_URL"), "database of --sink (default EOS_POSTGRES_URL)")
 	f.IntVar(&pg.pgRestarts, "postgres-restarts", 0, "with --sink: hard restarts of the database")
