@@ -207,3 +207,26 @@ func markerFound(commit bool, where string) Verdict {
 	}
 	return Verdict{Outcome: Aborted, Where: where}
 }
+
+// ProducerAt reads the producer id and epoch of the record at offset of
+// topic/partition. At a partition's CurrentTxnStartOffset it names the
+// transaction that opened what the partition holds open: under
+// transaction version 2 every transaction of a producer has an epoch of
+// its own, so an epoch older than the producer's now shows that a later
+// transaction joined one whose marker was skipped.
+func (f *Finder) ProducerAt(ctx context.Context, topic string, partition int32, offset int64) (int64, int16, error) {
+	pid, epoch := int64(-1), int16(-1)
+	first := func(rec *kgo.Record) (Verdict, bool) {
+		if pid < 0 && rec.Offset == offset {
+			pid, epoch = rec.ProducerID, rec.ProducerEpoch
+		}
+		return Verdict{}, true
+	}
+	if _, _, _, err := f.readRange(ctx, topic, partition, offset, offset+1, first); err != nil {
+		return -1, -1, err
+	}
+	if pid < 0 {
+		return -1, -1, fmt.Errorf("no record at offset %d of %s/%d: compacted or deleted", offset, topic, partition)
+	}
+	return pid, epoch, nil
+}
