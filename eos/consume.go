@@ -626,6 +626,10 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	}
 
 	switch {
+	case errors.As(endErr, new(*leftOpenError)):
+		// Nothing was ended: neither outcome was safe (see joinGuard).
+		log.Error("batch left open, neither committed nor aborted", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
+		return false, endErr
 	case b.slow != nil:
 		r.noteAbort(abortTimeout)
 		return false, r.slowRecord(b, log)

@@ -127,10 +127,11 @@ type Runner struct {
 	rejectionSeen     bool                           // an output was rejected since the last commit
 	rejected          map[string]rejection           // input records whose outputs the broker refused
 	ownMembers        map[string]bool                // group member ids this Runner's clients had
-	pid               int64                          // this session\'s producer id, and the epoch it started at
+	pid               int64                          // this session\'s producer id, and its epoch when the last repair looked (see joinGuard)
 	pidEpoch          int16                          // -1 before a transactional producer id is loaded
 	hangingDenied     string                         // why the last repairHanging could not look or complete: missing grants
-	ownTxns           map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator proved; kept across sessions
+	ownTxns           map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator or an EndTxn answer proved; kept across sessions
+	ownEnded          []txnEpoch                     // those EndTxn answers proved, oldest first, to bound ownTxns (see noteOwnEnd)
 	unproven          []HangingTxn                   // hanging transactions no evidence decides, from the last repair
 	unprovenSince     time.Time                      // since when some have been; zero when none
 	hangingBlind      error                          // why the last repair could not look everywhere (not a missing grant); nil when it could

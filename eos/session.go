@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,17 @@ type produceErrs struct {
 	// pending counts records handed to the producer whose promise has
 	// not run; see settle.
 	pending atomic.Int64
+	// firsts, kept when track is set (transactional sessions), is per
+	// partition the lowest offset the batch wrote: see joinGuard.
+	track  bool
+	fmu    sync.Mutex
+	firsts map[topicPartition]int64
+}
+
+// topicPartition names one partition.
+type topicPartition struct {
+	topic     string
+	partition int32
 }
 
 // errEpochChanged: a batch's records were not all written under the
@@ -81,6 +93,9 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 	if err == nil {
 		if r != nil {
 			p.wrote(producerEpoch{r.ProducerID, r.ProducerEpoch})
+			if p.track {
+				p.first(r)
+			}
 		}
 		return
 	}
@@ -118,10 +133,34 @@ func (p *produceErrs) wrote(pe producerEpoch) {
 	}
 }
 
+// first keeps r's offset if it is the lowest written to its partition
+// in the batch.
+func (p *produceErrs) first(r *kgo.Record) {
+	tp := topicPartition{r.Topic, r.Partition}
+	p.fmu.Lock()
+	if o, ok := p.firsts[tp]; !ok || r.Offset < o {
+		if p.firsts == nil {
+			p.firsts = make(map[topicPartition]int64)
+		}
+		p.firsts[tp] = r.Offset
+	}
+	p.fmu.Unlock()
+}
+
+// writtenFrom returns, per partition, the lowest offset the batch wrote.
+func (p *produceErrs) writtenFrom() map[topicPartition]int64 {
+	p.fmu.Lock()
+	defer p.fmu.Unlock()
+	return maps.Clone(p.firsts)
+}
+
 func (p *produceErrs) reset() {
 	p.mu.Lock()
 	p.err, p.rejRec, p.rejErr = nil, nil, nil
 	p.mu.Unlock()
+	p.fmu.Lock()
+	clear(p.firsts)
+	p.fmu.Unlock()
 	p.written.Store(nil)
 	p.mixed.Store(false)
 }
@@ -241,12 +280,14 @@ func (r *Runner) newSession() (session, error) {
 	}
 	endTimeout := r.endTimeout()
 	if r.cfg.Guarantee == config.ExactlyOnce {
-		sess, err := kgo.NewGroupTransactSession(opts...)
+		guard := &joinGuard{r: r}
+		sess, err := kgo.NewGroupTransactSession(append(opts, kgo.WithHooks(guard))...)
 		if err != nil {
 			return nil, err
 		}
-		ts := &txnSession{sess: sess, endTimeout: endTimeout}
+		ts := &txnSession{sess: sess, endTimeout: endTimeout, guard: guard}
 		ts.promise = ts.errs.record
+		ts.errs.track = true
 		return ts, nil
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -288,6 +329,9 @@ type txnSession struct {
 	// fence, set for one batch of timer firings alone, is committed
 	// again so the group's generation fences the batch (see fenceOffsets).
 	fence map[string]map[int32]kgo.EpochOffset
+	// guard looks for a transaction joined to an older one before the
+	// batch ends, once a broker may have restarted (see joinGuard).
+	guard *joinGuard
 }
 
 func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
@@ -297,7 +341,11 @@ func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
 // begin forgets failures of records of an earlier, aborted batch.
 func (s *txnSession) begin() error {
 	s.errs.reset()
-	return s.sess.Begin()
+	if err := s.sess.Begin(); err != nil {
+		return err
+	}
+	s.guard.begin(s.sess.Client(), s.endTimeout)
+	return nil
 }
 
 // produce is given a context of the batch, not of Run: a cancelled Run
@@ -329,11 +377,28 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	if perr != nil {
 		commit = false // a lost output must not commit its input offsets
 	}
+	if !commit && s.guard.suspected() {
+		// An abort does not wait for its records; the check must see
+		// where they landed, or one landing after it could join an
+		// older transaction that this abort then ends. A record that
+		// failed joined nothing.
+		_ = s.sess.Client().Flush(ctx)
+		_ = s.errs.settle(ctx)
+	}
+	// Ending the transaction ends whatever it joined: look first, when
+	// a broker may have skipped a marker. An error ends nothing.
+	commit, err := s.guard.check(ctx, s.sess.Client(), s.errs.writtenFrom, commit)
+	if err != nil {
+		return false, &leftOpenError{err}
+	}
 	if fence := s.fence; fence != nil {
 		s.fence = nil
 		ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error { fenceOffsets(req, fence); return nil })
 	}
 	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
+	if err == nil {
+		s.guard.ended(ctx, committed, commit)
+	}
 	if !commit && err == nil {
 		// The results of records refused before buffering come late
 		// even to an abort: settled here, they belong to this batch,

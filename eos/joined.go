@@ -1,0 +1,338 @@
+package eos
+
+// A broker that restarts can make a transaction coordinator skip a
+// partition's marker ("Couldn't find leader endpoint ... can be
+// skipped"): the coordinator completes the transaction, but the partition
+// keeps it open. Kafka then accepts the same producer's next
+// transactional batch there at its newer epoch without starting a new
+// transaction (ProducerAppendInfo keeps currentTxnFirstOffset), so the
+// new transaction JOINS the old one, and its marker ends both: a commit
+// exposes the records of an old one that aborted (a batch that was redone
+// appears twice), an abort drops those of an old one that committed.
+// joinGuard closes that hole mid-session, as repairHanging does at a
+// session's start: once a request to a broker has failed on the wire (a
+// broker may have restarted), the batch looks, before it ends, at the
+// producers of every partition the app writes. A partition it wrote
+// whose open transaction began before its first record there has joined
+// an older one: the older one's outcome (from this instance's own EndTxn
+// answers, else txnrepair's evidence) decides whether this transaction
+// must abort (the older one aborted), may commit (it committed), or must
+// not end at all (unproven, or committed while this one must abort). A
+// partition it did not write that holds an older own transaction open is
+// completed by repairHanging before this transaction can write there.
+// Without a failed request nothing is looked at: a batch costs no request.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/txnrepair"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// ownEndedKept bounds the EndTxn answers kept as proof (see noteOwnEnd):
+// a transaction whose marker was skipped is found by the next check, a
+// few transactions later at most.
+const ownEndedKept = 64
+
+// joinLookEvery paces the looks of a check that waits for proof.
+const joinLookEvery = 2 * time.Second
+
+// joinGuard is one transactional session's watch for transactions joined
+// to older ones (see the file's doc). It is a kgo hook on the session's
+// client; suspect is set when a request fails on the wire and cleared by
+// a check that saw every partition.
+type joinGuard struct {
+	r       *Runner
+	suspect atomic.Bool
+	// begun is the producer id and epoch the batch's transaction runs
+	// at, read when it began; begunOK is false when that read failed.
+	begun   producerEpoch
+	begunOK bool
+}
+
+var _ kgo.HookBrokerE2E = (*joinGuard)(nil)
+
+// OnBrokerE2E marks that a broker may have restarted, which is when a
+// coordinator can skip a marker: a request written or read with an error
+// (a killed broker, a reset connection). An idle connection the client
+// reaps fails no request, and does not count.
+func (g *joinGuard) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		g.suspect.Store(true)
+	}
+}
+
+// suspected reports whether a broker may have restarted since the last
+// check that saw every partition.
+func (g *joinGuard) suspected() bool { return g != nil && g.suspect.Load() }
+
+// begin reads the producer id and epoch the transaction just begun runs
+// at: under transaction version 2 the epoch names the transaction.
+func (g *joinGuard) begin(cl *kgo.Client, bound time.Duration) {
+	if g == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	id, epoch, err := cl.ProducerID(ctx)
+	g.begun, g.begunOK = producerEpoch{id, epoch}, err == nil
+	if g.begunOK && g.r != nil {
+		// A proof kept for this epoch was of a transaction that wrote
+		// nothing and so did not move the epoch on; from now on the
+		// epoch names this one.
+		delete(g.r.ownTxns, txnEpoch{id, epoch})
+	}
+}
+
+// check runs the join check before the transaction ends, if a broker may
+// have restarted, and returns whether it may still commit; an error means
+// it must end neither way. firsts is read only then.
+func (g *joinGuard) check(ctx context.Context, cl *kgo.Client, firsts func() map[topicPartition]int64, commit bool) (bool, error) {
+	if !g.suspected() {
+		return commit, nil
+	}
+	if !g.begunOK {
+		// Until it ends, the transaction runs at the epoch it began at.
+		g.begin(cl, time.Until(deadlineOf(ctx)))
+	}
+	if !g.begunOK {
+		return false, fmt.Errorf("eos: cannot read the producer epoch of transactional id %q to look whether its transaction joined an older one a restarted broker left open; the transaction is left open; inspect with `eosctl txn hanging`",
+			g.r.cfg.TransactionalID())
+	}
+	return g.r.checkJoined(ctx, g, firsts(), commit)
+}
+
+// deadlineOf is ctx's deadline, or a minute from now without one.
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Minute)
+}
+
+// ended keeps what the coordinator answered the transaction's EndTxn as
+// proof of its outcome: a commit End reports, or an abort this instance
+// asked for (an abort cannot end as a commit). An abort End chose itself
+// after a commit was asked proves nothing: it also reports a commit whose
+// answer was lost.
+func (g *joinGuard) ended(ctx context.Context, committed, asked bool) {
+	if g == nil || !g.begunOK || !committed && asked {
+		return
+	}
+	// Under version 1 a producer keeps its epoch across transactions,
+	// which it then does not name.
+	if !g.r.finder().TransactionsV2(ctx) {
+		return
+	}
+	o := txnrepair.Aborted
+	if committed {
+		o = txnrepair.Committed
+	}
+	g.r.noteOwnEnd(txnEpoch{g.begun.id, g.begun.epoch}, o)
+}
+
+// noteOwnEnd keeps o as the proven outcome of this instance's transaction
+// k, and forgets the oldest such proofs past ownEndedKept.
+func (r *Runner) noteOwnEnd(k txnEpoch, o txnrepair.Outcome) {
+	if r.ownTxns == nil {
+		r.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
+	}
+	r.ownTxns[k] = txnrepair.Verdict{Outcome: o, Where: fmt.Sprintf("this instance's EndTxn at epoch %d, answered", k.epoch)}
+	r.ownEnded = append(r.ownEnded, k)
+	if n := len(r.ownEnded) - ownEndedKept; n > 0 {
+		for _, old := range r.ownEnded[:n] {
+			delete(r.ownTxns, old)
+		}
+		r.ownEnded = append(r.ownEnded[:0], r.ownEnded[n:]...)
+	}
+}
+
+// leftOpenError: the batch's transaction was neither committed nor
+// aborted, as either could be wrong (see checkJoined); Run stops with it
+// rather than rebuild, since a new client's InitProducerId would abort it.
+type leftOpenError struct{ err error }
+
+func (e *leftOpenError) Error() string { return e.err.Error() }
+func (e *leftOpenError) Unwrap() error { return e.err }
+
+// joinedTxn is a partition this transaction wrote whose open transaction
+// began with an older one of the same producer, and what the evidence
+// says of that one.
+type joinedTxn struct {
+	kadm.DescribedProducer       // the partition, its start offset, and this transaction's epoch
+	older                  int16 // the epoch of the transaction it joined; -1 when unread
+	verdict                txnrepair.Verdict
+	readErr                error // why the older epoch could not be read
+}
+
+// joinLook is what one look found: the joined transactions, this
+// instance's own hanging ones that nothing proves, and why it could not
+// see every partition, if it could not.
+type joinLook struct {
+	joined   []joinedTxn
+	unproven []HangingTxn
+	blind    error
+}
+
+// checkJoined looks until it can decide, and returns whether the
+// transaction may commit: no if it joined an older one that aborted (its
+// abort ends both), and an error, ending nothing, if it joined one that
+// committed and must abort. While an older one's outcome is unproven, or
+// a partition was not seen, it waits and looks again, each wait logged,
+// up to recovery_timeout (and the end of ctx), and then returns a
+// *HangingError.
+func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64, commit bool) (bool, error) {
+	start := time.Now()
+	for {
+		look := r.lookJoined(ctx, g, firsts)
+		may, err := r.decideJoined(g, look.joined, commit)
+		if err != nil {
+			return false, err
+		}
+		if len(look.unproven) == 0 && look.blind == nil {
+			g.suspect.Store(false)
+			return may, nil
+		}
+		waited := time.Since(start)
+		if waited >= r.cfg.RecoveryTimeout || ctx.Err() != nil {
+			if len(look.unproven) == 0 {
+				return false, fmt.Errorf("eos: could not look, for %s, whether transactional id %q (producer id %d epoch %d) joined an older transaction a restarted broker left open: %w; the transaction is left open; inspect with `eosctl txn hanging`",
+					waited.Round(time.Second), r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, look.blind)
+			}
+			return false, &HangingError{Hanging: look.unproven, Waited: waited}
+		}
+		r.logJoinWait(look, waited)
+		t := time.NewTimer(joinLookEvery)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// lookJoined looks once: repairHanging completes the older transactions
+// of this producer open on partitions this one has not written (case b),
+// then every partition this one wrote is checked for a join (case a).
+func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64) joinLook {
+	r.pid, r.pidEpoch = g.begun.id, g.begun.epoch
+	r.repairHanging(ctx)
+	var look joinLook
+	for _, h := range r.unproven {
+		if h.ProducerID == g.begun.id {
+			look.unproven = append(look.unproven, h)
+		}
+	}
+	adm := kadm.NewClient(r.admin)
+	producers, _, err := r.appProducers(ctx, adm)
+	look.blind = errors.Join(r.hangingBlind, err)
+	if producers == nil {
+		return look
+	}
+	sctx, cancel := context.WithTimeout(ctx, searchBound)
+	defer cancel()
+	ev := &evidence{r: r, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
+	producers.EachProducer(func(p kadm.DescribedProducer) {
+		if p.ProducerID != g.begun.id || p.ProducerEpoch != g.begun.epoch || p.CurrentTxnStartOffset < 0 {
+			return
+		}
+		first, wrote := firsts[topicPartition{p.Topic, p.Partition}]
+		if wrote && p.CurrentTxnStartOffset >= first {
+			return // it began with this transaction
+		}
+		j, ok := r.joinedAt(sctx, ev, p, g.begun, wrote)
+		if !ok {
+			return
+		}
+		look.joined = append(look.joined, j)
+		look.blind = errors.Join(look.blind, j.readErr)
+		if !j.verdict.Proven() {
+			look.unproven = append(look.unproven, HangingTxn{TransactionalID: r.cfg.TransactionalID(), ProducerID: p.ProducerID,
+				Epoch: j.older, Topic: p.Topic, Partition: p.Partition, StartOffset: p.CurrentTxnStartOffset})
+		}
+	})
+	return look
+}
+
+// joinedAt reads which transaction opened what p holds open, and reports
+// whether it is an older one than this (begun), with its verdict. wrote
+// says whether this transaction wrote p after that start (which proves a
+// join, even where epochs do not name transactions).
+func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
+	j := joinedTxn{DescribedProducer: p, older: -1}
+	pid, epoch, err := r.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
+	if err != nil {
+		j.readErr, j.verdict = err, txnrepair.Verdict{Unsure: true}
+		return j, true
+	}
+	if pid != begun.id || epoch >= begun.epoch {
+		// Another producer's record there, or this epoch's: no older
+		// transaction of this producer to name, but a join all the same
+		// if this one wrote p later.
+		return j, wrote
+	}
+	j.older = epoch
+	older := p
+	older.ProducerEpoch = epoch
+	if v, ok := r.ownTxns[txnEpoch{pid, epoch}]; ok {
+		j.verdict = v
+	} else {
+		j.verdict = ev.of(r.cfg.TransactionalID(), older)
+	}
+	return j, true
+}
+
+// decideJoined says whether the transaction may commit given the older
+// transactions it joined: an aborted one makes it abort (its ABORT ends
+// both, and the batch is redone); a committed one lets it commit, but
+// when it must abort (or also joined an aborted one) it must end neither
+// way, as its abort would drop committed records: that is an error
+// naming the transaction and how to settle it.
+func (r *Runner) decideJoined(g *joinGuard, joined []joinedTxn, commit bool) (bool, error) {
+	may := commit
+	for _, j := range joined {
+		if j.verdict.Outcome == txnrepair.Aborted {
+			may = false
+			r.log.Warn("this transaction joined an older one of this instance that aborted, left open by a restarted broker; aborting both, and the batch is redone",
+				r.joinFields(g, j)...)
+		}
+	}
+	for _, j := range joined {
+		if j.verdict.Outcome == txnrepair.Committed && !may {
+			r.log.Error("this transaction joined an older one of this instance that committed, and must abort; ending neither", r.joinFields(g, j)...)
+			return false, fmt.Errorf("eos: the transaction of transactional id %q (producer id %d epoch %d) joined, on %s/%d from offset %d, its transaction at epoch %d that committed (%s), a restarted broker having left it open there; this one must abort, which would drop those committed records, so it is left open: settle it with `eosctl txn hanging --topic %s --partition %d` and `eosctl txn commit`",
+				r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, j.Topic, j.Partition)
+		}
+	}
+	return may, nil
+}
+
+// joinFields are the log fields naming joined transaction j.
+func (r *Runner) joinFields(g *joinGuard, j joinedTxn) []zap.Field {
+	return []zap.Field{zap.String("transactional_id", r.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id),
+		zap.Int16("epoch", g.begun.epoch), zap.Int16("joined_epoch", j.older), zap.String("topic", j.Topic), zap.Int32("partition", j.Partition),
+		zap.Int64("start_offset", j.CurrentTxnStartOffset), zap.String("outcome", j.verdict.Outcome.String()), zap.String("proof", j.verdict.Where),
+		zap.String("inspect", fmt.Sprintf("eosctl txn hanging --topic %s --partition %d", j.Topic, j.Partition))}
+}
+
+// logJoinWait logs what a waiting check waits for.
+func (r *Runner) logJoinWait(look joinLook, waited time.Duration) {
+	for _, h := range look.unproven {
+		r.log.Warn("waiting for proof of how an older transaction of this instance ended, which a restarted broker left open where this batch writes; this batch ends neither way until then",
+			zap.String("transactional_id", h.TransactionalID), zap.Int64("producer_id", h.ProducerID), zap.Int16("epoch", h.Epoch),
+			zap.String("topic", h.Topic), zap.Int32("partition", h.Partition), zap.Int64("start_offset", h.StartOffset),
+			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout), zap.String("inspect", h.inspect()))
+	}
+	if look.blind != nil {
+		r.log.Warn("waiting to see every partition this app writes before ending the batch, as a restarted broker may have left an older transaction of this instance open there",
+			zap.String("transactional_id", r.cfg.TransactionalID()), zap.Error(look.blind),
+			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout), zap.String("inspect", "eosctl txn hanging"))
+	}
+}
