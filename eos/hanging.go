@@ -99,12 +99,18 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 
 // appProducers describes the producers of every partition this instance
 // writes in its transactions: outputs, repartition topics, changelogs and
-// __consumer_offsets. It also returns the grants it lacked. A look waits
+// __consumer_offsets, and extra (topics a batch wrote that the topology
+// does not name: ToTopicFunc's). It also returns the grants it lacked. A look waits
 // for the brokers as long as start-up does (connect_timeout).
-func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client) (kadm.DescribedProducersTopics, []string, error) {
+func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client, extra ...string) (kadm.DescribedProducersTopics, []string, error) {
 	actx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
 	defer cancel()
 	topics := append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)
+	for _, t := range extra {
+		if !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
 	for topic := range r.repartitioned {
 		topics = append(topics, topic)
 	}

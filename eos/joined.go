@@ -26,6 +26,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +59,18 @@ type joinGuard struct {
 	begunOK bool
 }
 
-var _ kgo.HookBrokerE2E = (*joinGuard)(nil)
+var (
+	_ kgo.HookBrokerE2E     = (*joinGuard)(nil)
+	_ kgo.HookBrokerConnect = (*joinGuard)(nil)
+)
+
+// OnBrokerConnect marks the same for a dial that failed: a broker that
+// is down fails no request until the client reaches it again.
+func (g *joinGuard) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		g.suspect.Store(true)
+	}
+}
 
 // OnBrokerE2E marks that a broker may have restarted, which is when a
 // coordinator can skip a marker: a request written or read with an error
@@ -122,13 +135,15 @@ func deadlineOf(ctx context.Context) time.Time {
 // asked for (an abort cannot end as a commit). An abort End chose itself
 // after a commit was asked proves nothing: it also reports a commit whose
 // answer was lost.
-func (g *joinGuard) ended(ctx context.Context, committed, asked bool) {
+func (g *joinGuard) ended(ctx context.Context, cl *kgo.Client, committed, asked bool) {
 	if g == nil || !g.begunOK || !committed && asked {
 		return
 	}
 	// Under version 1 a producer keeps its epoch across transactions,
-	// which it then does not name.
-	if !g.r.finder().TransactionsV2(ctx) {
+	// which it then does not name; under version 2 End moved it on by
+	// one. The client knows its epoch: no request.
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil || id != g.begun.id || epoch != g.begun.epoch+1 {
 		return
 	}
 	o := txnrepair.Aborted
@@ -191,17 +206,21 @@ type joinLook struct {
 func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64, commit bool) (bool, error) {
 	start := time.Now()
 	for {
+		// A request failing during the look arms the next batch's check:
+		// its broker may skip this transaction's marker.
+		g.suspect.Store(false)
 		look := r.lookJoined(ctx, g, firsts)
 		may, err := r.decideJoined(g, look.joined, commit)
 		if err != nil {
+			g.suspect.Store(true)
 			return false, err
 		}
 		if len(look.unproven) == 0 && look.blind == nil {
-			g.suspect.Store(false)
 			return may, nil
 		}
 		waited := time.Since(start)
 		if waited >= r.cfg.RecoveryTimeout || ctx.Err() != nil {
+			g.suspect.Store(true)
 			if len(look.unproven) == 0 {
 				return false, fmt.Errorf("eos: could not look, for %s, whether transactional id %q (producer id %d epoch %d) joined an older transaction a restarted broker left open: %w; the transaction is left open; inspect with `eosctl txn hanging`",
 					waited.Round(time.Second), r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, look.blind)
@@ -231,7 +250,13 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 		}
 	}
 	adm := kadm.NewClient(r.admin)
-	producers, _, err := r.appProducers(ctx, adm)
+	var written []string
+	for tp := range firsts {
+		if !slices.Contains(written, tp.topic) {
+			written = append(written, tp.topic) // ToTopicFunc's are not the topology's
+		}
+	}
+	producers, _, err := r.appProducers(ctx, adm, written...)
 	look.blind = errors.Join(r.hangingBlind, err)
 	if producers == nil {
 		return look
@@ -272,6 +297,9 @@ func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedPro
 		j.readErr, j.verdict = err, txnrepair.Verdict{Unsure: true}
 		return j, true
 	}
+	if pid == begun.id && epoch == begun.epoch && r.finder().TransactionsV2(ctx) {
+		return j, false // this transaction's own record, one whose answer was lost
+	}
 	if pid != begun.id || epoch >= begun.epoch {
 		// Another producer's record there, or this epoch's: no older
 		// transaction of this producer to name, but a join all the same
@@ -307,8 +335,8 @@ func (r *Runner) decideJoined(g *joinGuard, joined []joinedTxn, commit bool) (bo
 	for _, j := range joined {
 		if j.verdict.Outcome == txnrepair.Committed && !may {
 			r.log.Error("this transaction joined an older one of this instance that committed, and must abort; ending neither", r.joinFields(g, j)...)
-			return false, fmt.Errorf("eos: the transaction of transactional id %q (producer id %d epoch %d) joined, on %s/%d from offset %d, its transaction at epoch %d that committed (%s), a restarted broker having left it open there; this one must abort, which would drop those committed records, so it is left open: settle it with `eosctl txn hanging --topic %s --partition %d` and `eosctl txn commit`",
-				r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, j.Topic, j.Partition)
+			return false, fmt.Errorf("eos: the transaction of transactional id %q (producer id %d epoch %d) joined, on %s/%d from offset %d, its transaction at epoch %d that committed (%s), a restarted broker having left it open there; this one must abort, which would drop those committed records, so it is left open; its coordinator aborts it once transaction_timeout (%s) passes, which drops them too: settle it before then with `eosctl txn hanging --topic %s --partition %d` and `eosctl txn commit`",
+				r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, r.cfg.TransactionTimeout, j.Topic, j.Partition)
 		}
 	}
 	return may, nil

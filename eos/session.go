@@ -397,7 +397,7 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	}
 	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
 	if err == nil {
-		s.guard.ended(ctx, committed, commit)
+		s.guard.ended(ctx, s.sess.Client(), committed, commit)
 	}
 	if !commit && err == nil {
 		// The results of records refused before buffering come late
