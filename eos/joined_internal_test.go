@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -436,5 +437,82 @@ func BenchmarkProduceResult(b *testing.B) {
 				p.record(recs[i%len(recs)], nil)
 			}
 		})
+	}
+}
+
+// A request of the session that fails while the check looks (a broker
+// dying just then) arms the next batch's check: the End that follows may
+// be the one whose marker that broker skips. A look that saw everything
+// clears only what came before it.
+func TestJoinCheckStaysArmedByAFailureDuringItsLook(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
+	var failNow atomic.Bool
+	var looked atomic.Int32
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if looked.Add(1) == 1 && failNow.Load() {
+			g.OnBrokerE2E(kgo.BrokerMetadata{}, 0, kgo.BrokerE2E{ReadErr: errors.New("connection reset by peer")})
+		}
+		return nil, nil, false
+	})
+	ctx := context.Background()
+	g.suspect.Store(true)
+	if may, err := g.check(ctx, nil, func() map[topicPartition]int64 { return nil }, true); err != nil || !may {
+		t.Fatalf("a look with nothing joined: may commit %v, %v", may, err)
+	}
+	if g.suspected() {
+		t.Fatal("a look that saw everything, with no failure during it, left the check armed")
+	}
+	looked.Store(0)
+	failNow.Store(true)
+	g.suspect.Store(true)
+	if _, err := g.check(ctx, nil, func() map[topicPartition]int64 { return nil }, true); err != nil {
+		t.Fatal(err)
+	}
+	if looked.Load() == 0 {
+		t.Fatal("the check did not look: the test proves nothing")
+	}
+	if !g.suspected() {
+		t.Fatal("a request that failed during the look was forgotten: the next batch's check would not run")
+	}
+}
+
+// The look describes the topics the batch wrote that the topology does
+// not name (ToTopicFunc's): a join there would otherwise go unseen while
+// the look counted as having seen every partition.
+func TestJoinLookDescribesTopicsTheBatchWrote(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out", "chosen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	var mu sync.Mutex
+	asked := map[string]bool{}
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rt := range kr.(*kmsg.DescribeProducersRequest).Topics {
+			asked[rt.Topic] = true
+		}
+		return nil, nil, false
+	})
+	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
+	r.lookJoined(context.Background(), g, map[topicPartition]int64{{"chosen", 0}: 5})
+	mu.Lock()
+	defer mu.Unlock()
+	if !asked["chosen"] || !asked["out"] {
+		t.Fatalf("the look described %v; want the topology's out and the batch's chosen", asked)
 	}
 }
