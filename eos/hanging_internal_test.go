@@ -490,12 +490,7 @@ func openTxnOnKfake(t *testing.T, txnID string) (c *kfake.Cluster, cl *kgo.Clien
 // until a record arrives or wait passes, and returns the values read.
 func readCommittedOut(t *testing.T, c *kfake.Cluster, wait time.Duration) []string {
 	t.Helper()
-	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	rd := committedReader(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	var got []string
@@ -1019,4 +1014,17 @@ func TestSessionLooksAgainInPlaceBeforeRebuilding(t *testing.T) {
 	if err == nil || !isRebuildable(err) || blind() != 1+blindLooks {
 		t.Fatalf("a look that keeps failing: %v after %d blind looks; want a rebuild after %d more", err, blind(), blindLooks)
 	}
+}
+
+// committedReader reads out from its start as a read_committed consumer,
+// closed when the test ends.
+func committedReader(t *testing.T, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rd.Close)
+	return rd
 }

@@ -87,12 +87,7 @@ func joinRunner(t *testing.T, c *kfake.Cluster, batchRecords int, in []string, p
 // within wait.
 func committedOut(t *testing.T, c *kfake.Cluster, wait time.Duration) map[string]int {
 	t.Helper()
-	rd, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rd.Close()
+	rd := committedReader(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	got := map[string]int{}
@@ -125,14 +120,10 @@ func stableOut(t *testing.T, c *kfake.Cluster) (stable, end int64) {
 // way: Run stops with a HangingError naming out/0 from offset 0, and no
 // record is visible twice.
 func TestJoinedToAnUnprovenAbortEndsNeitherWay(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out")
 	failed := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}})
 	skipped, broken := skipMarkerOnce(c, false)
-	err = joinRun(t, c, 100, 20*time.Second, []string{"a", "b", "c"})
+	err := joinRun(t, c, 100, 20*time.Second, []string{"a", "b", "c"})
 	if failed.Hits() != 1 || skipped.Load() != 1 || broken.Load() != 1 {
 		t.Fatalf("offset commits failed %d, markers skipped %d, connections broken %d; want 1 each: the test proves nothing", failed.Hits(), skipped.Load(), broken.Load())
 	}
@@ -160,11 +151,7 @@ func TestJoinedToAnUnprovenAbortEndsNeitherWay(t *testing.T) {
 // transaction, the partition and the commands that settle it. This
 // instance's own EndTxn answer is the proof that the older one committed.
 func TestJoinedToACommitDoesNotAbort(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out")
 	skipped, broken := skipMarkerOnce(c, true)
 	var batches atomic.Int32
 	vetoed := errors.New("vetoed")
@@ -176,7 +163,7 @@ func TestJoinedToACommitDoesNotAbort(t *testing.T) {
 		}
 		return nil
 	})
-	err = joinRun(t, c, 3, 20*time.Second, []string{"a", "b", "c", "d", "e", "f"}, veto)
+	err := joinRun(t, c, 3, 20*time.Second, []string{"a", "b", "c", "d", "e", "f"}, veto)
 	if skipped.Load() != 1 || broken.Load() != 1 || batches.Load() != 2 {
 		t.Fatalf("markers skipped %d, connections broken %d, batches %d; want 1, 1, 2: the test proves nothing", skipped.Load(), broken.Load(), batches.Load())
 	}
@@ -214,11 +201,7 @@ func waitOutEnd(t *testing.T, c *kfake.Cluster, end int64) {
 // input is in the output once. Committing it would expose the aborted
 // batch's output too.
 func TestJoinedToAnAbortIsAbortedAndRedone(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out")
 	skipped, broken := skipMarkerOnce(c, false)
 	var seen atomic.Int32
 	r := joinRunner(t, c, 100, []string{"a", "b", "c"}, func(r *Runner, _ []byte) {
@@ -333,11 +316,7 @@ func TestJoinGuardArmsOnABrokenConnectionOnly(t *testing.T) {
 // A pipeline whose brokers stay up looks for joined transactions only
 // when its session starts: its batches send no request for it.
 func TestJoinCheckCostsHealthyBatchesNothing(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out")
 	var described atomic.Int32
 	c.ControlKey(int16(kmsg.DescribeProducers), func(kmsg.Request) (kmsg.Response, error, bool) {
 		described.Add(1)
@@ -445,11 +424,7 @@ func BenchmarkProduceResult(b *testing.B) {
 // be the one whose marker that broker skips. A look that saw everything
 // clears only what came before it.
 func TestJoinCheckStaysArmedByAFailureDuringItsLook(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out")
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
@@ -489,11 +464,7 @@ func TestJoinCheckStaysArmedByAFailureDuringItsLook(t *testing.T) {
 // not name (ToTopicFunc's): a join there would otherwise go unseen while
 // the look counted as having seen every partition.
 func TestJoinLookDescribesTopicsTheBatchWrote(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "in", "out", "chosen"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := joinCluster(t, "in", "out", "chosen")
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
@@ -515,4 +486,16 @@ func TestJoinLookDescribesTopicsTheBatchWrote(t *testing.T) {
 	if !asked["chosen"] || !asked["out"] {
 		t.Fatalf("the look described %v; want the topology's out and the batch's chosen", asked)
 	}
+}
+
+// joinCluster is a one-broker kfake cluster with topics of one partition,
+// closed when the test ends.
+func joinCluster(t *testing.T, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
