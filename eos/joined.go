@@ -222,8 +222,8 @@ func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topic
 		if waited >= r.cfg.RecoveryTimeout || ctx.Err() != nil {
 			g.suspect.Store(true)
 			if len(look.unproven) == 0 {
-				return false, fmt.Errorf("eos: could not look, for %s, whether transactional id %q (producer id %d epoch %d) joined an older transaction a restarted broker left open: %w; the transaction is left open; inspect with `eosctl txn hanging`",
-					waited.Round(time.Second), r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, look.blind)
+				r.noteBlindEnd(g, look.blind, waited, commit)
+				return commit, nil
 			}
 			return false, &HangingError{Hanging: look.unproven, Waited: waited}
 		}
@@ -235,6 +235,19 @@ func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topic
 		}
 		t.Stop()
 	}
+}
+
+// noteBlindEnd logs a batch that ends as it would have without the check,
+// because the brokers could not be described before its end was due. An
+// open transaction cannot wait longer: its coordinator aborts it at
+// transaction_timeout. Ending it as asked keeps to the odds: most batches
+// commit, so an older transaction it may have joined most likely
+// committed too. The check stays armed, so the next batch looks again.
+func (r *Runner) noteBlindEnd(g *joinGuard, blind error, waited time.Duration, commit bool) {
+	r.log.Error("could not look whether this batch joined an older transaction of this instance that a restarted broker left open; ending it as asked, and the next batch looks again",
+		zap.String("transactional_id", r.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id), zap.Int16("epoch", g.begun.epoch),
+		zap.Bool("commit", commit), zap.Duration("waited", waited.Round(time.Millisecond)), zap.Error(blind),
+		zap.String("inspect", "eosctl txn hanging"))
 }
 
 // lookJoined looks once: repairHanging completes the older transactions

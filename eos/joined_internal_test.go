@@ -15,10 +15,14 @@ import (
 	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // skipMarkerOnce makes the coordinator answer the first EndTxn that
@@ -498,4 +502,39 @@ func joinCluster(t *testing.T, topics ...string) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// A check that cannot describe the partitions before the batch's end is
+// due (the brokers restarting) ends the batch as asked instead of
+// stopping Run: its coordinator would abort an open transaction at
+// transaction_timeout anyway. It says so, and stays armed for the next
+// batch.
+func TestJoinCheckThatCannotLookEndsAsAsked(t *testing.T) {
+	c := joinCluster(t, "in", "out")
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	cfg.ConnectTimeout = 300 * time.Millisecond
+	r := hangingRunner(t, cfg)
+	core, logs := observer.New(zapcore.WarnLevel)
+	r.log = zap.New(core)
+	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return true })
+	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
+	g.suspect.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, commit := range []bool{true, false} {
+		may, err := g.check(ctx, nil, func() map[topicPartition]int64 { return nil }, commit)
+		if err != nil || may != commit {
+			t.Fatalf("asked to commit %v: may commit %v, %v; want it ended as asked", commit, may, err)
+		}
+	}
+	if failed.Load() == 0 {
+		t.Fatal("no describe failed: the test proves nothing")
+	}
+	if !g.suspected() {
+		t.Fatal("the check was disarmed without a look that saw every partition")
+	}
+	if logs.FilterMessageSnippet("could not look whether this batch joined").Len() != 2 {
+		t.Fatalf("the blind ends were not logged: %v", logs.All())
+	}
 }
