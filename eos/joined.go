@@ -132,11 +132,19 @@ func deadlineOf(ctx context.Context) time.Time {
 
 // ended keeps what the coordinator answered the transaction's EndTxn as
 // proof of its outcome: a commit End reports, or an abort this instance
-// asked for (an abort cannot end as a commit). An abort End chose itself
+// asked for (an abort cannot end as a commit), when no request failed
+// since the check before End. An abort End chose itself
 // after a commit was asked proves nothing: it also reports a commit whose
 // answer was lost.
 func (g *joinGuard) ended(ctx context.Context, cl *kgo.Client, committed, asked bool) {
 	if g == nil || !g.begunOK || !committed && asked {
+		return
+	}
+	if g.suspected() {
+		// A request failed since the check before End: a broker was
+		// away while End retried, and its coordinator may meanwhile
+		// have timed the transaction out and aborted it. Leave the
+		// outcome to the evidence (the coordinator, its log).
 		return
 	}
 	// Under version 1 a producer keeps its epoch across transactions,

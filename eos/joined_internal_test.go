@@ -538,3 +538,46 @@ func TestJoinCheckThatCannotLookEndsAsAsked(t *testing.T) {
 		t.Fatalf("the blind ends were not logged: %v", logs.All())
 	}
 }
+
+// An EndTxn answer is kept as proof only when no request failed since the
+// check before End: a broker away while End retried may have had its
+// coordinator time the transaction out and abort it meanwhile.
+func TestEndAnswerIsNoProofAfterAFailedRequest(t *testing.T) {
+	c := joinCluster(t, "in", "out")
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+	r := hangingRunner(t, cfg)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("app:1"), kgo.DefaultProduceTopic("out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	id, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if _, after, _ := cl.ProducerID(ctx); after != epoch+1 {
+		t.Skipf("the epoch went from %d to %d over EndTxn: not transaction version 2, nothing to prove", epoch, after)
+	}
+	g := &joinGuard{r: r, begun: producerEpoch{id: id, epoch: epoch}, begunOK: true}
+	g.suspect.Store(true)
+	g.ended(ctx, cl, true, true)
+	if v, ok := r.ownTxns[txnEpoch{id, epoch}]; ok {
+		t.Fatalf("a commit answered after a failed request was kept as proof: %+v", v)
+	}
+	g.suspect.Store(false)
+	g.ended(ctx, cl, true, true)
+	if v := r.ownTxns[txnEpoch{id, epoch}]; v.Outcome != txnrepair.Committed {
+		t.Fatalf("a commit answered with no failed request is not kept as proof: %+v", v)
+	}
+}
