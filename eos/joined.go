@@ -53,6 +53,11 @@ const joinLookEvery = 2 * time.Second
 type joinGuard struct {
 	r       *Runner
 	suspect atomic.Bool
+	// doomed is set with suspect, and at begin when suspect is still
+	// set: the transaction then writes nothing more and aborts (see
+	// txnSession.end). onDoom, while set, is called when it is.
+	doomed atomic.Bool
+	onDoom atomic.Pointer[context.CancelFunc]
 	// begun is the producer id and epoch the batch's transaction runs
 	// at, read when it began; begunOK is false when that read failed.
 	begun   producerEpoch
@@ -68,8 +73,42 @@ var (
 // is down fails no request until the client reaches it again.
 func (g *joinGuard) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		g.suspect.Store(true)
+		g.arm()
 	}
+}
+
+// arm marks that a broker may have restarted: the next check looks, and
+// the open transaction is doomed.
+func (g *joinGuard) arm() {
+	g.suspect.Store(true)
+	g.doomed.Store(true)
+	if f := g.onDoom.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// isDoomed reports whether the open transaction must abort without
+// writing more: a broker may have restarted since it began, or since
+// the last check that saw every partition. Records it would still send
+// could land after the restart, where a marker the restart skipped
+// leaves an older transaction of this producer open for them to join;
+// no outcome of a transaction joined to a committed one is safe if the
+// client's End then aborts it (a rebalance during the outage, a failed
+// offset commit), as that abort drops the committed records.
+func (g *joinGuard) isDoomed() bool { return g != nil && g.doomed.Load() }
+
+// watch returns a context of ctx that ends when the transaction is
+// doomed, and the func that stops the watch.
+func (g *joinGuard) watch(ctx context.Context) (context.Context, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	if g == nil {
+		return wctx, cancel
+	}
+	g.onDoom.Store(&cancel)
+	if g.isDoomed() {
+		cancel()
+	}
+	return wctx, func() { g.onDoom.Store(nil); cancel() }
 }
 
 // OnBrokerE2E marks that a broker may have restarted, which is when a
@@ -78,7 +117,7 @@ func (g *joinGuard) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net
 // reaps fails no request, and does not count.
 func (g *joinGuard) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
 	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		g.suspect.Store(true)
+		g.arm()
 	}
 }
 
@@ -92,6 +131,7 @@ func (g *joinGuard) begin(cl *kgo.Client, bound time.Duration) {
 	if g == nil {
 		return
 	}
+	g.doomed.Store(g.suspect.Load())
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	id, epoch, err := cl.ProducerID(ctx)
@@ -116,8 +156,10 @@ func (g *joinGuard) check(ctx context.Context, cl *kgo.Client, firsts func() map
 		g.begin(cl, time.Until(deadlineOf(ctx)))
 	}
 	if !g.begunOK {
-		return false, fmt.Errorf("eos: cannot read the producer epoch of transactional id %q to look whether its transaction joined an older one a restarted broker left open; the transaction is left open; inspect with `eosctl txn hanging`",
-			g.r.cfg.TransactionalID())
+		// As a look that cannot see every partition (see noteBlindEnd);
+		// the guard stays armed.
+		g.r.noteBlindEnd(g, fmt.Errorf("cannot read the producer epoch of transactional id %q", g.r.cfg.TransactionalID()), 0, commit)
+		return commit, nil
 	}
 	return g.r.checkJoined(ctx, g, firsts(), commit)
 }

@@ -581,3 +581,73 @@ func TestEndAnswerIsNoProofAfterAFailedRequest(t *testing.T) {
 		t.Fatalf("a commit answered with no failed request is not kept as proof: %+v", v)
 	}
 }
+
+// A transaction that a failed request dooms sends nothing more: a broker
+// that restarted may have skipped the marker of an older transaction of
+// this producer, and records still buffered would land after the restart
+// and join it; if the client's End then aborted (a rebalance during the
+// outage, a failed offset commit), that abort would drop the older one's
+// committed records. Here every produce fails for three seconds once the
+// first batch has ended, longer than doomDrainBound: no record of the
+// doomed transaction reaches the broker after the outage (the client
+// still holding one is closed), and every value is written once.
+func TestADoomedTransactionSendsNothingMore(t *testing.T) {
+	c := joinCluster(t, "in", "out")
+	var ended, broken, late atomic.Int32
+	var outageEnd atomic.Int64
+	doomed := int32(-1) // the producer epoch of the transaction the outage dooms
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		ended.Add(1)
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.Produce), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		epoch := produceEpoch(kr.(*kmsg.ProduceRequest))
+		if ended.Load() == 1 && outageEnd.CompareAndSwap(0, time.Now().Add(3*time.Second).UnixNano()) {
+			doomed = epoch
+		}
+		if time.Now().UnixNano() < outageEnd.Load() {
+			broken.Add(1)
+			c.KeepControl()
+			return nil, errors.New("the broker restarted"), true
+		}
+		if epoch == doomed {
+			late.Add(1) // a produce of the doomed transaction, after the outage
+		}
+		return nil, nil, false
+	})
+	r := joinRunner(t, c, 3, []string{"a", "b", "c", "d", "e", "f"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	waitCommitted(t, c, 6, 20*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v", err)
+	}
+	if broken.Load() == 0 || doomed < 0 {
+		t.Fatalf("produces broken %d, doomed epoch %d: the test proves nothing", broken.Load(), doomed)
+	}
+	if late.Load() != 0 {
+		t.Errorf("%d produces of the doomed transaction reached the broker after the outage, before its EndTxn", late.Load())
+	}
+	got := committedOut(t, c, time.Second)
+	for _, v := range []string{"a", "b", "c", "d", "e", "f"} {
+		if got[v] != 1 {
+			t.Errorf("%q is in the output %d times, want once (all: %v)", v, got[v], got)
+		}
+	}
+}
+
+// produceEpoch is the producer epoch of req's first record batch, or -1.
+func produceEpoch(req *kmsg.ProduceRequest) int32 {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			var b kmsg.RecordBatch
+			if err := b.ReadFrom(p.Records); err == nil {
+				return int32(b.ProducerEpoch)
+			}
+		}
+	}
+	return -1
+}

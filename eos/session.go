@@ -350,7 +350,54 @@ func (s *txnSession) begin() error {
 
 // produce is given a context of the batch, not of Run: a cancelled Run
 // finishes the open batch rather than abandoning records half way.
+// flush waits until the batch's records are written, unless the
+// transaction is doomed meanwhile; end then drops what is left.
+func (s *txnSession) flush(ctx context.Context) error {
+	fctx, stop := s.guard.watch(ctx)
+	err := s.sess.Client().Flush(fctx)
+	stop()
+	if s.guard.isDoomed() {
+		return nil
+	}
+	if err == nil {
+		err = s.errs.settle(ctx)
+	}
+	if err != nil {
+		return &rebuildError{&produceError{err}}
+	}
+	return nil
+}
+
+// dropDoomed fails the doomed transaction's records not yet written, and
+// waits for those in flight, so none lands after it ends (or after the
+// check looks), and returns that it must abort. perr is what failed
+// before, logged with the reason.
+func (s *txnSession) dropDoomed(ctx context.Context, commit bool, perr error) (bool, error) {
+	if commit && s.guard.r != nil {
+		s.guard.r.log.Warn("aborting the batch: a request to a broker failed during it, and a broker that restarted may have left an older transaction of this instance open where the batch's records would land and join it; the batch is redone once a look has seen every partition",
+			zap.String("transactional_id", s.guard.r.cfg.TransactionalID()), zap.NamedError("earlier_error", perr))
+	}
+	// The client fails a record sent on a connection that broke only
+	// once it knows the outcome, so it retries it, after a restart too:
+	// past doomDrainBound only closing the client abandons it, and the
+	// next client's InitProducerId aborts the transaction.
+	dctx, cancel := context.WithTimeout(ctx, doomDrainBound)
+	defer cancel()
+	if err := s.sess.Client().AbortBufferedRecords(dctx); err != nil {
+		return false, &rebuildError{fmt.Errorf("records of a batch aborted after a failed broker request were still in flight after %s; a new client abandons them: %w", doomDrainBound, err)}
+	}
+	return false, s.errs.settle(ctx)
+}
+
+// doomDrainBound bounds the wait for a doomed transaction's records in
+// flight; a broker restart takes longer.
+const doomDrainBound = 2 * time.Second
+
+// A doomed transaction sends nothing more (see joinGuard.isDoomed).
 func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
+	if s.guard.isDoomed() {
+		return
+	}
 	s.errs.sent()
 	s.sess.Produce(ctx, r, s.promise)
 }
@@ -359,14 +406,21 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.endTimeout)
 	defer cancel()
 	if commit {
-		if err := s.sess.Client().Flush(ctx); err != nil {
-			return false, &rebuildError{&produceError{err}}
-		}
-		if err := s.errs.settle(ctx); err != nil {
-			return false, &rebuildError{&produceError{err}}
+		if err := s.flush(ctx); err != nil {
+			return false, err
 		}
 	}
 	perr := s.errs.take()
+	if s.guard.isDoomed() {
+		var err error
+		if commit, err = s.dropDoomed(ctx, commit, perr); err != nil {
+			return false, err
+		}
+		perr = s.errs.take()
+		if perr != nil && !isFenced(perr) {
+			perr = nil // the records it dropped
+		}
+	}
 	if perr == nil && commit {
 		// ProducerID loads the new epoch if one is due, as End would.
 		id, epoch, err := s.sess.Client().ProducerID(ctx)
@@ -376,14 +430,6 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	}
 	if perr != nil {
 		commit = false // a lost output must not commit its input offsets
-	}
-	if !commit && s.guard.suspected() {
-		// An abort does not wait for its records; the check must see
-		// where they landed, or one landing after it could join an
-		// older transaction that this abort then ends. A record that
-		// failed joined nothing.
-		_ = s.sess.Client().Flush(ctx)
-		_ = s.errs.settle(ctx)
 	}
 	// Ending the transaction ends whatever it joined: look first, when
 	// a broker may have skipped a marker. An error ends nothing.
