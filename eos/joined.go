@@ -53,11 +53,7 @@ const joinLookEvery = 2 * time.Second
 type joinGuard struct {
 	r       *Runner
 	suspect atomic.Bool
-	// doomed is set with suspect, and at begin when suspect is still
-	// set: the transaction then writes nothing more and aborts (see
-	// txnSession.end). onDoom, while set, is called when it is.
-	doomed atomic.Bool
-	onDoom atomic.Pointer[context.CancelFunc]
+	doom    txnDoom // see doom.go
 	// begun is the producer id and epoch the batch's transaction runs
 	// at, read when it began; begunOK is false when that read failed.
 	begun   producerEpoch
@@ -71,53 +67,34 @@ var (
 
 // OnBrokerConnect marks the same for a dial that failed: a broker that
 // is down fails no request until the client reaches it again.
-func (g *joinGuard) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
+func (g *joinGuard) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		g.arm()
+		g.arm(meta)
 	}
 }
 
 // arm marks that a broker may have restarted: the next check looks, and
-// the open transaction is doomed.
-func (g *joinGuard) arm() {
+// the open transaction is doomed. A seed broker's failed dial does not
+// count: a dead seed fails one at every metadata refresh, and a broker
+// that restarts fails requests on its own connections too.
+func (g *joinGuard) arm(meta kgo.BrokerMetadata) {
+	if meta.NodeID < 0 {
+		return
+	}
 	g.suspect.Store(true)
-	g.doomed.Store(true)
-	if f := g.onDoom.Load(); f != nil {
-		(*f)()
-	}
+	g.doom.fail()
 }
 
-// isDoomed reports whether the open transaction must abort without
-// writing more: a broker may have restarted since it began, or since
-// the last check that saw every partition. Records it would still send
-// could land after the restart, where a marker the restart skipped
-// leaves an older transaction of this producer open for them to join;
-// no outcome of a transaction joined to a committed one is safe if the
-// client's End then aborts it (a rebalance during the outage, a failed
-// offset commit), as that abort drops the committed records.
-func (g *joinGuard) isDoomed() bool { return g != nil && g.doomed.Load() }
-
-// watch returns a context of ctx that ends when the transaction is
-// doomed, and the func that stops the watch.
-func (g *joinGuard) watch(ctx context.Context) (context.Context, func()) {
-	wctx, cancel := context.WithCancel(ctx)
-	if g == nil {
-		return wctx, cancel
-	}
-	g.onDoom.Store(&cancel)
-	if g.isDoomed() {
-		cancel()
-	}
-	return wctx, func() { g.onDoom.Store(nil); cancel() }
-}
+// isDoomed reports whether the open transaction is doomed (see doom.go).
+func (g *joinGuard) isDoomed() bool { return g != nil && g.doom.isDoomed() }
 
 // OnBrokerE2E marks that a broker may have restarted, which is when a
 // coordinator can skip a marker: a request written or read with an error
 // (a killed broker, a reset connection). An idle connection the client
 // reaps fails no request, and does not count.
-func (g *joinGuard) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+func (g *joinGuard) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
 	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-		g.arm()
+		g.arm(meta)
 	}
 }
 
@@ -125,13 +102,18 @@ func (g *joinGuard) OnBrokerE2E(_ kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E
 // check that saw every partition.
 func (g *joinGuard) suspected() bool { return g != nil && g.suspect.Load() }
 
-// begin reads the producer id and epoch the transaction just begun runs
-// at: under transaction version 2 the epoch names the transaction.
+// begin starts the transaction's doom state and reads its epoch.
 func (g *joinGuard) begin(cl *kgo.Client, bound time.Duration) {
 	if g == nil {
 		return
 	}
-	g.doomed.Store(g.suspect.Load())
+	g.doom.start()
+	g.readEpoch(cl, bound)
+}
+
+// readEpoch reads the producer id and epoch the transaction just begun
+// runs at: under transaction version 2 the epoch names the transaction.
+func (g *joinGuard) readEpoch(cl *kgo.Client, bound time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	id, epoch, err := cl.ProducerID(ctx)
@@ -153,7 +135,7 @@ func (g *joinGuard) check(ctx context.Context, cl *kgo.Client, firsts func() map
 	}
 	if !g.begunOK {
 		// Until it ends, the transaction runs at the epoch it began at.
-		g.begin(cl, time.Until(deadlineOf(ctx)))
+		g.readEpoch(cl, time.Until(deadlineOf(ctx)))
 	}
 	if !g.begunOK {
 		// As a look that cannot see every partition (see noteBlindEnd);
@@ -259,6 +241,7 @@ func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topic
 		// A request failing during the look arms the next batch's check:
 		// its broker may skip this transaction's marker.
 		g.suspect.Store(false)
+		g.doom.checked.Store(g.doom.failures.Load())
 		look := r.lookJoined(ctx, g, firsts)
 		may, err := r.decideJoined(g, look.joined, commit)
 		if err != nil {

@@ -285,6 +285,7 @@ func (r *Runner) newSession() (session, error) {
 		if err != nil {
 			return nil, err
 		}
+		guard.doom.cl.Store(sess.Client())
 		ts := &txnSession{sess: sess, endTimeout: endTimeout, guard: guard}
 		ts.promise = ts.errs.record
 		ts.errs.track = true
@@ -348,12 +349,10 @@ func (s *txnSession) begin() error {
 	return nil
 }
 
-// produce is given a context of the batch, not of Run: a cancelled Run
-// finishes the open batch rather than abandoning records half way.
 // flush waits until the batch's records are written, unless the
-// transaction is doomed meanwhile; end then drops what is left.
+// transaction is doomed meanwhile; end then aborts it.
 func (s *txnSession) flush(ctx context.Context) error {
-	fctx, stop := s.guard.watch(ctx)
+	fctx, stop := s.guard.doom.watch(ctx)
 	err := s.sess.Client().Flush(fctx)
 	stop()
 	if s.guard.isDoomed() {
@@ -368,32 +367,31 @@ func (s *txnSession) flush(ctx context.Context) error {
 	return nil
 }
 
-// dropDoomed fails the doomed transaction's records not yet written, and
-// waits for those in flight, so none lands after it ends (or after the
-// check looks), and returns that it must abort. perr is what failed
-// before, logged with the reason.
-func (s *txnSession) dropDoomed(ctx context.Context, commit bool, perr error) (bool, error) {
-	if commit && s.guard.r != nil {
+// settleDoomed waits until the doomed transaction's records are settled
+// (see doom.go), and returns perr, or else the first failure of a record
+// that is not the doom's drop, and whether records were abandoned.
+func (s *txnSession) settleDoomed(ctx context.Context, commit bool, perr error) (error, bool) {
+	if commit {
 		s.guard.r.log.Warn("aborting the batch: a request to a broker failed during it, and a broker that restarted may have left an older transaction of this instance open where the batch's records would land and join it; the batch is redone once a look has seen every partition",
-			zap.String("transactional_id", s.guard.r.cfg.TransactionalID()), zap.NamedError("earlier_error", perr))
+			zap.String("transactional_id", s.guard.r.cfg.TransactionalID()))
 	}
-	// The client fails a record sent on a connection that broke only
-	// once it knows the outcome, so it retries it, after a restart too:
-	// past doomDrainBound only closing the client abandons it, and the
-	// next client's InitProducerId aborts the transaction.
-	dctx, cancel := context.WithTimeout(ctx, doomDrainBound)
-	defer cancel()
-	if err := s.sess.Client().AbortBufferedRecords(dctx); err != nil {
-		return false, &rebuildError{fmt.Errorf("records of a batch aborted after a failed broker request were still in flight after %s; a new client abandons them: %w", doomDrainBound, err)}
+	abandoned := s.guard.doom.settled(ctx)
+	_ = s.errs.settle(ctx)
+	if perr == nil {
+		perr = s.errs.take()
 	}
-	return false, s.errs.settle(ctx)
+	if errors.Is(perr, kgo.ErrAborting) {
+		perr = nil
+	}
+	return perr, abandoned
 }
 
-// doomDrainBound bounds the wait for a doomed transaction's records in
-// flight; a broker restart takes longer.
-const doomDrainBound = 2 * time.Second
+// errAbandoned: a doomed transaction's records were left in flight.
+var errAbandoned = fmt.Errorf("records of a batch aborted after a failed broker request were still in flight after %s; a new client abandons them, and its InitProducerId aborts the transaction", doomDrainBound)
 
-// A doomed transaction sends nothing more (see joinGuard.isDoomed).
+// produce is given a context of the batch, not of Run: a cancelled Run
+// finishes the open batch rather than abandoning records half way. A
+// doomed transaction sends nothing more (see doom.go).
 func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
 	if s.guard.isDoomed() {
 		return
@@ -405,21 +403,16 @@ func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
 func (s *txnSession) end(commit bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.endTimeout)
 	defer cancel()
+	defer s.guard.doom.finish()
 	if commit {
 		if err := s.flush(ctx); err != nil {
 			return false, err
 		}
 	}
-	perr := s.errs.take()
+	perr, abandoned := s.errs.take(), false
 	if s.guard.isDoomed() {
-		var err error
-		if commit, err = s.dropDoomed(ctx, commit, perr); err != nil {
-			return false, err
-		}
-		perr = s.errs.take()
-		if perr != nil && !isFenced(perr) {
-			perr = nil // the records it dropped
-		}
+		perr, abandoned = s.settleDoomed(ctx, commit, perr)
+		commit = false
 	}
 	if perr == nil && commit {
 		// ProducerID loads the new epoch if one is due, as End would.
@@ -436,6 +429,9 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	commit, err := s.guard.check(ctx, s.sess.Client(), s.errs.writtenFrom, commit)
 	if err != nil {
 		return false, &leftOpenError{err}
+	}
+	if abandoned {
+		return false, &rebuildError{errAbandoned}
 	}
 	if fence := s.fence; fence != nil {
 		s.fence = nil
