@@ -324,7 +324,10 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 		}
 		look.joined = append(look.joined, j)
 		look.blind = errors.Join(look.blind, j.readErr)
-		if !j.verdict.Proven() {
+		if !j.verdict.Proven() && j.readErr == nil {
+			// Unread, it is not known to be a join at all (it may be
+			// this transaction's own record whose answer was lost):
+			// the look is blind there, not waiting for proof.
 			look.unproven = append(look.unproven, HangingTxn{TransactionalID: r.cfg.TransactionalID(), ProducerID: p.ProducerID,
 				Epoch: j.older, Topic: p.Topic, Partition: p.Partition, StartOffset: p.CurrentTxnStartOffset})
 		}

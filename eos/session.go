@@ -424,14 +424,16 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	if perr != nil {
 		commit = false // a lost output must not commit its input offsets
 	}
+	if abandoned {
+		// Left as a killed process leaves it: the next session looks
+		// for hanging transactions before anything else.
+		return false, &rebuildError{errAbandoned}
+	}
 	// Ending the transaction ends whatever it joined: look first, when
 	// a broker may have skipped a marker. An error ends nothing.
 	commit, err := s.guard.check(ctx, s.sess.Client(), s.errs.writtenFrom, commit)
 	if err != nil {
 		return false, &leftOpenError{err}
-	}
-	if abandoned {
-		return false, &rebuildError{errAbandoned}
 	}
 	if fence := s.fence; fence != nil {
 		s.fence = nil
