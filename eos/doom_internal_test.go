@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -9,7 +10,8 @@ import (
 
 // A failure while no transaction is open dooms the next one, until a
 // join check has looked since; a failure during one dooms it at once;
-// a seed broker's failure dooms nothing.
+// a seed broker's failure, or a connection the client retired itself,
+// dooms nothing.
 func TestDoomCountsFailuresSinceTheLastLook(t *testing.T) {
 	g := &joinGuard{}
 	g.doom.start()
@@ -20,6 +22,14 @@ func TestDoomCountsFailuresSinceTheLastLook(t *testing.T) {
 	if g.isDoomed() || g.suspected() {
 		t.Fatal("a seed broker's failed dial doomed the transaction")
 	}
+	// The client retiring its own connection sent nothing: look, but
+	// doom nothing.
+	retired := errors.New("the broker connection has died and the request will be retried on a new connection")
+	g.OnBrokerE2E(kgo.BrokerMetadata{NodeID: 1}, 0, kgo.BrokerE2E{BytesWritten: 43, WriteErr: retired})
+	if g.isDoomed() || !g.suspected() {
+		t.Fatalf("a retired connection: doomed %v, suspected %v; want false, true", g.isDoomed(), g.suspected())
+	}
+	g.suspect.Store(false)
 	g.arm(kgo.BrokerMetadata{NodeID: 1})
 	if !g.isDoomed() || !g.suspected() {
 		t.Fatal("a failure during the transaction did not doom it")

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -94,8 +95,22 @@ func (g *joinGuard) isDoomed() bool { return g != nil && g.doom.isDoomed() }
 // reaps fails no request, and does not count.
 func (g *joinGuard) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
 	if err := e2e.Err(); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if isConnRetired(err) {
+			// The client retired the connection (reaped it idle, or a
+			// metadata update moved on) and sends the request again on
+			// a new one, whose dial fails if the broker is down. Look
+			// before the end, but doom nothing.
+			g.suspect.Store(true)
+			return
+		}
 		g.arm(meta)
 	}
+}
+
+// isConnRetired reports franz-go's error for a request it retries on a
+// new connection because it found its own dead (unexported there).
+func isConnRetired(err error) bool {
+	return strings.Contains(err.Error(), "the broker connection has died and the request will be retried on a new connection")
 }
 
 // suspected reports whether a broker may have restarted since the last
