@@ -61,7 +61,9 @@ func walk(v reflect.Value, prefix string, fn func(field)) {
 // fieldByKey finds the struct field of t with YAML key key.
 func fieldByKey(t reflect.Type, key string) (int, bool) {
 	for i := range t.NumField() {
-		if yamlName(t.Field(i)) == key {
+		// An empty key ("? " in YAML) names no field: unexported and
+		// "-" fields have the empty name.
+		if name := yamlName(t.Field(i)); name != "" && name == key {
 			return i, true
 		}
 	}
