@@ -667,7 +667,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		case landed:
 			// It committed, but the client rewound to what it believes
 			// is committed; only a new client reads the truth.
-			r.countSettled(&pendingBatch{in: b.in, out: b.out, tally: b.tally})
+			r.countSettled(&pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally})
 			return true, &rebuildError{errors.New("a commit reported as aborted had landed; restarting from the committed offsets")}
 		}
 		fallthrough
@@ -688,6 +688,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		return false, nil
 	}
 	r.countCommitted(b, gen, log)
+	r.floor.raise(offsets)
 	r.notePurge(offsets)
 	if r.attribute && !r.rejectionSeen {
 		r.attribute = false
@@ -836,7 +837,7 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		switch {
 		case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
-		case isInstanceFenced(fe.Err):
+		case isInstanceFenced(fe.Err), errors.As(fe.Err, new(*OffsetsBehindError)):
 			return fe.Err
 		case errors.Is(fe.Err, kerr.InvalidSessionTimeout):
 			return r.rejectedSetting(fe.Err)

@@ -58,6 +58,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 
 func (r *Runner) countSettled(p *pendingBatch) {
 	r.healthy()
+	r.floor.raise(p.offsets)
 	r.count(p.in, p.out, p.tally)
 	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
 }
@@ -80,6 +81,9 @@ func (r *Runner) landed(offsets map[string]map[int32]kgo.EpochOffset, timeout ti
 		committed, err := adm.FetchOffsetsForTopics(ctx, r.cfg.AppID, topics...)
 		unsettled := err
 		if err == nil {
+			unsettled = r.committedBelowFloor(committed, offsets)
+		}
+		if err == nil && unsettled == nil {
 		partitions:
 			for topic, ps := range offsets {
 				for partition, want := range ps {
@@ -219,6 +223,11 @@ func (r *Runner) slotState(ctx context.Context) (taken, known, settled bool) {
 // *StallError the second time in a row. With nothing waiting it returns
 // nil: an idle pipeline is not a stalled one.
 func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
+	if _, since := r.floor.waiting(); !since.IsZero() {
+		// adjustFetched waits for the group's offsets, and logs and
+		// bounds that wait; a rebuild would only restart it.
+		return r.floorBound()
+	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.admin)

@@ -127,7 +127,8 @@ type Runner struct {
 	rejectionSeen     bool                           // an output was rejected since the last commit
 	rejected          map[string]rejection           // input records whose outputs the broker refused
 	ownMembers        map[string]bool                // group member ids this Runner's clients had
-	pid               int64                          // this session\'s producer id, and its epoch when the last repair looked (see joinGuard)
+	floor             offsetFloor                    // offsets its own commits reached; see offsetFloor
+	pid               int64                          // this session's producer id, and its epoch when the last repair looked (see joinGuard)
 	pidEpoch          int16                          // -1 before a transactional producer id is loaded
 	hangingDenied     string                         // why the last repairHanging could not look or complete: missing grants
 	ownTxns           map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator or an EndTxn answer proved; kept across sessions

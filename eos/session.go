@@ -268,7 +268,7 @@ func (r *Runner) newSession() (session, error) {
 	// User code's record contexts, and tasks' stores, follow the
 	// assignment.
 	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
-		kgo.OnPartitionsAssigned(r.onAssigned))
+		kgo.OnPartitionsAssigned(r.onAssigned), kgo.AdjustFetchOffsetsFn(r.adjustFetched))
 	if m := r.metrics; m != nil {
 		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
 	}
@@ -295,7 +295,7 @@ func (r *Runner) newSession() (session, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps := &plainSession{cl: cl, atMostOnce: r.cfg.Guarantee == config.AtMostOnce, endTimeout: endTimeout}
+	ps := &plainSession{cl: cl, atMostOnce: r.cfg.Guarantee == config.AtMostOnce, endTimeout: endTimeout, floor: &r.floor}
 	ps.promise = ps.errs.record
 	return ps, nil
 }
@@ -480,6 +480,7 @@ type plainSession struct {
 	promise    func(*kgo.Record, error) // errs.record, bound once
 	atMostOnce bool
 	endTimeout time.Duration
+	floor      *offsetFloor // the Runner's, raised by at-most-once's commits
 }
 
 func (s *plainSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
@@ -494,6 +495,7 @@ func (s *plainSession) poll(ctx context.Context, limit int) (kgo.Fetches, error)
 		if err := s.cl.CommitUncommittedOffsets(cctx); err != nil {
 			return kgo.Fetches{}, &rebuildError{fmt.Errorf("at-most-once offset commit before processing: %w", err)}
 		}
+		s.floor.raise(s.cl.CommittedOffsets())
 	}
 	return fs, nil
 }

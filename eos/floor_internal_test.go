@@ -1,0 +1,52 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The floor is the latest offset this process committed on a partition,
+// not the highest: a commit below an earlier one (the topic created again)
+// is what the group holds, and must not make the next rejoin wait.
+func TestOffsetFloorFollowsTheLatestCommit(t *testing.T) {
+	var f offsetFloor
+	if _, is := f.below("in", 0, -2); is {
+		t.Fatal("a partition this process never committed has a floor")
+	}
+	f.raise(map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 500}}})
+	if floor, is := f.below("in", 0, -2); !is || floor != 500 {
+		t.Fatalf("no offset below 500 after a commit at 500: floor %d, below %v", floor, is)
+	}
+	f.raise(map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 20}}})
+	if _, is := f.below("in", 0, 20); is {
+		t.Fatal("the commit at 20 after one at 500 left the floor at 500")
+	}
+}
+
+// While adjustFetched waits for forgotten offsets, the stall check leaves
+// that wait alone (a rebuild would only restart it) until recovery_timeout
+// has passed since the wait began, across the waits that rebalances cut
+// short; then it stops Run with an *OffsetsBehindError.
+func TestStallCheckLeavesForgottenOffsetsToTheirWait(t *testing.T) {
+	r := &Runner{cfg: config.Config{AppID: "app", RecoveryTimeout: time.Minute}}
+	r.floor.wait([]string{"in/0: none, committed 5"})
+	r.floor.pause() // a rebalance cut the wait short; the clock runs on
+	if err := r.checkStall(context.Background(), time.Hour); err != nil {
+		t.Fatalf("checkStall during the wait: %v", err)
+	}
+	r.floor.wait([]string{"in/0: none, committed 5"})
+	r.floor.since = time.Now().Add(-2 * time.Minute)
+	var behind *OffsetsBehindError
+	if err := r.checkStall(context.Background(), time.Hour); !errors.As(err, &behind) || behind.Partitions[0] != "in/0: none, committed 5" {
+		t.Fatalf("checkStall past recovery_timeout: %v; want an *OffsetsBehindError naming in/0", err)
+	}
+	r.floor.answered()
+	if _, since := r.floor.waiting(); !since.IsZero() {
+		t.Fatal("an answer at the floor left the wait's clock running")
+	}
+}
