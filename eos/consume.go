@@ -678,8 +678,11 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 			return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
 				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
 		}
-		log.Info("batch aborted by a rebalance; reprocessing from the last commit",
-			zap.Int("records", b.in), zap.Int32("generation", gen))
+		why := "batch aborted by a rebalance; reprocessing from the last commit"
+		if ts, ok := s.(*txnSession); ok && ts.doomedEnd {
+			why = "batch aborted after a request to a broker failed during it; reprocessing from the last commit"
+		}
+		log.Info(why, zap.Int("records", b.in), zap.Int32("generation", gen))
 		if b.rewindRaced {
 			// The rewind raced a revoke (rewindRest); a new client
 			// reads the committed offsets from the broker.

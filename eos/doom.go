@@ -33,9 +33,13 @@ type txnDoom struct {
 	// with failures unchecked is doomed from the start.
 	failures, checked atomic.Int64
 	open, doomed      atomic.Bool
-	abandoned         atomic.Bool                   // records were left in flight: the client must go
-	drained           atomic.Pointer[chan struct{}] // closed once the doomed transaction's records are settled or abandoned
-	onDoom            atomic.Pointer[context.CancelFunc]
+	abandoned         atomic.Bool // records were left in flight: the client must go
+	// unsafe: records were dropped unsafely, by this transaction's drain
+	// or by one that a failure during End began late; the client's
+	// sequence numbers are no longer to be trusted, for good.
+	unsafe  atomic.Bool
+	drained atomic.Pointer[chan struct{}] // closed once the doomed transaction's records are settled or abandoned
+	onDoom  atomic.Pointer[context.CancelFunc]
 }
 
 // fail notes a request failed on the wire, and dooms the open
@@ -83,9 +87,15 @@ func (d *txnDoom) drain(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), doomDrainBound)
 	defer cancel()
 	if cl.AbortBufferedRecords(ctx) != nil {
-		cl.UnsafeAbortBufferedRecords()
-		d.abandoned.Store(true)
+		d.dropUnsafely(cl)
 	}
+}
+
+// dropUnsafely abandons the records in flight, and with them the client.
+func (d *txnDoom) dropUnsafely(cl *kgo.Client) {
+	cl.UnsafeAbortBufferedRecords()
+	d.unsafe.Store(true)
+	d.abandoned.Store(true)
 }
 
 // isDoomed reports whether the open transaction is doomed.

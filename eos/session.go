@@ -333,6 +333,8 @@ type txnSession struct {
 	// guard looks for a transaction joined to an older one before the
 	// batch ends, once a broker may have restarted (see joinGuard).
 	guard *joinGuard
+	// doomedEnd: the last End aborted a doomed transaction (see doom.go).
+	doomedEnd bool
 }
 
 func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
@@ -342,6 +344,9 @@ func (s *txnSession) poll(ctx context.Context, limit int) (kgo.Fetches, error) {
 // begin forgets failures of records of an earlier, aborted batch.
 func (s *txnSession) begin() error {
 	s.errs.reset()
+	if s.guard.doom.unsafe.Load() {
+		return &rebuildError{errAbandoned}
+	}
 	if err := s.sess.Begin(); err != nil {
 		return err
 	}
@@ -376,6 +381,17 @@ func (s *txnSession) settleDoomed(ctx context.Context, commit bool, perr error) 
 			zap.String("transactional_id", s.guard.r.cfg.TransactionalID()))
 	}
 	abandoned := s.guard.doom.settled(ctx)
+	if !abandoned {
+		// A record produced between the doom and the drain's abort is
+		// buffered still; produce runs on this goroutine, so none
+		// follows it now.
+		actx, cancel := context.WithTimeout(ctx, doomDrainBound)
+		if cl := s.sess.Client(); cl.AbortBufferedRecords(actx) != nil {
+			s.guard.doom.dropUnsafely(cl)
+			abandoned = true
+		}
+		cancel()
+	}
 	_ = s.errs.settle(ctx)
 	if perr == nil {
 		perr = s.errs.take()
@@ -410,7 +426,8 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		}
 	}
 	perr, abandoned := s.errs.take(), false
-	if s.guard.isDoomed() {
+	s.doomedEnd = s.guard.isDoomed()
+	if s.doomedEnd {
 		perr, abandoned = s.settleDoomed(ctx, commit, perr)
 		commit = false
 	}
@@ -428,6 +445,15 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		// Left as a killed process leaves it: the next session looks
 		// for hanging transactions before anything else.
 		return false, &rebuildError{errAbandoned}
+	}
+	if !commit && !s.doomedEnd && s.guard.suspected() {
+		// An abort does not wait for its records; the check must see
+		// where they landed, or one landing after it could join an
+		// older transaction that this abort then ends. A doomed
+		// transaction's records were settled or abandoned above; a
+		// record that failed joined nothing.
+		_ = s.sess.Client().Flush(ctx)
+		_ = s.errs.settle(ctx)
 	}
 	// Ending the transaction ends whatever it joined: look first, when
 	// a broker may have skipped a marker. An error ends nothing.
