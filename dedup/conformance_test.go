@@ -83,7 +83,7 @@ func backends(t *testing.T) []backend {
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { z.Close(); dropRedisKey(t, redisURL, key) })
+				t.Cleanup(func() { z.Close(); dropRedisKey(t, redisURL, key); dropRedisKey(t, redisURL, "{"+key+"}:pending") })
 				if err := z.Ping(t.Context()); err != nil {
 					t.Fatalf("EOS_REDIS_URL=%s: %v", redisURL, err)
 				}

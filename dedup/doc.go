@@ -35,7 +35,7 @@
 // crash between the two repeats it (the redelivered message is not marked
 // yet). Mark-before with Forget on a failed effect narrows the loss to real
 // crashes (not with RedisBloom, which cannot forget: mark after with it).
-// A Leaser (Memory, Redis, Postgres) closes the gap: Claim writes the mark
+// A Leaser (Memory, Redis, RedisSortedSet, Postgres) closes the gap: Claim writes the mark
 // as pending for its owner with a lease, Complete makes it done once the
 // effect happened, Release drops it after a failure. Another owner that
 // finds it pending waits and never skips it; once the lease expired (the

@@ -15,8 +15,8 @@ import (
 // for it to become done, or takes it over once the lease has expired (its
 // owner died mid-effect); the effect then runs again, which is the honest
 // contract for an owner that died mid-effect: at least once, never zero
-// times. Memory, Redis and Postgres are Leasers; RedisBloom and
-// RedisSortedSet are not.
+// times. Memory, Redis, RedisSortedSet and Postgres are Leasers;
+// RedisBloom is not (a Bloom filter cannot drop an id).
 type Leaser interface {
 	Store
 	// Claim marks id pending for owner until lease from now, with ttl

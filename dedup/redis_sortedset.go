@@ -17,14 +17,22 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
 var (
+	// KEYS[1] the set, KEYS[2] its pending hash (see zPendingKey).
 	zMark = redis.NewScript(nowMillisLua + `local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then return 0 end
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
 return 1`)
 	zSeen = redis.NewScript(nowMillisLua + `local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then return 1 end
 return 0`)
-	zPurge = redis.NewScript(nowMillisLua + `return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)`)
+	// The pending entries of expired members go with them, a thousand
+	// at a time (Lua's unpack has a limit).
+	zPurge = redis.NewScript(nowMillisLua + `local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+for i = 1, #gone, 1000 do
+  redis.call('HDEL', KEYS[2], unpack(gone, i, math.min(i + 999, #gone)))
+end
+return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)`)
 )
 
 // RedisSortedSet is a Store in one Redis sorted set, the article's variant:
@@ -86,7 +94,7 @@ func (z *RedisSortedSet) Seen(ctx context.Context, id string) (bool, error) {
 	return n == 1, err
 }
 
-// Forget removes id from the set (ZREM).
+// Forget removes id from the set (ZREM), pending or done.
 func (z *RedisSortedSet) Forget(ctx context.Context, id string) error {
 	if err := checkID(id); err != nil {
 		return err
@@ -96,7 +104,12 @@ func (z *RedisSortedSet) Forget(ctx context.Context, id string) error {
 		return err
 	}
 	defer cancel()
-	if err := z.client.ZRem(ctx, z.key, id).Err(); err != nil {
+	_, err = z.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, z.key, id)
+		p.HDel(ctx, zPendingKey(z.key), id)
+		return nil
+	})
+	if err != nil {
 		return z.fail("forget", id, err)
 	}
 	return nil
@@ -136,7 +149,7 @@ func (z *RedisSortedSet) run(ctx context.Context, op, id string, s *redis.Script
 		return 0, err
 	}
 	defer cancel()
-	n, err := s.Run(ctx, z.client, []string{z.key}, args...).Int64()
+	n, err := s.Run(ctx, z.client, []string{z.key, zPendingKey(z.key)}, args...).Int64()
 	if err != nil {
 		return 0, z.fail(op, id, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/servertest"
@@ -144,6 +145,44 @@ func TestRedisSortedSetPurgeRemovesOnlyExpiredMembers(t *testing.T) {
 	}
 	if _, err := dedup.NewRedisSortedSet(url, ""); !errors.Is(err, dedup.ErrInvalid) {
 		t.Errorf("NewRedisSortedSet with an empty key: %v, want ErrInvalid", err)
+	}
+}
+
+// A RedisSortedSet's pending ids live in a hash beside the set. An id that
+// expired while pending and was marked again (Mark) is done: its stale
+// pending entry must not make a Claim take it over and run the effect
+// again. Purge removes the pending entries of the members it removes.
+func TestRedisSortedSetPendingEntriesFollowTheirMembers(t *testing.T) {
+	url := servertest.RedisURL(t)
+	key := fmt.Sprintf("eosflow:dedup-test:pending:%d", time.Now().UnixNano())
+	z, err := dedup.NewRedisSortedSet(url, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	defer dropRedisKey(t, url, key)
+	defer dropRedisKey(t, url, "{"+key+"}:pending")
+	ctx := t.Context()
+	for _, id := range []string{"remarked", "purged"} {
+		if c, err := z.Claim(ctx, id, "a", 50*time.Millisecond, 50*time.Millisecond); err != nil || c.State != dedup.Claimed {
+			t.Fatalf("Claim(%s) = %+v, %v", id, c, err)
+		}
+	}
+	time.Sleep(150 * time.Millisecond)
+	if first, err := z.Mark(ctx, "remarked", time.Hour); err != nil || !first {
+		t.Fatalf("Mark of an expired pending id = %v, %v; want first", first, err)
+	}
+	if c, err := z.Claim(ctx, "remarked", "b", time.Minute, time.Hour); err != nil || c.State != dedup.Done {
+		t.Errorf("Claim by b of an id marked done = %+v, %v; want done", c, err)
+	}
+	if n, err := z.Purge(ctx); err != nil || n != 1 {
+		t.Errorf("Purge = %d, %v; want the expired pending member", n, err)
+	}
+	opt, _ := redis.ParseURL(url)
+	c := redis.NewClient(opt)
+	defer c.Close()
+	if n, err := c.HLen(ctx, "{"+key+"}:pending").Result(); err != nil || n != 0 {
+		t.Errorf("pending entries left after Purge: %d, %v; want 0", n, err)
 	}
 }
 

@@ -113,6 +113,18 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 				t.Cleanup(func() { store.Close() })
 				testHandover(t, store, mode.opt, honours)
 			})
+			t.Run(name+"/redis-sorted-set", func(t *testing.T) {
+				url := os.Getenv("EOS_REDIS_URL")
+				if url == "" {
+					t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
+				}
+				store, err := dedup.NewRedisSortedSet(url, fmt.Sprintf("eosflow:handover-test:%d", time.Now().UnixNano()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { store.Close() })
+				testHandover(t, store, mode.opt, honours)
+			})
 			t.Run(name+"/postgres", func(t *testing.T) {
 				url := os.Getenv("EOS_POSTGRES_URL")
 				if url == "" {

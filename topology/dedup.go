@@ -84,7 +84,7 @@ func (f dedupOpt) applyDedup(c *dedupConf) { f(c) }
 
 // MarkBefore marks an id before its effect runs, so that even two instances
 // racing on one id run the effect once. With a store that holds leases
-// (dedup.Leaser: Memory, Redis, Postgres) the mark is first written as
+// (dedup.Leaser: Memory, Redis, RedisSortedSet, Postgres) the mark is first written as
 // pending for this instance, with a lease (DedupLease), and becomes done
 // when the effect returned: an instance that finds it pending (a partition
 // that moved while the effect ran past rebalance_timeout) waits for it,
