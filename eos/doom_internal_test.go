@@ -55,3 +55,18 @@ func TestDoomCountsFailuresSinceTheLastLook(t *testing.T) {
 		t.Fatal("finish left the transaction open")
 	}
 }
+
+// A doomed batch's records fail with kgo.ErrAborting; a real failure of
+// another record (a fence) must not hide behind that first error, or the
+// batch would only be redone where it must stop.
+func TestARealProduceFailureIsNotHiddenByTheDoomsDrops(t *testing.T) {
+	var p produceErrs
+	fenced := errors.New("INVALID_PRODUCER_EPOCH")
+	for _, err := range []error{kgo.ErrAborting, fenced, kgo.ErrAborting} {
+		p.pending.Add(1)
+		p.record(&kgo.Record{Topic: "out"}, err)
+	}
+	if err := p.take(); !errors.Is(err, fenced) {
+		t.Fatalf("take() = %v, want the fence", err)
+	}
+}

@@ -105,7 +105,9 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 		err = &topicError{topic: r.Topic, op: "Write", err: err}
 	}
 	p.mu.Lock()
-	if p.err == nil {
+	if p.err == nil || errors.Is(p.err, kgo.ErrAborting) && !errors.Is(err, kgo.ErrAborting) {
+		// A doomed batch's dropped records (ErrAborting) must not hide
+		// a real failure, such as a fence, behind them.
 		p.err = err
 	}
 	// The broker refuses a whole record batch, so every record in it gets
