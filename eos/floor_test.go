@@ -1,6 +1,7 @@
 package eos_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -25,11 +27,19 @@ import (
 // load of __consumer_offsets completed into a newer one). It counts the
 // answers it forged.
 func forgetOffsets(env *kafkatest.Env) (forged *atomic.Int64, remember func()) {
+	forgetting := new(atomic.Bool)
+	forgetting.Store(true)
+	forged = forgetWhile(env, forgetting)
+	return forged, func() { forgetting.Store(false) }
+}
+
+// forgetWhile forges OffsetFetch answers without offsets while forgetting
+// holds, and counts them.
+func forgetWhile(env *kafkatest.Env, forgetting *atomic.Bool) (forged *atomic.Int64) {
 	forged = new(atomic.Int64)
-	var stop atomic.Bool
 	env.Fake.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.Fake.KeepControl()
-		if stop.Load() {
+		if !forgetting.Load() {
 			return nil, nil, false
 		}
 		fetch := req.(*kmsg.OffsetFetchRequest)
@@ -52,7 +62,7 @@ func forgetOffsets(env *kafkatest.Env) (forged *atomic.Int64, remember func()) {
 		forged.Add(1)
 		return resp, nil, true
 	})
-	return forged, func() { stop.Store(true) }
+	return forged
 }
 
 // A group coordinator that answers, for a while, that the group has no
@@ -105,5 +115,56 @@ func TestForgottenOffsetsStopRunPastTheBound(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
+	}
+}
+
+// A commit whose answer was lost is settled from the group's committed
+// offsets; an answer without offsets, from a coordinator that has not
+// loaded the group, is no answer. Before, the batch was taken as not
+// committed and redone on the same client: its 500 records came out
+// twice.
+func TestLostCommitAnswerIsNotSettledByForgottenOffsets(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	const n = 1500
+	conformance.Seed(t, env, "in", n)
+	var commits atomic.Int32
+	var lost atomic.Bool
+	forgetting := new(atomic.Bool)
+	forged := forgetWhile(env, forgetting)
+	fwd := env.Client(t)
+	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		env.Fake.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		if !end.Commit || commits.Add(1) != 2 {
+			return nil, nil, false
+		}
+		// The second commit applies, its answer is lost, and the
+		// coordinator forgets the group's offsets for three seconds.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := end.RequestWith(context.Background(), fwd)
+			lost.Store(err == nil && resp.ErrorCode == 0)
+		}()
+		env.Fake.SleepControl(func() { <-done })
+		forgetting.Store(true)
+		time.AfterFunc(3*time.Second, func() { forgetting.Store(false) })
+		return nil, errors.New("connection dropped after the commit applied"), true
+	})
+	// The client's retries of that EndTxn fail, so End reports no outcome.
+	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 5,
+		When: func(kmsg.Request) bool { return lost.Load() }})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 500
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))))
+	x.WaitCommitted(t, n-500, 60*time.Second)
+	conformance.ExactlyOnce(t, env, "out", n)
+	if !lost.Load() || forged.Load() == 0 {
+		t.Fatalf("the lost commit applied: %v; forged answers: %d; the test proves nothing", lost.Load(), forged.Load())
+	}
+	conformance.Until(t, 30*time.Second, "every record counted", func() bool { return x.R.Stats().RecordsIn >= n })
+	if s := x.R.Stats(); s.RecordsIn != n {
+		t.Fatalf("RecordsIn %d, want exactly %d: %+v", s.RecordsIn, n, s)
 	}
 }
