@@ -48,16 +48,13 @@ func (r *Redis) Claim(ctx context.Context, id, owner string, lease, ttl time.Dur
 	}
 	defer cancel()
 	res, err := redisClaim.Run(ctx, r.client, []string{r.cfg.prefix + id}, owner, millis(lease), millis(ttl)).Slice()
-	if err != nil {
-		return Claim{}, r.fail("claim", id, err)
+	if err == nil {
+		var c Claim
+		if c, err = claimAnswer(res); err == nil {
+			return c, nil
+		}
 	}
-	if len(res) != 3 {
-		return Claim{}, r.fail("claim", id, fmt.Errorf("the claim script answered %v, want 3 values", res))
-	}
-	state, _ := res[0].(int64)
-	holder, _ := res[1].(string)
-	left, _ := res[2].(int64)
-	return Claim{State: ClaimState(state), Owner: holder, Left: time.Duration(left) * time.Millisecond}, nil
+	return Claim{}, r.fail("claim", id, err)
 }
 
 // Complete marks id done; see Leaser.
@@ -90,4 +87,15 @@ func (r *Redis) Release(ctx context.Context, id, owner string) error {
 		return r.fail("release", id, err)
 	}
 	return nil
+}
+
+// claimAnswer reads a claim script's {state, owner, ms left}.
+func claimAnswer(res []any) (Claim, error) {
+	if len(res) != 3 {
+		return Claim{}, fmt.Errorf("the claim script answered %v, want 3 values", res)
+	}
+	state, _ := res[0].(int64)
+	holder, _ := res[1].(string)
+	left, _ := res[2].(int64)
+	return Claim{State: ClaimState(state), Owner: holder, Left: time.Duration(left) * time.Millisecond}, nil
 }

@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -64,16 +63,13 @@ func (z *RedisSortedSet) Claim(ctx context.Context, id, owner string, lease, ttl
 	}
 	defer cancel()
 	res, err := zClaim.Run(ctx, z.client, []string{z.key, zPendingKey(z.key)}, id, owner, millis(lease), millis(ttl)).Slice()
-	if err != nil {
-		return Claim{}, z.fail("claim", id, err)
+	if err == nil {
+		var c Claim
+		if c, err = claimAnswer(res); err == nil {
+			return c, nil
+		}
 	}
-	if len(res) != 3 {
-		return Claim{}, z.fail("claim", id, fmt.Errorf("the claim script answered %v, want 3 values", res))
-	}
-	state, _ := res[0].(int64)
-	holder, _ := res[1].(string)
-	left, _ := res[2].(int64)
-	return Claim{State: ClaimState(state), Owner: holder, Left: time.Duration(left) * time.Millisecond}, nil
+	return Claim{}, z.fail("claim", id, err)
 }
 
 // Complete marks id done, whoever holds it; see Leaser.

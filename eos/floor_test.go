@@ -1,7 +1,6 @@
 package eos_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -128,29 +127,13 @@ func TestLostCommitAnswerIsNotSettledByForgottenOffsets(t *testing.T) {
 	env.CreateTopics(t, 1, "in", "out")
 	const n = 1500
 	conformance.Seed(t, env, "in", n)
-	var commits atomic.Int32
-	var lost atomic.Bool
 	forgetting := new(atomic.Bool)
 	forged := forgetWhile(env, forgetting)
-	fwd := env.Client(t)
-	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		env.Fake.KeepControl()
-		end := req.(*kmsg.EndTxnRequest)
-		if !end.Commit || commits.Add(1) != 2 {
-			return nil, nil, false
-		}
-		// The second commit applies, its answer is lost, and the
-		// coordinator forgets the group's offsets for three seconds.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			resp, err := end.RequestWith(context.Background(), fwd)
-			lost.Store(err == nil && resp.ErrorCode == 0)
-		}()
-		env.Fake.SleepControl(func() { <-done })
+	// The second commit applies, its answer is lost, and the coordinator
+	// forgets the group's offsets for three seconds.
+	lost := loseCommitAnswer(t, env, 2, func() {
 		forgetting.Store(true)
 		time.AfterFunc(3*time.Second, func() { forgetting.Store(false) })
-		return nil, errors.New("connection dropped after the commit applied"), true
 	})
 	// The client's retries of that EndTxn fail, so End reports no outcome.
 	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 5,

@@ -437,11 +437,19 @@ func TestIdleOnTransactionalInputIsNotAStall(t *testing.T) {
 // connection drops, so the client never learns the outcome. The result
 // reports whether the forwarded commit applied.
 func loseFirstCommitAnswer(t *testing.T, env *kafkatest.Env) *atomic.Bool {
+	return loseCommitAnswer(t, env, 1, nil)
+}
+
+// loseCommitAnswer loses the answer of the nth committing EndTxn as
+// loseFirstCommitAnswer does, and then runs then, when not nil.
+func loseCommitAnswer(t *testing.T, env *kafkatest.Env, nth int32, then func()) *atomic.Bool {
+	var commits atomic.Int32
 	var fired, applied atomic.Bool
 	fwd := env.Client(t)
 	env.Fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		end := req.(*kmsg.EndTxnRequest)
-		if !end.Commit || fired.Load() {
+		// The forwarded request comes through here too: fired lets it by.
+		if !end.Commit || fired.Load() || commits.Add(1) < nth {
 			return nil, nil, false
 		}
 		fired.Store(true)
@@ -452,6 +460,9 @@ func loseFirstCommitAnswer(t *testing.T, env *kafkatest.Env) *atomic.Bool {
 			applied.Store(err == nil && resp.ErrorCode == 0)
 		}()
 		env.Fake.SleepControl(func() { <-done })
+		if then != nil {
+			then()
+		}
 		return nil, errors.New("connection dropped after the commit applied"), true
 	})
 	return &applied
