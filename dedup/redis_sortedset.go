@@ -3,6 +3,7 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +27,11 @@ return 1`)
 	zSeen = redis.NewScript(nowMillisLua + `local s = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if s and tonumber(s) > now then return 1 end
 return 0`)
-	// The pending entries of expired members go with them, a thousand
-	// at a time (Lua's unpack has a limit).
-	zPurge = redis.NewScript(nowMillisLua + `local gone = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-for i = 1, #gone, 1000 do
-  redis.call('HDEL', KEYS[2], unpack(gone, i, math.min(i + 999, #gone)))
+	// The pending entries of expired members go with them; there are
+	// few (one per effect running), so they are walked, not the set.
+	zPurge = redis.NewScript(nowMillisLua + `for _, id in ipairs(redis.call('HKEYS', KEYS[2])) do
+  local s = redis.call('ZSCORE', KEYS[1], id)
+  if not s or tonumber(s) <= now then redis.call('HDEL', KEYS[2], id) end
 end
 return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)`)
 )
@@ -63,6 +64,9 @@ type RedisSortedSet struct {
 func NewRedisSortedSet(url, key string, opts ...RedisOption) (*RedisSortedSet, error) {
 	if key == "" {
 		return nil, fmt.Errorf("%w: empty sorted set key: name one per pipeline, such as %q", ErrInvalid, DefaultPrefix+"my-app")
+	}
+	if strings.ContainsAny(key, "{}") && !hasHashTag(key) {
+		return nil, fmt.Errorf("%w: sorted set key %q has braces but no hash tag, so its pending hash could not share its hash slot: drop the braces, or tag it whole, such as %q", ErrInvalid, key, "{"+strings.NewReplacer("{", "", "}", "").Replace(key)+"}")
 	}
 	r, err := NewRedis(url, opts...)
 	if err != nil {

@@ -42,14 +42,20 @@ return 1`)
 )
 
 // zPendingKey names the hash of a set's pending ids, in the set's hash slot:
-// the set's own hash tag if it has one, else the set's name as the tag.
+// the set's own hash tag if it has one, else the set's name as the tag
+// (NewRedisSortedSet refuses a key with braces but no tag).
 func zPendingKey(key string) string {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			return key + ":pending"
-		}
+	if hasHashTag(key) {
+		return key + ":pending"
 	}
 	return "{" + key + "}:pending"
+}
+
+// hasHashTag reports whether Redis Cluster hashes key by a tag: the text
+// between its first "{" and the first "}" after it, when not empty.
+func hasHashTag(key string) bool {
+	i := strings.IndexByte(key, '{')
+	return i >= 0 && strings.IndexByte(key[i+1:], '}') > 0
 }
 
 // Claim marks id pending for owner, in one script; see Leaser.

@@ -241,3 +241,18 @@ func TestPostgresMarksSurviveServerCrash(t *testing.T) {
 	}
 	t.Logf("the mark survived the crash; %d failed calls before the pool recovered %v", len(errs), errs)
 }
+
+// A sorted set key with braces but no hash tag is refused: its pending
+// hash could not share its hash slot in Redis Cluster.
+func TestRedisSortedSetRefusesAKeyWithBracesButNoTag(t *testing.T) {
+	for _, key := range []string{"a}b", "a{}b", "{}ids"} {
+		if _, err := dedup.NewRedisSortedSet("redis://127.0.0.1:1/0", key); !errors.Is(err, dedup.ErrInvalid) {
+			t.Errorf("NewRedisSortedSet(%q): %v, want ErrInvalid", key, err)
+		}
+	}
+	for _, key := range []string{"ids", "{app}:ids"} {
+		if _, err := dedup.NewRedisSortedSet("redis://127.0.0.1:1/0", key); err != nil {
+			t.Errorf("NewRedisSortedSet(%q): %v", key, err)
+		}
+	}
+}

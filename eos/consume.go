@@ -691,7 +691,13 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		return false, nil
 	}
 	r.countCommitted(b, gen, log)
-	r.floor.raise(offsets)
+	if ps, ok := s.(*plainSession); ok {
+		// What the commit reached: a partition lost while it ran is not
+		// in it, though it was in offsets.
+		r.floor.raise(ps.cl.CommittedOffsets())
+	} else {
+		r.floor.raise(offsets)
+	}
 	r.notePurge(offsets)
 	if r.attribute && !r.rejectionSeen {
 		r.attribute = false

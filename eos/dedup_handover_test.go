@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -118,11 +119,20 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 				if url == "" {
 					t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
 				}
-				store, err := dedup.NewRedisSortedSet(url, fmt.Sprintf("eosflow:handover-test:%d", time.Now().UnixNano()))
+				key := fmt.Sprintf("eosflow:handover-test:%d", time.Now().UnixNano())
+				store, err := dedup.NewRedisSortedSet(url, key)
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { store.Close() })
+				t.Cleanup(func() {
+					// The set has no expiry: drop it, and its pending hash.
+					if opt, err := redis.ParseURL(url); err == nil {
+						c := redis.NewClient(opt)
+						c.Del(context.Background(), key, "{"+key+"}:pending")
+						c.Close()
+					}
+					store.Close()
+				})
 				testHandover(t, store, mode.opt, honours)
 			})
 			t.Run(name+"/postgres", func(t *testing.T) {

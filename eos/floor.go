@@ -25,43 +25,55 @@ import (
 type offsetFloor struct {
 	mu sync.Mutex
 	at map[string]map[int32]int64
-	// waits names the partitions adjustFetched waits for, since when:
-	// the clock runs on across the rebuilds and rebalances that cut a
-	// wait short, until an answer reaches the floor.
-	waits []string
-	since time.Time
+	// waits names the partitions adjustFetched waits for, since when,
+	// and the last error asking again. The clock runs on across the
+	// rebalances that cut a wait short, unless the wait was paused for
+	// longer than a rebalance takes: then a new wait starts over.
+	waits   []string
+	since   time.Time
+	paused  time.Time
+	lastErr error
 }
 
-// wait notes that adjustFetched waits for behind, and returns since when.
-func (f *offsetFloor) wait(behind []string) time.Time {
+// wait notes that adjustFetched waits for behind, and returns since when;
+// grace is how long a pause may have lasted for the clock to run on.
+func (f *offsetFloor) wait(behind []string, grace time.Duration) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.waits = behind
-	if f.since.IsZero() {
+	if f.since.IsZero() || len(f.waits) == 0 && time.Since(f.paused) > grace {
 		f.since = time.Now()
 	}
+	f.waits = behind
 	return f.since
 }
 
-// pause: the wait was cut short (a rebalance, a rebuild); its clock runs on.
+// pause: the wait was cut short (a rebalance, a rebuild).
 func (f *offsetFloor) pause() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.waits = nil
+	f.waits, f.paused = nil, time.Now()
 }
 
 // answered: the group's offsets reached the floor.
 func (f *offsetFloor) answered() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.waits, f.since = nil, time.Time{}
+	f.waits, f.since, f.lastErr = nil, time.Time{}, nil
 }
 
-// waiting returns the partitions adjustFetched waits for, and since when.
-func (f *offsetFloor) waiting() ([]string, time.Time) {
+// failed notes the error of the last attempt to ask again.
+func (f *offsetFloor) failed(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.waits, f.since
+	f.lastErr = err
+}
+
+// waiting returns the partitions adjustFetched waits for now (none while
+// no wait runs), since when, and the last error asking again.
+func (f *offsetFloor) waiting() ([]string, time.Time, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.waits, f.since, f.lastErr
 }
 
 // raise records the offsets a commit of this process reached. The latest
@@ -123,9 +135,20 @@ type OffsetsBehindError struct {
 	Group      string
 	Partitions []string // "topic/partition: answered, committed"
 	Waited     time.Duration
+	Err        error // the last failure to ask again, if the last ask failed
 }
 
+// Unwrap returns the last failure to ask the group's offsets again.
+func (e *OffsetsBehindError) Unwrap() error { return e.Err }
+
 func (e *OffsetsBehindError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s; asking again last failed: %v", e.base(), e.Err)
+	}
+	return e.base()
+}
+
+func (e *OffsetsBehindError) base() string {
 	return fmt.Sprintf("eos: group %q's coordinator answered committed offsets below those this process committed, for %s (waited %s): the broker lost or has not loaded the group's offsets (or the topic was deleted and created again), and consuming from them would process records again; inspect with `eosctl group lag %s` and the broker's log for the __consumer_offsets partition of the group",
 		e.Group, strings.Join(e.Partitions, "; "), e.Waited.Round(time.Second), e.Group)
 }
@@ -139,7 +162,7 @@ func (r *Runner) adjustFetched(ctx context.Context, fetched map[string]map[int32
 		r.floor.answered()
 		return fetched, nil
 	}
-	since := r.floor.wait(behind)
+	since := r.floor.wait(behind, r.cfg.RebalanceTimeout)
 	defer r.floor.pause()
 	r.log.Warn("the group's coordinator answered committed offsets below those this process committed; waiting for it to load the group before consuming them",
 		zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Duration("bound", r.cfg.RecoveryTimeout))
@@ -149,33 +172,35 @@ func (r *Runner) adjustFetched(ctx context.Context, fetched map[string]map[int32
 			return nil, ctx.Err()
 		case <-time.After(time.Second):
 		}
-		again, err := r.fetchCommitted(ctx, fetched)
-		if err == nil {
+		again, ferr := r.fetchCommitted(ctx, fetched)
+		r.floor.failed(ferr)
+		if ferr == nil {
 			if behind = r.floor.behind(again); len(behind) == 0 {
 				r.floor.answered()
 				r.log.Info("the group's committed offsets are back", zap.Duration("waited", time.Since(since)))
 				return again, nil
 			}
-			r.floor.wait(behind)
+			r.floor.wait(behind, r.cfg.RebalanceTimeout)
 		}
 		if err := r.floorBound(); err != nil {
 			return nil, err
-		} else if time.Now().After(next) {
-			r.log.Warn("still waiting for the group's committed offsets", zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Error(err))
+		}
+		if time.Now().After(next) {
+			r.log.Warn("still waiting for the group's committed offsets", zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Error(ferr))
 			next = time.Now().Add(10 * time.Second)
 		}
 	}
 }
 
-// floorBound returns an *OffsetsBehindError once adjustFetched has waited
-// past recovery_timeout.
+// floorBound returns an *OffsetsBehindError once the wait of adjustFetched
+// that runs now has lasted past recovery_timeout.
 func (r *Runner) floorBound() error {
-	behind, since := r.floor.waiting()
-	if since.IsZero() {
+	behind, since, err := r.floor.waiting()
+	if len(behind) == 0 {
 		return nil
 	}
 	if waited := time.Since(since); waited > r.cfg.RecoveryTimeout {
-		return &OffsetsBehindError{Group: r.cfg.AppID, Partitions: behind, Waited: waited}
+		return &OffsetsBehindError{Group: r.cfg.AppID, Partitions: behind, Waited: waited, Err: err}
 	}
 	return nil
 }

@@ -30,23 +30,39 @@ func TestOffsetFloorFollowsTheLatestCommit(t *testing.T) {
 
 // While adjustFetched waits for forgotten offsets, the stall check leaves
 // that wait alone (a rebuild would only restart it) until recovery_timeout
-// has passed since the wait began, across the waits that rebalances cut
-// short; then it stops Run with an *OffsetsBehindError.
+// has passed since the wait began; then it stops Run with an
+// *OffsetsBehindError.
 func TestStallCheckLeavesForgottenOffsetsToTheirWait(t *testing.T) {
 	r := &Runner{cfg: config.Config{AppID: "app", RecoveryTimeout: time.Minute}}
-	r.floor.wait([]string{"in/0: none, committed 5"})
-	r.floor.pause() // a rebalance cut the wait short; the clock runs on
+	r.floor.wait([]string{"in/0: none, committed 5"}, time.Minute)
 	if err := r.checkStall(context.Background(), time.Hour); err != nil {
 		t.Fatalf("checkStall during the wait: %v", err)
 	}
-	r.floor.wait([]string{"in/0: none, committed 5"})
 	r.floor.since = time.Now().Add(-2 * time.Minute)
 	var behind *OffsetsBehindError
 	if err := r.checkStall(context.Background(), time.Hour); !errors.As(err, &behind) || behind.Partitions[0] != "in/0: none, committed 5" {
 		t.Fatalf("checkStall past recovery_timeout: %v; want an *OffsetsBehindError naming in/0", err)
 	}
 	r.floor.answered()
-	if _, since := r.floor.waiting(); !since.IsZero() {
-		t.Fatal("an answer at the floor left the wait's clock running")
+	if behind, since, _ := r.floor.waiting(); len(behind) > 0 || !since.IsZero() {
+		t.Fatal("an answer at the floor left the wait running")
+	}
+}
+
+// A wait that a rebalance cut short goes on counting from its start when
+// it resumes within a rebalance; one that resumes later (the partitions
+// went to another member, and came back) starts over, so a pipeline is
+// not stopped for an old wait that ended unseen.
+func TestForgottenOffsetsWaitStartsOverAfterALongPause(t *testing.T) {
+	var f offsetFloor
+	first := f.wait([]string{"in/0"}, time.Minute)
+	f.pause()
+	if again := f.wait([]string{"in/0"}, time.Minute); !again.Equal(first) {
+		t.Fatalf("a wait resumed at once started over at %v, want its start %v", again, first)
+	}
+	f.pause()
+	f.paused = time.Now().Add(-2 * time.Minute)
+	if again := f.wait([]string{"in/0"}, time.Minute); !again.After(first) {
+		t.Fatalf("a wait resumed after a pause longer than a rebalance kept its start %v", first)
 	}
 }

@@ -223,9 +223,11 @@ func (r *Runner) slotState(ctx context.Context) (taken, known, settled bool) {
 // *StallError the second time in a row. With nothing waiting it returns
 // nil: an idle pipeline is not a stalled one.
 func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
-	if _, since := r.floor.waiting(); !since.IsZero() {
+	if behind, _, err := r.floor.waiting(); len(behind) > 0 && !errors.Is(err, kerr.UnstableOffsetCommit) {
 		// adjustFetched waits for the group's offsets, and logs and
-		// bounds that wait; a rebuild would only restart it.
+		// bounds that wait; a rebuild would only restart it. Offsets
+		// held back by a pending transaction are this check's to look
+		// at (repairHanging).
 		return r.floorBound()
 	}
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)

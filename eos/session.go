@@ -451,10 +451,16 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	if !commit && !s.doomedEnd && s.guard.suspected() {
 		// An abort does not wait for its records; the check must see
 		// where they landed, or one landing after it could join an
-		// older transaction that this abort then ends. A doomed
-		// transaction's records were settled or abandoned above; a
-		// record that failed joined nothing.
-		_ = s.sess.Client().Flush(ctx)
+		// older transaction that this abort then ends. Records not
+		// sent yet are dropped, not sent; those in flight are waited
+		// for, or abandoned with the client as a doomed batch's are.
+		actx, cancel := context.WithTimeout(ctx, doomDrainBound)
+		err := s.sess.Client().AbortBufferedRecords(actx)
+		cancel()
+		if err != nil {
+			s.guard.doom.dropUnsafely(s.sess.Client())
+			return false, &rebuildError{errAbandoned}
+		}
 		_ = s.errs.settle(ctx)
 	}
 	// Ending the transaction ends whatever it joined: look first, when
