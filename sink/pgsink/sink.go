@@ -235,7 +235,9 @@ func (s *Sink) Stats() Stats {
 		DeadLettered: s.dead.Load(), Claims: s.claims.Load(), Fenced: s.fenced.Load(), Retries: s.retries.Load(), LostAnswers: s.lost.Load()}
 }
 
-// Close stops Run and waits for it. It is idempotent.
+// Close stops Run and waits for it: the batch in hand commits or rolls
+// back first (within batch_timeout, or recovery_timeout while the
+// database is down), so its outcome is known and counted. It is idempotent.
 func (s *Sink) Close() {
 	s.life.Lock()
 	s.once.Do(func() { close(s.closed) })
@@ -266,13 +268,15 @@ func (s *Sink) Run(ctx context.Context) error {
 	s.wg.Add(1) // under life: a Close that began first sees it and waits
 	s.life.Unlock()
 	defer s.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
+	// Close ends polling; the batch in hand keeps ctx, so a commit sent
+	// to the database is not cut off with its outcome unknown.
+	polling, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		select {
 		case <-s.closed:
 			cancel()
-		case <-ctx.Done():
+		case <-polling.Done():
 		}
 	}()
 
@@ -321,7 +325,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		cl.Close()
 		s.leaveGroup()
 	}()
-	return s.loop(ctx, cl)
+	return s.loop(ctx, polling, cl)
 }
 
 // leaveGroup takes this static member out of the group when
@@ -527,15 +531,16 @@ func (s *Sink) release(_ context.Context, _ *kgo.Client, gone map[string][]int32
 	}
 }
 
-// loop polls, writes and commits batches until ctx ends.
-func (s *Sink) loop(ctx context.Context, cl *kgo.Client) error {
+// loop polls, writes and commits batches until ctx or polling ends; a
+// batch in hand is finished under ctx.
+func (s *Sink) loop(ctx, polling context.Context, cl *kgo.Client) error {
 	for {
 		// A poll ends within a second even without records, so the
 		// checks below run while the input is idle.
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, cancel := context.WithTimeout(polling, time.Second)
 		fetches := cl.PollRecords(pctx, s.cfg.MaxBatchRecords)
 		cancel()
-		if ctx.Err() != nil {
+		if polling.Err() != nil {
 			return nil
 		}
 		var fatal error
