@@ -33,6 +33,10 @@ func TestMissingACLStopsWithTheGrant(t *testing.T) {
 		"--operation Read --group app":  allow(kmsg.ACLResourceTypeGroup, "app", lit, kmsg.ACLOperationRead),
 		"--operation Write --resource-pattern-type prefixed --transactional-id app:": allow(kmsg.ACLResourceTypeTransactionalId, "app:",
 			kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
+		// The offsets mirror, made at the first start.
+		"--operation Create --topic app-eos-offsets": allow(kmsg.ACLResourceTypeTopic, "app-eos-offsets", lit, kmsg.ACLOperationCreate),
+		"--operation Read --topic app-eos-offsets":   allow(kmsg.ACLResourceTypeTopic, "app-eos-offsets", lit, kmsg.ACLOperationRead),
+		"--operation Write --topic app-eos-offsets":  allow(kmsg.ACLResourceTypeTopic, "app-eos-offsets", lit, kmsg.ACLOperationWrite),
 	}
 	for missing := range grants {
 		t.Run(missing, func(t *testing.T) {
@@ -91,6 +95,7 @@ func TestMissingWriteOnRepartitionTopicNamesWrite(t *testing.T) {
 		allow(kmsg.ACLResourceTypeTopic, "out", kmsg.ACLOperationWrite),
 		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationRead),
 		allow(kmsg.ACLResourceTypeTopic, changelog, kmsg.ACLOperationAll),
+		allow(kmsg.ACLResourceTypeTopic, topology.OffsetsTopic("app"), kmsg.ACLOperationAll),
 		allow(kmsg.ACLResourceTypeGroup, "app", kmsg.ACLOperationRead),
 		{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "app:", Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationWrite, Allow: true},
 	}

@@ -584,6 +584,11 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 			s.produce(b.produceCtx, rec)
 		})
 	}
+	if commit && r.mirror != nil {
+		for _, rec := range r.mirror.records(offsets, log) {
+			s.produce(b.produceCtx, rec)
+		}
+	}
 	var endSpan trace.Span
 	if b.span != nil {
 		endSpan = b.traceEndStart(commit)

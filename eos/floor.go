@@ -9,13 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// offsetFloor holds, per input partition, the highest offset this process
-// saw its own commits reach. A group's committed offsets never move back
+// offsetFloor holds, per input partition, the offset this process saw its
+// own commits reach, raised to what the offsets mirror says at each
+// assignment (see learnMirror). A group's committed offsets never move back
 // while its members run, so an answer below the floor is a broker that has
 // not (yet) loaded the group: Apache Kafka 4.4's group coordinator can, after
 // a restart on a slow machine, serve a group from an empty state for seconds
@@ -33,17 +35,28 @@ type offsetFloor struct {
 	since   time.Time
 	paused  time.Time
 	lastErr error
+	unread  bool // the wait is for the offsets mirror to be read (see learnMirror)
 }
 
 // wait notes that adjustFetched waits for behind, and returns since when;
 // grace is how long a pause may have lasted for the clock to run on.
 func (f *offsetFloor) wait(behind []string, grace time.Duration) time.Time {
+	return f.waitFor(behind, grace, false)
+}
+
+// waitUnread notes that learnMirror waits to read the offsets mirror
+// partitions parts; the clock is wait's.
+func (f *offsetFloor) waitUnread(parts []string, grace time.Duration) time.Time {
+	return f.waitFor(parts, grace, true)
+}
+
+func (f *offsetFloor) waitFor(parts []string, grace time.Duration, unread bool) time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.since.IsZero() || len(f.waits) == 0 && time.Since(f.paused) > grace {
 		f.since = time.Now()
 	}
-	f.waits = behind
+	f.waits, f.unread = parts, unread
 	return f.since
 }
 
@@ -76,6 +89,13 @@ func (f *offsetFloor) waiting() ([]string, time.Time, error) {
 	return f.waits, f.since, f.lastErr
 }
 
+// waitingUnread reports whether the wait is for the mirror to be read.
+func (f *offsetFloor) waitingUnread() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unread
+}
+
 // raise records the offsets a commit of this process reached. The latest
 // commit wins, not the highest: this process's own commits come in order,
 // and one below an earlier (a topic created again, a log truncated) is
@@ -92,6 +112,27 @@ func (f *offsetFloor) raise(offsets map[string]map[int32]kgo.EpochOffset) {
 				f.at[topic] = make(map[int32]int64)
 			}
 			f.at[topic][p] = o.Offset
+		}
+	}
+}
+
+// raiseTo raises the floor to offsets where they are higher: what the
+// offsets mirror said at an assignment may be older than what this
+// process committed since (a newer record hidden by an open transaction).
+func (f *offsetFloor) raiseTo(offsets map[string]map[int32]kgo.EpochOffset) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == nil {
+		f.at = make(map[string]map[int32]int64)
+	}
+	for topic, ps := range offsets {
+		for p, o := range ps {
+			if f.at[topic] == nil {
+				f.at[topic] = make(map[int32]int64)
+			}
+			if cur, ok := f.at[topic][p]; !ok || o.Offset > cur {
+				f.at[topic][p] = o.Offset
+			}
 		}
 	}
 }
@@ -129,42 +170,71 @@ func describeOffset(at int64) string {
 }
 
 // OffsetsBehindError means the group's coordinator kept answering, past
-// recovery_timeout, committed offsets below those this process itself
-// committed: consuming from them would process records again.
+// recovery_timeout, committed offsets below those the app's last commits
+// reached (as this process saw them, or as the offsets mirror records
+// them), or, with Unread, that the mirror could not be read to check:
+// consuming from them could process records again.
 type OffsetsBehindError struct {
 	Group      string
-	Partitions []string // "topic/partition: answered, committed"
+	Partitions []string // "topic/partition: answered, committed"; with Unread, the mirror's partitions
 	Waited     time.Duration
-	Err        error // the last failure to ask again, if the last ask failed
+	Err        error // the last failure to ask the group again, or to read the mirror
+	// Unread: the offsets mirror (topology.OffsetsTopic) could not be
+	// read, so the group's answer could not be checked against it.
+	Unread bool
 }
 
-// Unwrap returns the last failure to ask the group's offsets again.
+// Unwrap returns the last failure to ask the group again or read the mirror.
 func (e *OffsetsBehindError) Unwrap() error { return e.Err }
 
 func (e *OffsetsBehindError) Error() string {
-	if e.Err != nil {
-		return fmt.Sprintf("%s; asking again last failed: %v", e.base(), e.Err)
+	if e.Err == nil {
+		return e.base()
 	}
-	return e.base()
+	if e.Unread {
+		return fmt.Sprintf("%s; the last read failed: %v", e.base(), e.Err)
+	}
+	return fmt.Sprintf("%s; asking again last failed: %v", e.base(), e.Err)
 }
 
 func (e *OffsetsBehindError) base() string {
-	return fmt.Sprintf("eos: group %q's coordinator answered committed offsets below those this process committed, for %s (waited %s): the broker lost or has not loaded the group's offsets (or the topic was deleted and created again), and consuming from them would process records again; inspect with `eosctl group lag %s` and the broker's log for the __consumer_offsets partition of the group",
-		e.Group, strings.Join(e.Partitions, "; "), e.Waited.Round(time.Second), e.Group)
+	mirror := topology.OffsetsTopic(e.Group)
+	if e.Unread {
+		return fmt.Sprintf("eos: the offsets mirror %s could not be read for partitions %s (waited %s), so group %q's committed offsets could not be checked against it, and consuming from them unchecked could process records again if the broker forgot them; inspect with `eosctl topic describe %s` and `eosctl txn hanging --topic %s`",
+			mirror, strings.Join(e.Partitions, ", "), e.Waited.Round(time.Second), e.Group, mirror, mirror)
+	}
+	return fmt.Sprintf("eos: group %q's coordinator answered committed offsets below those the app's last commits reached (as this process saw them, or as the offsets mirror %s records them), for %s (waited %s): the broker lost or has not loaded the group's offsets, and consuming from them would process records again; inspect with `eosctl group lag %s` and the broker's log for the __consumer_offsets partition of the group. If the offsets were reset on purpose, also delete the mirror while the app is stopped (`eosctl topic delete %s --yes`)",
+		e.Group, mirror, strings.Join(e.Partitions, "; "), e.Waited.Round(time.Second), e.Group, mirror)
 }
 
 // adjustFetched is the client's AdjustFetchOffsetsFn: offsets fetched below
 // the floor are not used; the group's offsets are asked again until they
 // reach it, for up to recovery_timeout, and then Run stops.
 func (r *Runner) adjustFetched(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	defer r.floor.pause()
+	offsets, err := r.checkFetched(ctx, fetched)
+	if err == nil && r.state != nil {
+		// New tasks' wall-clock timers wait for their offsets; an idle
+		// poll would keep them waiting until it ends.
+		r.idleWake.wake()
+	}
+	return offsets, err
+}
+
+// checkFetched is adjustFetched's check, waiting as long as it must.
+func (r *Runner) checkFetched(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	mirrored, err := r.learnMirror(ctx, fetched)
+	if err != nil {
+		return nil, err
+	}
+	fetched = r.resumeFromMirror(fetched, mirrored)
 	behind := r.floor.behind(fetched)
 	if len(behind) == 0 {
 		r.floor.answered()
 		return fetched, nil
 	}
 	since := r.floor.wait(behind, r.cfg.RebalanceTimeout)
-	defer r.floor.pause()
-	r.log.Warn("the group's coordinator answered committed offsets below those this process committed; waiting for it to load the group before consuming them",
+	r.log.Warn("the group's coordinator answered committed offsets below those the app's last commits reached; waiting for it to load the group before consuming them",
 		zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Duration("bound", r.cfg.RecoveryTimeout))
 	for next := time.Now().Add(10 * time.Second); ; {
 		select {
@@ -192,6 +262,28 @@ func (r *Runner) adjustFetched(ctx context.Context, fetched map[string]map[int32
 	}
 }
 
+// resumeFromMirror starts each partition the group answered no committed
+// offset for where the mirror says its last commit reached: written in
+// the same transactions as the group's offsets, the mirror is what the
+// group held before its coordinator forgot it, or before the offsets
+// expired (offsets.retention.minutes) while the app was stopped. An
+// offset the group does answer is never replaced: one below the mirror's
+// (a reset on purpose, or a broker's stale answer) waits in checkFetched.
+func (r *Runner) resumeFromMirror(fetched map[string]map[int32]kgo.Offset, mirrored map[string]map[int32]kgo.EpochOffset) map[string]map[int32]kgo.Offset {
+	for topic, ps := range fetched {
+		for p, o := range ps {
+			m, ok := mirrored[topic][p]
+			if !ok || o.EpochOffset().Offset >= 0 {
+				continue
+			}
+			r.log.Info("the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached",
+				zap.String("topic", topic), zap.Int32("partition", p), zap.Int64("offset", m.Offset), zap.String("mirror", r.mirror.topic))
+			ps[p] = kgo.NewOffset().At(m.Offset).WithEpoch(m.Epoch)
+		}
+	}
+	return fetched
+}
+
 // floorBound returns an *OffsetsBehindError once the wait of adjustFetched
 // that runs now has lasted past recovery_timeout.
 func (r *Runner) floorBound() error {
@@ -200,7 +292,7 @@ func (r *Runner) floorBound() error {
 		return nil
 	}
 	if waited := time.Since(since); waited > r.cfg.RecoveryTimeout {
-		return &OffsetsBehindError{Group: r.cfg.AppID, Partitions: behind, Waited: waited, Err: err}
+		return &OffsetsBehindError{Group: r.cfg.AppID, Partitions: behind, Waited: waited, Err: err, Unread: r.floor.waitingUnread()}
 	}
 	return nil
 }

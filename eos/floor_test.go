@@ -11,6 +11,8 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,10 +37,16 @@ func forgetOffsets(env *kafkatest.Env) (forged *atomic.Int64, remember func()) {
 // forgetWhile forges OffsetFetch answers without offsets while forgetting
 // holds, and counts them.
 func forgetWhile(env *kafkatest.Env, forgetting *atomic.Bool) (forged *atomic.Int64) {
+	return forgeWhile(env, forgetting, -1)
+}
+
+// forgeWhile forges OffsetFetch answers of offset at (-1: none) for every
+// partition asked while forging holds, and counts them.
+func forgeWhile(env *kafkatest.Env, forging *atomic.Bool, at int64) (forged *atomic.Int64) {
 	forged = new(atomic.Int64)
 	env.Fake.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		env.Fake.KeepControl()
-		if !forgetting.Load() {
+		if !forging.Load() {
 			return nil, nil, false
 		}
 		fetch := req.(*kmsg.OffsetFetchRequest)
@@ -51,7 +59,7 @@ func forgetWhile(env *kafkatest.Env, forgetting *atomic.Bool) (forged *atomic.In
 				rt.Topic, rt.TopicID = t.Topic, t.TopicID
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch = p, -1, -1
+					rp.Partition, rp.Offset, rp.LeaderEpoch = p, at, -1
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rg.Topics = append(rg.Topics, rt)
@@ -87,12 +95,13 @@ func TestForgottenOffsetsAreNotConsumed(t *testing.T) {
 	conformance.SeedRange(t, env, "in", 100, 200)
 	x.WaitCommitted(t, 200, 30*time.Second)
 	conformance.ExactlyOnce(t, env, "out", 200)
-	if logs.FilterMessage("the group's coordinator answered committed offsets below those this process committed; waiting for it to load the group before consuming them").Len() == 0 {
-		t.Fatalf("no log of the wait for the group's offsets; forged answers %d", forged.Load())
+	if logs.FilterMessage(resumeLog).Len() == 0 {
+		t.Fatalf("no log of resuming from the offsets mirror; forged answers %d", forged.Load())
 	}
 }
 
-// A coordinator that never gives the offsets back stops Run past
+// A coordinator that keeps answering offsets below those committed (a
+// stale answer, or a reset the mirror was not told of) stops Run past
 // recovery_timeout, with an error naming the partitions and what to run.
 func TestForgottenOffsetsStopRunPastTheBound(t *testing.T) {
 	env := kafkatest.Fake(t)
@@ -103,14 +112,16 @@ func TestForgottenOffsetsStopRunPastTheBound(t *testing.T) {
 	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
 	x.WaitCommitted(t, 50, 20*time.Second)
 
-	forged, _ := forgetOffsets(env)
+	forging := new(atomic.Bool)
+	forging.Store(true)
+	forged := forgeWhile(env, forging, 10)
 	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.UnknownMemberID})
 	err := x.Wait(t, 30*time.Second)
 	var behind *eos.OffsetsBehindError
 	if !errors.As(err, &behind) || forged.Load() == 0 {
 		t.Fatalf("Run ended with %v after %d forged answers; want an *eos.OffsetsBehindError", err, forged.Load())
 	}
-	for _, want := range []string{"in/0: none, committed 50", "eosctl group lag app"} {
+	for _, want := range []string{"in/0: 10, committed 50", "eosctl group lag app", "eosctl topic delete app-eos-offsets --yes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %q", err, want)
 		}
@@ -151,3 +162,158 @@ func TestLostCommitAnswerIsNotSettledByForgottenOffsets(t *testing.T) {
 		t.Fatalf("RecordsIn %d, want exactly %d: %+v", s.RecordsIn, n, s)
 	}
 }
+
+// A process that never committed a partition has no floor of its own: it
+// learns where the last commit reached from the offsets mirror, so a
+// coordinator that forgot the group's offsets does not make it process
+// the input again. Before the mirror, the new instance below started
+// every partition at its start and the output held 100 records twice.
+func TestNewInstanceReadsTheOffsetsMirror(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 2, "in", "out")
+	conformance.Seed(t, env, "in", 100)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.LeaveGroupOnClose = true
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	x.WaitCommitted(t, 100, 20*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	forged, remember := forgetOffsets(env)
+	time.AfterFunc(3*time.Second, remember) // the broker "loads" the group
+	core, logs := observer.New(zapcore.InfoLevel)
+	y := conformance.Start(t, env.Config("app", "b", config.ExactlyOnce), conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	conformance.Until(t, 20*time.Second, "an OffsetFetch answered without offsets", func() bool { return forged.Load() > 0 })
+	conformance.SeedRange(t, env, "in", 100, 200)
+	y.WaitCommitted(t, 100, 30*time.Second)
+	conformance.ExactlyOnce(t, env, "out", 200)
+	if logs.FilterMessage(resumeLog).Len() == 0 {
+		t.Fatalf("no log of resuming from the offsets mirror; forged answers %d", forged.Load())
+	}
+}
+
+// An input topic deleted and created again has a new topic id: the mirror
+// records of the old one, whose offsets the new one never reaches, do not
+// hold the app back. The group's offsets of a deleted topic are deleted
+// with it, as Apache Kafka does.
+func TestRecreatedTopicIsNotHeldToTheMirror(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 100)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.LeaveGroupOnClose = true
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	x.WaitCommitted(t, 100, 20*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	adm := env.Admin(t)
+	ctx := t.Context()
+	if _, err := adm.DeleteTopics(ctx, "in"); err != nil {
+		t.Fatal(err)
+	}
+	os := make(kadm.Offsets)
+	os.Add(kadm.Offset{Topic: "in", Partition: 0})
+	if _, err := adm.DeleteOffsets(ctx, "app", os.TopicsSet()); err != nil {
+		t.Fatal(err)
+	}
+	conformance.Until(t, 10*time.Second, "in deleted", func() bool {
+		td, err := adm.ListTopics(ctx, "in")
+		return err == nil && td["in"].Err != nil
+	})
+	env.CreateTopics(t, 1, "in")
+	conformance.SeedRange(t, env, "in", 100, 150)
+	cfg.RecoveryTimeout = 10 * time.Second
+	y := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	y.WaitCommitted(t, 50, 30*time.Second)
+	conformance.ExactlyOnce(t, env, "out", 150)
+}
+
+// A mirror that cannot be read is waited for, logged, and past
+// recovery_timeout stops Run naming it: the group's offsets unchecked
+// could be a forgetful broker's.
+func TestUnreadableMirrorIsWaitedForThenStopsRun(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 50)
+	mirror := topology.OffsetsTopic("app")
+	// Three refused reads: waited for, then consumed once.
+	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: mirror, Count: 3})
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	x.WaitCommitted(t, 50, 30*time.Second)
+	conformance.ExactlyOnce(t, env, "out", 50)
+	if logs.FilterMessage("cannot read the offsets mirror; waiting, since the group's offsets alone may be a broker's that forgot them").Len() == 0 {
+		t.Fatal("no log of the wait for the offsets mirror")
+	}
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refused for good: Run stops past recovery_timeout.
+	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: mirror, Count: -1})
+	cfg.RecoveryTimeout = 5 * time.Second
+	y := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	err := y.Wait(t, 60*time.Second)
+	var behind *eos.OffsetsBehindError
+	if !errors.As(err, &behind) || !behind.Unread {
+		t.Fatalf("Run ended with %v; want an *eos.OffsetsBehindError with Unread", err)
+	}
+	if !strings.Contains(err.Error(), "could not be read for partitions "+mirror+"/0") {
+		t.Errorf("error %q does not name the mirror partition", err)
+	}
+}
+
+// Offsets reset backwards on purpose are refused while the mirror says
+// otherwise, with an error naming the command that deletes it; once it is
+// deleted, the app processes the input again from the reset offsets.
+func TestDeliberateResetNeedsTheMirrorDeleted(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 50)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.LeaveGroupOnClose = true
+	cfg.RecoveryTimeout = 5 * time.Second
+	run := func() (*conformance.Run, func() error) {
+		x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+		return x, func() error { x.Stop(); return x.Wait(t, 60*time.Second) }
+	}
+	x, stop := run()
+	x.WaitCommitted(t, 50, 20*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	adm := env.Admin(t)
+	reset := make(kadm.Offsets)
+	reset.Add(kadm.Offset{Topic: "in", Partition: 0, At: 0, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(t.Context(), "app", reset); err != nil {
+		t.Fatal(err)
+	}
+
+	x, _ = run()
+	err := x.Wait(t, 60*time.Second)
+	if !errors.As(err, new(*eos.OffsetsBehindError)) || !strings.Contains(err.Error(), "eosctl topic delete app-eos-offsets --yes") {
+		t.Fatalf("after a reset, Run ended with %v; want an *eos.OffsetsBehindError naming the mirror's deletion", err)
+	}
+	if _, err := adm.DeleteTopics(t.Context(), topology.OffsetsTopic("app")); err != nil {
+		t.Fatal(err)
+	}
+	x, stop = run()
+	x.WaitCommitted(t, 50, 30*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(conformance.Drain(t, env, "out", 100)); got != 100 {
+		t.Fatalf("%d outputs after processing the input again, want 100", got)
+	}
+}
+
+// resumeLog is what a runner logs when it starts a partition the group has
+// no offset for from the offsets mirror.
+const resumeLog = "the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached"

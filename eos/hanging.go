@@ -119,6 +119,9 @@ func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client, extra ...st
 			topics = append(topics, topology.ChangelogTopic(r.cfg.AppID, s.Name))
 		}
 	}
+	if r.mirror != nil {
+		topics = append(topics, r.mirror.topic)
+	}
 	var denied []string
 	details, err := adm.ListTopics(actx, topics...)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {

@@ -23,6 +23,7 @@ package eos
 // Without a failed request nothing is looked at: a batch costs no request.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -388,6 +389,12 @@ func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedPro
 // way, as its abort would drop committed records: that is an error
 // naming the transaction and how to settle it.
 func (r *Runner) decideJoined(g *joinGuard, joined []joinedTxn, commit bool) (bool, error) {
+	// The error names the first: one of the user's topics rather than
+	// the offsets mirror, which every transaction writes too.
+	joined = slices.Clone(joined)
+	slices.SortStableFunc(joined, func(a, b joinedTxn) int {
+		return cmp.Or(cmp.Compare(r.isMirror(a.Topic), r.isMirror(b.Topic)), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+	})
 	may := commit
 	for _, j := range joined {
 		if j.verdict.Outcome == txnrepair.Aborted {

@@ -175,6 +175,11 @@ func (r *Runner) noteRejection(s session) {
 			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
 		return
 	}
+	if r.mirror != nil && rec.Topic == r.mirror.topic {
+		r.deadLetterRefused = fmt.Errorf("eos: a record of the offsets mirror %s was refused by the broker: %w; check the topic with `eosctl topic describe %s`",
+			rec.Topic, err, rec.Topic)
+		return
+	}
 	if r.isChangelog(rec.Topic) {
 		// State, not an output: no policy can drop it.
 		r.deadLetterRefused = fmt.Errorf("eos: a changelog record of %s (key %q, %d bytes) was refused by the broker: %w; raise the changelog's max.message.bytes, or keep smaller values in the store",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -90,7 +91,13 @@ func (r *Runner) preflight(ctx context.Context) error {
 	if err := r.checkCoPartitioned(parts); err != nil {
 		return err
 	}
-	return r.changelogs(pctx, kadm.NewClient(cl), parts)
+	if err := r.changelogs(pctx, kadm.NewClient(cl), parts); err != nil {
+		return err
+	}
+	if r.cfg.Guarantee != config.ExactlyOnce {
+		return nil
+	}
+	return r.ensureMirror(pctx, kadm.NewClient(cl))
 }
 
 // authenticationError says which credential the brokers refused (the SASL

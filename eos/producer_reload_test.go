@@ -8,6 +8,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -22,15 +23,20 @@ import (
 // offsets: unless the runtime sees that the batch's records were written
 // under two epochs and aborts it, those records are lost.
 func TestProducerEpochReloadMidBatchAbortsIt(t *testing.T) {
-	env := kafkatest.Fake(t, kfake.NumBrokers(2))
+	env := kafkatest.Fake(t, kfake.NumBrokers(3))
 	env.CreateTopics(t, 1, "in")
 	env.CreateTopics(t, 2, "out")
+	mirror := topology.OffsetsTopic("app")
+	env.CreateTopicsWith(t, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, mirror)
 	const n = 3000
 	conformance.Seed(t, env, "in", n)
-	// Each output partition on a broker of its own, so that each gets
-	// produce requests of its own.
-	if l0 := env.Fake.LeaderFor("out", 0); env.Fake.LeaderFor("out", 1) == l0 {
-		if err := env.Fake.MoveTopicPartition("out", 1, 1-l0); err != nil {
+	// Each output partition on a broker of its own, and the offsets
+	// mirror on the third, so that each gets produce requests of its own.
+	for i, tp := range []struct {
+		topic string
+		p     int32
+	}{{"out", 0}, {"out", 1}, {mirror, 0}} {
+		if err := env.Fake.MoveTopicPartition(tp.topic, tp.p, int32(i)); err != nil {
 			t.Fatal(err)
 		}
 	}

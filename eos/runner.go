@@ -128,6 +128,7 @@ type Runner struct {
 	rejected          map[string]rejection           // input records whose outputs the broker refused
 	ownMembers        map[string]bool                // group member ids this Runner's clients had
 	floor             offsetFloor                    // offsets its own commits reached; see offsetFloor
+	mirror            *offsetsMirror                 // exactly-once: where commits mirror their input offsets; nil otherwise
 	pid               int64                          // this session's producer id, and its epoch when the last repair looked (see joinGuard)
 	pidEpoch          int16                          // -1 before a transactional producer id is loaded
 	hangingDenied     string                         // why the last repairHanging could not look or complete: missing grants
@@ -180,7 +181,9 @@ func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }
 // none can switch off what the guarantee depends on: the group, static
 // membership, read_committed, the transactional id and timeout, acks,
 // manual commits and the rebalance callbacks that end user code's record
-// contexts (and, when a sink has a topology.Partitioner, the partitioner).
+// contexts (and, under exactly-once or when a sink has a
+// topology.Partitioner, the partitioner: choose partitions with
+// topology.Partitioner).
 func ClientOpts(opts ...kgo.Opt) Option {
 	return optFunc(func(r *Runner) { r.extra = append(r.extra, opts...) })
 }

@@ -255,10 +255,20 @@ func (r *Runner) newSession() (session, error) {
 	// The client's own warnings and errors (connection loss, retries) go
 	// to the same structured log.
 	opts = append(opts, kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
+	var part kgo.Partitioner
 	if r.proc.Partitioned() || r.state != nil {
 		// Some sink chooses partitions, or changelogs go to their task's
 		// partition: honour them, hash the rest.
-		opts = append(opts, kgo.RecordPartitioner(choosingPartitioner{defaultPartitioner()}))
+		part = choosingPartitioner{defaultPartitioner()}
+	}
+	if r.mirror != nil {
+		if part == nil {
+			part = defaultPartitioner()
+		}
+		part = mirrorPartitioner{base: part, topic: r.mirror.topic}
+	}
+	if part != nil {
+		opts = append(opts, kgo.RecordPartitioner(part))
 	}
 	if len(r.proc.CoPartitioned()) > 0 {
 		// Partition p of co-partitioned topics must go to one instance:

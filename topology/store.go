@@ -87,6 +87,15 @@ func ChangelogTopic(appID, store string) string {
 	return appID + "-" + store + "-changelog"
 }
 
+// OffsetsTopic is the compacted topic where an exactly-once pipeline whose
+// application id is appID mirrors its committed input offsets:
+// "<appID>-eos-offsets". Each transaction writes there, to partition p,
+// the offset it commits for partition p of each input topic (keyed by the
+// topic), so the offsets survive a group coordinator that forgets them.
+func OffsetsTopic(appID string) string {
+	return appID + "-eos-offsets"
+}
+
 // ProcessOption tunes Process and ProcessWith.
 type ProcessOption interface{ applyProcess(*procConf) }
 
