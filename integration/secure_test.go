@@ -56,6 +56,9 @@ type pipelineNames struct {
 // leastPrivilege is every ACL a stateless exactly-once pipeline needs, and
 // nothing else: Read and Write imply Describe, and Kafka 2.8+ brokers accept
 // Write on the transactional id instead of IdempotentWrite on the cluster.
+// The last three are on the offsets mirror (app_id-eos-offsets), which the
+// runtime makes on first start, writes in each transaction and reads when
+// it takes partitions over.
 var leastPrivilege = []grant{
 	{
 		name: "Read on input topic",
@@ -101,6 +104,24 @@ var leastPrivilege = []grant{
 				"--operation Write --resource-pattern-type prefixed --transactional-id " + p.app + config.TransactionalIDSeparator}
 		},
 	},
+	mirrorGrant(kadm.OpCreate),
+	mirrorGrant(kadm.OpRead),
+	mirrorGrant(kadm.OpWrite),
+}
+
+// mirrorGrant is op on the pipeline's offsets mirror. It has no Describe
+// row: the other two mirror grants imply Describe.
+func mirrorGrant(op kadm.ACLOperation) grant {
+	return grant{
+		name: camelOp(op) + " on offsets mirror",
+		acl: func(p pipelineNames) *kadm.ACLBuilder {
+			return kadm.NewACLs().Allow(p.principal).Topics(topology.OffsetsTopic(p.app)).Operations(op)
+		},
+		want: func(p pipelineNames) []string {
+			m := topology.OffsetsTopic(p.app)
+			return []string{"TOPIC_AUTHORIZATION_FAILED", m, "kafka-acls", "--operation " + camelOp(op) + " --topic " + m}
+		},
+	}
 }
 
 // secureEnv is the secured cluster as its super user, or a skip.
@@ -279,8 +300,9 @@ func TestSecureLeastPrivilegeExactlyOnce(t *testing.T) {
 // TestSecureConformance runs conformance scenarios on the secured broker
 // with their pipelines as a user holding only prefixed least-privilege
 // grants: Read on topics in-*, Write on out-* and dlq-*, Read on groups
-// app-* and Write on transactional ids app-*. Topics are made and read back
-// by the super user.
+// app-*, Write on transactional ids app-* and Create, Read and Write on
+// topics app-* (their offsets mirrors). Topics are made and read back by
+// the super user.
 func TestSecureConformance(t *testing.T) {
 	admin := secureEnv(t)
 	user, password := admin.Name("conf-user"), randomHex(t)
@@ -315,9 +337,15 @@ func TestSecureConformance(t *testing.T) {
 		{name: "Write on transactional ids app-*", acl: func(pipelineNames) *kadm.ACLBuilder {
 			return prefixed(kadm.NewACLs().Allow(principal).TransactionalIDs("app-").Operations(kadm.OpWrite))
 		}},
+		// The exactly-once apps app-* make, write and read their offsets
+		// mirror app-*-eos-offsets.
+		{name: "Create, Read and Write on topics app-*", acl: func(pipelineNames) *kadm.ACLBuilder {
+			return prefixed(kadm.NewACLs().Allow(principal).Topics("app-").Operations(kadm.OpCreate, kadm.OpRead, kadm.OpWrite))
+		}},
 		// The stateful scenario's app is count-*: its changelog
-		// count-*-counts-changelog is made, written and restored by
-		// the pipeline itself.
+		// count-*-counts-changelog and offsets mirror
+		// count-*-eos-offsets are made, written and read by the
+		// pipeline itself.
 		{name: "Read on groups count-*", acl: func(pipelineNames) *kadm.ACLBuilder {
 			return prefixed(kadm.NewACLs().Allow(principal).Groups("count-").Operations(kadm.OpRead))
 		}},
@@ -606,9 +634,10 @@ func untrustedCA(t *testing.T) string {
 }
 
 // TestSecureMissingACLStateful is the missing-ACL table of a stateful
-// pipeline: besides the four grants of a stateless one it needs Create,
-// Read and Write on its changelog (app_id-STORE-changelog), which it makes
-// on first start, writes in each transaction and restores from. Each row
+// pipeline: besides the grants of a stateless one (leastPrivilege, the
+// offsets mirror's included) it needs Create, Read and Write on its
+// changelog (app_id-STORE-changelog), which it makes on first start,
+// writes in each transaction and restores from. Each row
 // grants all but one of those three; with all of them, `eosctl doctor
 // --acls --store` prints exactly the grants the pipeline ran with.
 func TestSecureMissingACLStateful(t *testing.T) {

@@ -14,21 +14,24 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/topology"
 )
 
-// Kinds of internal topics, as their names end: "<app>-<name>-<kind>".
+// Kinds of internal topics, as their names end: "<app>-<name>-<kind>",
+// and "<app>-eos-offsets" for the offsets mirror of an exactly-once app.
 const (
 	kindChangelog   = "changelog"
 	kindRepartition = "repartition"
+	kindOffsets     = "offsets"
 )
 
 // internalTopicJSON is one internal topic of `app describe`: a store's
-// changelog or a repartition topic, with the settings its correctness
-// depends on.
+// changelog, a repartition topic or the offsets mirror, with the settings
+// its correctness depends on.
 type internalTopicJSON struct {
 	Topic             string             `json:"topic"`
-	Kind              string             `json:"kind"` // changelog or repartition
-	Name              string             `json:"name"` // the store (changelog) or node (repartition)
+	Kind              string             `json:"kind"` // changelog, repartition or offsets
+	Name              string             `json:"name"` // the store (changelog) or node (repartition); "" for offsets
 	Partitions        int                `json:"partitions"`
 	ReplicationFactor int                `json:"replication_factor"`
 	CleanupPolicy     string             `json:"cleanup_policy"`
@@ -89,9 +92,10 @@ or EOS_APP_ID):
 
   - its internal topics: the changelogs of its state stores (APP-STORE-changelog,
     which must be compacted) and its repartition topics (APP-NODE-repartition,
-    which must be cleanup.policy=delete), with partitions, replication factor,
-    cleanup.policy, min.insync.replicas, and each partition's end offset (high
-    watermark)
+    which must be cleanup.policy=delete) and, exactly-once, the mirror of its
+    committed input offsets (APP-eos-offsets, compacted), with partitions,
+    replication factor, cleanup.policy, min.insync.replicas, and each
+    partition's end offset (high watermark)
   - its consumer group (the group id is the app_id): state, members with their
     instance ids and the tasks (input partitions) each owns
   - the committed offset and lag of every input partition, repartition topics
@@ -188,6 +192,9 @@ func (d *appDescriber) describe() (appDescribeJSON, error) {
 // which kind and store or node. A topic of an app whose id extends app's
 // ("orders-eu" for "orders") is not app's when that app has a group.
 func internalTopicOf(app, topic string, groups []string) (kind, name string, ok bool) {
+	if topic == topology.OffsetsTopic(app) {
+		return kindOffsets, "", true // no other app's topic has this name
+	}
 	rest, found := strings.CutPrefix(topic, app+"-")
 	if !found {
 		return "", "", false
@@ -208,8 +215,8 @@ func internalTopicOf(app, topic string, groups []string) (kind, name string, ok 
 	return kind, name, true
 }
 
-// internalTopics describes the app's changelogs and repartition topics,
-// sorted by name.
+// internalTopics describes the app's changelogs, repartition topics and
+// offsets mirror, sorted by name.
 func (d *appDescriber) internalTopics(all kadm.TopicDetails, groups []string) ([]internalTopicJSON, error) {
 	out := []internalTopicJSON{}
 	var names []string
@@ -259,6 +266,8 @@ func internalTopicProblems(t internalTopicJSON) []string {
 		ps = append(ps, "not compacted: its state expires with its records")
 	case t.Kind == kindRepartition && compact:
 		ps = append(ps, "compacted: records of one key overwrite each other before they are read")
+	case t.Kind == kindOffsets && !compact && t.CleanupPolicy != "":
+		ps = append(ps, "not compacted: the offsets it mirrors expire with its records")
 	}
 	for _, e := range t.EndOffsets {
 		if e.Leader < 0 {
@@ -358,8 +367,8 @@ func memberOf(m kadm.DescribedGroupMember) appMemberJSON {
 // errNoSuchApp says that the cluster knows nothing of app, and names the
 // groups it does know, since an app's group id is its app_id.
 func errNoSuchApp(app string, groups []string) error {
-	msg := fmt.Sprintf("app %q has no consumer group, no committed offsets and no internal topics (%s-*-changelog, %s-*-repartition) on this cluster — check the app_id",
-		app, app, app)
+	msg := fmt.Sprintf("app %q has no consumer group, no committed offsets and no internal topics (%s-*-changelog, %s-*-repartition, %s) on this cluster — check the app_id",
+		app, app, app, topology.OffsetsTopic(app))
 	sort.Strings(groups)
 	switch {
 	case len(groups) == 0:

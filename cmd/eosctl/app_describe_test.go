@@ -46,9 +46,10 @@ func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
 }
 
 // A real counting pipeline with pebble stores: while it runs, describe
-// shows its changelog, its member and tasks, its committed input and its
-// stores in use; once it stopped, the stores are restored, and behind once
-// the changelog gains records they have not applied.
+// shows its changelog and offsets mirror, its member and tasks, its
+// committed input and its stores in use; once it stopped, the stores are
+// restored, and behind once the changelog gains records they have not
+// applied.
 func TestAppDescribeStatefulPipeline(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 2, "in", "out")
@@ -68,8 +69,12 @@ func TestAppDescribeStatefulPipeline(t *testing.T) {
 	const changelog = "orders-counts-changelog"
 
 	got := describeApp(t, "--config", file)
-	if len(got.InternalTopics) != 1 {
+	if len(got.InternalTopics) != 2 {
 		t.Fatalf("internal topics: %+v", got.InternalTopics)
+	}
+	if m := got.InternalTopics[1]; m.Topic != "orders-eos-offsets" || m.Kind != kindOffsets || m.Name != "" || m.Partitions != 2 ||
+		!strings.Contains(m.CleanupPolicy, "compact") || len(m.Problems) != 0 || len(m.EndOffsets) != 2 {
+		t.Errorf("offsets mirror: %+v", m)
 	}
 	cl := got.InternalTopics[0]
 	if cl.Topic != changelog || cl.Kind != kindChangelog || cl.Name != "counts" || cl.Partitions != 2 || cl.ReplicationFactor != 1 ||
@@ -154,6 +159,7 @@ func TestAppDescribeStatefulPipeline(t *testing.T) {
 	text := squeeze(out)
 	for _, want := range []string{
 		"Internal topics of app orders:\nTOPIC KIND PARTITIONS RF CLEANUP.POLICY MIN.ISR PROBLEMS\norders-counts-changelog changelog 2 1 compact",
+		"\norders-eos-offsets offsets 2 1 compact",
 		fmt.Sprintf("orders-counts-changelog 0 0 %d - -", ends[0]),
 		fmt.Sprintf("orders-counts-changelog 1 0 %d - -", ends[1]),
 		"Group orders:",
@@ -181,6 +187,7 @@ func TestAppDescribeRepartitionLag(t *testing.T) {
 		"shop-by-region-repartition": &del,
 		"shop-totals-changelog":      &compact,
 		"shop-eu-totals-changelog":   &compact, // app shop-eu's
+		"shop-eu-eos-offsets":        &compact, // app shop-eu's
 		"shop-notes":                 nil,      // not internal
 	} {
 		if _, err := adm.CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": policy}, topic); err != nil {
@@ -231,8 +238,8 @@ func TestAppDescribeRepartitionLag(t *testing.T) {
 	}
 }
 
-// A changelog that is not compacted or a repartition topic that is is
-// flagged.
+// A changelog or offsets mirror that is not compacted, or a repartition
+// topic that is, is flagged.
 func TestInternalTopicProblems(t *testing.T) {
 	for _, tc := range []struct {
 		t    internalTopicJSON
@@ -244,6 +251,8 @@ func TestInternalTopicProblems(t *testing.T) {
 		{internalTopicJSON{Kind: kindRepartition, CleanupPolicy: "delete"}, ""},
 		{internalTopicJSON{Kind: kindRepartition, CleanupPolicy: "compact"}, "compacted: records of one key"},
 		{internalTopicJSON{Kind: kindRepartition, CleanupPolicy: "delete", EndOffsets: []partitionEndJSON{{Partition: 3, Leader: -1}}}, "partition 3 has no leader"},
+		{internalTopicJSON{Kind: kindOffsets, CleanupPolicy: "compact"}, ""},
+		{internalTopicJSON{Kind: kindOffsets, CleanupPolicy: "delete"}, "not compacted: the offsets it mirrors expire"},
 	} {
 		got := strings.Join(internalTopicProblems(tc.t), "; ")
 		if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {

@@ -123,10 +123,12 @@ warn or fail with the fix:
     earlier versions used (this one uses app_id:instance_id)
   - the app's internal topics: each changelog (app_id-STORE-changelog) must
     be compacted and each repartition topic (app_id-NODE-repartition) must
-    not be; every partition needs a leader and enough in-sync replicas for
-    acks=all, min.insync.replicas must not exceed the replicas; a changelog
-    whose partition count matches no known input (--input-topic, --topic,
-    the topics the group committed) is flagged
+    not be, and the offsets mirror of an exactly-once app
+    (app_id-eos-offsets) should be compacted; every partition needs a
+    leader and enough in-sync replicas for acks=all, min.insync.replicas
+    must not exceed the replicas; a changelog whose partition count matches
+    no known input (--input-topic, --topic, the topics the group committed)
+    is flagged
   - with an authorizer, the ACLs the pipeline's principal needs:
     IdempotentWrite on the cluster, Write and Describe on its transactional
     ids (the prefix app_id:), Read on its group, Read on input and Write on
@@ -135,7 +137,10 @@ warn or fail with the fix:
     writes it in every transaction and restores from it); for each
     --repartition node (GroupBy, Through), Create, Read, Write and Delete
     on app_id-NODE-repartition (made on first start, written and read back
-    by the app, its consumed records deleted with DeleteRecords)
+    by the app, its consumed records deleted with DeleteRecords); under
+    exactly-once, Create, Read and Write on the offsets mirror
+    app_id-eos-offsets (made on first start, written in every transaction,
+    read when the app takes partitions over)
 
 Exits 1 when any check fails.
 

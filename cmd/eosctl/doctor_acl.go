@@ -110,7 +110,8 @@ func (e *doctorEnv) checkACLs(fs *findings) error {
 
 // aclNeeds lists what the pipeline needs: the transactional id and group
 // come from the config's app_id, topics from the flags, and the internal
-// topics from app_id and the --store and --repartition names.
+// topics from app_id and the --store and --repartition names (and, under
+// exactly-once, the offsets mirror app_id-eos-offsets).
 func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 	var needs []aclNeed
 	c := e.cfg
@@ -159,6 +160,13 @@ func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 			topic(t, kmsg.ACLOperationRead, "to read back the records "+n+" sends through it"),
 			topic(t, kmsg.ACLOperationWrite, "to write the records "+n+" sends through it"),
 			topic(t, kmsg.ACLOperationDelete, "to delete the records the group has consumed (DeleteRecords), without which the topic grows without bound"))
+	}
+	if c.Guarantee == config.ExactlyOnce {
+		t := topology.OffsetsTopic(c.AppID)
+		needs = append(needs,
+			topic(t, kmsg.ACLOperationCreate, "to create the offsets mirror on first start"),
+			topic(t, kmsg.ACLOperationRead, "to read where the last commit reached when taking partitions over"),
+			topic(t, kmsg.ACLOperationWrite, "to mirror the committed input offsets in each transaction"))
 	}
 	return needs
 }

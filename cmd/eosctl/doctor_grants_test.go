@@ -36,6 +36,9 @@ func TestDoctorACLsPrintsGrants(t *testing.T) {
 		"# " + prefix + "--operation IdempotentWrite --cluster",
 		prefix + "--operation Read --topic orders",
 		prefix + "--operation Write --topic invoices",
+		prefix + "--operation Create --topic orders-eos-offsets",
+		prefix + "--operation Read --topic orders-eos-offsets",
+		prefix + "--operation Write --topic orders-eos-offsets",
 	}
 	var got []string
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -62,8 +65,8 @@ func TestDoctorACLsPrintsGrants(t *testing.T) {
 			loop = append(loop, g.Operation+" "+g.Name)
 		}
 	}
-	if strings.Join(loop, ",") != "Read loop,Write loop" {
-		t.Errorf("--topic grants %v, want Read and Write on loop", loop)
+	if strings.Join(loop, ",") != "Read loop,Write loop,Create orders-eos-offsets,Read orders-eos-offsets,Write orders-eos-offsets" {
+		t.Errorf("topic grants %v, want Read and Write on loop, then Create, Read and Write on the offsets mirror", loop)
 	}
 }
 
@@ -88,7 +91,7 @@ func TestDoctorACLsNeedsPrincipalAndApp(t *testing.T) {
 // A stateful pipeline's internal topics get their grants from --store and
 // --repartition: Create, Read and Write on each changelog, and Create,
 // Read, Write and Delete on each repartition topic, after the grants of a
-// stateless pipeline.
+// stateless pipeline and before those of the offsets mirror.
 func TestDoctorACLsForStoresAndRepartitions(t *testing.T) {
 	t.Setenv("EOS_APP_ID", "orders")
 	out, errOut, code := runCLI(t, nil, "--brokers", "kafka:9093", "doctor", "--acls", "--principal", "User:orders-app",
@@ -128,6 +131,12 @@ func TestDoctorACLsForStoresAndRepartitions(t *testing.T) {
 		cmd + "--operation Write --topic orders-by-customer-repartition",
 		`# Delete on Topic "orders-by-customer-repartition": to delete the records the group has consumed (DeleteRecords), without which the topic grows without bound`,
 		cmd + "--operation Delete --topic orders-by-customer-repartition",
+		`# Create on Topic "orders-eos-offsets": to create the offsets mirror on first start`,
+		cmd + "--operation Create --topic orders-eos-offsets",
+		`# Read on Topic "orders-eos-offsets": to read where the last commit reached when taking partitions over`,
+		cmd + "--operation Read --topic orders-eos-offsets",
+		`# Write on Topic "orders-eos-offsets": to mirror the committed input offsets in each transaction`,
+		cmd + "--operation Write --topic orders-eos-offsets",
 	}, "\n") + "\n"
 	if out != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", out, want)
@@ -149,7 +158,8 @@ func TestDoctorACLsForStoresAndRepartitions(t *testing.T) {
 		}
 	}
 	if got, want := strings.Join(internal, ", "), "Create orders-counts-changelog, Read orders-counts-changelog, Write orders-counts-changelog, "+
-		"Create orders-by-customer-repartition, Read orders-by-customer-repartition, Write orders-by-customer-repartition, Delete orders-by-customer-repartition"; got != want {
+		"Create orders-by-customer-repartition, Read orders-by-customer-repartition, Write orders-by-customer-repartition, Delete orders-by-customer-repartition, "+
+		"Create orders-eos-offsets, Read orders-eos-offsets, Write orders-eos-offsets"; got != want {
 		t.Errorf("internal topic grants:\n%s\nwant:\n%s", got, want)
 	}
 }
@@ -173,8 +183,9 @@ func TestDoctorRefusesBadInternalNames(t *testing.T) {
 
 // What `doctor --acls` prints for a stateful pipeline with a GroupBy is
 // enough to run it: on a broker enforcing ACLs, a user holding exactly
-// those grants counts every record, its runtime creates the changelog and
-// the repartition topic and purges the consumed records of the latter.
+// those grants counts every record, its runtime creates the changelog, the
+// repartition topic and the offsets mirror and purges the consumed records
+// of the repartition topic.
 // Without each internal-topic grant the pipeline stops naming it (without
 // Read on the changelog, once a restart restores from it), or, without
 // Delete, reports that the purge fails.
@@ -187,6 +198,7 @@ func TestDoctorACLsSufficeForAStatefulPipeline(t *testing.T) {
 		t.Fatalf("exit %d, %v: %s\n%s", code, err, errOut, out)
 	}
 	changelog, rep := topology.ChangelogTopic("counter", "counts"), topology.RepartitionTopic("counter", "by-value")
+	mirror := topology.OffsetsTopic("counter")
 	for _, tc := range []struct {
 		without string // a printed grant left out, as "Operation topic"
 		want    string // what then fails: in Run's error, or (Delete) in the log
@@ -199,6 +211,9 @@ func TestDoctorACLsSufficeForAStatefulPipeline(t *testing.T) {
 		{"Write " + rep, "--operation Write --topic " + rep},
 		{"Read " + rep, "--operation Read --topic " + rep},
 		{"Delete " + rep, "deleting consumed records of repartition topics failed"},
+		{"Create " + mirror, "--operation Create --topic " + mirror},
+		{"Write " + mirror, "--operation Write --topic " + mirror},
+		{"Read " + mirror, "--operation Read --topic " + mirror},
 	} {
 		name := "all grants"
 		if tc.without != "" {
@@ -242,7 +257,7 @@ func TestDoctorACLsSufficeForAStatefulPipeline(t *testing.T) {
 					return err == nil && purged
 				})
 				for _, l := range strings.Split(logs.String(), "\n") {
-					internal := strings.Contains(l, changelog) || strings.Contains(l, rep) || strings.Contains(l, "repartition topics")
+					internal := strings.Contains(l, changelog) || strings.Contains(l, rep) || strings.Contains(l, mirror) || strings.Contains(l, "repartition topics")
 					if internal && (strings.Contains(l, "AUTHORIZATION") || strings.Contains(l, "failed")) {
 						t.Errorf("with every printed grant the runtime logged a failure on an internal topic: %s", l)
 					}

@@ -12,11 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// checkInternalTopics checks the app's changelogs and repartition topics
-// as they exist on the cluster: a changelog must be compacted (else the
-// state expires with its records), a repartition topic must not be
-// (else records of one key overwrite each other before they are read), and
-// the partitions of both must take the transaction's acks=all writes.
+// checkInternalTopics checks the app's changelogs, repartition topics and
+// offsets mirror as they exist on the cluster: a changelog must be
+// compacted (else the state expires with its records), a repartition topic
+// must not be (else records of one key overwrite each other before they
+// are read), the mirror should be (else the offsets it keeps expire), and
+// the partitions of all must take the transaction's acks=all writes.
 // The doctor does not know the topology, so it compares a changelog's
 // partition count with the inputs it does know: --input-topic, --topic and
 // the topics the app's group committed.
@@ -43,7 +44,7 @@ func (e *doctorEnv) checkInternalTopics(fs *findings) {
 		topics = append(topics, internalTopicJSON{Topic: n, Kind: kind, Name: name, Partitions: len(all[n].Partitions), ReplicationFactor: replicationFactor(all[n])})
 	}
 	if len(topics) == 0 {
-		fs.ok("internal topics", "app %q has no changelog or repartition topics yet; the runtime creates changelogs compacted at start", app)
+		fs.ok("internal topics", "app %q has no changelog, repartition or offsets mirror topics yet; the runtime creates changelogs and the mirror compacted at start", app)
 		return
 	}
 	settings, err := topicSettings(e.ctx, e.adm, names, "cleanup.policy", "min.insync.replicas")
@@ -66,14 +67,17 @@ func (e *doctorEnv) checkInternalTopics(fs *findings) {
 
 // internalCheck names the finding of an internal topic by its kind.
 func internalCheck(t internalTopicJSON) string {
-	if t.Kind == kindChangelog {
+	switch t.Kind {
+	case kindChangelog:
 		return "changelog"
+	case kindOffsets:
+		return "offsets mirror"
 	}
 	return "repartition topic"
 }
 
 // checkCleanupPolicy fails a changelog that is not compacted and a
-// repartition topic that is.
+// repartition topic that is, and warns of an offsets mirror that is not.
 func (e *doctorEnv) checkCleanupPolicy(fs *findings, t internalTopicJSON) {
 	check := internalCheck(t)
 	compact := strings.Contains(t.CleanupPolicy, "compact")
@@ -91,6 +95,9 @@ func (e *doctorEnv) checkCleanupPolicy(fs *findings, t internalTopicJSON) {
 	case t.Kind == kindRepartition && compact:
 		fs.fail(check, fmt.Sprintf("%s (node %q) has cleanup.policy=%s: compaction keeps only the last record of a key, so records the app has not read yet can vanish", t.Topic, t.Name, t.CleanupPolicy),
 			alter("delete"))
+	case t.Kind == kindOffsets && !compact:
+		fs.warn(check, fmt.Sprintf("%s has cleanup.policy=%s: where a partition's last commit reached expires after retention.ms, and with it the guard against a group coordinator that forgot the offsets", t.Topic, t.CleanupPolicy),
+			alter("compact"))
 	default:
 		fs.ok(check, "%s: cleanup.policy=%s", t.Topic, t.CleanupPolicy)
 	}

@@ -57,7 +57,9 @@ func TestDoctorChecksInternalTopics(t *testing.T) {
 	createTopic(t, addr, "orders-by-user-repartition", 2, "cleanup.policy", "delete")
 	createTopic(t, addr, "orders-odd-changelog", 3, "cleanup.policy", "compact")
 	createTopic(t, addr, "orders-strict-changelog", 2, "cleanup.policy", "compact", "min.insync.replicas", "2")
+	createTopic(t, addr, "orders-eos-offsets", 2, "cleanup.policy", "delete")
 	createTopic(t, addr, "orders-eu-x-changelog", 2, "cleanup.policy", "delete") // app orders-eu's, once it has a group
+	createTopic(t, addr, "orders-eu-eos-offsets", 2, "cleanup.policy", "delete") // app orders-eu's
 	var eu kadm.Offsets
 	eu.AddOffset("orders", 0, 0, -1)
 	if err := newAdmin(t, addr).CommitAllOffsets(context.Background(), "orders-eu", eu); err != nil {
@@ -69,6 +71,8 @@ func TestDoctorChecksInternalTopics(t *testing.T) {
 		{statusOK, "orders-by-user-repartition: cleanup.policy=delete", ""},
 		{statusWarn, "orders-odd-changelog has 3 partitions, which no known input of the app has (orders has 2)", "--input-topic"},
 		{statusFail, "orders-strict-changelog: min.insync.replicas=2 exceeds its 1 replica(s)", "--add-config min.insync.replicas=1"},
+		{statusWarn, "orders-eos-offsets has cleanup.policy=delete", "--entity-name orders-eos-offsets --add-config cleanup.policy=compact"},
+		{statusOK, "orders-eos-offsets: 2 partitions, each with a leader", ""},
 	} {
 		f, ok := findingWith(res, want.status, want.detail)
 		if !ok || !strings.Contains(f.Fix, want.fix) {
@@ -76,7 +80,7 @@ func TestDoctorChecksInternalTopics(t *testing.T) {
 		}
 	}
 	for _, f := range res.Findings {
-		if strings.Contains(f.Detail, "orders-eu-x-changelog") {
+		if strings.Contains(f.Detail, "orders-eu-x-changelog") || strings.Contains(f.Detail, "orders-eu-eos-offsets") {
 			t.Errorf("a topic of app orders-eu was checked as one of orders: %+v", f)
 		}
 	}

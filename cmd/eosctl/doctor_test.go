@@ -136,9 +136,12 @@ func TestDoctorChecksACLs(t *testing.T) {
 		allow(kmsg.ACLResourceTypeTopic, "orders", kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationRead),
 		allow(kmsg.ACLResourceTypeTopic, "*", kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationWrite),
 	}
+	mirror := topology.OffsetsTopic("orders")
 	full := append([]kfake.ACL{
 		allow(kmsg.ACLResourceTypeTransactionalId, "orders:", kmsg.ACLResourcePatternTypePrefixed, kmsg.ACLOperationWrite),
 		allow(kmsg.ACLResourceTypeCluster, "kafka-cluster", kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationIdempotentWrite),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationCreate),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLOperationRead),
 	}, base...)
 	denied := append([]kfake.ACL{{Resource: kmsg.ACLResourceTypeTopic, Name: "invoices", Pattern: kmsg.ACLResourcePatternTypeLiteral,
 		Operation: kmsg.ACLOperationWrite}}, full...)
@@ -157,6 +160,7 @@ func TestDoctorChecksACLs(t *testing.T) {
 		{"missing transactional id", base, exitFailure, `lacks Write on TransactionalId "orders:worker-0"`, "--resource-pattern-type prefixed --transactional-id orders:"},
 		{"complete", full, exitOK, "", ""},
 		{"deny wins", denied, exitFailure, `lacks Write on Topic "invoices"`, "--topic invoices"},
+		{"missing offsets mirror", append(full[:2:2], base...), exitFailure, `lacks Read on Topic "` + mirror + `"`, "--operation Read --topic " + mirror},
 		{"old transactional id form", legacy, exitFailure, `the ACL matches the old form "orders-worker-0"`, "--transactional-id orders:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,7 +176,8 @@ func TestDoctorChecksACLs(t *testing.T) {
 				}
 				return
 			}
-			for _, want := range []string{"Describe on TransactionalId", "Read on Group", "Read on Topic \"orders\"", "Write on Topic \"invoices\"", "IdempotentWrite"} {
+			for _, want := range []string{"Describe on TransactionalId", "Read on Group", "Read on Topic \"orders\"", "Write on Topic \"invoices\"", "IdempotentWrite",
+				"Create on Topic \"" + mirror + "\"", "Read on Topic \"" + mirror + "\"", "Write on Topic \"" + mirror + "\""} {
 				if _, ok := findingWith(res, statusOK, want); !ok {
 					t.Errorf("want ok for %q: %+v", want, res.Findings)
 				}
@@ -182,14 +187,16 @@ func TestDoctorChecksACLs(t *testing.T) {
 }
 
 // With --store and --repartition the doctor checks the grants of the
-// internal topics too: Create granted on the cluster covers creating them,
-// and a missing Delete on the repartition topic fails with its fix.
+// internal topics too, as it does the offsets mirror's: Create granted on
+// the cluster covers creating them, and a missing Delete on the
+// repartition topic fails with its fix.
 func TestDoctorChecksInternalTopicACLs(t *testing.T) {
 	lit := kmsg.ACLResourcePatternTypeLiteral
 	allow := func(rt kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
 		return kfake.ACL{Resource: rt, Name: name, Pattern: lit, Operation: op, Allow: true}
 	}
 	changelog, rep := topology.ChangelogTopic("orders", "counts"), topology.RepartitionTopic("orders", "by-value")
+	mirror := topology.OffsetsTopic("orders")
 	acls := []kfake.ACL{
 		{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "orders:", Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationWrite, Allow: true},
 		allow(kmsg.ACLResourceTypeGroup, "orders", kmsg.ACLOperationRead),
@@ -198,6 +205,8 @@ func TestDoctorChecksInternalTopicACLs(t *testing.T) {
 		allow(kmsg.ACLResourceTypeTopic, changelog, kmsg.ACLOperationWrite),
 		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationRead),
 		allow(kmsg.ACLResourceTypeTopic, rep, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLOperationWrite),
 	}
 	_, addr := newCluster(t, kfake.BrokerConfigs(devConfigs), kfake.EnableSASL(), kfake.EnableACLs(),
 		kfake.Superuser("SCRAM-SHA-256", "admin", "admin"), kfake.User("SCRAM-SHA-256", "app", "secret", acls...))
@@ -207,6 +216,7 @@ func TestDoctorChecksInternalTopicACLs(t *testing.T) {
 	for _, want := range []string{
 		`Create on Topic "` + changelog + `"`, `Read on Topic "` + changelog + `"`, `Write on Topic "` + changelog + `"`,
 		`Create on Topic "` + rep + `"`, `Read on Topic "` + rep + `"`, `Write on Topic "` + rep + `"`,
+		`Create on Topic "` + mirror + `"`, `Read on Topic "` + mirror + `"`, `Write on Topic "` + mirror + `"`,
 	} {
 		if _, ok := findingWith(res, statusOK, want); !ok {
 			t.Errorf("want ok for %s: %+v", want, res.Findings)

@@ -979,7 +979,7 @@ func (h *harness) runOnce(ctx context.Context, c caseSpec, rep int) (runResult, 
 	if err := h.createTopics(ctx, in, out); err != nil {
 		return runResult{}, err
 	}
-	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore), suppressChangelog(id))
+	defer h.deleteTopics(in, out, topology.ChangelogTopic(id, CountStore), suppressChangelog(id), topology.OffsetsTopic(id))
 	if c.dedup == DedupRedis || c.dedup == DedupBloom {
 		defer h.dropRedisKeys(id)
 	}

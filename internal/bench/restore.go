@@ -35,7 +35,7 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 	if err := h.createTopics(ctx, in, out); err != nil {
 		return runResult{}, err
 	}
-	defer h.deleteTopics(in, out, changelog)
+	defer h.deleteTopics(in, out, changelog, topology.OffsetsTopic(id))
 	if err := h.createChangelog(ctx, id); err != nil {
 		return runResult{}, err
 	}

@@ -502,7 +502,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return res, fmt.Errorf("chaos: creating topics %s, %s: %w", strings.Join(inputs, ", "), res.Output, err)
 	}
 	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics && ev != nil {
-		defer deleteAppTopics(adm, app) // inputs, output and the stores' changelogs
+		defer deleteAppTopics(adm, app) // inputs, output, the stores' changelogs and the offsets mirror
 	}
 	if _, embedded := br.(*embedded); !embedded && !o.KeepTopics {
 		defer func() {
@@ -515,6 +515,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			}
 			if grouped {
 				topics = append(topics, res.Repartition)
+			}
+			if o.Guarantee == config.ExactlyOnce {
+				topics = append(topics, topology.OffsetsTopic(app))
 			}
 			_, _ = adm.DeleteTopics(dctx, topics...)
 		}()

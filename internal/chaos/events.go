@@ -201,7 +201,7 @@ func startLiveIdentities(base []kgo.Opt, topic string, identify func(*kgo.Record
 }
 
 // deleteAppTopics deletes every topic of app on the cluster (named
-// "<app>-…": inputs, output, changelogs), best effort.
+// "<app>-…": inputs, output, changelogs, the offsets mirror), best effort.
 func deleteAppTopics(adm *kadm.Client, app string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

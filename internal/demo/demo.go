@@ -125,7 +125,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = adm.DeleteTopics(dctx, in, out, dlq)
+		topics := []string{in, out, dlq}
+		if cfg.Guarantee == config.ExactlyOnce {
+			topics = append(topics, topology.OffsetsTopic(cfg.AppID)) // the runtime made it
+		}
+		_, _ = adm.DeleteTopics(dctx, topics...)
 	}()
 	poison, err := seed(ctx, cl, in, o)
 	if err != nil {
