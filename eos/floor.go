@@ -273,11 +273,12 @@ func (r *Runner) resumeFromMirror(fetched map[string]map[int32]kgo.Offset, mirro
 	for topic, ps := range fetched {
 		for p, o := range ps {
 			m, ok := mirrored[topic][p]
-			if !ok || o.EpochOffset().Offset >= 0 {
+			if !ok || o.EpochOffset().Offset >= 0 || !r.mirror.provenTopic(topic) {
 				continue
 			}
-			r.log.Info("the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached",
-				zap.String("topic", topic), zap.Int32("partition", p), zap.Int64("offset", m.Offset), zap.String("mirror", r.mirror.topic))
+			r.log.Warn("the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached",
+				zap.String("topic", topic), zap.Int32("partition", p), zap.Int64("offset", m.Offset), zap.String("mirror", r.mirror.topic),
+				zap.String("if_deleted_on_purpose", fmt.Sprintf("to process the input again, stop the app and also delete the mirror: eosctl topic delete %s --yes", r.mirror.topic)))
 			ps[p] = kgo.NewOffset().At(m.Offset).WithEpoch(m.Epoch)
 		}
 	}

@@ -317,3 +317,36 @@ func TestDeliberateResetNeedsTheMirrorDeleted(t *testing.T) {
 // resumeLog is what a runner logs when it starts a partition the group has
 // no offset for from the offsets mirror.
 const resumeLog = "the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached"
+
+// Offsets that expired while the app was stopped (here the group is
+// deleted) resume from the offsets mirror, and a resumed partition with no
+// new input is not taken for a stalled one: the group has no offset there
+// until the next commit. Before, the stall check counted the processed
+// records as waiting and stopped Run with a StallError.
+func TestExpiredOffsetsResumeFromTheMirrorWithoutStalling(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 50)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.LeaveGroupOnClose = true
+	cfg.TransactionTimeout = 2 * time.Second
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil))
+	x.WaitCommitted(t, 50, 20*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Admin(t).DeleteGroup(t.Context(), "app"); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	y := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	conformance.Until(t, 20*time.Second, "the resume", func() bool { return logs.FilterMessage(resumeLog).Len() > 0 })
+	time.Sleep(30 * time.Second) // past the stall bound, idle
+	if s := y.R.Stats(); s.Rebuilds != 0 {
+		t.Fatalf("the idle resumed pipeline rebuilt %d times: taken for stalled; stats %+v", s.Rebuilds, s)
+	}
+	conformance.SeedRange(t, env, "in", 50, 60)
+	y.WaitCommitted(t, 10, 30*time.Second)
+	conformance.ExactlyOnce(t, env, "out", 60)
+}

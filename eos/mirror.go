@@ -86,6 +86,13 @@ func (m *offsetsMirror) sameTopic(topic string, id kadm.TopicID) bool {
 	return id == kadm.TopicID{} || now == kadm.TopicID{} || id == now
 }
 
+// provenTopic reports whether the topic has an id to tell it from one of
+// the same name deleted before: only then may a partition resume from the
+// mirror (see resumeFromMirror); without, the mirror only raises the floor.
+func (m *offsetsMirror) provenTopic(topic string) bool {
+	return m.ids[topic] != kadm.TopicID{}
+}
+
 // isMirror returns 1 for the offsets mirror's topic, else 0 (a sort key).
 func (r *Runner) isMirror(topic string) int {
 	if r.mirror != nil && topic == r.mirror.topic {
@@ -152,6 +159,9 @@ func (r *Runner) ensureMirror(ctx context.Context, adm *kadm.Client) error {
 		if err := r.growMirror(ctx, adm, topic, len(d.Partitions), want); err != nil {
 			return err
 		}
+		if d, err := adm.ListTopics(ctx, topic); err == nil && d[topic].Err == nil {
+			want = len(d[topic].Partitions) // as many as there are, added or not
+		}
 	}
 	m.partitions = int32(want)
 	r.mirror = m
@@ -170,9 +180,17 @@ func (r *Runner) growMirror(ctx context.Context, adm *kadm.Client, topic string,
 			err = nil
 		}
 	}
+	if isFatal(err) {
+		// Not fatal to the app: the inputs' new partitions go unmirrored
+		// (see records) until someone who may adds them.
+		r.log.Warn("the offsets mirror has fewer partitions than the inputs, and this app may not add them; the new input partitions go unmirrored until they are added",
+			zap.String("topic", topic), zap.Int("partitions", have), zap.Int("inputs", want), zap.Error(err),
+			zap.String("fix", fmt.Sprintf("kafka-topics.sh --alter --topic %s --partitions %d, or grant Alter on it", topic, want)))
+		return nil
+	}
 	if err != nil {
-		return r.authErrorOp(fmt.Errorf("eos: the offsets mirror %s has %d partitions, fewer than the inputs' %d, and adding partitions failed: %w; add them with `kafka-topics.sh --alter --topic %s --partitions %d`",
-			topic, have, want, err, topic, want), "Alter", topic)
+		return fmt.Errorf("eos: the offsets mirror %s has %d partitions, fewer than the inputs' %d, and adding partitions failed: %w; add them with `kafka-topics.sh --alter --topic %s --partitions %d`",
+			topic, have, want, err, topic, want)
 	}
 	r.log.Info("added partitions to the offsets mirror topic", zap.String("topic", topic), zap.Int("partitions", want))
 	return nil

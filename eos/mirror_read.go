@@ -90,7 +90,7 @@ const mirrorWindow = 256
 // it needs is found or the partition's start is reached. A mirror
 // partition that does not exist (an input grew) holds nothing.
 func (r *Runner) readMirror(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.EpochOffset, error) {
-	starts, ends, err := r.mirrorBounds(ctx)
+	starts, ends, err := r.mirrorBounds(ctx, resuming(fetched))
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +98,11 @@ func (r *Runner) readMirror(ctx context.Context, fetched map[string]map[int32]kg
 	need := map[int32]int{} // mirror partition → input topics to find there
 	for _, ps := range fetched {
 		for p := range ps {
-			s, sok := starts.Lookup(topic, p)
-			e, eok := ends.Lookup(topic, p)
-			if sok && eok && e.Offset > s.Offset {
+			s, e, exists, err := bounds(starts, ends, topic, p)
+			if err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p, err)
+			}
+			if exists && e > s {
 				need[p]++
 			}
 		}
@@ -109,11 +111,10 @@ func (r *Runner) readMirror(ctx context.Context, fetched map[string]map[int32]kg
 	for span := int64(mirrorWindow); len(need) > 0; span *= 8 {
 		consume, end := map[int32]kgo.Offset{}, map[int32]int64{}
 		for p := range need {
-			s, _ := starts.Lookup(topic, p)
-			e, _ := ends.Lookup(topic, p)
-			from := max(s.Offset, e.Offset-span)
-			consume[p], end[p] = kgo.NewOffset().At(from), e.Offset
-			if from == s.Offset {
+			s, e, _, _ := bounds(starts, ends, topic, p)
+			from := max(s, e-span)
+			consume[p], end[p] = kgo.NewOffset().At(from), e
+			if from == s {
 				need[p] = -1 // read from its start: nothing more to find
 			}
 		}
@@ -141,18 +142,76 @@ func found(out map[string]map[int32]kgo.EpochOffset, p int32) int {
 }
 
 // mirrorBounds lists the mirror's start offsets and last stable offsets.
-func (r *Runner) mirrorBounds(ctx context.Context) (starts, ends kadm.ListedOffsets, err error) {
+// Before a partition resumes from the mirror, the transactions open there
+// are given up to transaction_timeout to end: one whose EndTxn committed
+// but whose markers a restarted broker has not written yet holds the
+// newest offsets.
+func (r *Runner) mirrorBounds(ctx context.Context, resume bool) (starts, ends kadm.ListedOffsets, err error) {
 	adm := kadm.NewClient(r.admin)
-	if starts, err = adm.ListStartOffsets(ctx, r.mirror.topic); err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
+	if starts, err = adm.ListStartOffsets(ctx, r.mirror.topic); err != nil {
 		return nil, nil, err
 	}
-	if ends, err = adm.ListCommittedOffsets(ctx, r.mirror.topic); err == nil {
-		err = ends.Error()
+	var high kadm.ListedOffsets
+	if resume {
+		if high, err = adm.ListEndOffsets(ctx, r.mirror.topic); err != nil {
+			return nil, nil, err
+		}
 	}
-	return starts, ends, err
+	for begin := time.Now(); ; {
+		if ends, err = adm.ListCommittedOffsets(ctx, r.mirror.topic); err != nil || !resume || settled(ends, high) {
+			return starts, ends, err
+		}
+		if time.Since(begin) > r.cfg.TransactionTimeout {
+			r.log.Warn("transactions stay open on the offsets mirror; resuming from what it holds committed", zap.String("topic", r.mirror.topic),
+				zap.Duration("waited", time.Since(begin)), zap.String("inspect", "eosctl txn hanging --topic "+r.mirror.topic))
+			return starts, ends, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// settled reports whether every partition's last stable offset reached
+// the high watermark listed before.
+func settled(ends, high kadm.ListedOffsets) bool {
+	ok := true
+	high.Each(func(h kadm.ListedOffset) {
+		if e, found := ends.Lookup(h.Topic, h.Partition); h.Err == nil && (!found || e.Err != nil || e.Offset < h.Offset) {
+			ok = false
+		}
+	})
+	return ok
+}
+
+// resuming reports whether some partition of fetched has no committed
+// offset in the group, so may resume from the mirror.
+func resuming(fetched map[string]map[int32]kgo.Offset) bool {
+	for _, ps := range fetched {
+		for _, o := range ps {
+			if o.EpochOffset().Offset < 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// bounds returns partition p's start and last stable offset, an error of
+// either (only the partitions a read needs must answer), and whether the
+// partition exists.
+func bounds(starts, ends kadm.ListedOffsets, topic string, p int32) (start, end int64, exists bool, err error) {
+	s, sok := starts.Lookup(topic, p)
+	e, eok := ends.Lookup(topic, p)
+	if !sok || !eok {
+		return 0, 0, false, nil
+	}
+	if err = s.Err; err == nil {
+		err = e.Err
+	}
+	return s.Offset, e.Offset, true, err
 }
 
 // consumeMirror reads each partition of consume until a record (a marker

@@ -257,6 +257,11 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.At >= 0 {
 			at = c.At
 		}
+		if floor, below := r.floor.below(o.Topic, o.Partition, at); below {
+			// Resumed from the offsets mirror, or committed here: the
+			// group has no offset there (yet) until input comes.
+			at = floor
+		}
 		if at < o.Offset {
 			if candidates[o.Topic] == nil {
 				candidates[o.Topic] = make(map[int32]kgo.Offset)
