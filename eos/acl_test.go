@@ -15,6 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A pipeline whose principal lacks one ACL stops at once with an
@@ -118,5 +121,41 @@ func TestMissingWriteOnRepartitionTopicNamesWrite(t *testing.T) {
 	doctor := "`EOS_APP_ID=app eosctl doctor --acls --principal User:app-user --input-topic in --output-topic out --store counts --repartition by-value`"
 	if !strings.Contains(err.Error(), doctor) {
 		t.Errorf("the error does not suggest %s:\n%v", doctor, err)
+	}
+}
+
+// An input that gained partitions while the app may not add them to the
+// offsets mirror (no Alter) does not stop the app: it runs on, logs which
+// partitions go unmirrored and how to add them, and stays exactly-once.
+func TestMirrorThatCannotGrowIsLoggedNotFatal(t *testing.T) {
+	lit := kmsg.ACLResourcePatternTypeLiteral
+	allow := func(r kmsg.ACLResourceType, name string, op kmsg.ACLOperation) kfake.ACL {
+		return kfake.ACL{Resource: r, Name: name, Pattern: lit, Operation: op, Allow: true}
+	}
+	mirror := topology.OffsetsTopic("app")
+	acls := []kfake.ACL{
+		allow(kmsg.ACLResourceTypeTopic, "in", kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, "out", kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTopic, mirror, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeGroup, "app", kmsg.ACLOperationRead),
+		{Resource: kmsg.ACLResourceTypeTransactionalId, Name: "app:", Pattern: kmsg.ACLResourcePatternTypePrefixed, Operation: kmsg.ACLOperationWrite, Allow: true},
+	}
+	admin := kafkatest.Fake(t, kfake.EnableSASL(), kfake.EnableACLs(),
+		kfake.Superuser(config.SASLScramSHA512, "admin", "admin-secret"),
+		kfake.User(config.SASLScramSHA512, "app-user", "app-secret", acls...))
+	admin.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: "admin", Password: "admin-secret"}
+	admin.CreateTopics(t, 2, "in", "out")
+	admin.CreateTopicsWith(t, 1, map[string]*string{"cleanup.policy": kmsg.StringPtr("compact")}, mirror)
+	conformance.Seed(t, admin, "in", 100)
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg := admin.As("app-user", "app-secret").Config("app", "1", config.ExactlyOnce)
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	x.WaitCommitted(t, 100, 30*time.Second)
+	conformance.ExactlyOnce(t, admin, "out", 100)
+	grow := logs.FilterMessage("the offsets mirror has fewer partitions than the inputs, and this app may not add them; the new input partitions go unmirrored until they are added")
+	unmirrored := logs.FilterMessage("an input partition has no offsets mirror partition yet (partitions were added to the input); restart to add it")
+	if grow.Len() == 0 || unmirrored.Len() != 1 {
+		t.Fatalf("logged the refused growth %d times and the unmirrored partition %d times; want at least once and once", grow.Len(), unmirrored.Len())
 	}
 }

@@ -1,6 +1,8 @@
 package eos_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -349,4 +352,66 @@ func TestExpiredOffsetsResumeFromTheMirrorWithoutStalling(t *testing.T) {
 	conformance.SeedRange(t, env, "in", 50, 60)
 	y.WaitCommitted(t, 10, 30*time.Second)
 	conformance.ExactlyOnce(t, env, "out", 60)
+}
+
+// A partition resumes from the newest commit the mirror will hold: a
+// transaction open on the mirror (here another producer's, committing
+// records 100..149, as one whose markers a restarting broker has not
+// written yet) is waited for before the mirror is read. Reading at once
+// resumed at 100, and records 100..149 came out twice.
+func TestResumeWaitsForTransactionsOpenOnTheMirror(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 100)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.LeaveGroupOnClose = true
+	cfg.TransactionTimeout = 10 * time.Second
+	top := conformance.Upper("in", "out", nil)
+	x := conformance.Start(t, cfg, top)
+	x.WaitCommitted(t, 100, 20*time.Second)
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	conformance.SeedRange(t, env, "in", 100, 200)
+
+	ctx := t.Context()
+	adm := env.Admin(t)
+	if _, err := adm.DeleteGroup(ctx, "app"); err != nil {
+		t.Fatal(err)
+	}
+	// Another producer's transaction: outputs of records 100..149 and
+	// their mirror record, committed 1.5 s after the pipeline restarts.
+	td, err := adm.ListTopics(ctx, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := env.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"in": {0: kgo.NewOffset().At(100)}}))
+	var outs []*kgo.Record
+	for len(outs) < 50 {
+		in.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			if len(outs) < 50 {
+				outs = append(outs, &kgo.Record{Topic: "out", Key: r.Key, Value: bytes.ToUpper(r.Value)})
+			}
+		})
+	}
+	other := env.Client(t, kgo.TransactionalID("other"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := other.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	mirror := &kgo.Record{Topic: topology.OffsetsTopic("app"), Key: []byte("in"), Value: eos.EncodeMirrorForTest(td["in"].ID, 150)}
+	if err := other.ProduceSync(ctx, append(outs, mirror)...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(1500*time.Millisecond, func() { _ = other.EndTransaction(context.Background(), kgo.TryCommit) })
+
+	core, logs := observer.New(zapcore.InfoLevel)
+	cfg.InstanceID = "b"
+	y := conformance.Start(t, cfg, top, eos.Logger(zap.New(core)))
+	y.WaitCommitted(t, 50, 30*time.Second)
+	conformance.ExactlyOnce(t, env, "out", 200)
+	resumed := logs.FilterMessage(resumeLog).All()
+	if len(resumed) == 0 || resumed[0].ContextMap()["offset"] != int64(150) {
+		t.Fatalf("resumed %v; want in/0 at 150", resumed)
+	}
 }
