@@ -101,25 +101,18 @@ func (f *offsetFloor) waitingUnread() bool {
 // and one below an earlier (a topic created again, a log truncated) is
 // what the group now holds.
 func (f *offsetFloor) raise(offsets map[string]map[int32]kgo.EpochOffset) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.at == nil {
-		f.at = make(map[string]map[int32]int64)
-	}
-	for topic, ps := range offsets {
-		for p, o := range ps {
-			if f.at[topic] == nil {
-				f.at[topic] = make(map[int32]int64)
-			}
-			f.at[topic][p] = o.Offset
-		}
-	}
+	f.set(offsets, false)
 }
 
 // raiseTo raises the floor to offsets where they are higher: what the
 // offsets mirror said at an assignment may be older than what this
 // process committed since (a newer record hidden by an open transaction).
 func (f *offsetFloor) raiseTo(offsets map[string]map[int32]kgo.EpochOffset) {
+	f.set(offsets, true)
+}
+
+// set records offsets, each only where it is higher when onlyHigher.
+func (f *offsetFloor) set(offsets map[string]map[int32]kgo.EpochOffset, onlyHigher bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.at == nil {
@@ -130,7 +123,7 @@ func (f *offsetFloor) raiseTo(offsets map[string]map[int32]kgo.EpochOffset) {
 			if f.at[topic] == nil {
 				f.at[topic] = make(map[int32]int64)
 			}
-			if cur, ok := f.at[topic][p]; !ok || o.Offset > cur {
+			if cur, ok := f.at[topic][p]; !onlyHigher || !ok || o.Offset > cur {
 				f.at[topic][p] = o.Offset
 			}
 		}

@@ -26,6 +26,14 @@ func TestOffsetFloorFollowsTheLatestCommit(t *testing.T) {
 	if _, is := f.below("in", 0, 20); is {
 		t.Fatal("the commit at 20 after one at 500 left the floor at 500")
 	}
+	// What the offsets mirror says only raises the floor.
+	f.raiseTo(map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 10}, 1: {Offset: 7}}})
+	if floor, _ := f.below("in", 0, -2); floor != 20 {
+		t.Fatalf("the mirror's 10 moved the floor from 20 to %d", floor)
+	}
+	if floor, is := f.below("in", 1, -2); !is || floor != 7 {
+		t.Fatalf("the mirror's 7 set no floor on a new partition: floor %d, below %v", floor, is)
+	}
 }
 
 // While adjustFetched waits for forgotten offsets, the stall check leaves
