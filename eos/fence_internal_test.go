@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // While the group rebalances, its coordinator already lists the new
@@ -123,4 +125,35 @@ func fenceRunner(t *testing.T, c *kfake.Cluster) (*Runner, *kgo.Client) {
 	}
 	t.Cleanup(cl.Close)
 	return r, cl
+}
+
+// A fenced instance looks for a successor for fenceWait before it redoes
+// the batch; it says so when it starts looking, not only when it is done,
+// so a stalled pipeline is never silent.
+func TestClassifyFenceSaysWhatItLooksFor(t *testing.T) {
+	c := fenceCluster(t)
+	r, cl := fenceRunner(t, c)
+	core, logs := observer.New(zap.InfoLevel)
+	r.log = zap.New(core)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.classifyFence(ctx, kerr.ProducerFenced, time.Second, cl) }()
+	deadline := time.Now().Add(time.Second)
+	for logs.FilterMessageSnippet("looking in the group for a newer instance").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("a fenced instance looked for a successor for a second without a word")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("classifyFence returned %v at once: the test proves nothing", err)
+	default:
+	}
+	cancel() // Run ending: it stops looking
+	var rb *rebuildError
+	if err := <-done; !errors.As(err, &rb) {
+		t.Fatalf("classifyFence = %v; want a redo (no successor in the group)", err)
+	}
 }

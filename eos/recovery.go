@@ -132,6 +132,10 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 	}
 	deadline := time.Now().Add(wait)
 	settleBy := time.Now().Add(max(wait, fenceSettleWait))
+	if wait > 0 {
+		r.log.Info("producer fenced; looking in the group for a newer instance with this instance_id before redoing the batch",
+			zap.String("instance_id", r.cfg.InstanceID), zap.Duration("for", wait), zap.Error(err))
+	}
 	seen := 0 // a successor must show twice: our own rejoin can look like one for a moment
 	logged := false
 	for {
