@@ -28,6 +28,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		pg        pgVerify
 		dd        dedupFlags
 		sf        scaleFlags
+		ex        exploreFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
@@ -161,6 +162,17 @@ effects.` + scaleHelp,
       --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if ex.on {
+				pls, err := explorePipelines(pipeline, stateKind, cmd.Flags().Changed("pipeline"))
+				if err != nil {
+					return err
+				}
+				ex.seed = o.Seed
+				if cmd.Flags().Changed("records") {
+					ex.records = o.Records
+				}
+				return runExplore(cmd.Context(), cmd.OutOrStdout(), ex, pls)
+			}
 			if err := brokerRestartsDefault(cmd, g, &o); err != nil {
 				return err
 			}
@@ -245,6 +257,7 @@ effects.` + scaleHelp,
 	}
 	workloadFlags(cmd, &o.Records, &o.Partitions, &o.Keys)
 	addScaleFlags(cmd, &o, &sf)
+	addExploreFlags(cmd, &ex)
 	f := cmd.Flags()
 	f.IntVar(&o.Workers, "workers", 3, "worker processes in the group at the start")
 	f.StringVar(&pg.sink, "sink", "", "verify a sink outside Kafka instead of a pipeline: postgres (the exactly-once sink, package pgsink), postgres-at-least-once (its control: Kafka offsets committed after the database commit; must fail with duplicates), redis-dedup (an effect in Redis behind a dedup store; see --dedup-mode) or redis-dedup-none (its control with no store; must fail with repeated effects)")

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/eosflow/eosflow/internal/sim"
+)
+
+// exploreFlags are verify's flags for seeded fault schedules.
+type exploreFlags struct {
+	on       bool
+	seed     uint64 // verify's --seed: the first seed
+	seeds    int
+	parallel int
+	records  int // verify's --records when given, else the harness's default
+}
+
+func addExploreFlags(cmd *cobra.Command, e *exploreFlags) {
+	f := cmd.Flags()
+	f.BoolVar(&e.on, "explore", false, "run seeded fault schedules in-process on the embedded broker instead of worker processes: each schedule strikes protocol points (a request of the transaction or group protocol, a record) with faults (refusals, lost answers, dropped connections, crashes, joins, leaves) and is judged like a verify run; --seed is the first seed, --records the input per schedule (default 300)")
+	f.IntVar(&e.seeds, "seeds", 1, "with --explore: how many seeds to run per pipeline")
+	f.IntVar(&e.parallel, "parallel", 8, "with --explore: schedules run at once, each on its own embedded broker")
+}
+
+// explorePipelines maps verify's --pipeline and --state to the harness's
+// pipelines; "" runs them all.
+func explorePipelines(pipeline, stateKind string, changed bool) ([]string, error) {
+	if !changed {
+		return sim.Pipelines, nil
+	}
+	name := pipeline
+	if pipeline == "count" {
+		name = "count-" + stateKind
+	}
+	if !slices.Contains(sim.Pipelines, name) {
+		return nil, usageErrorf("--explore runs --pipeline upper or count with --state memory (got %s); the others are checked by verify without --explore", name)
+	}
+	return []string{name}, nil
+}
+
+// runExplore runs the schedules, prints each failure with its smallest
+// failing schedule and the command that replays it, then the coverage
+// table. It fails when any schedule failed.
+func runExplore(ctx context.Context, out io.Writer, e exploreFlags, pipelines []string) error {
+	rep := sim.Explore(ctx, sim.Plan{
+		Pipelines: pipelines, FirstSeed: e.seed, Seeds: e.seeds, Parallel: e.parallel,
+		Config: sim.Config{Records: e.records},
+	})
+	fmt.Fprintf(out, "explore: %d schedules in %v; slowest %v (%v)\n", rep.Runs, rep.Took.Round(1e6), rep.Slowest.Took.Round(1e6), rep.Slowest.Schedule)
+	for _, f := range rep.Failures {
+		s := f.Smallest.Schedule
+		fmt.Fprintf(out, "FAIL %v\n  %s\n  failed again on %d of %d replays\n  smallest failing schedule: %v\n  replay: eosctl verify --explore --pipeline %s --seed %d\n",
+			f.Result.Schedule, f.Result.Failure, f.Refailed, f.Replayed, s, replayPipeline(s.Pipeline), s.Seed)
+	}
+	fmt.Fprintln(out, "coverage (times each point/fault pair struck):")
+	rep.WriteCoverage(out)
+	for pl, missed := range rep.Missed() {
+		fmt.Fprintf(out, "%s: %d pairs never struck: %v\n", pl, len(missed), missed)
+	}
+	if len(rep.Failures) > 0 {
+		return fmt.Errorf("explore: %d of %d schedules broke an invariant", len(rep.Failures), rep.Runs)
+	}
+	fmt.Fprintf(out, "VERDICT: PASS — %d schedules, every invariant held\n", rep.Runs)
+	return nil
+}
+
+// replayPipeline is the --pipeline (and --state) that selects a harness
+// pipeline.
+func replayPipeline(name string) string {
+	if st, ok := strings.CutPrefix(name, "count-"); ok {
+		return "count --state " + st
+	}
+	return name
+}

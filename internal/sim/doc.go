@@ -1,0 +1,22 @@
+// Package sim explores the runtime's fault space: it runs the real
+// runtime (eos.Runner, its clients, state and group membership) in-process
+// on the embedded broker under a fault schedule drawn from a seed, and
+// judges the output with the verifier's own verdicts.
+//
+// A schedule is a list of steps (member, point, occurrence, fault). Points
+// are protocol moments, not times: each request of the transaction and
+// group protocols as a member sends it (seen on the member's own wire,
+// which parses the Kafka framing), and the user code's start on a record.
+// Faults are what the runtime claims to handle there: a refusal with a
+// retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
+// a connection that dies before the request or before its answer, a crash
+// (every connection cut at once, the runner abandoned, a new incarnation
+// started), a member joining, a member closing and coming back.
+//
+// The same seed and pipeline always draw the same schedule, so a failure
+// is replayed with its seed (eosctl verify --explore --seed S); goroutine
+// scheduling is not deterministic, so Explore also measures how often a
+// failing seed fails again, and shrinks the schedule to its smallest
+// failing subset. The coverage table counts the (point, fault) pairs that
+// struck per pipeline.
+package sim

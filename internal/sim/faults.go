@@ -1,0 +1,163 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// armed is a broker-side refusal set for one request of one member: it
+// answers the next request of its key that the member sends.
+type armed struct {
+	step   int
+	handle *kfake.FaultHandle
+}
+
+// topLevel lists the requests whose refusal is their top-level error code.
+var topLevel = map[Point]bool{
+	InitProducerID: true, AddOffsetsToTxn: true, EndTxn: true,
+	JoinGroup: true, SyncGroup: true, Heartbeat: true,
+}
+
+// step finds the unfired step for member idx's n-th arrival at p.
+func (s *sim) step(idx int, p Point) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen[idx] == nil {
+		s.seen[idx] = map[Point]int{}
+	}
+	s.seen[idx][p]++
+	n := s.seen[idx][p]
+	for i, st := range s.sched.Steps {
+		if st.Instance == idx && st.Point == p && st.N == n {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// onRequest decides the fate of a request member idx is about to send.
+func (s *sim) onRequest(idx int, w *wire, key int16) action {
+	p, ok := points[key]
+	if !ok || w.isDead() {
+		return pass
+	}
+	i, ok := s.step(idx, p)
+	if !ok {
+		return pass
+	}
+	switch f := s.sched.Steps[i].Fault; f {
+	case Drop:
+		s.strike(i)
+		return dropReq
+	case Lost:
+		s.strike(i)
+		return loseResp
+	case Crash:
+		s.strike(i)
+		w.kill() // nothing after this moment reaches the broker
+		s.events <- event{idx, Crash}
+		return dropReq
+	default:
+		s.arm(i, idx, key, f)
+	}
+	return pass
+}
+
+// onRecord is member idx's user code starting on a record.
+func (s *sim) onRecord(idx int, w *wire) {
+	if w.isDead() {
+		return // a crashed incarnation's code still running: not the member any more
+	}
+	time.Sleep(s.cfg.Pace)
+	i, ok := s.step(idx, Record)
+	if !ok {
+		return
+	}
+	s.strike(i)
+	f := s.sched.Steps[i].Fault
+	if f == Crash {
+		w.kill() // nothing after this moment reaches the broker
+	}
+	s.events <- event{idx, f}
+}
+
+func (s *sim) strike(i int) {
+	s.mu.Lock()
+	s.struck[i] = true
+	s.mu.Unlock()
+}
+
+// arm sets a broker-side refusal for the request about to be sent: the
+// broker answers the next request of key from member idx with the step's
+// code. Whether it struck is read from the fault's hits at the end.
+func (s *sim) arm(i, idx int, key int16, f Fault) {
+	code := codes[s.sched.Steps[i].Point][f]
+	p := s.sched.Steps[i].Point
+	member := fmt.Sprintf("i%d", idx)
+	txnID := appID + ":" + member
+	h := s.fake.Fault(kfake.Fault{
+		Keys:     []kmsg.Key{kmsg.Key(key)},
+		Err:      code,
+		Count:    1,
+		TopLevel: topLevel[p],
+		When:     func(r kmsg.Request) bool { return sentBy(r, txnID, member) },
+	})
+	s.mu.Lock()
+	s.armed = append(s.armed, &armed{step: i, handle: h})
+	s.mu.Unlock()
+}
+
+// sentBy reports whether request r could be the member's: by its
+// transactional id or group instance id where r carries one.
+func sentBy(r kmsg.Request, txnID, member string) bool {
+	switch r := r.(type) {
+	case *kmsg.InitProducerIDRequest:
+		return r.TransactionalID != nil && *r.TransactionalID == txnID
+	case *kmsg.AddPartitionsToTxnRequest:
+		if r.TransactionalID == txnID {
+			return true
+		}
+		return slices.ContainsFunc(r.Transactions, func(t kmsg.AddPartitionsToTxnRequestTransaction) bool { return t.TransactionalID == txnID })
+	case *kmsg.AddOffsetsToTxnRequest:
+		return r.TransactionalID == txnID
+	case *kmsg.ProduceRequest:
+		return r.TransactionID != nil && *r.TransactionID == txnID
+	case *kmsg.TxnOffsetCommitRequest:
+		return r.TransactionalID == txnID
+	case *kmsg.EndTxnRequest:
+		return r.TransactionalID == txnID
+	case *kmsg.JoinGroupRequest:
+		return r.InstanceID != nil && *r.InstanceID == member
+	case *kmsg.SyncGroupRequest:
+		return r.InstanceID != nil && *r.InstanceID == member
+	case *kmsg.HeartbeatRequest:
+		return r.InstanceID != nil && *r.InstanceID == member
+	}
+	return true
+}
+
+// fired lists the steps that struck: directly, or through a broker fault
+// that answered a request.
+func (s *sim) fired() []Step {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hit := maps.Clone(s.struck)
+	for _, a := range s.armed {
+		if a.handle.Hits() > 0 {
+			hit[a.step] = true
+		}
+		a.handle.Remove()
+	}
+	var out []Step
+	for i, st := range s.sched.Steps {
+		if hit[i] {
+			out = append(out, st)
+		}
+	}
+	return out
+}

@@ -1,0 +1,146 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"go.uber.org/zap"
+)
+
+// Pipelines the harness runs, by name.
+const (
+	Stateless   = "upper"
+	CountMemory = "count-memory"
+)
+
+// Pipelines lists what Explore accepts.
+var Pipelines = []string{Stateless, CountMemory}
+
+const (
+	appID  = "sim"
+	input  = "sim-in"
+	output = "sim-out"
+)
+
+// instance is one incarnation of one member of the app: a runner whose
+// every connection goes through its own wire.
+type instance struct {
+	idx    int
+	wire   *wire
+	runner *eos.Runner
+	done   chan error // Run's result
+	cancel context.CancelFunc
+}
+
+// start builds and runs the idx-th member on a fresh wire.
+func (s *sim) start(idx int) (*instance, error) {
+	in := &instance{idx: idx, done: make(chan error, 1)}
+	w := newWire(nil)
+	w.onRequest = func(key int16) action { return s.onRequest(idx, w, key) }
+	in.wire = w
+	top, err := s.topology(idx, w)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond)}
+	if s.sched.TxnV1 {
+		opts = append(opts, kgo.MaxVersions(txnV1()))
+	}
+	r, err := eos.New(s.config(idx), top,
+		eos.Logger(s.log.With(zap.Int("instance", idx))),
+		eos.ClientOpts(opts...))
+	if err != nil {
+		return nil, fmt.Errorf("instance %d: %w", idx, err)
+	}
+	in.runner = r
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel = cancel
+	go func() { in.done <- r.Run(ctx) }()
+	return in, nil
+}
+
+// txnV1 caps the requests whose newer versions carry KIP-890's second
+// transaction protocol, so the client speaks the first.
+func txnV1() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.Produce), 11)
+	v.SetMaxKeyVersion(int16(kmsg.EndTxn), 4)
+	v.SetMaxKeyVersion(int16(kmsg.TxnOffsetCommit), 4)
+	return v
+}
+
+// config is the runtime's config for member idx: small batches and short
+// intervals, so that a few hundred records make many transactions.
+func (s *sim) config(idx int) config.Config {
+	c := config.Default()
+	c.Brokers = s.fake.ListenAddrs()
+	c.AppID = appID
+	c.InstanceID = fmt.Sprintf("i%d", idx)
+	c.Guarantee = s.cfg.Guarantee
+	c.CommitInterval = 10 * time.Millisecond
+	c.MaxBatchRecords = 25
+	c.SessionTimeout = 6 * time.Second
+	c.RebalanceTimeout = 3 * time.Second
+	c.TransactionTimeout = 5 * time.Second
+	c.ConnectTimeout = 2 * time.Second
+	c.RecoveryTimeout = 10 * time.Second
+	c.LogLevel = "info"
+	return c
+}
+
+// topology is the pipeline member idx runs, its user code reporting each
+// record to the schedule.
+func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
+	before := func() { s.onRecord(idx, w) }
+	switch s.sched.Pipeline {
+	case Stateless:
+		return chaos.Pipeline(input, output, before), nil
+	case CountMemory:
+		return chaos.CountPipeline(input, output, state.Memory(), before), nil
+	}
+	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
+}
+
+// stop ends an incarnation: cleanly with Close, or as a crash (every
+// connection cut first, so nothing it does after reaches the broker). It
+// returns Run's result, or an error naming the hang past bound.
+func (in *instance) stop(crash bool, bound time.Duration) error {
+	if crash {
+		in.wire.kill()
+		in.cancel()
+	} else {
+		go in.runner.Close()
+	}
+	select {
+	case err := <-in.done:
+		in.cancel()
+		return err
+	case <-time.After(bound):
+		return &HangError{Instance: in.idx, Crash: crash, Bound: bound}
+	}
+}
+
+// HangError is a Run that did not return within its bound after a crash or
+// a Close.
+type HangError struct {
+	Instance int
+	Crash    bool
+	Bound    time.Duration
+}
+
+func (e *HangError) Error() string {
+	how := "Close"
+	if e.Crash {
+		how = "a crash (its connections cut, its context cancelled)"
+	}
+	return fmt.Sprintf("instance %d: Run did not return within %v of %s", e.Instance, e.Bound, how)
+}

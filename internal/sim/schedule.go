@@ -1,0 +1,219 @@
+package sim
+
+import (
+	"fmt"
+	fnv64 "hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Point is a protocol point a fault can strike at: a request of the
+// transaction or group protocol, as the instance sends it, or the user
+// code's start on a record.
+type Point string
+
+// The points of the schedule. A request point is named after its request.
+const (
+	InitProducerID     Point = "InitProducerID"
+	AddPartitionsToTxn Point = "AddPartitionsToTxn"
+	AddOffsetsToTxn    Point = "AddOffsetsToTxn"
+	Produce            Point = "Produce"
+	TxnOffsetCommit    Point = "TxnOffsetCommit"
+	EndTxn             Point = "EndTxn"
+	OffsetFetch        Point = "OffsetFetch"
+	JoinGroup          Point = "JoinGroup"
+	SyncGroup          Point = "SyncGroup"
+	Heartbeat          Point = "Heartbeat"
+	Record             Point = "record" // the user code starts on a record
+	// OffsetCommit is the weaker guarantees' commit; exactly-once never
+	// sends it, so it is no coverage target.
+	OffsetCommit Point = "OffsetCommit"
+)
+
+// Fault is what happens at a point.
+type Fault string
+
+// The faults. Each is one the runtime claims to handle.
+const (
+	Retriable Fault = "retriable"   // the broker refuses it with a retriable code, unapplied
+	Fatal     Fault = "fatal"       // the broker refuses it with a code that ends the producer or member
+	Timeout   Fault = "timeout"     // the broker applies it, then answers REQUEST_TIMED_OUT
+	Drop      Fault = "drop"        // the connection dies before the broker sees it
+	Lost      Fault = "lost-answer" // the broker applies it; the connection dies before the answer
+	Crash     Fault = "crash"       // the instance dies there: no leave, no abort, state gone
+	Join      Fault = "join"        // another instance joins the group there
+	Leave     Fault = "leave"       // the instance closes there, cleanly, and comes back
+)
+
+// handled lists, per point, the faults the runtime handles there, and
+// the error code each refusal carries. This table is the coverage target.
+var handled = map[Point][]Fault{
+	InitProducerID:     {Retriable, Drop, Lost, Crash},
+	AddPartitionsToTxn: {Retriable, Fatal, Drop, Lost, Crash},
+	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash},
+	Produce:            {Retriable, Timeout, Drop, Lost, Crash},
+	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Crash},
+	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash},
+	OffsetFetch:        {Retriable, Drop, Lost, Crash},
+	JoinGroup:          {Retriable, Drop, Lost, Crash},
+	SyncGroup:          {Retriable, Drop, Lost, Crash},
+	Heartbeat:          {Retriable, Drop, Lost, Crash},
+	Record:             {Crash, Join, Leave},
+}
+
+// codes is the error each refusal answers with, per point.
+var codes = map[Point]map[Fault]*kerr.Error{
+	InitProducerID:     {Retriable: kerr.CoordinatorLoadInProgress},
+	AddPartitionsToTxn: {Retriable: kerr.ConcurrentTransactions, Fatal: kerr.ProducerFenced},
+	AddOffsetsToTxn:    {Retriable: kerr.NotCoordinator, Fatal: kerr.ProducerFenced},
+	Produce:            {Retriable: kerr.NotLeaderForPartition, Timeout: kerr.RequestTimedOut},
+	TxnOffsetCommit:    {Retriable: kerr.CoordinatorLoadInProgress, Fatal: kerr.IllegalGeneration, Timeout: kerr.RequestTimedOut},
+	EndTxn:             {Retriable: kerr.ConcurrentTransactions, Fatal: kerr.ProducerFenced},
+	OffsetFetch:        {Retriable: kerr.CoordinatorLoadInProgress},
+	JoinGroup:          {Retriable: kerr.CoordinatorNotAvailable},
+	SyncGroup:          {Retriable: kerr.RebalanceInProgress},
+	Heartbeat:          {Retriable: kerr.RebalanceInProgress},
+}
+
+// points maps request keys to their points.
+var points = map[int16]Point{
+	int16(kmsg.InitProducerID):     InitProducerID,
+	int16(kmsg.AddPartitionsToTxn): AddPartitionsToTxn,
+	int16(kmsg.AddOffsetsToTxn):    AddOffsetsToTxn,
+	int16(kmsg.Produce):            Produce,
+	int16(kmsg.TxnOffsetCommit):    TxnOffsetCommit,
+	int16(kmsg.EndTxn):             EndTxn,
+	int16(kmsg.OffsetFetch):        OffsetFetch,
+	int16(kmsg.JoinGroup):          JoinGroup,
+	int16(kmsg.SyncGroup):          SyncGroup,
+	int16(kmsg.Heartbeat):          Heartbeat,
+	int16(kmsg.OffsetCommit):       OffsetCommit,
+}
+
+// Step is one fault of a schedule: Fault strikes the N-th time (from 1)
+// the instance Instance (0 the first, then in the order they started)
+// reaches Point.
+type Step struct {
+	Instance int
+	Point    Point
+	N        int
+	Fault    Fault
+}
+
+func (s Step) String() string {
+	return fmt.Sprintf("%s#%d@i%d:%s", s.Point, s.N, s.Instance, s.Fault)
+}
+
+// Schedule is the faults one run injects, drawn from Seed.
+type Schedule struct {
+	Seed     uint64
+	Pipeline string
+	// TxnV1 runs the members on the first transaction protocol
+	// (AddPartitionsToTxn and AddOffsetsToTxn on the wire, one producer
+	// epoch per session) instead of KIP-890's second.
+	TxnV1 bool
+	Steps []Step
+}
+
+func (s Schedule) String() string {
+	parts := make([]string, len(s.Steps))
+	for i, st := range s.Steps {
+		parts[i] = st.String()
+	}
+	v := "v2"
+	if s.TxnV1 {
+		v = "v1"
+	}
+	return fmt.Sprintf("seed %d %s txn-%s [%s]", s.Seed, s.Pipeline, v, strings.Join(parts, " "))
+}
+
+// v1Only lists the points only the first transaction protocol reaches:
+// under KIP-890 produce and TxnOffsetCommit add to the transaction
+// themselves.
+var v1Only = map[Point]bool{AddPartitionsToTxn: true, AddOffsetsToTxn: true}
+
+// Without returns s less its i-th step: a candidate while shrinking.
+func (s Schedule) Without(i int) Schedule {
+	s.Steps = slices.Delete(slices.Clone(s.Steps), i, i+1)
+	return s
+}
+
+// occurrences bounds N per point: how often an instance reaches each in a
+// small run, so that most drawn steps fire.
+var occurrences = map[Point]int{
+	InitProducerID: 2, AddPartitionsToTxn: 12, AddOffsetsToTxn: 12, Produce: 20,
+	TxnOffsetCommit: 12, EndTxn: 12, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
+	Heartbeat: 3, Record: 400,
+}
+
+// Draw makes the schedule of seed for pipeline: one to four faults. The
+// first strikes early at the pair seed selects in turn, so that any run of
+// len(Pairs) consecutive seeds covers every pair; the others are drawn
+// uniformly, at any occurrence. The same seed and pipeline always give the
+// same schedule.
+func Draw(seed uint64, pipeline string) Schedule {
+	rng := rand.New(rand.NewPCG(seed, fnv(pipeline)))
+	every := pairs(true)
+	first := every[seed%uint64(len(every))]
+	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || rng.IntN(3) == 0}
+	all := pairs(s.TxnV1)
+	joined := false
+	for i := range 1 + rng.IntN(4) {
+		pf := first
+		if i > 0 {
+			pf = all[rng.IntN(len(all))]
+		}
+		inst := 0
+		if joined && rng.IntN(2) == 0 {
+			inst = 1 // strikes the member the join started
+		}
+		at := 1 + rng.IntN(occurrences[pf.Point])
+		if i == 0 || pf.Fault == Join {
+			at = 1 + rng.IntN(max(1, occurrences[pf.Point]/4)) // early: sure to strike, and a joiner shares the work
+		}
+		joined = joined || pf.Fault == Join
+		s.Steps = append(s.Steps, Step{Instance: inst, Point: pf.Point, N: at, Fault: pf.Fault})
+	}
+	return s
+}
+
+// fnv hashes a pipeline's name into the seed stream, so that pipelines
+// sharing a seed still draw different schedules.
+func fnv(s string) uint64 {
+	h := fnv64.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+// Pair is a (point, fault) combination: one cell of the coverage table.
+type Pair struct {
+	Point Point
+	Fault Fault
+}
+
+// pairs lists the handled pairs a protocol reaches, in a fixed order.
+func pairs(v1 bool) []Pair {
+	var ps []Pair
+	keys := make([]Point, 0, len(handled))
+	for p := range handled {
+		if v1Only[p] && !v1 {
+			continue
+		}
+		keys = append(keys, p)
+	}
+	slices.Sort(keys)
+	for _, p := range keys {
+		for _, f := range handled[p] {
+			ps = append(ps, Pair{p, f})
+		}
+	}
+	return ps
+}
+
+// PairCount is how many (point, fault) pairs the runtime handles: the
+// seeds a run needs per pipeline to strike each once.
+func PairCount() int { return len(pairs(true)) }

@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	stopBound   = 20 * time.Second // a Run must return this soon after Close or a crash
+	maxRestarts = 8                // Runs that end on their own before the run is a restart loop
+	maxMembers  = 3
+)
+
+// supervisor keeps the members running through the schedule, as a process
+// manager would: a crashed or stopped member comes back, a Run that ends
+// on its own is restarted, and the run ends once the group has committed
+// the whole input.
+type supervisor struct {
+	s        *sim
+	live     map[int]*instance
+	zombies  []*instance // crashed incarnations, whose Run must still return
+	next     int
+	errs     []string
+	restarts int
+}
+
+// supervise runs the members until the group has committed all the
+// input, then closes them. It returns what each Run that ended on its
+// own returned, and an error when an invariant of liveness broke.
+func (s *sim) supervise(ctx context.Context) ([]string, error) {
+	sv := &supervisor{s: s, live: map[int]*instance{}}
+	err := sv.loop(ctx)
+	if cerr := sv.closeAll(); err == nil {
+		err = cerr
+	}
+	return sv.errs, err
+}
+
+func (sv *supervisor) loop(ctx context.Context) error {
+	if err := sv.add(); err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(sv.s.base()...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.NewTimer(sv.s.cfg.Bound)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-sv.s.events:
+			if err := sv.handle(ev); err != nil {
+				return err
+			}
+		case <-tick.C:
+			if err := sv.reap(); err != nil {
+				return err
+			}
+			if verdict.CaughtUp(ctx, adm, appID, input) {
+				return nil
+			}
+		case <-deadline.C:
+			return fmt.Errorf("not done within %v: the group did not commit the whole input (Runs ended: %v)", sv.s.cfg.Bound, sv.errs)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// add starts the next member.
+func (sv *supervisor) add() error {
+	in, err := sv.s.start(sv.next)
+	if err != nil {
+		return err
+	}
+	sv.live[sv.next] = in
+	sv.next++
+	return nil
+}
+
+// handle acts on a fault that needs the supervisor: a crash or a clean
+// leave is followed by a fresh incarnation; a join adds a member.
+func (sv *supervisor) handle(ev event) error {
+	if ev.fault == Join {
+		if len(sv.live) >= maxMembers {
+			return nil
+		}
+		return sv.add()
+	}
+	in := sv.live[ev.idx]
+	if in == nil {
+		return nil
+	}
+	if ev.fault == Crash {
+		// A crashed process is gone at once: its successor starts now,
+		// while what is left of it runs down against dead connections.
+		in.wire.kill()
+		in.cancel()
+		sv.zombies = append(sv.zombies, in)
+		return sv.restart(ev.idx)
+	}
+	err := in.stop(false, stopBound)
+	if herr := (*HangError)(nil); errors.As(err, &herr) {
+		return herr
+	}
+	if err != nil {
+		return fmt.Errorf("instance %d: Run returned %v after Close, want nil", ev.idx, err)
+	}
+	return sv.restart(ev.idx)
+}
+
+func (sv *supervisor) restart(idx int) error {
+	in, err := sv.s.start(idx)
+	if err != nil {
+		return err
+	}
+	sv.live[idx] = in
+	return nil
+}
+
+// reap restarts each member whose Run ended on its own, keeping its error.
+func (sv *supervisor) reap() error {
+	for _, idx := range sv.order() {
+		in := sv.live[idx]
+		select {
+		case err := <-in.done:
+			in.cancel()
+			sv.errs = append(sv.errs, fmt.Sprintf("i%d: %v", idx, err))
+			if sv.restarts++; sv.restarts > maxRestarts {
+				return fmt.Errorf("restart loop: %d Runs ended on their own, the last with %v", sv.restarts, err)
+			}
+			if err := sv.restart(idx); err != nil {
+				return err
+			}
+		default:
+		}
+	}
+	return nil
+}
+
+// closeAll closes every member; each Run must return nil, in bound. A
+// crashed incarnation's Run may return anything, but must return.
+func (sv *supervisor) closeAll() error {
+	var first error
+	for _, idx := range sv.order() {
+		if err := sv.live[idx].stop(false, stopBound); err != nil && first == nil {
+			first = fmt.Errorf("instance %d: Run returned %v after Close, want nil", idx, err)
+		}
+	}
+	for _, z := range sv.zombies {
+		select {
+		case <-z.done:
+		case <-time.After(stopBound):
+			if first == nil {
+				first = &HangError{Instance: z.idx, Crash: true, Bound: stopBound}
+			}
+		}
+	}
+	return first
+}
+
+func (sv *supervisor) order() []int {
+	idx := make([]int, 0, len(sv.live))
+	for i := range sv.live {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	return idx
+}

@@ -1,0 +1,187 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// errCut is what a connection returns once the schedule cut it.
+var errCut = errors.New("sim: connection cut by the fault schedule")
+
+// action is what the wire does with one request.
+type action int
+
+const (
+	pass     action = iota // send it, deliver its answer
+	dropReq                // cut the connection before the broker sees it
+	loseResp               // the broker applies it; cut before its answer
+)
+
+// wire is one instance's network: every connection its clients dial goes
+// through it, so the schedule sees each request at the moment it is sent
+// and can cut any of them, or all of them at once (a crash).
+type wire struct {
+	onRequest func(key int16) action // decides each request's fate, in send order
+
+	mu    sync.Mutex
+	dead  bool
+	conns map[*conn]struct{}
+}
+
+func newWire(onRequest func(int16) action) *wire {
+	return &wire{onRequest: onRequest, conns: map[*conn]struct{}{}}
+}
+
+// dial is the instance's kgo.Dialer.
+func (w *wire) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	w.mu.Lock()
+	dead := w.dead
+	w.mu.Unlock()
+	if dead {
+		return nil, errCut
+	}
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{Conn: nc, w: w, lost: map[int32]bool{}}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead {
+		nc.Close()
+		return nil, errCut
+	}
+	w.conns[c] = struct{}{}
+	return c, nil
+}
+
+// kill cuts every connection and refuses new ones: nothing the instance
+// sends from now on reaches the broker, as after a SIGKILL.
+func (w *wire) kill() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.dead = true
+	for c := range w.conns {
+		c.Conn.Close()
+	}
+	clear(w.conns)
+}
+
+func (w *wire) isDead() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dead
+}
+
+func (w *wire) forget(c *conn) {
+	w.mu.Lock()
+	delete(w.conns, c)
+	w.mu.Unlock()
+}
+
+// conn parses the Kafka frames that cross it: requests on Write (size,
+// key, version, correlation id, …) and answers on Read (size, correlation
+// id, …), so it can drop a request or the answer to one.
+type conn struct {
+	net.Conn
+	w *wire
+
+	wmu  sync.Mutex
+	wbuf []byte
+
+	rmu   sync.Mutex
+	rbuf  []byte // bytes read from the broker, not yet parsed into frames
+	ready []byte // whole answers the client may read
+	lost  map[int32]bool
+}
+
+// Write sends whole request frames, each after the schedule has decided
+// its fate.
+func (c *conn) Write(p []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = append(c.wbuf, p...)
+	for len(c.wbuf) >= 12 {
+		size := int(binary.BigEndian.Uint32(c.wbuf))
+		if len(c.wbuf) < 4+size {
+			break
+		}
+		frame := c.wbuf[:4+size]
+		key := int16(binary.BigEndian.Uint16(frame[4:]))
+		corr := int32(binary.BigEndian.Uint32(frame[8:]))
+		switch c.w.onRequest(key) {
+		case dropReq:
+			c.cut()
+			return 0, errCut
+		case loseResp:
+			c.rmu.Lock()
+			c.lost[corr] = true
+			c.rmu.Unlock()
+		}
+		if _, err := c.Conn.Write(frame); err != nil {
+			return 0, err
+		}
+		c.wbuf = c.wbuf[4+size:]
+	}
+	return len(p), nil
+}
+
+// Read hands the client whole answers; an answer the schedule lost cuts
+// the connection instead.
+func (c *conn) Read(p []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	for len(c.ready) == 0 {
+		buf := make([]byte, 32<<10)
+		n, err := c.Conn.Read(buf)
+		c.rbuf = append(c.rbuf, buf[:n]...)
+		if cutErr := c.frames(); cutErr != nil {
+			return 0, cutErr
+		}
+		if len(c.ready) == 0 && err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, c.ready)
+	c.ready = c.ready[n:]
+	return n, nil
+}
+
+// frames moves each whole answer in rbuf to ready, or cuts the connection
+// at a lost one.
+func (c *conn) frames() error {
+	for len(c.rbuf) >= 8 {
+		size := int(binary.BigEndian.Uint32(c.rbuf))
+		if len(c.rbuf) < 4+size {
+			return nil
+		}
+		corr := int32(binary.BigEndian.Uint32(c.rbuf[4:]))
+		if c.lost[corr] {
+			c.cut()
+			return errCut
+		}
+		c.ready = append(c.ready, c.rbuf[:4+size]...)
+		c.rbuf = c.rbuf[4+size:]
+	}
+	return nil
+}
+
+func (c *conn) cut() {
+	c.Conn.Close()
+	c.w.forget(c)
+}
+
+// Close closes the connection and forgets it.
+func (c *conn) Close() error {
+	c.w.forget(c)
+	return c.Conn.Close()
+}
+
+// keyName names a request key the way Kafka does.
+func keyName(key int16) string { return kmsg.NameForKey(key) }
