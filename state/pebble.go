@@ -32,10 +32,18 @@ func MemTableSize(n uint64) PebbleOption {
 	return pebbleOpt(func(e *pebbleEngine) { e.memTableSize = n })
 }
 
+// FS keeps the stores' files on fs, overriding the operating system's
+// (vfs.Default). With vfs.NewCrashableMem a test can take the image a
+// crash would leave (CrashClone: unsynced writes dropped) and open the
+// stores from it, as a process killed mid-write would.
+func FS(fs vfs.FS) PebbleOption {
+	return pebbleOpt(func(e *pebbleEngine) { e.fs = fs })
+}
+
 type pebbleEngine struct {
 	cacheSize    int64
 	memTableSize uint64
-	fs           vfs.FS // nil: the OS; tests put an in-memory one here to simulate crashes
+	fs           vfs.FS // nil: the OS
 }
 
 // Pebble keeps each store in its own pebble database, in the directory
