@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,6 +28,9 @@ var topLevel = map[Point]bool{
 func (s *sim) step(idx int, p Point) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.auditing {
+		return 0, false
+	}
 	if s.seen[idx] == nil {
 		s.seen[idx] = map[Point]int{}
 	}
@@ -59,9 +63,11 @@ func (s *sim) onRequest(idx int, w *wire, key int16) action {
 		return loseResp
 	case Crash:
 		s.strike(i)
-		w.kill() // nothing after this moment reaches the broker
+		s.crash(idx, w)
 		s.events <- event{idx, Crash}
 		return dropReq
+	case CommitLost:
+		s.armFlip(i, appID+":"+memberID(idx))
 	default:
 		s.arm(i, idx, key, f)
 	}
@@ -81,9 +87,31 @@ func (s *sim) onRecord(idx int, w *wire) {
 	s.strike(i)
 	f := s.sched.Steps[i].Fault
 	if f == Crash {
-		w.kill() // nothing after this moment reaches the broker
+		s.crash(idx, w)
 	}
 	s.events <- event{idx, f}
+}
+
+// crash kills member idx at this moment: nothing it sends from now on
+// reaches the broker, and its next incarnation opens its stores from the
+// image a crash now would leave on disk (unsynced writes partly lost).
+func (s *sim) crash(idx int, w *wire) {
+	w.kill()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fs := s.disks[idx]; fs != nil {
+		s.disks[idx] = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: s.rng})
+	}
+}
+
+// disk is member idx's filesystem, as its last crash left it.
+func (s *sim) disk(idx int) *vfs.MemFS {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disks[idx] == nil {
+		s.disks[idx] = vfs.NewCrashableMem()
+	}
+	return s.disks[idx]
 }
 
 func (s *sim) strike(i int) {
@@ -98,7 +126,7 @@ func (s *sim) strike(i int) {
 func (s *sim) arm(i, idx int, key int16, f Fault) {
 	code := codes[s.sched.Steps[i].Point][f]
 	p := s.sched.Steps[i].Point
-	member := fmt.Sprintf("i%d", idx)
+	member := memberID(idx)
 	txnID := appID + ":" + member
 	h := s.fake.Fault(kfake.Fault{
 		Keys:     []kmsg.Key{kmsg.Key(key)},
@@ -111,6 +139,9 @@ func (s *sim) arm(i, idx int, key int16, f Fault) {
 	s.armed = append(s.armed, &armed{step: i, handle: h})
 	s.mu.Unlock()
 }
+
+// memberID is member idx's instance id.
+func memberID(idx int) string { return fmt.Sprintf("i%d", idx) }
 
 // sentBy reports whether request r could be the member's: by its
 // transactional id or group instance id where r carries one.

@@ -20,15 +20,17 @@ import (
 const (
 	Stateless   = "upper"
 	CountMemory = "count-memory"
+	CountPebble = "count-pebble" // its stores on a crashable in-memory filesystem
 )
 
 // Pipelines lists what Explore accepts.
-var Pipelines = []string{Stateless, CountMemory}
+var Pipelines = []string{Stateless, CountMemory, CountPebble}
 
 const (
-	appID  = "sim"
-	input  = "sim-in"
-	output = "sim-out"
+	stateDir = "/state" // on the members' in-memory filesystems only
+	appID    = "sim"
+	input    = "sim-in"
+	output   = "sim-out"
 )
 
 // instance is one incarnation of one member of the app: a runner whose
@@ -84,7 +86,7 @@ func (s *sim) config(idx int) config.Config {
 	c := config.Default()
 	c.Brokers = s.fake.ListenAddrs()
 	c.AppID = appID
-	c.InstanceID = fmt.Sprintf("i%d", idx)
+	c.InstanceID = memberID(idx)
 	c.Guarantee = s.cfg.Guarantee
 	c.CommitInterval = 10 * time.Millisecond
 	c.MaxBatchRecords = 25
@@ -94,6 +96,7 @@ func (s *sim) config(idx int) config.Config {
 	c.ConnectTimeout = 2 * time.Second
 	c.RecoveryTimeout = 10 * time.Second
 	c.LogLevel = "info"
+	c.StateDir = stateDir
 	return c
 }
 
@@ -106,6 +109,9 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 		return chaos.Pipeline(input, output, before), nil
 	case CountMemory:
 		return chaos.CountPipeline(input, output, state.Memory(), before), nil
+	case CountPebble:
+		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
+		return chaos.CountPipeline(input, output, e, before), nil
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
 }

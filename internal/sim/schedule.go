@@ -47,6 +47,11 @@ const (
 	Crash     Fault = "crash"       // the instance dies there: no leave, no abort, state gone
 	Join      Fault = "join"        // another instance joins the group there
 	Leave     Fault = "leave"       // the instance closes there, cleanly, and comes back
+	// CommitLost is a commit the broker answers as committed but ends
+	// aborted (a restarting broker skipped its markers, then a repair
+	// aborted it): the batch's input is lost to the log, and the store
+	// must not keep it past its next start.
+	CommitLost Fault = "commit-lost"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
@@ -57,7 +62,7 @@ var handled = map[Point][]Fault{
 	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash},
 	Produce:            {Retriable, Timeout, Drop, Lost, Crash},
 	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Crash},
-	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash},
+	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost},
 	OffsetFetch:        {Retriable, Drop, Lost, Crash},
 	JoinGroup:          {Retriable, Drop, Lost, Crash},
 	SyncGroup:          {Retriable, Drop, Lost, Crash},

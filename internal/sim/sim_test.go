@@ -49,6 +49,7 @@ func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}},
 		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}},
 		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}},
+		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,0 +1,51 @@
+package sim
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/state"
+)
+
+// The audit can fail: a store that holds a count its changelog never
+// committed, yet claims to be checked up to past it (what a store keeping
+// an aborted batch looks like to a runtime that checks too little), is
+// caught when the member starts again and counts from it.
+func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
+	key := verdict.Key(0, Config{}.withDefaults().Keys)
+	var tampered bool
+	tamper := func(s *sim) error {
+		disk := s.disk(0)
+		dir := filepath.Join(stateDir, appID, memberID(0))
+		for p := range s.cfg.Partitions {
+			st, err := state.Open(state.Pebble(state.FS(disk)), dir, chaos.CountStore, state.Task{Topic: input, Partition: p})
+			if err != nil {
+				return err
+			}
+			if _, ok, _ := st.Get(key); ok {
+				// One past the last record applied: the commit marker
+				// that follows it.
+				err = st.Restore([]state.Write{{Key: key, Value: []byte{0, 0, 0, 0, 0, 0, 0x10, 0}}}, st.Offset()+1)
+				tampered = err == nil
+			}
+			if cerr := st.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	r := run(context.Background(), Schedule{Pipeline: CountPebble}, Config{}, tamper)
+	if !tampered {
+		t.Fatalf("no store held key %s: the test proves nothing (%s)", key, r.Failure)
+	}
+	if r.OK() || !strings.Contains(r.Failure, "did not equal its changelog") || !strings.Contains(r.Failure, "key "+string(key)+" ") {
+		t.Fatalf("a store ahead of its changelog: failure %q, want the audit to name key %s", r.Failure, key)
+	}
+}

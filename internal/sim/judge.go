@@ -1,0 +1,149 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const readBound = 15 * time.Second
+
+// read reads topic to its end, read_committed (or not), once every member
+// is closed.
+func (s *sim) read(ctx context.Context, topic string, committed bool) ([]*kgo.Record, error) {
+	if committed {
+		return verdict.DrainWithin(ctx, s.base(), topic, 0, 50*time.Millisecond, readBound)
+	}
+	rctx, cancel := context.WithTimeout(ctx, readBound)
+	defer cancel()
+	return verdict.DrainAll(rctx, s.base(), topic, 0, 50*time.Millisecond)
+}
+
+// lostToFlips returns the output records of the transactions a CommitLost
+// ended aborted: their inputs may be missing from the output.
+func (s *sim) lostToFlips(ctx context.Context) ([]*kgo.Record, error) {
+	s.mu.Lock()
+	flipped := slices.Clone(s.flipped)
+	s.mu.Unlock()
+	if len(flipped) == 0 {
+		return nil, nil
+	}
+	all, err := s.read(ctx, output, false)
+	if err != nil {
+		return nil, fmt.Errorf("reading the output read_uncommitted: %w", err)
+	}
+	var lost []*kgo.Record
+	for _, r := range all {
+		if slices.Contains(flipped, producerEpoch{r.ProducerID, r.ProducerEpoch}) {
+			lost = append(lost, r)
+		}
+	}
+	return lost, nil
+}
+
+// judge checks the output, read_committed: every input record once, in
+// order per key (for counts: each key's counts 1, 2, … n, its changelog
+// ending at n). A record of a commit that was lost may be missing, and
+// its key's counts may skip, but nothing may come out twice.
+func (s *sim) judge(ctx context.Context) error {
+	lost, err := s.lostToFlips(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := s.read(ctx, output, true)
+	if err != nil {
+		return fmt.Errorf("reading the output: %w", err)
+	}
+	if s.sched.Pipeline == Stateless {
+		return judgeRecords(s.inputs, out, lost)
+	}
+	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.CountStore), true)
+	if err != nil {
+		return fmt.Errorf("reading the changelog: %w", err)
+	}
+	touched := map[string]bool{}
+	for _, r := range lost {
+		touched[string(r.Key)] = true
+	}
+	return judgeCounts(s.want, out, changelog, touched)
+}
+
+// judgeRecords is verdict.Judge, with the records of lost commits allowed
+// to be missing.
+func judgeRecords(n int, out, lost []*kgo.Record) error {
+	v := verdict.Judge(n, out)
+	if len(lost) == 0 {
+		if !v.OK() {
+			return errors.New(v.String())
+		}
+		return nil
+	}
+	may, got := map[int]bool{}, map[int]bool{}
+	for _, r := range lost {
+		id, _ := verdict.ID(r.Value)
+		may[id] = true
+	}
+	for _, r := range out {
+		id, _ := verdict.ID(r.Value)
+		got[id] = true
+	}
+	v.Missing = 0
+	for id := range n {
+		if !got[id] && !may[id] {
+			v.Missing++
+		}
+	}
+	if v.Missing+v.Duplicates+v.OutOfOrder+v.Unknown > 0 {
+		return fmt.Errorf("%v (%d records of lost commits may be missing)", v, len(lost))
+	}
+	return nil
+}
+
+// judgeCounts checks each key's counts in out: 1, 2, … want, each once;
+// for a key a lost commit touched, counts only rise (the lost ones may be
+// skipped, none repeated) and end at most at want. Every key's changelog
+// ends at its last count.
+func judgeCounts(want map[string]int64, out, changelog []*kgo.Record, touched map[string]bool) error {
+	var bad []string
+	last := map[string]int64{}
+	for _, r := range out {
+		k := string(r.Key)
+		c, ok := verdict.ParseCount(r.Value)
+		switch prev := last[k]; {
+		case !ok || want[k] == 0:
+			bad = append(bad, fmt.Sprintf("unknown output %s=%q at %d/%d", k, r.Value, r.Partition, r.Offset))
+		case c == prev+1, touched[k] && c > prev:
+		default:
+			bad = append(bad, fmt.Sprintf("key %s: count %d after %d at %d/%d", k, c, prev, r.Partition, r.Offset))
+		}
+		last[k] = c
+	}
+	fold := map[string]int64{}
+	for _, r := range changelog {
+		if len(r.Value) == 8 {
+			fold[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
+		}
+	}
+	for k, w := range want {
+		if got := last[k]; got != w && !(touched[k] && got < w) {
+			bad = append(bad, fmt.Sprintf("key %s: last count %d, want %d", k, got, w))
+		}
+		if fold[k] != last[k] {
+			bad = append(bad, fmt.Sprintf("key %s: changelog ends at %d, output at %d", k, fold[k], last[k]))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%d count violations (commits lost on %d keys): %s", len(bad), len(touched), strings.Join(bad[:min(len(bad), 5)], "; "))
+}
