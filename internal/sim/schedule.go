@@ -150,9 +150,9 @@ func (s Schedule) Without(i int) Schedule {
 // occurrences bounds N per point: how often an instance reaches each in a
 // small run, so that most drawn steps fire.
 var occurrences = map[Point]int{
-	InitProducerID: 2, AddPartitionsToTxn: 12, AddOffsetsToTxn: 12, Produce: 20,
-	TxnOffsetCommit: 12, EndTxn: 12, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 3, Record: 400,
+	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
+	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
+	Heartbeat: 30, Record: 300,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The

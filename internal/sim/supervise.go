@@ -29,6 +29,10 @@ type supervisor struct {
 	next     int
 	errs     []string
 	restarts int
+
+	lastCheck time.Time // of the group's offsets, after a lost commit
+	progress  int64     // their sum then
+	movedAt   time.Time // when it last changed
 }
 
 // supervise runs the members until the group has committed all the
@@ -70,12 +74,58 @@ func (sv *supervisor) loop(ctx context.Context) error {
 			if verdict.CaughtUp(ctx, adm, appID, input) {
 				return nil
 			}
+			if err := sv.unstick(ctx, adm); err != nil {
+				return err
+			}
 		case <-deadline.C:
 			return fmt.Errorf("not done within %v: the group did not commit the whole input (Runs ended: %v)", sv.s.cfg.Bound, sv.errs)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
+}
+
+// stallAfter is how long the group's offsets may stand still, input
+// left, after a lost commit before the members are restarted.
+const stallAfter = 3 * time.Second
+
+// unstick restarts every member when a lost commit left the group's
+// offsets short of input that no member will consume again: a member
+// that took the commit at its word has moved past its records, and only a
+// new start, from the group's offsets, reads them again. An operator
+// restarting a stuck app does the same.
+func (sv *supervisor) unstick(ctx context.Context, adm *kadm.Client) error {
+	sv.s.mu.Lock()
+	lost := len(sv.s.flipped)
+	sv.s.mu.Unlock()
+	if lost == 0 || time.Since(sv.lastCheck) < 200*time.Millisecond {
+		return nil
+	}
+	sv.lastCheck = time.Now()
+	offs, err := adm.FetchOffsets(ctx, appID)
+	if err != nil {
+		return nil
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != sv.progress {
+		sv.progress, sv.movedAt = sum, time.Now()
+		return nil
+	}
+	if time.Since(sv.movedAt) < stallAfter {
+		return nil
+	}
+	sv.movedAt = time.Now()
+	sv.errs = append(sv.errs, fmt.Sprintf("restarted all: the group's offsets stood at %d for %v after a lost commit", sum, stallAfter))
+	for _, idx := range sv.order() {
+		if err := sv.live[idx].stop(false, stopBound); err != nil {
+			return fmt.Errorf("instance %d: Run returned %v after Close, want nil", idx, err)
+		}
+		if err := sv.restart(idx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // add starts the next member.
