@@ -256,13 +256,16 @@ type Result struct {
 	LiveRead       int `json:"live_read"`       // records the concurrent read_committed reader saw
 	LiveDuplicates int `json:"live_duplicates"` // ... of which it had seen before
 
-	FaultsPlanned     int     `json:"faults_planned"`
-	FaultsNotInjected int     `json:"faults_not_injected"`
-	TimedOut          bool    `json:"timed_out"`
-	Rate              int     `json:"rate"` // per worker, records per second; 0 unlimited
-	Seed              uint64  `json:"seed"`
-	Seconds           float64 `json:"seconds"` // seeding to verdict
-	LogDir            string  `json:"log_dir,omitempty"`
+	FaultsPlanned     int  `json:"faults_planned"`
+	FaultsNotInjected int  `json:"faults_not_injected"`
+	TimedOut          bool `json:"timed_out"`
+	// UnservedGroup, when the run timed out, says that the group's
+	// coordinator served no offset fetch at the end: a broker fault.
+	UnservedGroup string  `json:"unserved_group,omitempty"`
+	Rate          int     `json:"rate"` // per worker, records per second; 0 unlimited
+	Seed          uint64  `json:"seed"`
+	Seconds       float64 `json:"seconds"` // seeding to verdict
+	LogDir        string  `json:"log_dir,omitempty"`
 
 	// Payments is the second input of PipelineJoin; Input holds the
 	// orders.
@@ -817,6 +820,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 	}
 	res.FaultsNotInjected = len(plan) - next
+	if res.TimedOut {
+		res.UnservedGroup = unservedGroup(ctx, adm, app, coordinatorProbe)
+	}
 	if sc != nil {
 		res.Steps = sc.end(&res)
 	}
@@ -981,7 +987,8 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.Unknown > 0, ProblemUnknown, "%d output records carry no seeded id", r.Unknown)
 	add(r.LiveDuplicates > 0, ProblemLiveDuplicates, "the live read_committed reader saw %d duplicates (repeated or aborted records)", r.LiveDuplicates)
 	add(liveUnknown > 0, ProblemLiveUnknown, "the live read_committed reader saw %d records with no seeded id", liveUnknown)
-	add(r.TimedOut, ProblemTimedOut, "the group did not consume the input (and the repartition topic, when counting by value) within --duration; raise it or lower --records")
+	add(r.TimedOut && r.UnservedGroup == "", ProblemTimedOut, "the group did not consume the input (and the repartition topic, when counting by value) within --duration; raise it or lower --records")
+	add(r.TimedOut && r.UnservedGroup != "", ProblemTimedOut, "%s", r.UnservedGroup)
 	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
 	scaleProblems(r, add)

@@ -30,6 +30,8 @@ func TestProblems(t *testing.T) {
 			[]Problem{ProblemCountGaps, ProblemCountRepeats, ProblemCountFinalMismatch, ProblemChangelogMismatch, ProblemLiveDuplicates}},
 		{"everything else", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{OutOfOrder: 1, Unknown: 1}, TimedOut: true, FaultsPlanned: 3, FaultsNotInjected: 1}, 2,
 			[]Problem{ProblemOutOfOrder, ProblemUnknown, ProblemLiveUnknown, ProblemTimedOut, ProblemFaultsNotInjected}},
+		{"timed out on a broker that stopped serving the group", Result{Guarantee: "exactly-once", Verdict: verdict.Verdict{RecordsIn: 10, RecordsOut: 4},
+			TimedOut: true, UnservedGroup: "the coordinator of group g served none"}, 0, []Problem{ProblemTimedOut}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			names, words := problems(tc.res, tc.liveUnknown)
