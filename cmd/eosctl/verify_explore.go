@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,11 +37,14 @@ func explorePipelines(pipeline, stateKind string, changed bool) ([]string, error
 		return sim.Pipelines, nil
 	}
 	name := pipeline
-	if pipeline == "count" {
-		name = "count-" + stateKind
+	switch pipeline {
+	case "count":
+		name = "count-" + cmp.Or(stateKind, "memory")
+	case "dedup":
+		return []string{sim.DedupAfter, sim.DedupBefore}, nil
 	}
 	if !slices.Contains(sim.Pipelines, name) {
-		return nil, usageErrorf("--explore runs --pipeline upper or count with --state memory (got %s); the others are checked by verify without --explore", name)
+		return nil, usageErrorf("--explore runs --pipeline upper, count (--state memory or pebble) or dedup (got %s); the others are checked by verify without --explore", name)
 	}
 	return []string{name}, nil
 }
@@ -53,15 +58,23 @@ func runExplore(ctx context.Context, out io.Writer, e exploreFlags, pipelines []
 		Config: sim.Config{Records: e.records},
 	})
 	fmt.Fprintf(out, "explore: %d schedules in %v; slowest %v (%v)\n", rep.Runs, rep.Took.Round(1e6), rep.Slowest.Took.Round(1e6), rep.Slowest.Schedule)
+	records := ""
+	if e.records > 0 {
+		records = fmt.Sprintf(" --records %d", e.records)
+	}
 	for _, f := range rep.Failures {
-		s := f.Smallest.Schedule
-		fmt.Fprintf(out, "FAIL %v\n  %s\n  failed again on %d of %d replays\n  smallest failing schedule: %v\n  replay: eosctl verify --explore --pipeline %s --seed %d\n",
-			f.Result.Schedule, f.Result.Failure, f.Refailed, f.Replayed, s, replayPipeline(s.Pipeline), s.Seed)
+		s := f.Result.Schedule
+		fmt.Fprintf(out, "FAIL %v\n  %s\n  failed again on %d of %d replays\n  smallest failing subset of its faults: %v\n  replay: eosctl verify --explore --pipeline %s --seed %d%s\n",
+			s, f.Result.Failure, f.Refailed, f.Replayed, f.Smallest.Schedule, replayPipeline(s.Pipeline), s.Seed, records)
 	}
 	fmt.Fprintln(out, "coverage (times each point/fault pair struck):")
 	rep.WriteCoverage(out)
-	for pl, missed := range rep.Missed() {
-		fmt.Fprintf(out, "%s: %d pairs never struck: %v\n", pl, len(missed), missed)
+	missed := rep.Missed()
+	for _, pl := range slices.Sorted(maps.Keys(missed)) {
+		fmt.Fprintf(out, "%s: %d pairs never struck: %v\n", pl, len(missed[pl]), missed[pl])
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("explore: stopped after %d schedules: %w", rep.Runs, err)
 	}
 	if len(rep.Failures) > 0 {
 		return fmt.Errorf("explore: %d of %d schedules broke an invariant", len(rep.Failures), rep.Runs)
@@ -75,6 +88,9 @@ func runExplore(ctx context.Context, out io.Writer, e exploreFlags, pipelines []
 func replayPipeline(name string) string {
 	if st, ok := strings.CutPrefix(name, "count-"); ok {
 		return "count --state " + st
+	}
+	if strings.HasPrefix(name, "dedup-") {
+		return "dedup"
 	}
 	return name
 }

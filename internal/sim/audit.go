@@ -2,8 +2,8 @@ package sim
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -25,14 +25,10 @@ const auditBound = 30 * time.Second
 // count must be one past the changelog's committed value.
 func (s *sim) audit(ctx context.Context) error {
 	s.mu.Lock()
-	s.auditing = true
+	s.over = true
 	clear(s.flips)
-	members := make([]int, 0, len(s.disks))
-	for idx := range s.disks {
-		members = append(members, idx)
-	}
+	members := slices.Sorted(maps.Keys(s.disks))
 	s.mu.Unlock()
-	slices.Sort(members)
 	for _, idx := range members {
 		if err := s.auditMember(ctx, idx); err != nil {
 			return fmt.Errorf("after the run, member %d started again on its disk: %w", idx, err)
@@ -46,12 +42,7 @@ func (s *sim) auditMember(ctx context.Context, idx int) error {
 	if err != nil {
 		return err
 	}
-	fold := map[string]int64{}
-	for _, r := range changelog {
-		if len(r.Value) == 8 {
-			fold[string(r.Key)] = int64(binary.BigEndian.Uint64(r.Value))
-		}
-	}
+	fold := foldCounts(changelog)
 	if err := s.seedOnePerKey(ctx); err != nil {
 		return err
 	}

@@ -11,7 +11,13 @@
 // retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
 // a connection that dies before the request or before its answer, a crash
 // (every connection cut at once, the runner abandoned, a new incarnation
-// started), a member joining, a member closing and coming back.
+// started, its pebble stores reopened from the image a crash leaves), a
+// member joining (at a record, or while a dedup pipeline's side effect
+// runs), a member closing and coming back, and a commit the broker answers
+// as committed but ends aborted (markers a restarting broker skipped, then
+// aborted by a repair). After a pebble run each member starts again alone
+// on its disk and counts one more record per key: each store must equal
+// its committed changelog.
 //
 // The same seed and pipeline always draw the same schedule, so a failure
 // is replayed with its seed (eosctl verify --explore --seed S); goroutine

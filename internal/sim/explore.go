@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -132,17 +133,13 @@ func investigate(ctx context.Context, r Result, p Plan) Failure {
 // and lists the pairs that never did.
 func (rep Report) WriteCoverage(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	pls := make([]string, 0, len(rep.Coverage))
-	for pl := range rep.Coverage {
-		pls = append(pls, pl)
-	}
-	slices.Sort(pls)
+	pls := slices.Sorted(maps.Keys(rep.Coverage))
 	fmt.Fprintf(tw, "point\tfault")
 	for _, pl := range pls {
 		fmt.Fprintf(tw, "\t%s", pl)
 	}
 	fmt.Fprintln(tw)
-	for _, pair := range pairs(true) {
+	for _, pair := range pairs(anyProtocol, "") {
 		fmt.Fprintf(tw, "%s\t%s", pair.Point, pair.Fault)
 		for _, pl := range pls {
 			fmt.Fprintf(tw, "\t%d", rep.Coverage[pl][pair])
@@ -156,7 +153,7 @@ func (rep Report) WriteCoverage(w io.Writer) {
 func (rep Report) Missed() map[string][]Pair {
 	out := map[string][]Pair{}
 	for pl, cov := range rep.Coverage {
-		for _, pair := range pairs(true) {
+		for _, pair := range pairs(anyProtocol, pl) {
 			if cov[pair] == 0 {
 				out[pl] = append(out[pl], pair)
 			}

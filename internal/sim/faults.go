@@ -28,7 +28,7 @@ var topLevel = map[Point]bool{
 func (s *sim) step(idx int, p Point) (int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.auditing {
+	if s.over {
 		return 0, false
 	}
 	if s.seen[idx] == nil {
@@ -45,33 +45,32 @@ func (s *sim) step(idx int, p Point) (int, bool) {
 }
 
 // onRequest decides the fate of a request member idx is about to send.
-func (s *sim) onRequest(idx int, w *wire, key int16) action {
+func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 	p, ok := points[key]
 	if !ok || w.isDead() {
-		return pass
+		return pass, -1
 	}
 	i, ok := s.step(idx, p)
 	if !ok {
-		return pass
+		return pass, -1
 	}
 	switch f := s.sched.Steps[i].Fault; f {
 	case Drop:
 		s.strike(i)
-		return dropReq
+		return dropReq, i
 	case Lost:
-		s.strike(i)
-		return loseResp
+		return loseResp, i // struck when the answer comes and is dropped
 	case Crash:
 		s.strike(i)
 		s.crash(idx, w)
-		s.events <- event{idx, Crash}
-		return dropReq
+		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
+		return dropReq, i
 	case CommitLost:
 		s.armFlip(i, appID+":"+memberID(idx))
 	default:
 		s.arm(i, idx, key, f)
 	}
-	return pass
+	return pass, i
 }
 
 // onRecord is member idx's user code starting on a record.
@@ -84,12 +83,12 @@ func (s *sim) onRecord(idx int, w *wire) {
 	if !ok {
 		return
 	}
-	s.strike(i)
 	f := s.sched.Steps[i].Fault
 	if f == Crash {
+		s.strike(i)
 		s.crash(idx, w)
 	}
-	s.events <- event{idx, f}
+	s.events <- event{idx: idx, wire: w, step: i, fault: f} // a join or leave strikes once the supervisor acts
 }
 
 // crash kills member idx at this moment: nothing it sends from now on
@@ -168,6 +167,8 @@ func sentBy(r kmsg.Request, txnID, member string) bool {
 		return r.InstanceID != nil && *r.InstanceID == member
 	case *kmsg.HeartbeatRequest:
 		return r.InstanceID != nil && *r.InstanceID == member
+	case *kmsg.OffsetFetchRequest:
+		return r.RequireStable // a member's fetch (KIP-447), not the harness's own polls
 	}
 	return true
 }

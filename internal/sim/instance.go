@@ -21,10 +21,12 @@ const (
 	Stateless   = "upper"
 	CountMemory = "count-memory"
 	CountPebble = "count-pebble" // its stores on a crashable in-memory filesystem
+	DedupAfter  = "dedup-after"  // a side effect behind topology.Dedup, marked after it ran
+	DedupBefore = "dedup-before" // … marked before it runs, under a lease
 )
 
 // Pipelines lists what Explore accepts.
-var Pipelines = []string{Stateless, CountMemory, CountPebble}
+var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore}
 
 const (
 	stateDir = "/state" // on the members' in-memory filesystems only
@@ -46,8 +48,9 @@ type instance struct {
 // start builds and runs the idx-th member on a fresh wire.
 func (s *sim) start(idx int) (*instance, error) {
 	in := &instance{idx: idx, done: make(chan error, 1)}
-	w := newWire(nil)
-	w.onRequest = func(key int16) action { return s.onRequest(idx, w, key) }
+	w := newWire()
+	w.onRequest = func(key int16) (action, int) { return s.onRequest(idx, w, key) }
+	w.onLost = s.strike
 	in.wire = w
 	top, err := s.topology(idx, w)
 	if err != nil {
@@ -112,6 +115,10 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 	case CountPebble:
 		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
 		return chaos.CountPipeline(input, output, e, before), nil
+	case DedupAfter:
+		return s.dedupTopology(idx, w, chaos.DedupAfter)
+	case DedupBefore:
+		return s.dedupTopology(idx, w, chaos.DedupBefore)
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
 }
@@ -143,6 +150,7 @@ type HangError struct {
 	Bound    time.Duration
 }
 
+// Error names the member, what it was asked, and the bound it missed.
 func (e *HangError) Error() string {
 	how := "Close"
 	if e.Crash {

@@ -29,6 +29,7 @@ const (
 	SyncGroup          Point = "SyncGroup"
 	Heartbeat          Point = "Heartbeat"
 	Record             Point = "record" // the user code starts on a record
+	Effect             Point = "effect" // a dedup pipeline's side effect runs
 	// OffsetCommit is the weaker guarantees' commit; exactly-once never
 	// sends it, so it is no coverage target.
 	OffsetCommit Point = "OffsetCommit"
@@ -68,7 +69,11 @@ var handled = map[Point][]Fault{
 	SyncGroup:          {Retriable, Drop, Lost, Crash},
 	Heartbeat:          {Retriable, Drop, Lost, Crash},
 	Record:             {Crash, Join, Leave},
+	Effect:             {Crash, Join},
 }
+
+// dedupOnly lists the points only the dedup pipelines reach.
+var dedupOnly = map[Point]bool{Effect: true}
 
 // codes is the error each refusal answers with, per point.
 var codes = map[Point]map[Fault]*kerr.Error{
@@ -109,6 +114,7 @@ type Step struct {
 	Fault    Fault
 }
 
+// String is the step as a schedule prints it: point#N@member:fault.
 func (s Step) String() string {
 	return fmt.Sprintf("%s#%d@i%d:%s", s.Point, s.N, s.Instance, s.Fault)
 }
@@ -124,6 +130,8 @@ type Schedule struct {
 	Steps []Step
 }
 
+// String is the schedule on one line: its seed, pipeline, protocol and
+// steps.
 func (s Schedule) String() string {
 	parts := make([]string, len(s.Steps))
 	for i, st := range s.Steps {
@@ -152,7 +160,7 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300,
+	Heartbeat: 30, Record: 300, Effect: 300,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
@@ -162,10 +170,10 @@ var occurrences = map[Point]int{
 // same schedule.
 func Draw(seed uint64, pipeline string) Schedule {
 	rng := rand.New(rand.NewPCG(seed, fnv(pipeline)))
-	every := pairs(true)
+	every := pairs(anyProtocol, pipeline)
 	first := every[seed%uint64(len(every))]
-	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || rng.IntN(3) == 0}
-	all := pairs(s.TxnV1)
+	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || !v2Only[first] && rng.IntN(3) == 0}
+	all := pairs(protocolOf(s.TxnV1), pipeline)
 	joined := false
 	for i := range 1 + rng.IntN(4) {
 		pf := first
@@ -180,8 +188,12 @@ func Draw(seed uint64, pipeline string) Schedule {
 		if i == 0 || pf.Fault == Join {
 			at = 1 + rng.IntN(max(1, occurrences[pf.Point]/4)) // early: sure to strike, and a joiner shares the work
 		}
+		st := Step{Instance: inst, Point: pf.Point, N: at, Fault: pf.Fault}
+		if slices.ContainsFunc(s.Steps, func(o Step) bool { return o.Instance == st.Instance && o.Point == st.Point && o.N == st.N }) {
+			continue // one fault per moment
+		}
 		joined = joined || pf.Fault == Join
-		s.Steps = append(s.Steps, Step{Instance: inst, Point: pf.Point, N: at, Fault: pf.Fault})
+		s.Steps = append(s.Steps, st)
 	}
 	return s
 }
@@ -200,12 +212,34 @@ type Pair struct {
 	Fault Fault
 }
 
-// pairs lists the handled pairs a protocol reaches, in a fixed order.
-func pairs(v1 bool) []Pair {
+// protocol selects the pairs a transaction protocol reaches.
+type protocol int
+
+const (
+	anyProtocol protocol = iota
+	firstProtocol
+	secondProtocol
+)
+
+func protocolOf(v1 bool) protocol {
+	if v1 {
+		return firstProtocol
+	}
+	return secondProtocol
+}
+
+// v2Only lists the pairs only KIP-890's protocol can judge: under the
+// first, one producer epoch spans every transaction of a session, so the
+// records of one lost commit cannot be told from the others'.
+var v2Only = map[Pair]bool{{EndTxn, CommitLost}: true}
+
+// pairs lists the handled pairs a protocol and a pipeline reach, in a
+// fixed order; pipeline "" means every pipeline.
+func pairs(proto protocol, pipeline string) []Pair {
 	var ps []Pair
 	keys := make([]Point, 0, len(handled))
 	for p := range handled {
-		if v1Only[p] && !v1 {
+		if v1Only[p] && proto == secondProtocol || dedupOnly[p] && pipeline != "" && !isDedup(pipeline) {
 			continue
 		}
 		keys = append(keys, p)
@@ -213,12 +247,18 @@ func pairs(v1 bool) []Pair {
 	slices.Sort(keys)
 	for _, p := range keys {
 		for _, f := range handled[p] {
-			ps = append(ps, Pair{p, f})
+			if pf := (Pair{p, f}); !(v2Only[pf] && proto == firstProtocol) {
+				ps = append(ps, pf)
+			}
 		}
 	}
 	return ps
 }
 
-// PairCount is how many (point, fault) pairs the runtime handles: the
-// seeds a run needs per pipeline to strike each once.
-func PairCount() int { return len(pairs(true)) }
+// PairCount is how many (point, fault) pairs the runtime handles, in the
+// pipeline that reaches the most: the seeds a run needs per pipeline to
+// strike each once.
+func PairCount() int { return len(pairs(anyProtocol, "")) }
+
+// isDedup reports whether pipeline runs side effects behind a dedup store.
+func isDedup(pipeline string) bool { return pipeline == DedupAfter || pipeline == DedupBefore }

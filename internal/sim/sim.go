@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -69,6 +70,8 @@ func (r Result) OK() bool { return r.Failure == "" }
 // event asks the supervisor to act on a member, from a fault's moment.
 type event struct {
 	idx   int
+	wire  *wire // the incarnation it came from
+	step  int
 	fault Fault
 }
 
@@ -79,18 +82,20 @@ type sim struct {
 	fake  *kfake.Cluster
 	log   *zap.Logger
 
-	mu       sync.Mutex
-	seen     map[int]map[Point]int // per member, how often it reached each point
-	armed    []*armed              // broker-side faults set for a request about to be sent
-	struck   map[int]bool          // steps whose fault struck directly (not via the broker)
-	disks    map[int]*vfs.MemFS    // per member, its stores' filesystem
-	rng      *rand.Rand            // what a crash keeps of unsynced writes, from the seed
-	flips    map[string]int        // per transactional id, the CommitLost step armed for its next commit
-	flipped  []producerEpoch       // the transactions a CommitLost ended aborted
-	inputs   int                   // records seeded
-	want     map[string]int64      // per key, the records seeded
-	auditing bool                  // the run is over: no step strikes any more
-	events   chan event
+	mu      sync.Mutex
+	seen    map[int]map[Point]int // per member, how often it reached each point
+	armed   []*armed              // broker-side faults set for a request about to be sent
+	struck  map[int]bool          // steps whose fault struck directly (not via the broker)
+	disks   map[int]*vfs.MemFS    // per member, its stores' filesystem
+	rng     *rand.Rand            // what a crash keeps of unsynced writes, from the seed
+	flips   map[string]int        // per transactional id, the CommitLost step armed for its next commit
+	flipped []producerEpoch       // the transactions a CommitLost ended aborted
+	inputs  int                   // records seeded
+	want    map[string]int64      // per key, the records seeded
+	store   *dedup.Memory         // the dedup pipelines' store, shared by the members
+	effects map[string]int        // per id, how often its side effect ran
+	over    bool                  // the schedule is over: no step strikes any more
+	events  chan event
 }
 
 // Run runs one schedule on a fresh embedded broker and judges it.
@@ -106,7 +111,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	res := Result{Schedule: sched}
 	s := &sim{sched: sched, cfg: cfg, log: cfg.Log, seen: map[int]map[Point]int{},
 		struck: map[int]bool{}, events: make(chan event, 16), disks: map[int]*vfs.MemFS{},
-		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}}
+		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}}
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, output))
 	if err != nil {
 		res.Failure = "embedded broker: " + err.Error()

@@ -35,25 +35,33 @@ func TestDrawIsAFunctionOfTheSeed(t *testing.T) {
 // Each kind of fault strikes where the schedule puts it, and the output is
 // still exactly the input, once each, in order per key.
 func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
+	dedups := []string{sim.DedupAfter, sim.DedupBefore}
 	cases := []struct {
-		name string
-		v1   bool
-		step sim.Step
+		name      string
+		v1        bool
+		step      sim.Step
+		pipelines []string // nil: every pipeline
 	}{
-		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}},
-		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}},
-		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}},
-		{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}},
-		{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}},
-		{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}},
-		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}},
-		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}},
-		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}},
-		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}},
+		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil},
+		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil},
+		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil},
+		{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}, nil},
+		{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}, nil},
+		{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}, nil},
+		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, nil},
+		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, nil},
+		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, nil},
+		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}, nil},
+		{"a member joining while a side effect runs", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Join}, dedups},
+		{"a crash after a side effect, before its mark", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Crash}, dedups},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, pl := range sim.Pipelines {
+			pls := c.pipelines
+			if pls == nil {
+				pls = sim.Pipelines
+			}
+			for _, pl := range pls {
 				s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: []sim.Step{c.step}}
 				r := sim.Run(context.Background(), s, sim.Config{})
 				if !slices.Contains(r.Fired, c.step) {

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/verdict"
@@ -41,6 +42,10 @@ type supervisor struct {
 func (s *sim) supervise(ctx context.Context) ([]string, error) {
 	sv := &supervisor{s: s, live: map[int]*instance{}}
 	err := sv.loop(ctx)
+	s.mu.Lock()
+	s.over = true // what the members do while closing is not the schedule's
+	clear(s.flips)
+	s.mu.Unlock()
 	if cerr := sv.closeAll(); err == nil {
 		err = cerr
 	}
@@ -71,7 +76,7 @@ func (sv *supervisor) loop(ctx context.Context) error {
 			if err := sv.reap(); err != nil {
 				return err
 			}
-			if verdict.CaughtUp(ctx, adm, appID, input) {
+			if len(sv.s.events) == 0 && verdict.CaughtUp(ctx, adm, appID, input) {
 				return nil
 			}
 			if err := sv.unstick(ctx, adm); err != nil {
@@ -146,11 +151,12 @@ func (sv *supervisor) handle(ev event) error {
 		if len(sv.live) >= maxMembers {
 			return nil
 		}
+		sv.s.strike(ev.step)
 		return sv.add()
 	}
 	in := sv.live[ev.idx]
-	if in == nil {
-		return nil
+	if in == nil || in.wire != ev.wire {
+		return nil // from an incarnation already gone
 	}
 	if ev.fault == Crash {
 		// A crashed process is gone at once: its successor starts now,
@@ -160,6 +166,7 @@ func (sv *supervisor) handle(ev event) error {
 		sv.zombies = append(sv.zombies, in)
 		return sv.restart(ev.idx)
 	}
+	sv.s.strike(ev.step)
 	err := in.stop(false, stopBound)
 	if herr := (*HangError)(nil); errors.As(err, &herr) {
 		return herr
@@ -220,11 +227,5 @@ func (sv *supervisor) closeAll() error {
 	return first
 }
 
-func (sv *supervisor) order() []int {
-	idx := make([]int, 0, len(sv.live))
-	for i := range sv.live {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	return idx
-}
+// order is the live members' indexes, ascending.
+func (sv *supervisor) order() []int { return slices.Sorted(maps.Keys(sv.live)) }

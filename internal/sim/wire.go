@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net"
 	"sync"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // errCut is what a connection returns once the schedule cut it.
@@ -26,16 +24,15 @@ const (
 // through it, so the schedule sees each request at the moment it is sent
 // and can cut any of them, or all of them at once (a crash).
 type wire struct {
-	onRequest func(key int16) action // decides each request's fate, in send order
+	onRequest func(key int16) (action, int) // decides each request's fate, in send order, and names its step
+	onLost    func(step int)                // an answer the step lost was due and is dropped
 
 	mu    sync.Mutex
 	dead  bool
 	conns map[*conn]struct{}
 }
 
-func newWire(onRequest func(int16) action) *wire {
-	return &wire{onRequest: onRequest, conns: map[*conn]struct{}{}}
-}
+func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
 
 // dial is the instance's kgo.Dialer.
 func (w *wire) dial(ctx context.Context, network, host string) (net.Conn, error) {
@@ -50,7 +47,7 @@ func (w *wire) dial(ctx context.Context, network, host string) (net.Conn, error)
 	if err != nil {
 		return nil, err
 	}
-	c := &conn{Conn: nc, w: w, lost: map[int32]bool{}}
+	c := &conn{Conn: nc, w: w, lost: map[int32]int{}, cutStep: -1}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dead {
@@ -95,10 +92,14 @@ type conn struct {
 	wmu  sync.Mutex
 	wbuf []byte
 
-	rmu   sync.Mutex
-	rbuf  []byte // bytes read from the broker, not yet parsed into frames
-	ready []byte // whole answers the client may read
-	lost  map[int32]bool
+	lmu  sync.Mutex
+	lost map[int32]int // correlation id → the step that loses its answer
+
+	rmu     sync.Mutex
+	scratch []byte
+	rbuf    []byte // bytes read from the broker, not yet parsed into frames
+	ready   []byte // whole answers the client may read
+	cutStep int    // ≥ 0: a lost answer is next, after ready: the step that loses it
 }
 
 // Write sends whole request frames, each after the schedule has decided
@@ -115,14 +116,14 @@ func (c *conn) Write(p []byte) (int, error) {
 		frame := c.wbuf[:4+size]
 		key := int16(binary.BigEndian.Uint16(frame[4:]))
 		corr := int32(binary.BigEndian.Uint32(frame[8:]))
-		switch c.w.onRequest(key) {
+		switch act, step := c.w.onRequest(key); act {
 		case dropReq:
 			c.cut()
 			return 0, errCut
 		case loseResp:
-			c.rmu.Lock()
-			c.lost[corr] = true
-			c.rmu.Unlock()
+			c.lmu.Lock()
+			c.lost[corr] = step
+			c.lmu.Unlock()
 		}
 		if _, err := c.Conn.Write(frame); err != nil {
 			return 0, err
@@ -132,19 +133,24 @@ func (c *conn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Read hands the client whole answers; an answer the schedule lost cuts
-// the connection instead.
+// Read hands the client whole answers. At an answer the schedule lost, it
+// first hands over those before it, then cuts the connection.
 func (c *conn) Read(p []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	for len(c.ready) == 0 {
-		buf := make([]byte, 32<<10)
-		n, err := c.Conn.Read(buf)
-		c.rbuf = append(c.rbuf, buf[:n]...)
-		if cutErr := c.frames(); cutErr != nil {
-			return 0, cutErr
+		if c.cutStep >= 0 {
+			c.w.onLost(c.cutStep)
+			c.cut()
+			return 0, errCut
 		}
-		if len(c.ready) == 0 && err != nil {
+		if c.scratch == nil {
+			c.scratch = make([]byte, 32<<10)
+		}
+		n, err := c.Conn.Read(c.scratch)
+		c.rbuf = append(c.rbuf, c.scratch[:n]...)
+		c.frames()
+		if len(c.ready) == 0 && c.cutStep < 0 && err != nil {
 			return 0, err
 		}
 	}
@@ -153,23 +159,24 @@ func (c *conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// frames moves each whole answer in rbuf to ready, or cuts the connection
-// at a lost one.
-func (c *conn) frames() error {
-	for len(c.rbuf) >= 8 {
+// frames moves each whole answer in rbuf to ready, up to a lost one.
+func (c *conn) frames() {
+	for c.cutStep < 0 && len(c.rbuf) >= 8 {
 		size := int(binary.BigEndian.Uint32(c.rbuf))
 		if len(c.rbuf) < 4+size {
-			return nil
+			return
 		}
 		corr := int32(binary.BigEndian.Uint32(c.rbuf[4:]))
-		if c.lost[corr] {
-			c.cut()
-			return errCut
+		c.lmu.Lock()
+		step, lost := c.lost[corr]
+		c.lmu.Unlock()
+		if lost {
+			c.cutStep = step
+			return
 		}
 		c.ready = append(c.ready, c.rbuf[:4+size]...)
 		c.rbuf = c.rbuf[4+size:]
 	}
-	return nil
 }
 
 func (c *conn) cut() {
@@ -182,6 +189,3 @@ func (c *conn) Close() error {
 	c.w.forget(c)
 	return c.Conn.Close()
 }
-
-// keyName names a request key the way Kafka does.
-func keyName(key int16) string { return kmsg.NameForKey(key) }

@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/topology"
+)
+
+// midEffect is how long an effect that a joining member interrupts keeps
+// running: long enough for the join to revoke its partition.
+const midEffect = time.Second
+
+// dedupTopology is the dedup pipeline of member idx: each record's side
+// effect (counted per id, outside Kafka) runs behind topology.Dedup with
+// the run's store, shared by all members as an external store is.
+func (s *sim) dedupTopology(idx int, w *wire, mode chaos.DedupMode) (*topology.Topology, error) {
+	store, err := s.dedupStore()
+	if err != nil {
+		return nil, err
+	}
+	effect := func(ctx context.Context, id string) error { return s.onEffect(idx, w, id) }
+	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }), nil
+}
+
+func (s *sim) dedupStore() (*dedup.Memory, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.store == nil {
+		st, err := dedup.NewMemory()
+		if err != nil {
+			return nil, err
+		}
+		s.store = st
+	}
+	return s.store, nil
+}
+
+// onEffect is member idx running the side effect of id: it counts, and
+// the schedule can crash the member there (after the effect, before its
+// mark) or have a member join while it runs.
+func (s *sim) onEffect(idx int, w *wire, id string) error {
+	if w.isDead() {
+		return fmt.Errorf("sim: member %d crashed", idx) // a dead process runs nothing
+	}
+	s.mu.Lock()
+	s.effects[id]++
+	s.mu.Unlock()
+	i, ok := s.step(idx, Effect)
+	if !ok {
+		return nil
+	}
+	switch s.sched.Steps[i].Fault {
+	case Crash:
+		s.strike(i)
+		s.crash(idx, w)
+		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
+	case Join:
+		s.events <- event{idx: idx, wire: w, step: i, fault: Join}
+		time.Sleep(midEffect)
+	}
+	return nil
+}
+
+// judgeEffects checks each input id's effect: run at least once, and
+// repeated at most once per crash (an effect done, its mark not).
+func (s *sim) judgeEffects() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	crashes := 0
+	for i, st := range s.sched.Steps {
+		if st.Fault == Crash && s.struck[i] {
+			crashes++
+		}
+	}
+	missing, repeats, first := 0, 0, ""
+	for id := range s.inputs {
+		n := s.effects[strconv.Itoa(id)]
+		if n == 0 {
+			missing++
+		}
+		if n > 1 {
+			repeats += n - 1
+			if first == "" {
+				first = fmt.Sprintf("id %d ran %d times", id, n)
+			}
+		}
+	}
+	if missing > 0 || repeats > crashes {
+		return fmt.Errorf("side effects: %d ids never ran, %d repeated runs (%s) with %d crashes (at most one repeat each)", missing, repeats, first, crashes)
+	}
+	return nil
+}
