@@ -23,7 +23,7 @@ func (s *sim) dedupTopology(idx int, w *wire, mode chaos.DedupMode) (*topology.T
 	if err != nil {
 		return nil, err
 	}
-	effect := func(ctx context.Context, id string) error { return s.onEffect(idx, w, id) }
+	effect := func(_ context.Context, id string) error { return s.onEffect(idx, w, id) }
 	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }), nil
 }
 
@@ -60,6 +60,8 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 		s.crash(idx, w)
 		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
 	case Join:
+		// The effect has landed and takes a while to return: the join's
+		// revoke must wait for it.
 		s.events <- event{idx: idx, wire: w, step: i, fault: Join}
 		time.Sleep(midEffect)
 	}

@@ -185,7 +185,7 @@ func Draw(seed uint64, pipeline string) Schedule {
 			inst = 1 // strikes the member the join started
 		}
 		at := 1 + rng.IntN(occurrences[pf.Point])
-		if i == 0 || pf.Fault == Join {
+		if (i == 0 || pf.Fault == Join) && pf.Point != Effect {
 			at = 1 + rng.IntN(max(1, occurrences[pf.Point]/4)) // early: sure to strike, and a joiner shares the work
 		}
 		st := Step{Instance: inst, Point: pf.Point, N: at, Fault: pf.Fault}

@@ -91,17 +91,28 @@ func TestTheHarnessCatchesARepeat(t *testing.T) {
 
 // One seed per handled pair and pipeline, as CI runs them: every schedule
 // keeps every invariant, and every pair strikes at least once per pipeline.
+// Under the race detector, which makes each schedule several times slower,
+// a few seeds per pipeline run and coverage is not judged; .ci/run runs the
+// full set without it.
 func TestExploreCoversEveryPairCleanly(t *testing.T) {
-	rep := sim.Explore(context.Background(), sim.Plan{FirstSeed: 1, Seeds: sim.PairCount(), Parallel: 16})
+	seeds := sim.PairCount()
+	if raceEnabled {
+		seeds = 6
+	}
+	rep := sim.Explore(context.Background(), sim.Plan{FirstSeed: 1, Seeds: seeds, Parallel: 16})
 	for _, f := range rep.Failures {
 		t.Errorf("%v: %s (Runs ended: %v); failed again %d of %d; smallest %v",
 			f.Result.Schedule, f.Result.Failure, f.Result.Errors, f.Refailed, f.Replayed, f.Smallest.Schedule)
 	}
-	for pl, missed := range rep.Missed() {
-		t.Errorf("%s: pairs never struck: %v", pl, missed)
+	if !raceEnabled {
+		for pl, missed := range rep.Missed() {
+			t.Errorf("%s: pairs never struck: %v", pl, missed)
+		}
 	}
-	if want := sim.PairCount() * len(sim.Pipelines); rep.Runs != want {
+	if want := seeds * len(sim.Pipelines); rep.Runs != want {
 		t.Errorf("ran %d schedules, want %d", rep.Runs, want)
 	}
-	t.Logf("%d schedules in %v; slowest %v (%v)", rep.Runs, rep.Took, rep.Slowest.Took, rep.Slowest.Schedule)
+	var table strings.Builder
+	rep.WriteCoverage(&table)
+	t.Logf("%d schedules in %v; slowest %v (%v); coverage:\n%s", rep.Runs, rep.Took, rep.Slowest.Took, rep.Slowest.Schedule, table.String())
 }
