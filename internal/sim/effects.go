@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/lease"
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/topology"
 )
@@ -19,10 +20,11 @@ const midEffect = time.Second
 // effect (counted per id, outside Kafka) runs behind topology.Dedup with
 // the run's store, shared by all members as an external store is.
 func (s *sim) dedupTopology(idx int, w *wire, mode chaos.DedupMode) (*topology.Topology, error) {
-	store, err := s.dedupStore()
+	shared, err := s.dedupStore()
 	if err != nil {
 		return nil, err
 	}
+	store := memberStore{shared, w}
 	effect := func(_ context.Context, id string) error { return s.onEffect(idx, w, id) }
 	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }), nil
 }
@@ -50,19 +52,23 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 	s.mu.Lock()
 	s.effects[id]++
 	s.mu.Unlock()
-	i, ok := s.step(idx, Effect)
+	i, ok := s.step(idx, w, Effect)
 	if !ok {
 		return nil
 	}
 	switch s.sched.Steps[i].Fault {
 	case Crash:
+		// After the effect, before its mark: the dead incarnation's
+		// store calls fail from now on (memberStore).
 		s.strike(i)
 		s.crash(idx, w)
 		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
+		s.acted()
 	case Join:
 		// The effect has landed and takes a while to return: the join's
 		// revoke must wait for it.
 		s.events <- event{idx: idx, wire: w, step: i, fault: Join}
+		s.acted()
 		time.Sleep(midEffect)
 	}
 	return nil
@@ -73,9 +79,9 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 func (s *sim) judgeEffects() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	crashes := 0
+	crashes := 0 // between an effect and its mark: the only crashes that may repeat one
 	for i, st := range s.sched.Steps {
-		if st.Fault == Crash && s.struck[i] {
+		if st.Point == Effect && st.Fault == Crash && s.struck[i] {
 			crashes++
 		}
 	}
@@ -96,4 +102,66 @@ func (s *sim) judgeEffects() error {
 		return fmt.Errorf("side effects: %d ids never ran, %d repeated runs (%s) with %d crashes (at most one repeat each)", missing, repeats, first, crashes)
 	}
 	return nil
+}
+
+// memberStore is the shared store as one incarnation reaches it: once the
+// incarnation crashed, every call fails, as a dead process makes none.
+type memberStore struct {
+	st *dedup.Memory
+	w  *wire
+}
+
+func (m memberStore) alive() error {
+	if m.w.isDead() {
+		return errCut
+	}
+	return nil
+}
+
+// Mark is the shared store's, while the incarnation lives.
+func (m memberStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := m.alive(); err != nil {
+		return false, err
+	}
+	return m.st.Mark(ctx, id, ttl)
+}
+
+// Seen is the shared store's, while the incarnation lives.
+func (m memberStore) Seen(ctx context.Context, id string) (bool, error) {
+	if err := m.alive(); err != nil {
+		return false, err
+	}
+	return m.st.Seen(ctx, id)
+}
+
+// Forget is the shared store's, while the incarnation lives.
+func (m memberStore) Forget(ctx context.Context, id string) error {
+	if err := m.alive(); err != nil {
+		return err
+	}
+	return m.st.Forget(ctx, id)
+}
+
+// Claim is the shared store's, while the incarnation lives.
+func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (lease.Claim, error) {
+	if err := m.alive(); err != nil {
+		return lease.Claim{}, err
+	}
+	return m.st.Claim(ctx, id, owner, d, ttl)
+}
+
+// Complete is the shared store's, while the incarnation lives.
+func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	if err := m.alive(); err != nil {
+		return err
+	}
+	return m.st.Complete(ctx, id, ttl)
+}
+
+// Release is the shared store's, while the incarnation lives.
+func (m memberStore) Release(ctx context.Context, id, owner string) error {
+	if err := m.alive(); err != nil {
+		return err
+	}
+	return m.st.Release(ctx, id, owner)
 }

@@ -25,7 +25,12 @@ var topLevel = map[Point]bool{
 }
 
 // step finds the unfired step for member idx's n-th arrival at p.
-func (s *sim) step(idx int, p Point) (int, bool) {
+// A hit counts as acting until its caller calls acted, so that the end
+// of the schedule can wait for faults already under way.
+func (s *sim) step(idx int, w *wire, p Point) (int, bool) {
+	if w.quiet() {
+		return 0, false // a crashed or closing incarnation is not the member any more
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.over {
@@ -38,22 +43,31 @@ func (s *sim) step(idx int, p Point) (int, bool) {
 	n := s.seen[idx][p]
 	for i, st := range s.sched.Steps {
 		if st.Instance == idx && st.Point == p && st.N == n {
+			s.acting++
 			return i, true
 		}
 	}
 	return 0, false
 }
 
+// acted ends a hit of step: its fault has done what it does at once.
+func (s *sim) acted() {
+	s.mu.Lock()
+	s.acting--
+	s.mu.Unlock()
+}
+
 // onRequest decides the fate of a request member idx is about to send.
 func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 	p, ok := points[key]
-	if !ok || w.isDead() {
-		return pass, -1
-	}
-	i, ok := s.step(idx, p)
 	if !ok {
 		return pass, -1
 	}
+	i, ok := s.step(idx, w, p)
+	if !ok {
+		return pass, -1
+	}
+	defer s.acted()
 	switch f := s.sched.Steps[i].Fault; f {
 	case Drop:
 		s.strike(i)
@@ -79,10 +93,11 @@ func (s *sim) onRecord(idx int, w *wire) {
 		return // a crashed incarnation's code still running: not the member any more
 	}
 	time.Sleep(s.cfg.Pace)
-	i, ok := s.step(idx, Record)
+	i, ok := s.step(idx, w, Record)
 	if !ok {
 		return
 	}
+	defer s.acted()
 	f := s.sched.Steps[i].Fault
 	if f == Crash {
 		s.strike(i)
@@ -115,8 +130,10 @@ func (s *sim) disk(idx int) *vfs.MemFS {
 
 func (s *sim) strike(i int) {
 	s.mu.Lock()
-	s.struck[i] = true
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if !s.over {
+		s.struck[i] = true
+	}
 }
 
 // arm sets a broker-side refusal for the request about to be sent: the

@@ -95,6 +95,7 @@ type sim struct {
 	store   *dedup.Memory         // the dedup pipelines' store, shared by the members
 	effects map[string]int        // per id, how often its side effect ran
 	over    bool                  // the schedule is over: no step strikes any more
+	acting  int                   // faults under way (see step)
 	events  chan event
 }
 

@@ -42,10 +42,7 @@ type supervisor struct {
 func (s *sim) supervise(ctx context.Context) ([]string, error) {
 	sv := &supervisor{s: s, live: map[int]*instance{}}
 	err := sv.loop(ctx)
-	s.mu.Lock()
-	s.over = true // what the members do while closing is not the schedule's
-	clear(s.flips)
-	s.mu.Unlock()
+	sv.finish()
 	if cerr := sv.closeAll(); err == nil {
 		err = cerr
 	}
@@ -103,7 +100,7 @@ func (sv *supervisor) unstick(ctx context.Context, adm *kadm.Client) error {
 	sv.s.mu.Lock()
 	lost := len(sv.s.flipped)
 	sv.s.mu.Unlock()
-	if lost == 0 || time.Since(sv.lastCheck) < 200*time.Millisecond {
+	if lost == 0 || len(sv.s.events) > 0 || time.Since(sv.lastCheck) < 200*time.Millisecond {
 		return nil
 	}
 	sv.lastCheck = time.Now()
@@ -113,7 +110,7 @@ func (sv *supervisor) unstick(ctx context.Context, adm *kadm.Client) error {
 	}
 	var sum int64
 	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
-	if sum != sv.progress {
+	if sum != sv.progress || sv.movedAt.IsZero() {
 		sv.progress, sv.movedAt = sum, time.Now()
 		return nil
 	}
@@ -123,7 +120,9 @@ func (sv *supervisor) unstick(ctx context.Context, adm *kadm.Client) error {
 	sv.movedAt = time.Now()
 	sv.errs = append(sv.errs, fmt.Sprintf("restarted all: the group's offsets stood at %d for %v after a lost commit", sum, stallAfter))
 	for _, idx := range sv.order() {
-		if err := sv.live[idx].stop(false, stopBound); err != nil {
+		in := sv.live[idx]
+		in.wire.quiesce()
+		if err := in.stop(false, stopBound); err != nil && !in.wire.isDead() {
 			return fmt.Errorf("instance %d: Run returned %v after Close, want nil", idx, err)
 		}
 		if err := sv.restart(idx); err != nil {
@@ -131,6 +130,45 @@ func (sv *supervisor) unstick(ctx context.Context, adm *kadm.Client) error {
 		}
 	}
 	return nil
+}
+
+// finish ends the schedule: no step strikes from now on, what faults were
+// under way complete, and a crash left in the queue makes its incarnation
+// a zombie (the input is done; nothing needs a successor).
+func (sv *supervisor) finish() {
+	s := sv.s
+	s.mu.Lock()
+	s.over = true // what the members do while closing is not the schedule's
+	clear(s.flips)
+	s.mu.Unlock()
+	for deadline := time.Now().Add(stopBound); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		acting := s.acting
+		s.mu.Unlock()
+		if acting == 0 {
+			break
+		}
+	}
+	for {
+		select {
+		case ev := <-s.events:
+			if in := sv.live[ev.idx]; ev.fault == Crash && in != nil && in.wire == ev.wire {
+				sv.bury(ev.idx)
+			}
+		default:
+			return
+		}
+	}
+}
+
+// bury moves member idx's incarnation, crashed, to the zombies: it runs
+// down against dead connections, and its Run must still return.
+func (sv *supervisor) bury(idx int) {
+	in := sv.live[idx]
+	in.wire.kill()
+	in.cancel()
+	sv.zombies = append(sv.zombies, in)
+	delete(sv.live, idx)
 }
 
 // add starts the next member.
@@ -161,17 +199,19 @@ func (sv *supervisor) handle(ev event) error {
 	if ev.fault == Crash {
 		// A crashed process is gone at once: its successor starts now,
 		// while what is left of it runs down against dead connections.
-		in.wire.kill()
-		in.cancel()
-		sv.zombies = append(sv.zombies, in)
+		sv.bury(ev.idx)
 		return sv.restart(ev.idx)
 	}
+	if in.wire.isDead() {
+		return nil // it crashed after asking to leave: its crash event follows
+	}
 	sv.s.strike(ev.step)
+	in.wire.quiesce()
 	err := in.stop(false, stopBound)
 	if herr := (*HangError)(nil); errors.As(err, &herr) {
 		return herr
 	}
-	if err != nil {
+	if err != nil && !in.wire.isDead() {
 		return fmt.Errorf("instance %d: Run returned %v after Close, want nil", ev.idx, err)
 	}
 	return sv.restart(ev.idx)
@@ -211,7 +251,13 @@ func (sv *supervisor) reap() error {
 func (sv *supervisor) closeAll() error {
 	var first error
 	for _, idx := range sv.order() {
-		if err := sv.live[idx].stop(false, stopBound); err != nil && first == nil {
+		in := sv.live[idx]
+		in.wire.quiesce()
+		if in.wire.isDead() {
+			sv.bury(idx)
+			continue
+		}
+		if err := in.stop(false, stopBound); err != nil && !in.wire.isDead() && first == nil {
 			first = fmt.Errorf("instance %d: Run returned %v after Close, want nil", idx, err)
 		}
 	}

@@ -27,9 +27,10 @@ type wire struct {
 	onRequest func(key int16) (action, int) // decides each request's fate, in send order, and names its step
 	onLost    func(step int)                // an answer the step lost was due and is dropped
 
-	mu    sync.Mutex
-	dead  bool
-	conns map[*conn]struct{}
+	mu      sync.Mutex
+	dead    bool
+	closing bool // being closed by the supervisor: no fault strikes it
+	conns   map[*conn]struct{}
 }
 
 func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
@@ -68,6 +69,20 @@ func (w *wire) kill() {
 		c.Conn.Close()
 	}
 	clear(w.conns)
+}
+
+// quiesce marks the incarnation as closing: the schedule leaves it alone.
+func (w *wire) quiesce() {
+	w.mu.Lock()
+	w.closing = true
+	w.mu.Unlock()
+}
+
+// quiet reports whether the schedule must leave the incarnation alone.
+func (w *wire) quiet() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dead || w.closing
 }
 
 func (w *wire) isDead() bool {
