@@ -49,3 +49,21 @@ func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
 		t.Fatalf("a store ahead of its changelog: failure %q, want the audit to name key %s", r.Failure, key)
 	}
 }
+
+// The side-effect judge can fail: an effect run twice with no crash
+// between an effect and its mark is reported, naming the id.
+func TestTheEffectsJudgeCatchesARepeat(t *testing.T) {
+	tamper := func(s *sim) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.effects["7"] != 1 {
+			return nil // the test fails below: the run proved nothing
+		}
+		s.effects["7"]++
+		return nil
+	}
+	r := run(context.Background(), Schedule{Pipeline: DedupAfter}, Config{}, tamper)
+	if r.OK() || !strings.Contains(r.Failure, "id 7 ran 2 times") {
+		t.Fatalf("an effect run twice without a crash: failure %q, want it reported", r.Failure)
+	}
+}
