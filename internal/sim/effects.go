@@ -52,6 +52,7 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 	s.mu.Lock()
 	s.effects[id]++
 	s.mu.Unlock()
+	w.effectLanded()
 	i, ok := s.step(idx, w, Effect)
 	if !ok {
 		return nil
@@ -79,12 +80,7 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 func (s *sim) judgeEffects() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	crashes := 0 // between an effect and its mark: the only crashes that may repeat one
-	for i, st := range s.sched.Steps {
-		if st.Point == Effect && st.Fault == Crash && s.struck[i] {
-			crashes++
-		}
-	}
+	crashes := s.effectCrashes // the only crashes that may repeat an effect
 	missing, repeats, first := 0, 0, ""
 	for id := range s.inputs {
 		n := s.effects[strconv.Itoa(id)]
@@ -123,7 +119,11 @@ func (m memberStore) Mark(ctx context.Context, id string, ttl time.Duration) (bo
 	if err := m.alive(); err != nil {
 		return false, err
 	}
-	return m.st.Mark(ctx, id, ttl)
+	first, err := m.st.Mark(ctx, id, ttl)
+	if err == nil {
+		m.w.effectMarked()
+	}
+	return first, err
 }
 
 // Seen is the shared store's, while the incarnation lives.
@@ -155,7 +155,11 @@ func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration)
 	if err := m.alive(); err != nil {
 		return err
 	}
-	return m.st.Complete(ctx, id, ttl)
+	err := m.st.Complete(ctx, id, ttl)
+	if err == nil {
+		m.w.effectMarked()
+	}
+	return err
 }
 
 // Release is the shared store's, while the incarnation lives.

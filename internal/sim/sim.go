@@ -82,21 +82,22 @@ type sim struct {
 	fake  *kfake.Cluster
 	log   *zap.Logger
 
-	mu      sync.Mutex
-	seen    map[int]map[Point]int // per member, how often it reached each point
-	armed   []*armed              // broker-side faults set for a request about to be sent
-	struck  map[int]bool          // steps whose fault struck directly (not via the broker)
-	disks   map[int]*vfs.MemFS    // per member, its stores' filesystem
-	rng     *rand.Rand            // what a crash keeps of unsynced writes, from the seed
-	flips   map[string]int        // per transactional id, the CommitLost step armed for its next commit
-	flipped []producerEpoch       // the transactions a CommitLost ended aborted
-	inputs  int                   // records seeded
-	want    map[string]int64      // per key, the records seeded
-	store   *dedup.Memory         // the dedup pipelines' store, shared by the members
-	effects map[string]int        // per id, how often its side effect ran
-	over    bool                  // the schedule is over: no step strikes any more
-	acting  int                   // faults under way (see step)
-	events  chan event
+	mu            sync.Mutex
+	seen          map[int]map[Point]int // per member, how often it reached each point
+	armed         []*armed              // broker-side faults set for a request about to be sent
+	struck        map[int]bool          // steps whose fault struck directly (not via the broker)
+	disks         map[int]*vfs.MemFS    // per member, its stores' filesystem
+	rng           *rand.Rand            // what a crash keeps of unsynced writes, from the seed
+	flips         map[string]int        // per transactional id, the CommitLost step armed for its next commit
+	flipped       []producerEpoch       // the transactions a CommitLost ended aborted
+	inputs        int                   // records seeded
+	want          map[string]int64      // per key, the records seeded
+	store         *dedup.Memory         // the dedup pipelines' store, shared by the members
+	effects       map[string]int        // per id, how often its side effect ran
+	over          bool                  // the schedule is over: no step strikes any more
+	acting        int                   // faults under way (see step)
+	effectCrashes int                   // crashes that struck between a side effect and its mark
+	events        chan event
 }
 
 // Run runs one schedule on a fresh embedded broker and judges it.

@@ -30,7 +30,10 @@ type wire struct {
 	mu      sync.Mutex
 	dead    bool
 	closing bool // being closed by the supervisor: no fault strikes it
-	conns   map[*conn]struct{}
+	// unmarked counts side effects this incarnation ran and has not
+	// marked yet: a crash now may legitimately repeat one.
+	unmarked int
+	conns    map[*conn]struct{}
 }
 
 func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
@@ -69,6 +72,27 @@ func (w *wire) kill() {
 		c.Conn.Close()
 	}
 	clear(w.conns)
+}
+
+// effectLanded records a side effect run, its mark to come.
+func (w *wire) effectLanded() {
+	w.mu.Lock()
+	w.unmarked++
+	w.mu.Unlock()
+}
+
+// effectMarked records that the last side effect's mark is done.
+func (w *wire) effectMarked() {
+	w.mu.Lock()
+	w.unmarked = max(0, w.unmarked-1)
+	w.mu.Unlock()
+}
+
+// hasUnmarked reports whether a side effect ran and is not marked yet.
+func (w *wire) hasUnmarked() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.unmarked > 0
 }
 
 // quiesce marks the incarnation as closing: the schedule leaves it alone.
