@@ -177,7 +177,10 @@ func TestVerifyAtLeastOnceControlFindsDuplicates(t *testing.T) {
 
 func TestVerifyAtMostOnceControlFindsMissing(t *testing.T) {
 	t.Parallel()
-	res, _, code := verify(t, append(chaosArgs, "--guarantee", "at-most-once")...)
+	// A kill loses records only when it lands inside a batch whose offsets
+	// are already committed; on a loaded machine 3 kills all missed once in
+	// CI. Six make a control that shows no loss vanishingly rare.
+	res, _, code := verify(t, append(chaosArgs, "--guarantee", "at-most-once", "--kills", "6")...)
 	checkAtMostOnce(t, res, code)
 }
 
