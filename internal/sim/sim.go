@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -57,10 +56,9 @@ func (c Config) withDefaults() Config {
 // Result is one schedule's outcome.
 type Result struct {
 	Schedule Schedule
-	Fired    []Step        // the steps whose fault struck, in schedule order
-	Reached  map[Point]int // how often the first member reached each point
-	Errors   []string      // what Run returned, per incarnation that ended on its own
-	Failure  string        // "" when every invariant held
+	Fired    []Step   // the steps whose fault struck, in schedule order
+	Errors   []string // what Run returned, per incarnation that ended on its own
+	Failure  string   // "" when every invariant held
 	Took     time.Duration
 }
 
@@ -129,9 +127,6 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	errs, err := s.supervise(ctx)
 	res.Errors = errs
 	res.Fired = s.fired()
-	s.mu.Lock()
-	res.Reached = maps.Clone(s.seen[0])
-	s.mu.Unlock()
 	if err == nil && tamper != nil {
 		err = tamper(s)
 	}
