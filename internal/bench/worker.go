@@ -319,7 +319,10 @@ func (l *restoreLog) Write(_ zapcore.Entry, fields []zapcore.Field) error {
 	return nil
 }
 
-// watchRestore prints a RestoredLine to w once r restored want records.
+// watchRestore prints a RestoredLine to w once r restored want records
+// and logged how long that took. The runtime counts a restore in Stats
+// just before it logs it, so the count alone may come with a duration
+// that misses the last restore's.
 func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, start time.Time, w io.Writer) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -330,13 +333,13 @@ func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, 
 		case <-tick.C:
 		}
 		got := r.Stats().Restored
-		if got < uint64(want) {
+		rl.mu.Lock()
+		logged, took := rl.records, rl.took
+		rl.mu.Unlock()
+		if got < uint64(want) || logged < got {
 			continue
 		}
-		rep := Restored{Records: got, Wall: time.Since(start)}
-		rl.mu.Lock()
-		rep.Took = rl.took
-		rl.mu.Unlock()
+		rep := Restored{Records: got, Wall: time.Since(start), Took: took}
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(w, "%s %s\n", RestoredLine, b)
 		return
