@@ -135,7 +135,9 @@ type Config struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// RebalanceTimeout is how long members may take to rejoin during a
 	// rebalance. EOS_REBALANCE_TIMEOUT. Default: 60s; at least 100ms
-	// (franz-go's minimum).
+	// (franz-go's minimum). A revoke waits up to it for the record in
+	// flight on a revoked partition, and cancels the record's context
+	// half way.
 	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// GroupProtocol is the consumer group protocol: classic (members join
 	// and their leader assigns partitions) or consumer (KIP-848: the

@@ -3,7 +3,9 @@ package eos_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
@@ -21,19 +25,37 @@ import (
 	"github.com/eosflow/eosflow/topology"
 )
 
-// handoverEffect is a slow side effect. Its first run of the slow id waits
-// for its record's context to end (the revoke), then a while for the
-// partition's new owner to take the same record (start it, or pass it on),
-// and then either returns the context's error without applying
-// (honoursCtx, like a call cancelled late) or applies (like a call already
-// sent).
+// effectKind is how the slow effect of the handover test behaves.
+type effectKind int
+
+const (
+	// landsFirst applies at once, then takes a while to answer, and
+	// returns its context's error if that ended meanwhile: a call that
+	// took effect and is cancelled before its answer.
+	landsFirst effectKind = iota
+	// waitsForCancel waits for its context to end and applies nothing:
+	// a call that honours cancellation before it takes effect.
+	waitsForCancel
+	// carriesOn waits for its context to end and applies anyway: a call
+	// already sent.
+	carriesOn
+)
+
+func (k effectKind) String() string {
+	return [...]string{"EffectLandsThenAnswersLate", "EffectStopsWithContext", "EffectCarriesOn"}[k]
+}
+
+// handoverEffect is a slow side effect. Its first run of the slow id
+// starts before instance b joins and so takes the partition away
+// mid-effect; how it ends is its kind's.
 type handoverEffect struct {
-	honoursCtx bool
+	kind       effectKind
 	mu         sync.Mutex
 	starts     map[string]int
 	applied    map[string]int
-	revoked    bool          // the first run saw its context end
+	revoked    bool          // the first run saw the revoke (its context end, or its wait logged)
 	started    chan struct{} // closed when the first run of the slow id starts
+	revoking   chan struct{} // closed when instance a logs that its revoke waits
 	again      chan struct{} // closed when a second run of it starts
 	handedOver chan struct{} // closed when instance b passes the slow record on
 	handOnce   sync.Once
@@ -51,29 +73,59 @@ func (e *handoverEffect) run(ctx context.Context, r topology.Record[string]) err
 		close(e.again)
 	}
 	if id == handoverSlowID && n == 1 {
-		close(e.started)
+		return e.slow(ctx)
+	}
+	e.apply(id)
+	return nil
+}
+
+func (e *handoverEffect) apply(id string) {
+	e.mu.Lock()
+	e.applied[id]++
+	e.mu.Unlock()
+}
+
+// slow is the first run of the slow id.
+func (e *handoverEffect) slow(ctx context.Context) error {
+	close(e.started)
+	if e.kind == landsFirst {
+		e.apply(handoverSlowID)
 		select {
+		case <-e.revoking:
 		case <-ctx.Done():
 		case <-time.After(time.Minute):
-			return fmt.Errorf("the slow effect's context did not end within a minute: no revoke")
+			return fmt.Errorf("no revoke within a minute")
 		}
 		e.mu.Lock()
 		e.revoked = true
 		e.mu.Unlock()
-		// Handing the partition over at once, as the revoke did, lets
-		// the new owner take the record while this run is in flight.
+		// The answer comes a while after the revoke began; a context
+		// cancelled by then makes the call report a failure.
 		select {
-		case <-e.again:
-		case <-e.handedOver:
-		case <-time.After(3 * time.Second):
+		case <-time.After(300 * time.Millisecond):
+		case <-ctx.Done():
 		}
-		if e.honoursCtx {
-			return ctx.Err()
-		}
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Minute):
+		return fmt.Errorf("the slow effect's context did not end within a minute: no revoke")
 	}
 	e.mu.Lock()
-	e.applied[id]++
+	e.revoked = true
 	e.mu.Unlock()
+	// A new owner given the partition before this returns would take
+	// the record now.
+	select {
+	case <-e.again:
+	case <-e.handedOver:
+	case <-time.After(500 * time.Millisecond):
+	}
+	if e.kind == waitsForCancel {
+		return ctx.Err()
+	}
+	e.apply(handoverSlowID)
 	return nil
 }
 
@@ -85,22 +137,23 @@ func (e *handoverEffect) run(ctx context.Context, r topology.Record[string]) err
 // revoke only cancelled the record's context: mark-after applied the
 // effect twice (old and new owner), mark-before never (the new owner
 // skipped the marked id, and the old owner's cancelled effect forgot it).
+// And the revoke cancels the context only half way to rebalance_timeout:
+// an effect that took effect and answers a little later reports success,
+// and is marked. Before, a revoke cancelled it at once, the effect
+// reported the cancellation, and the new owner applied it again.
 func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opt  topology.DedupOption
 	}{{"MarkBefore", topology.MarkBefore()}, {"MarkAfter", topology.MarkAfter()}} {
-		for _, honours := range []bool{true, false} {
-			name := mode.name + "/EffectCarriesOn"
-			if honours {
-				name = mode.name + "/EffectStopsWithContext"
-			}
+		for _, kind := range []effectKind{landsFirst, waitsForCancel, carriesOn} {
+			name := mode.name + "/" + kind.String()
 			t.Run(name+"/memory", func(t *testing.T) {
 				store, err := dedup.NewMemory()
 				if err != nil {
 					t.Fatal(err)
 				}
-				testHandover(t, store, mode.opt, honours)
+				testHandover(t, store, mode.opt, kind)
 			})
 			t.Run(name+"/redis", func(t *testing.T) {
 				url := os.Getenv("EOS_REDIS_URL")
@@ -112,7 +165,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { store.Close() })
-				testHandover(t, store, mode.opt, honours)
+				testHandover(t, store, mode.opt, kind)
 			})
 			t.Run(name+"/redis-sorted-set", func(t *testing.T) {
 				url := os.Getenv("EOS_REDIS_URL")
@@ -133,7 +186,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 					}
 					store.Close()
 				})
-				testHandover(t, store, mode.opt, honours)
+				testHandover(t, store, mode.opt, kind)
 			})
 			t.Run(name+"/postgres", func(t *testing.T) {
 				url := os.Getenv("EOS_POSTGRES_URL")
@@ -145,13 +198,13 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { store.Close() })
-				testHandover(t, store, mode.opt, honours)
+				testHandover(t, store, mode.opt, kind)
 			})
 		}
 	}
 }
 
-func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOption, honoursCtx bool) {
+func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOption, kind effectKind) {
 	const perPartition = 20
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 2, "in", "out")
@@ -171,8 +224,8 @@ func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOp
 			}
 		}
 	}
-	e := &handoverEffect{honoursCtx: honoursCtx, starts: map[string]int{}, applied: map[string]int{},
-		started: make(chan struct{}), again: make(chan struct{}), handedOver: make(chan struct{})}
+	e := &handoverEffect{kind: kind, starts: map[string]int{}, applied: map[string]int{},
+		started: make(chan struct{}), revoking: make(chan struct{}), again: make(chan struct{}), handedOver: make(chan struct{})}
 	var mu sync.Mutex
 	passed := map[string]map[string]bool{} // instance → ids it passed on
 	build := func(instance string) *topology.Topology {
@@ -193,10 +246,24 @@ func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOp
 		topology.To(seen, "out", "out", codec.String())
 		return top
 	}
+	var revokeOnce sync.Once
+	revokeLog := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.InfoLevel), zap.Hooks(func(en zapcore.Entry) error {
+		if strings.Contains(en.Message, "revoke: waiting for user code") {
+			revokeOnce.Do(func() { close(e.revoking) })
+		}
+		return nil
+	}))
 	start := func(instance string) {
 		cfg := env.Config("handover", instance, config.ExactlyOnce)
-		cfg.RebalanceTimeout = 20 * time.Second
-		conformance.Start(t, cfg, build(instance), eos.ClientOpts(kgo.Balancers(kgo.RangeBalancer())))
+		// The revoke cancels the slow effect's context after half of it;
+		// heartbeats every 300 ms tell instance a of the rebalance well
+		// within it.
+		cfg.RebalanceTimeout = 5 * time.Second
+		opts := []eos.Option{eos.ClientOpts(kgo.Balancers(kgo.RangeBalancer()), kgo.HeartbeatInterval(300*time.Millisecond))}
+		if instance == "a" {
+			opts = append(opts, eos.Logger(revokeLog))
+		}
+		conformance.Start(t, cfg, build(instance), opts...)
 	}
 	start("a")
 	select {
@@ -225,7 +292,7 @@ func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOp
 	mu.Lock()
 	defer mu.Unlock()
 	if !e.revoked {
-		t.Fatal("the slow effect's context never ended: its partition was not revoked mid-effect, and the test proves nothing")
+		t.Fatal("the slow effect never saw its partition revoked mid-effect (no context end, no revoke waiting for it), and the test proves nothing")
 	}
 	if !passed["b"][handoverSlowID] {
 		t.Fatalf("instance b never passed the slow record on (it passed %d records): the partition did not move to it, and the test proves nothing", len(passed["b"]))

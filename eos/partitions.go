@@ -20,8 +20,12 @@ import (
 // recordContexts hands out the context user code sees for a record: one per
 // input partition, cancelled when the partition is revoked or lost, when
 // the client that owns it is replaced, and on shutdown (its parent ends).
-// A revoked partition keeps its cancelled context until it is assigned
-// again, so its records still in hand see the revoke.
+// A revoke first lets the record in flight finish with its context live,
+// for up to half of rebalance_timeout (see await): a call that already
+// took effect and is cancelled before its answer would report a failure,
+// and the partition's next owner would run it again. A revoked partition
+// keeps its cancelled context until it is assigned again, so its records
+// still in hand see the revoke.
 type recordContexts struct {
 	mu     sync.Mutex
 	parent context.Context
@@ -78,24 +82,31 @@ func (c *recordContexts) of(rec *kgo.Record) context.Context {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	pc := c.entry(rec.Topic, rec.Partition)
+	c.lastTopic, c.lastPart, c.last = rec.Topic, rec.Partition, pc.ctx
+	return pc.ctx
+}
+
+// entry returns the context of a partition, made live if it has none;
+// c.mu is held.
+func (c *recordContexts) entry(topic string, p int32) partContext {
 	if c.parent == nil {
 		c.parent = context.Background()
 	}
-	ps := c.byPart[rec.Topic]
-	if ps == nil {
-		if c.byPart == nil {
-			c.byPart = make(map[string]map[int32]partContext)
-		}
-		ps = make(map[int32]partContext)
-		c.byPart[rec.Topic] = ps
+	if c.byPart == nil {
+		c.byPart = make(map[string]map[int32]partContext)
 	}
-	pc, ok := ps[rec.Partition]
+	ps := c.byPart[topic]
+	if ps == nil {
+		ps = make(map[int32]partContext)
+		c.byPart[topic] = ps
+	}
+	pc, ok := ps[p]
 	if !ok {
 		pc.ctx, pc.cancel = context.WithCancel(c.parent)
-		ps[rec.Partition] = pc
+		ps[p] = pc
 	}
-	c.lastTopic, c.lastPart, c.last = rec.Topic, rec.Partition, pc.ctx
-	return pc.ctx
+	return pc
 }
 
 // start returns rec's context (see of) and records that user code now
@@ -123,45 +134,44 @@ func (c *recordContexts) done() {
 
 // await returns once no user code runs a record of the partitions gone,
 // or after bound; it logs what it waits for, and an error past the bound.
-// A revoke must wait: cancelling the record's context does not stop user
-// code that ignores it, and the partition's new owner would start the
-// same record while its side effect still runs (twice with mark-after,
-// never with mark-before). It runs in franz-go's rebalance callback,
-// while the consuming goroutine goes on: the record in flight ends there
-// without anything the callback holds, so the wait cannot deadlock; if
-// franz-go runs the callback from a poll, no record is in flight.
+// Half way it cancels the record's context, so that a call waiting on it
+// returns. A revoke must wait: cancelling the record's context does not
+// stop user code that ignores it, and the partition's new owner would
+// start the same record while its side effect still runs (twice with
+// mark-after, never with mark-before); and a call that took effect but is
+// cancelled before its answer fails, so the new owner runs it again.
+// It runs in franz-go's rebalance callback, while the consuming goroutine
+// goes on: the record in flight ends there without anything the callback
+// holds, so the wait cannot deadlock; if franz-go runs the callback from
+// a poll, no record is in flight.
 func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, group string, log *zap.Logger) {
 	start := time.Now()
-	deadline := time.NewTimer(bound)
+	deadline, grace := time.NewTimer(bound), time.NewTimer(bound/2)
 	defer deadline.Stop()
+	defer grace.Stop()
 	logged := false
 	for {
-		c.mu.Lock()
-		c.waiting.Store(true)
-		if c.freed == nil {
-			c.freed = make(chan struct{})
-		}
-		freed := c.freed
-		rec := c.busy.Load()
-		if rec == nil || !slices.Contains(gone[rec.Topic], rec.Partition) {
-			c.freed = nil
-			c.waiting.Store(false)
-			c.mu.Unlock()
+		freed, rec := c.inFlight(gone)
+		if rec == nil {
 			if logged {
 				log.Info("revoke: the record in flight finished; releasing the partitions",
 					zap.Any("partitions", gone), zap.Duration("waited", time.Since(start)))
 			}
 			return
 		}
-		c.mu.Unlock()
 		if !logged {
 			logged = true
-			log.Info("revoke: waiting for user code still running a record of a revoked partition before releasing it, up to rebalance_timeout",
+			log.Info("revoke: waiting for user code still running a record of a revoked partition before releasing it; its context is cancelled after half of rebalance_timeout",
 				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
 				zap.Any("partitions", gone), zap.Duration("rebalance_timeout", bound))
 		}
 		select {
 		case <-freed:
+		case <-grace.C:
+			log.Warn("revoke: user code still runs a record of a revoked partition after half of rebalance_timeout; cancelling its context",
+				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
+				zap.Duration("rebalance_timeout", bound))
+			c.release(gone)
 		case <-deadline.C:
 			log.Error("revoke: user code still runs a record of a revoked partition after rebalance_timeout; releasing the partition anyway, so its new owner may start the same record while this one runs (a side effect may repeat, or be skipped): make the code return when its context ends, or raise rebalance_timeout; see the group with `eosctl group lag "+group+"`",
 				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
@@ -175,35 +185,48 @@ func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, gro
 	}
 }
 
-// revoke cancels the contexts of partitions this instance no longer owns;
-// franz-go calls it from its rebalance callbacks. The cancelled contexts
-// stay until assign.
-func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
-	c.callbacks.Add(1)
+// inFlight returns the record of the partitions gone whose user code runs
+// now, if any, and a channel closed when it returns.
+func (c *recordContexts) inFlight(gone map[string][]int32) (chan struct{}, *kgo.Record) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	took := false
-	for topic, parts := range gone {
-		for _, p := range parts {
-			took = true
-			if c.byPart == nil {
-				c.byPart = make(map[string]map[int32]partContext)
-			}
-			ps := c.byPart[topic]
-			if ps == nil {
-				ps = make(map[int32]partContext)
-				c.byPart[topic] = ps
-			}
-			pc, ok := ps[p]
-			if !ok {
-				pc.ctx, pc.cancel = context.WithCancel(context.Background())
-				ps[p] = pc
-			}
-			pc.cancel()
+	c.waiting.Store(true)
+	if c.freed == nil {
+		c.freed = make(chan struct{})
+	}
+	rec := c.busy.Load()
+	if rec == nil || !slices.Contains(gone[rec.Topic], rec.Partition) {
+		c.freed = nil
+		c.waiting.Store(false)
+		return nil, nil
+	}
+	return c.freed, rec
+}
+
+// revoke counts a revoke or lost callback, so that a batch under way can
+// tell (an exactly-once one then stops and aborts); franz-go calls it
+// from its rebalance callbacks. The contexts of the partitions gone stay
+// live until await cancels them, half way, or release does.
+func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+	c.callbacks.Add(1)
+	for _, parts := range gone {
+		if len(parts) > 0 {
+			c.revokes.Add(1)
+			return
 		}
 	}
-	if took {
-		c.revokes.Add(1)
+}
+
+// release ends a revoke: the contexts of the partitions gone are
+// cancelled, and stay so until assign, so that their records still in
+// hand see the revoke.
+func (c *recordContexts) release(gone map[string][]int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, parts := range gone {
+		for _, p := range parts {
+			c.entry(topic, p).cancel()
+		}
 	}
 }
 

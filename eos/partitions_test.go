@@ -26,8 +26,12 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 		t.Fatal("one partition's records should share a context")
 	}
 	c.revoke(context.Background(), nil, map[string][]int32{"a": {0}})
+	if ctx0.Err() != nil {
+		t.Fatal("a revoke under way should leave a/0's context live for the record in flight")
+	}
+	c.release(map[string][]int32{"a": {0}})
 	if ctx0.Err() == nil {
-		t.Fatal("revoking a/0 left its context live")
+		t.Fatal("a/0's revoke ended and left its context live")
 	}
 	if ctx1.Err() != nil {
 		t.Fatal("revoking a/0 ended a/1's context")
@@ -39,6 +43,7 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 		t.Fatalf("revokes counted %d, want 1", c.revokes.Load())
 	}
 	c.revoke(context.Background(), nil, map[string][]int32{})
+	c.release(map[string][]int32{})
 	if c.revokes.Load() != 1 {
 		t.Fatal("a revoke of nothing counted")
 	}
@@ -80,9 +85,10 @@ func TestChoosingPartitionerIsPartitionedOnce(t *testing.T) {
 }
 
 // A revoke waits for the user code running a record of a revoked
-// partition, logs what it waits for, and past its bound gives up with an
-// error log naming the partition; a record of another partition does not
-// hold it.
+// partition, logs what it waits for, cancels its context only half way to
+// its bound (a call that already took effect gets to report it), and past
+// the bound gives up with an error log naming the partition; a record of
+// another partition does not hold it.
 func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	var c recordContexts
 	c.reset(context.Background())
@@ -102,11 +108,12 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	go func() {
 		c.revoke(context.Background(), nil, map[string][]int32{"a": {0}})
 		c.await(map[string][]int32{"a": {0}}, time.Hour, "g", log)
+		c.release(map[string][]int32{"a": {0}})
 		close(returned)
 	}()
 	<-waiting
-	if ctx.Err() == nil {
-		t.Fatal("the revoke waits without having cancelled the record's context")
+	if ctx.Err() != nil {
+		t.Fatal("the revoke cancelled the record's context at once: a call that took effect would report a failure, and the next owner run it again")
 	}
 	select {
 	case <-returned:
@@ -115,12 +122,32 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	}
 	c.done()
 	<-returned
+	if ctx.Err() == nil {
+		t.Fatal("the revoke ended and left the partition's context live")
+	}
 	if n := logs.FilterMessageSnippet("revoke: waiting for user code").Len(); n != 1 {
 		t.Errorf("%d logs of the wait, want 1", n)
 	}
 
-	c.start(&kgo.Record{Topic: "a", Partition: 1})
-	c.await(map[string][]int32{"a": {1}}, 50*time.Millisecond, "g", log)
+	a1 := &kgo.Record{Topic: "a", Partition: 1}
+	ctx = c.start(a1)
+	go func() {
+		<-ctx.Done() // a call that waits on its context
+		c.done()
+	}()
+	began := time.Now()
+	c.revoke(context.Background(), nil, map[string][]int32{"a": {1}})
+	c.await(map[string][]int32{"a": {1}}, 400*time.Millisecond, "g", log)
+	c.release(map[string][]int32{"a": {1}})
+	if took := time.Since(began); took < 200*time.Millisecond || logs.FilterMessageSnippet("cancelling its context").Len() != 1 {
+		t.Fatalf("a call waiting on its context should return once it is cancelled, half way to the bound; the revoke took %s; logs: %v", took, logs.All())
+	}
+	if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 {
+		t.Fatalf("%d error logs for a call that returned when cancelled", n)
+	}
+
+	c.start(&kgo.Record{Topic: "a", Partition: 2})
+	c.await(map[string][]int32{"a": {2}}, 50*time.Millisecond, "g", log)
 	if n := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("after rebalance_timeout").Len(); n != 1 {
 		t.Fatalf("%d error logs after the bound, want 1; logs: %v", n, logs.All())
 	}

@@ -616,6 +616,7 @@ func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string]
 	// The partitions are released when this returns: first the user
 	// code still running one of their records must end.
 	r.contexts.await(gone, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
+	r.contexts.release(gone)
 	r.health.revoke(gone)
 	if r.state != nil {
 		r.state.revoke(gone)

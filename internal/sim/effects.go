@@ -12,8 +12,10 @@ import (
 	"github.com/eosflow/eosflow/topology"
 )
 
-// midEffect is how long an effect that a joining member interrupts keeps
-// running: long enough for the join to revoke its partition.
+// midEffect is how long an effect that a joining member interrupts takes
+// to answer: long enough for the join to revoke its partition, shorter
+// than half the runners' rebalance_timeout, after which a revoke cancels
+// the record's context.
 const midEffect = time.Second
 
 // dedupTopology is the dedup pipeline of member idx: each record's side
@@ -25,7 +27,7 @@ func (s *sim) dedupTopology(idx int, w *wire, mode chaos.DedupMode) (*topology.T
 		return nil, err
 	}
 	store := memberStore{shared, w}
-	effect := func(_ context.Context, id string) error { return s.onEffect(idx, w, id) }
+	effect := func(ctx context.Context, id string) error { return s.onEffect(ctx, idx, w, id) }
 	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }), nil
 }
 
@@ -45,7 +47,7 @@ func (s *sim) dedupStore() (*dedup.Memory, error) {
 // onEffect is member idx running the side effect of id: it counts, and
 // the schedule can crash the member there (after the effect, before its
 // mark) or have a member join while it runs.
-func (s *sim) onEffect(idx int, w *wire, id string) error {
+func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
 	if w.isDead() {
 		return fmt.Errorf("sim: member %d crashed", idx) // a dead process runs nothing
 	}
@@ -66,11 +68,16 @@ func (s *sim) onEffect(idx int, w *wire, id string) error {
 		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
 		s.acted()
 	case Join:
-		// The effect has landed and takes a while to return: the join's
-		// revoke must wait for it.
+		// The effect has landed and takes a while to answer; if its
+		// context ends meanwhile it fails, as a call cancelled before
+		// its answer does. The join's revoke must let it answer.
 		s.events <- event{idx: idx, wire: w, step: i, fault: Join}
 		s.acted()
-		time.Sleep(midEffect)
+		select {
+		case <-time.After(midEffect):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -115,4 +116,28 @@ func TestExploreCoversEveryPairCleanly(t *testing.T) {
 	var table strings.Builder
 	rep.WriteCoverage(&table)
 	t.Logf("%d schedules in %v; slowest %v (%v); coverage:\n%s", rep.Runs, rep.Took, rep.Slowest.Took, rep.Slowest.Schedule, table.String())
+}
+
+// A member joining while a side effect has landed and not yet answered
+// takes the effect's partition away; the effect, which fails if its
+// context ends before the answer, must still be marked once and run once.
+// A revoke that cancelled the record's context at once made such an effect
+// report a failure, and the partition's next owner ran it again.
+func TestAnEffectAnsweringDuringARevokeRunsOnce(t *testing.T) {
+	for _, pl := range []string{sim.DedupAfter, sim.DedupBefore} {
+		for _, n := range []int{40, 110, 180, 250} {
+			t.Run(fmt.Sprintf("%s/effect#%d", pl, n), func(t *testing.T) {
+				t.Parallel()
+				step := sim.Step{Point: sim.Effect, N: n, Fault: sim.Join}
+				s := sim.Schedule{Pipeline: pl, Steps: []sim.Step{step}}
+				r := sim.Run(context.Background(), s, sim.Config{})
+				if !slices.Contains(r.Fired, step) {
+					t.Fatalf("%v: the join never struck (fired %v; %s)", s, r.Fired, r.Failure)
+				}
+				if !r.OK() {
+					t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
+				}
+			})
+		}
+	}
 }
