@@ -64,8 +64,8 @@ func runExplore(ctx context.Context, out io.Writer, e exploreFlags, pipelines []
 	}
 	for _, f := range rep.Failures {
 		s := f.Result.Schedule
-		fmt.Fprintf(out, "FAIL %v\n  %s\n  failed again on %d of %d replays\n  smallest failing subset of its faults: %v\n  replay: eosctl verify --explore --pipeline %s --seed %d%s\n",
-			s, f.Result.Failure, f.Refailed, f.Replayed, f.Smallest.Schedule, replayPipeline(s.Pipeline), s.Seed, records)
+		fmt.Fprintf(out, "FAIL %v\n  %s: %s\n  failed again the same way on %d of %d replays\n  smallest subset of its faults failing that way: %v\n  replay: eosctl verify --explore --pipeline %s --seed %d%s\n",
+			s, f.Result.Kind, f.Result.Failure, f.Refailed, f.Replayed, f.Smallest.Schedule, replayPipeline(s.Pipeline), s.Seed, records)
 	}
 	fmt.Fprintln(out, "coverage (times each point/fault pair struck):")
 	rep.WriteCoverage(out)

@@ -68,8 +68,9 @@ const effectTimeout = 5 * time.Second
 // of in, effect runs with the record's seeded id (verdict.ID) behind
 // topology.Dedup in store, marking in mode (DedupNone: no Dedup node,
 // effect runs for every record), and the value goes upper-cased to out,
-// keeping the key. before runs ahead of each record; nil skips it.
-func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx context.Context, id string) error, mode DedupMode, before func()) *topology.Topology {
+// keeping the key. before runs ahead of each record; nil skips it. opts
+// are the Dedup node's other options.
+func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx context.Context, id string) error, mode DedupMode, before func(), opts ...topology.DedupOption) *topology.Topology {
 	top := topology.New("verify-dedup")
 	src := topology.Source(top, "input", in, codec.Bytes())
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
@@ -92,9 +93,9 @@ func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx co
 			return v, run(ctx, topology.Record[[]byte]{Value: v})
 		})
 	case DedupBefore:
-		effected = topology.Dedup(paced, "dedup", id, store, run, topology.MarkBefore())
+		effected = topology.Dedup(paced, "dedup", id, store, run, append(opts, topology.MarkBefore())...)
 	default:
-		effected = topology.Dedup(paced, "dedup", id, store, run, topology.MarkAfter())
+		effected = topology.Dedup(paced, "dedup", id, store, run, append(opts, topology.MarkAfter())...)
 	}
 	up := topology.MapValues(effected, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		return bytes.ToUpper(v), nil

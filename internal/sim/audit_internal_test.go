@@ -45,7 +45,7 @@ func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
 	if !tampered {
 		t.Fatalf("no store held key %s: the test proves nothing (%s)", key, r.Failure)
 	}
-	if r.OK() || !strings.Contains(r.Failure, "did not equal its changelog") || !strings.Contains(r.Failure, "key "+string(key)+" ") {
+	if r.OK() || r.Kind != KindAudit || !strings.Contains(r.Failure, "did not equal its changelog") || !strings.Contains(r.Failure, "key "+string(key)+" ") {
 		t.Fatalf("a store ahead of its changelog: failure %q, want the audit to name key %s", r.Failure, key)
 	}
 }
@@ -63,7 +63,7 @@ func TestTheEffectsJudgeCatchesARepeat(t *testing.T) {
 		return nil
 	}
 	r := run(context.Background(), Schedule{Pipeline: DedupAfter}, Config{}, tamper)
-	if r.OK() || !strings.Contains(r.Failure, "id 7 ran 2 times") {
+	if r.OK() || r.Kind != KindEffects || !strings.Contains(r.Failure, "id 7 ran 2 times") {
 		t.Fatalf("an effect run twice without a crash: failure %q, want it reported", r.Failure)
 	}
 }

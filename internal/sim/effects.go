@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,6 +19,11 @@ import (
 // the record's context.
 const midEffect = time.Second
 
+// dedupLease is how long a crashed member's pending mark holds its id:
+// long enough that a live member renews it, short enough that a schedule
+// does not wait out the default 30 s.
+const dedupLease = 3 * time.Second
+
 // dedupTopology is the dedup pipeline of member idx: each record's side
 // effect (counted per id, outside Kafka) runs behind topology.Dedup with
 // the run's store, shared by all members as an external store is.
@@ -26,9 +32,9 @@ func (s *sim) dedupTopology(idx int, w *wire, mode chaos.DedupMode) (*topology.T
 	if err != nil {
 		return nil, err
 	}
-	store := memberStore{shared, w}
+	store := memberStore{st: shared, w: w, s: s, idx: idx}
 	effect := func(ctx context.Context, id string) error { return s.onEffect(ctx, idx, w, id) }
-	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }), nil
+	return chaos.DedupPipeline(input, output, store, effect, mode, func() { s.onRecord(idx, w) }, topology.DedupLease(dedupLease)), nil
 }
 
 func (s *sim) dedupStore() (*dedup.Memory, error) {
@@ -83,11 +89,12 @@ func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
 }
 
 // judgeEffects checks each input id's effect: run at least once, and
-// repeated at most once per crash (an effect done, its mark not).
+// repeated at most once per crash between an effect and its mark, and
+// once per failed store call (the pipelines fail open).
 func (s *sim) judgeEffects() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	crashes := s.effectCrashes // the only crashes that may repeat an effect
+	crashes := s.effectCrashes + s.storeFaults // the only faults that may repeat an effect
 	missing, repeats, first := 0, 0, ""
 	for id := range s.inputs {
 		n := s.effects[strconv.Itoa(id)]
@@ -102,17 +109,23 @@ func (s *sim) judgeEffects() error {
 		}
 	}
 	if missing > 0 || repeats > crashes {
-		return fmt.Errorf("side effects: %d ids never ran, %d repeated runs (%s) with %d crashes (at most one repeat each)", missing, repeats, first, crashes)
+		return fmt.Errorf("side effects: %d ids never ran, %d repeated runs (%s) with %d crashes or store failures (at most one repeat each)", missing, repeats, first, crashes)
 	}
 	return nil
 }
 
 // memberStore is the shared store as one incarnation reaches it: once the
-// incarnation crashed, every call fails, as a dead process makes none.
+// incarnation crashed, every call fails, as a dead process makes none;
+// and each call is a point of the schedule.
 type memberStore struct {
-	st *dedup.Memory
-	w  *wire
+	st  *dedup.Memory
+	w   *wire
+	s   *sim
+	idx int
 }
+
+// errStore is a dedup store call the schedule failed.
+var errStore = errors.New("sim: dedup store call failed")
 
 func (m memberStore) alive() error {
 	if m.w.isDead() {
@@ -121,58 +134,82 @@ func (m memberStore) alive() error {
 	return nil
 }
 
-// Mark is the shared store's, while the incarnation lives.
-func (m memberStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+// call runs one store call as the schedule has it: refused unapplied,
+// applied with its answer lost, or the member crashing before it.
+func (m memberStore) call(apply func() error) error {
 	if err := m.alive(); err != nil {
-		return false, err
+		return err
 	}
-	first, err := m.st.Mark(ctx, id, ttl)
-	if err == nil {
-		m.w.effectMarked()
+	i, ok := m.s.step(m.idx, m.w, Store)
+	if !ok {
+		return apply()
 	}
+	defer m.s.acted()
+	switch f := m.s.sched.Steps[i].Fault; f {
+	case Crash:
+		m.s.strike(i)
+		m.s.crash(m.idx, m.w)
+		m.s.events <- event{idx: m.idx, wire: m.w, step: i, fault: Crash}
+		return errCut
+	case StoreLost:
+		if err := apply(); err != nil {
+			return err
+		}
+	}
+	m.s.strike(i)
+	m.s.mu.Lock()
+	m.s.storeFaults++
+	m.s.mu.Unlock()
+	return errStore
+}
+
+// Mark is the shared store's, while the incarnation lives.
+func (m memberStore) Mark(ctx context.Context, id string, ttl time.Duration) (first bool, err error) {
+	err = m.call(func() error {
+		first, err = m.st.Mark(ctx, id, ttl)
+		if err == nil {
+			m.w.effectMarked()
+		}
+		return err
+	})
 	return first, err
 }
 
 // Seen is the shared store's, while the incarnation lives.
-func (m memberStore) Seen(ctx context.Context, id string) (bool, error) {
-	if err := m.alive(); err != nil {
-		return false, err
-	}
-	return m.st.Seen(ctx, id)
+func (m memberStore) Seen(ctx context.Context, id string) (seen bool, err error) {
+	err = m.call(func() error {
+		seen, err = m.st.Seen(ctx, id)
+		return err
+	})
+	return seen, err
 }
 
 // Forget is the shared store's, while the incarnation lives.
 func (m memberStore) Forget(ctx context.Context, id string) error {
-	if err := m.alive(); err != nil {
-		return err
-	}
-	return m.st.Forget(ctx, id)
+	return m.call(func() error { return m.st.Forget(ctx, id) })
 }
 
 // Claim is the shared store's, while the incarnation lives.
-func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (lease.Claim, error) {
-	if err := m.alive(); err != nil {
-		return lease.Claim{}, err
-	}
-	return m.st.Claim(ctx, id, owner, d, ttl)
+func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (c lease.Claim, err error) {
+	err = m.call(func() error {
+		c, err = m.st.Claim(ctx, id, owner, d, ttl)
+		return err
+	})
+	return c, err
 }
 
 // Complete is the shared store's, while the incarnation lives.
 func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration) error {
-	if err := m.alive(); err != nil {
+	return m.call(func() error {
+		err := m.st.Complete(ctx, id, ttl)
+		if err == nil {
+			m.w.effectMarked()
+		}
 		return err
-	}
-	err := m.st.Complete(ctx, id, ttl)
-	if err == nil {
-		m.w.effectMarked()
-	}
-	return err
+	})
 }
 
 // Release is the shared store's, while the incarnation lives.
 func (m memberStore) Release(ctx context.Context, id, owner string) error {
-	if err := m.alive(); err != nil {
-		return err
-	}
-	return m.st.Release(ctx, id, owner)
+	return m.call(func() error { return m.st.Release(ctx, id, owner) })
 }

@@ -108,20 +108,22 @@ func feed(ctx context.Context, p Plan, results chan<- Result) {
 	wg.Wait()
 }
 
-// investigate replays a failure to measure how reliably it reproduces,
-// then shrinks it: drop one fault at a time, keeping each drop after which
-// the schedule still fails.
+// investigate replays a failure to measure how reliably it fails again
+// the same way (its Kind), then shrinks it: drop one fault at a time,
+// keeping each drop after which the schedule still fails that way.
 func investigate(ctx context.Context, r Result, p Plan) Failure {
 	f := Failure{Result: r, Smallest: r}
 	for range p.Replays {
 		f.Replayed++
-		if !Run(ctx, r.Schedule, p.Config).OK() {
+		if again := Run(ctx, r.Schedule, p.Config); !again.OK() && again.Kind == r.Kind {
 			f.Refailed++
 		}
 	}
+	// A smaller schedule must fail the same check: one that fails
+	// another way is another failure, not this one made smaller.
 	cur := r
 	for i := len(cur.Schedule.Steps) - 1; i >= 0 && ctx.Err() == nil; i-- {
-		if cand := Run(ctx, cur.Schedule.Without(i), p.Config); !cand.OK() {
+		if cand := Run(ctx, cur.Schedule.Without(i), p.Config); !cand.OK() && cand.Kind == r.Kind {
 			cur = cand
 		}
 	}

@@ -99,12 +99,21 @@ func (s *sim) onRecord(idx int, w *wire) {
 	}
 	defer s.acted()
 	f := s.sched.Steps[i].Fault
-	if f == Crash {
+	switch f {
+	case Slow:
+		s.strike(i)
+		time.Sleep(slowRecord)
+		return
+	case Crash:
 		s.strike(i)
 		s.crash(idx, w)
 	}
 	s.events <- event{idx: idx, wire: w, step: i, fault: f} // a join or leave strikes once the supervisor acts
 }
+
+// slowRecord is how long slow user code takes on a record: past the
+// members' transaction_timeout.
+const slowRecord = 6 * time.Second
 
 // crash kills member idx at this moment: nothing it sends from now on
 // reaches the broker, and its next incarnation opens its stores from the

@@ -65,12 +65,12 @@ func (s *sim) judge(ctx context.Context) error {
 	}
 	switch s.sched.Pipeline {
 	case Stateless:
-		return judgeRecords(s.inputs, out, lost)
+		return as(KindOutput, judgeRecords(s.inputs, out, lost))
 	case DedupAfter, DedupBefore:
 		if err := judgeRecords(s.inputs, out, lost); err != nil {
-			return err
+			return as(KindOutput, err)
 		}
-		return s.judgeEffects()
+		return as(KindEffects, s.judgeEffects())
 	}
 	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.CountStore), true)
 	if err != nil {
@@ -80,7 +80,7 @@ func (s *sim) judge(ctx context.Context) error {
 	for _, r := range lost {
 		lostPerKey[string(r.Key)]++
 	}
-	return judgeCounts(s.want, out, changelog, lostPerKey)
+	return as(KindCounts, judgeCounts(s.want, out, changelog, lostPerKey))
 }
 
 // judgeRecords is verdict.Judge, with the records of lost commits allowed

@@ -30,6 +30,9 @@ const (
 	Heartbeat          Point = "Heartbeat"
 	Record             Point = "record" // the user code starts on a record
 	Effect             Point = "effect" // a dedup pipeline's side effect runs
+	// Store is a dedup pipeline's call to its dedup store: a mark, a
+	// lookup, a claim, its completion or its release.
+	Store Point = "dedup-store"
 	// OffsetCommit is the weaker guarantees' commit; exactly-once never
 	// sends it, so it is no coverage target.
 	OffsetCommit Point = "OffsetCommit"
@@ -53,6 +56,14 @@ const (
 	// aborted it): the batch's input is lost to the log, and the store
 	// must not keep it past its next start.
 	CommitLost Fault = "commit-lost"
+	// Slow is user code taking longer than transaction_timeout on a
+	// record: the broker may abort the open transaction under it.
+	Slow Fault = "slow"
+	// StoreFail is a dedup store call failing unapplied; StoreLost one
+	// applied whose answer is lost (an error comes back). The pipelines
+	// fail open, as is the default: the effect runs anyway and may repeat.
+	StoreFail Fault = "store-fail"
+	StoreLost Fault = "store-lost"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
@@ -68,12 +79,13 @@ var handled = map[Point][]Fault{
 	JoinGroup:          {Retriable, Drop, Lost, Crash},
 	SyncGroup:          {Retriable, Drop, Lost, Crash},
 	Heartbeat:          {Retriable, Drop, Lost, Crash},
-	Record:             {Crash, Join, Leave},
+	Record:             {Crash, Join, Leave, Slow},
 	Effect:             {Crash, Join},
+	Store:              {Crash, StoreFail, StoreLost},
 }
 
 // dedupOnly lists the points only the dedup pipelines reach.
-var dedupOnly = map[Point]bool{Effect: true}
+var dedupOnly = map[Point]bool{Effect: true, Store: true}
 
 // codes is the error each refusal answers with, per point.
 var codes = map[Point]map[Fault]*kerr.Error{
@@ -160,7 +172,7 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300, Effect: 300,
+	Heartbeat: 30, Record: 300, Effect: 300, Store: 600,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The

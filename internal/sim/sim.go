@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -59,7 +60,36 @@ type Result struct {
 	Fired    []Step   // the steps whose fault struck, in schedule order
 	Errors   []string // what Run returned, per incarnation that ended on its own
 	Failure  string   // "" when every invariant held
-	Took     time.Duration
+	// Kind is the class of the failure: which check failed (see kinds).
+	Kind string
+	Took time.Duration
+}
+
+// The kinds of failure, by the check that failed.
+const (
+	KindSetup    = "setup"        // the broker, the input or a read of the output failed
+	KindLiveness = "liveness"     // not done within the bound, a hang, a restart loop, a bad return
+	KindAudit    = "store audit"  // a pebble store did not equal its changelog
+	KindOutput   = "output"       // a record missing, repeated or out of order
+	KindCounts   = "counts"       // a count or changelog wrong
+	KindEffects  = "side effects" // an effect lost or repeated past its allowance
+)
+
+// kinded is a failure that names its kind.
+type kinded struct {
+	kind string
+	err  error
+}
+
+func (k *kinded) Error() string { return k.err.Error() }
+func (k *kinded) Unwrap() error { return k.err }
+
+// as tags err, when not nil, with kind, unless it already has one.
+func as(kind string, err error) error {
+	if err == nil || errors.As(err, new(*kinded)) {
+		return err
+	}
+	return &kinded{kind, err}
 }
 
 // OK reports whether every invariant held.
@@ -95,6 +125,7 @@ type sim struct {
 	over          bool                  // the schedule is over: no step strikes any more
 	acting        int                   // faults under way (see step)
 	effectCrashes int                   // crashes that struck between a side effect and its mark
+	storeFaults   int                   // dedup store calls the schedule failed
 	events        chan event
 }
 
@@ -114,30 +145,34 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}}
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, output))
 	if err != nil {
-		res.Failure = "embedded broker: " + err.Error()
+		res.Failure, res.Kind = "embedded broker: "+err.Error(), KindSetup
 		return res
 	}
 	defer fake.Close()
 	s.fake = fake
 	s.watchEndTxn()
 	if err := s.seed(ctx); err != nil {
-		res.Failure = err.Error()
+		res.Failure, res.Kind = err.Error(), KindSetup
 		return res
 	}
 	errs, err := s.supervise(ctx)
+	err = as(KindLiveness, err)
 	res.Errors = errs
 	res.Fired = s.fired()
 	if err == nil && tamper != nil {
 		err = tamper(s)
 	}
 	if err == nil && sched.Pipeline == CountPebble {
-		err = s.audit(ctx)
+		err = as(KindAudit, s.audit(ctx))
 	}
 	if err == nil {
-		err = s.judge(ctx)
+		err = as(KindSetup, s.judge(ctx))
 	}
 	if err != nil {
 		res.Failure = err.Error()
+		if k := (*kinded)(nil); errors.As(err, &k) {
+			res.Kind = k.kind
+		}
 	}
 	res.Took = time.Since(start)
 	return res
