@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -21,6 +22,11 @@ import (
 func (b *batch) flush() bool {
 	r := b.r
 	if r.proc.Held() == 0 {
+		return true
+	}
+	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+		// A revoke during the batch makes End abort it: its held-back
+		// updates would run for nothing, on partitions gone.
 		return true
 	}
 	outcome, err := r.proc.Flush(b.beginUpdate, b.emit, b.endUpdate)

@@ -23,9 +23,9 @@ import (
 // A revoke first lets the record in flight finish with its context live,
 // for up to half of rebalance_timeout (see await): a call that already
 // took effect and is cancelled before its answer would report a failure,
-// and the partition's next owner would run it again. A revoked partition
-// keeps its cancelled context until it is assigned again, so its records
-// still in hand see the revoke.
+// and the partition's next owner would run it again. Any other record of
+// a revoked partition, from the revoke on, gets a cancelled context, and
+// keeps getting one until the partition is assigned again.
 type recordContexts struct {
 	mu     sync.Mutex
 	parent context.Context
@@ -33,6 +33,12 @@ type recordContexts struct {
 	// revokes counts revoke callbacks that took partitions away, so that a
 	// batch can tell one happened while it ran.
 	revokes atomic.Int64
+	// revoking is set while a revoke callback runs: the cache of of() is
+	// then bypassed, since it may hold a context the revoke replaced.
+	revoking atomic.Bool
+	// replaced cancels the contexts a revoke replaced, which only the
+	// record in flight still holds (release, or await half way).
+	replaced []context.CancelFunc
 	// callbacks counts every revoke and lost callback, empty ones too.
 	// franz-go's transact session sets its own revoked or lost flag in the
 	// first one after an End and swallows the rest until the next End
@@ -77,7 +83,7 @@ func (c *recordContexts) reset(parent context.Context) {
 func (c *recordContexts) of(rec *kgo.Record) context.Context {
 	// The cache serves live contexts only: a cancelled one may have been
 	// replaced by an assignment since.
-	if c.last != nil && rec.Partition == c.lastPart && rec.Topic == c.lastTopic && c.last.Err() == nil {
+	if !c.revoking.Load() && c.last != nil && rec.Partition == c.lastPart && rec.Topic == c.lastTopic && c.last.Err() == nil {
 		return c.last
 	}
 	c.mu.Lock()
@@ -171,7 +177,7 @@ func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, gro
 			log.Warn("revoke: user code still runs a record of a revoked partition after half of rebalance_timeout; cancelling its context",
 				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
 				zap.Duration("rebalance_timeout", bound))
-			c.release(gone)
+			c.cancelInFlight()
 		case <-deadline.C:
 			log.Error("revoke: user code still runs a record of a revoked partition after rebalance_timeout; releasing the partition anyway, so its new owner may start the same record while this one runs (a side effect may repeat, or be skipped): make the code return when its context ends, or raise rebalance_timeout; see the group with `eosctl group lag "+group+"`",
 				zap.String("topic", rec.Topic), zap.Int32("partition", rec.Partition), zap.Int64("offset", rec.Offset),
@@ -203,31 +209,48 @@ func (c *recordContexts) inFlight(gone map[string][]int32) (chan struct{}, *kgo.
 	return c.freed, rec
 }
 
-// revoke counts a revoke or lost callback, so that a batch under way can
-// tell (an exactly-once one then stops and aborts); franz-go calls it
-// from its rebalance callbacks. The contexts of the partitions gone stay
-// live until await cancels them, half way, or release does.
+// revoke begins a revoke or lost callback: it counts it, so that a batch
+// under way can tell (an exactly-once one then stops and aborts), and
+// gives the partitions gone cancelled contexts, which their records get
+// from now until assign. The record in flight keeps the live one it has
+// until await cancels it, half way, or release does.
 func (c *recordContexts) revoke(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 	c.callbacks.Add(1)
-	for _, parts := range gone {
-		if len(parts) > 0 {
-			c.revokes.Add(1)
-			return
+	c.revoking.Store(true)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	took := false
+	for topic, parts := range gone {
+		for _, p := range parts {
+			took = true
+			old := c.entry(topic, p)
+			c.replaced = append(c.replaced, old.cancel)
+			pc := partContext{}
+			pc.ctx, pc.cancel = context.WithCancel(c.parent)
+			pc.cancel()
+			c.byPart[topic][p] = pc
 		}
+	}
+	if took {
+		c.revokes.Add(1)
 	}
 }
 
-// release ends a revoke: the contexts of the partitions gone are
-// cancelled, and stay so until assign, so that their records still in
-// hand see the revoke.
-func (c *recordContexts) release(gone map[string][]int32) {
+// cancelInFlight cancels the contexts the revoke under way replaced.
+func (c *recordContexts) cancelInFlight() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for topic, parts := range gone {
-		for _, p := range parts {
-			c.entry(topic, p).cancel()
-		}
+	for _, cancel := range c.replaced {
+		cancel()
 	}
+	c.replaced = nil
+}
+
+// release ends a revoke: every context of the partitions gone is
+// cancelled, and stays so until assign.
+func (c *recordContexts) release() {
+	c.cancelInFlight()
+	c.revoking.Store(false)
 }
 
 // assign forgets the cancelled contexts of partitions assigned (again), so

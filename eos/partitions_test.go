@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/eosflow/eosflow/config"
 )
 
 // A record's context ends when its partition is revoked or lost and when
@@ -29,7 +31,13 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 	if ctx0.Err() != nil {
 		t.Fatal("a revoke under way should leave a/0's context live for the record in flight")
 	}
-	c.release(map[string][]int32{"a": {0}})
+	if c.of(a0).Err() == nil {
+		t.Fatal("a record of a/0 starting after its revoke began got a live context")
+	}
+	if c.of(a1) != ctx1 {
+		t.Fatal("a/1's records lost their context to a/0's revoke")
+	}
+	c.release()
 	if ctx0.Err() == nil {
 		t.Fatal("a/0's revoke ended and left its context live")
 	}
@@ -43,7 +51,7 @@ func TestRecordContextsEndWithTheirPartition(t *testing.T) {
 		t.Fatalf("revokes counted %d, want 1", c.revokes.Load())
 	}
 	c.revoke(context.Background(), nil, map[string][]int32{})
-	c.release(map[string][]int32{})
+	c.release()
 	if c.revokes.Load() != 1 {
 		t.Fatal("a revoke of nothing counted")
 	}
@@ -108,12 +116,15 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	go func() {
 		c.revoke(context.Background(), nil, map[string][]int32{"a": {0}})
 		c.await(map[string][]int32{"a": {0}}, time.Hour, "g", log)
-		c.release(map[string][]int32{"a": {0}})
+		c.release()
 		close(returned)
 	}()
 	<-waiting
 	if ctx.Err() != nil {
 		t.Fatal("the revoke cancelled the record's context at once: a call that took effect would report a failure, and the next owner run it again")
+	}
+	if c.of(a0).Err() == nil {
+		t.Fatal("another record of the revoked partition got a live context while the revoke waited")
 	}
 	select {
 	case <-returned:
@@ -137,9 +148,9 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	}()
 	began := time.Now()
 	c.revoke(context.Background(), nil, map[string][]int32{"a": {1}})
-	c.await(map[string][]int32{"a": {1}}, 400*time.Millisecond, "g", log)
-	c.release(map[string][]int32{"a": {1}})
-	if took := time.Since(began); took < 200*time.Millisecond || logs.FilterMessageSnippet("cancelling its context").Len() != 1 {
+	c.await(map[string][]int32{"a": {1}}, 2*time.Second, "g", log)
+	c.release()
+	if took := time.Since(began); took < time.Second || logs.FilterMessageSnippet("cancelling its context").Len() != 1 {
 		t.Fatalf("a call waiting on its context should return once it is cancelled, half way to the bound; the revoke took %s; logs: %v", took, logs.All())
 	}
 	if n := logs.FilterLevelExact(zap.ErrorLevel).Len(); n != 0 {
@@ -150,5 +161,41 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	c.await(map[string][]int32{"a": {2}}, 50*time.Millisecond, "g", log)
 	if n := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("after rebalance_timeout").Len(); n != 1 {
 		t.Fatalf("%d error logs after the bound, want 1; logs: %v", n, logs.All())
+	}
+}
+
+// Partitions lost (the member's session ended) have no handover to wait
+// for: the record in flight sees its context end at once, and the callback
+// returns when its code does; a revoke leaves the context live.
+func TestLostPartitionsCancelAtOnce(t *testing.T) {
+	for _, lost := range []bool{true, false} {
+		r := &Runner{cfg: config.Config{AppID: "app", RebalanceTimeout: time.Hour}, log: zap.NewNop()}
+		r.contexts.reset(context.Background())
+		ctx := r.contexts.start(&kgo.Record{Topic: "a", Partition: 0})
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			gone := map[string][]int32{"a": {0}}
+			if lost {
+				r.onLost(context.Background(), nil, gone)
+			} else {
+				r.onRevoked(context.Background(), nil, gone)
+			}
+		}()
+		select {
+		case <-ctx.Done():
+			if !lost {
+				t.Fatal("a revoke cancelled the record in flight at once")
+			}
+		case <-time.After(300 * time.Millisecond):
+			if lost {
+				t.Fatal("partitions lost left the record in flight with a live context")
+			}
+		}
+		r.contexts.done()
+		<-returned
+		if ctx.Err() == nil {
+			t.Fatalf("lost %v: the callback returned and left the context live", lost)
+		}
 	}
 }

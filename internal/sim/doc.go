@@ -18,7 +18,9 @@
 // transaction_timeout, a dedup store call failing or applied with its
 // answer lost, and a commit the broker answers
 // as committed but ends aborted (markers a restarting broker skipped, then
-// aborted by a repair). After a pebble run each member starts again alone
+// aborted by a repair). The group going 15 s without a commit while no
+// member logs is a failure: the runtime never waits silently. After a
+// pebble run each member starts again alone
 // on its disk and counts one more record per key: each store must equal
 // its committed changelog.
 //

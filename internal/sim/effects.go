@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -74,18 +75,43 @@ func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
 		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
 		s.acted()
 	case Join:
-		// The effect has landed and takes a while to answer; if its
-		// context ends meanwhile it fails, as a call cancelled before
-		// its answer does. The join's revoke must let it answer.
+		// The effect has landed and answers a moment after the join's
+		// revoke begins waiting for it (or after midEffect, if the
+		// revoke leaves its partition alone); if its context ends
+		// before the answer it fails, as a call cancelled before its
+		// answer does. The revoke must let it answer.
+		waits := s.hearing.revokeWaits.Load()
 		s.events <- event{idx: idx, wire: w, step: i, fault: Join}
 		s.acted()
-		select {
-		case <-time.After(midEffect):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return s.answerLate(ctx, waits)
 	}
 	return nil
+}
+
+// answerLate is a landed effect's late answer: 300 ms after a revoke
+// waits for a record in flight (more than waits have), or at midEffect;
+// the context's error if it ended first.
+func (s *sim) answerLate(ctx context.Context, waits int64) error {
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	late := time.NewTimer(midEffect)
+	defer late.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-late.C:
+			return nil
+		case <-poll.C:
+			if s.hearing.revokeWaits.Load() > waits {
+				s.mu.Lock()
+				s.overlaps++
+				s.mu.Unlock()
+				late.Reset(300 * time.Millisecond)
+				waits = math.MaxInt64
+			}
+		}
+	}
 }
 
 // judgeEffects checks each input id's effect: run at least once, and

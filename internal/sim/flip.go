@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -23,6 +25,7 @@ func (s *sim) watchEndTxn() {
 		if !end.Commit {
 			return nil, nil, false
 		}
+		s.hearing.committed.Store(time.Now().UnixNano())
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		i, ok := s.flips[end.TransactionalID]

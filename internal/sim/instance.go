@@ -56,7 +56,9 @@ func (s *sim) start(idx int) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond)}
+	// Heartbeats every 200 ms tell a member of a rebalance well within
+	// a side effect's answer (midEffect).
+	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond), kgo.HeartbeatInterval(200 * time.Millisecond)}
 	if s.sched.TxnV1 {
 		opts = append(opts, kgo.MaxVersions(txnV1()))
 	}

@@ -62,7 +62,10 @@ type Result struct {
 	Failure  string   // "" when every invariant held
 	// Kind is the class of the failure: which check failed (see kinds).
 	Kind string
-	Took time.Duration
+	// Overlaps counts side effects that answered while a revoke of
+	// their partition waited for them.
+	Overlaps int
+	Took     time.Duration
 }
 
 // The kinds of failure, by the check that failed.
@@ -125,6 +128,8 @@ type sim struct {
 	over          bool                  // the schedule is over: no step strikes any more
 	acting        int                   // faults under way (see step)
 	effectCrashes int                   // crashes that struck between a side effect and its mark
+	hearing       hearing               // when the runtime last logged, the group last committed
+	overlaps      int                   // side effects answering while a revoke waited for them
 	storeFaults   int                   // dedup store calls the schedule failed
 	events        chan event
 }
@@ -140,7 +145,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	cfg = cfg.withDefaults()
 	start := time.Now()
 	res := Result{Schedule: sched}
-	s := &sim{sched: sched, cfg: cfg, log: cfg.Log, seen: map[int]map[Point]int{},
+	s := &sim{sched: sched, cfg: cfg, seen: map[int]map[Point]int{},
 		struck: map[int]bool{}, events: make(chan event, 16), disks: map[int]*vfs.MemFS{},
 		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}}
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, output))
@@ -150,6 +155,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	}
 	defer fake.Close()
 	s.fake = fake
+	s.log = s.hearing.logger(cfg.Log)
 	s.watchEndTxn()
 	if err := s.seed(ctx); err != nil {
 		res.Failure, res.Kind = err.Error(), KindSetup
@@ -159,6 +165,9 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	err = as(KindLiveness, err)
 	res.Errors = errs
 	res.Fired = s.fired()
+	s.mu.Lock()
+	res.Overlaps = s.overlaps
+	s.mu.Unlock()
 	if err == nil && tamper != nil {
 		err = tamper(s)
 	}

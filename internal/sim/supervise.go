@@ -63,6 +63,7 @@ func (sv *supervisor) loop(ctx context.Context) error {
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	sv.s.hearing.reset()
 	for {
 		select {
 		case ev := <-sv.s.events:
@@ -77,6 +78,9 @@ func (sv *supervisor) loop(ctx context.Context) error {
 				return nil
 			}
 			if err := sv.unstick(ctx, adm); err != nil {
+				return err
+			}
+			if err := sv.s.hearing.silent(); err != nil {
 				return err
 			}
 		case <-deadline.C:
