@@ -425,6 +425,12 @@ func TestBenchMinWindowGrowsTheBacklog(t *testing.T) {
 	if r.WindowSecondsMin <= 0 || (r.WindowSeconds < 1 && r.Records != capped) {
 		t.Errorf("measured window %.2f s (shortest %.2f s) over %d records, want 1 s or more, or %d records", r.WindowSeconds, r.WindowSecondsMin, r.Records, capped)
 	}
+	// And the grown backlog is what ran: the window held the records
+	// past the warm-up, whatever the machine's speed.
+	measured := r.RecordsPerSec * r.WindowSeconds
+	if want := float64(r.Records) * (1 - r.Warmup); measured < 0.75*want || measured > 1.25*want {
+		t.Errorf("%.0f records/s over %.2f s is %.0f records, want about %.0f (%d past a %.0f%% warm-up)", r.RecordsPerSec, r.WindowSeconds, measured, want, r.Records, 100*r.Warmup)
+	}
 }
 
 func TestBenchCheck(t *testing.T) {

@@ -322,10 +322,12 @@ func (l *restoreLog) Write(_ zapcore.Entry, fields []zapcore.Field) error {
 // watchRestore prints a RestoredLine to w once r restored want records
 // and logged how long that took. The runtime counts a restore in Stats
 // just before it logs it, so the count alone may come with a duration
-// that misses the last restore's.
+// that misses the last restore's; a log line that never comes (filtered,
+// or renamed) leaves Took 0 after a second, which the caller reports.
 func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, start time.Time, w io.Writer) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
+	var counted time.Time // when Stats reached want
 	for {
 		select {
 		case <-ctx.Done():
@@ -336,8 +338,17 @@ func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, 
 		rl.mu.Lock()
 		logged, took := rl.records, rl.took
 		rl.mu.Unlock()
-		if got < uint64(want) || logged < got {
+		if got < uint64(want) {
 			continue
+		}
+		if counted.IsZero() {
+			counted = time.Now()
+		}
+		if logged < got && time.Since(counted) < time.Second {
+			continue
+		}
+		if logged < got {
+			took = 0
 		}
 		rep := Restored{Records: got, Wall: time.Since(start), Took: took}
 		b, _ := json.Marshal(rep)
