@@ -237,6 +237,32 @@ func judgeWindows(want map[windowID]int64, late int, out []*kgo.Record) WindowVe
 	return v
 }
 
+// WindowedCheck is a seeded input for WindowedPipeline with the judge of
+// its output, for harnesses that run the pipeline themselves.
+type WindowedCheck struct{ run *windowedRun }
+
+// NewWindowedCheck seeds n records over keys keys for topic's partitions,
+// as verify does for PipelineWindowed.
+func NewWindowedCheck(topic string, n, keys int, partitions int32, seed uint64) WindowedCheck {
+	return WindowedCheck{newWindowedRun(Options{Records: n, Keys: keys, Partitions: partitions, Seed: seed}, topic)}
+}
+
+// Records are the input, each to its own partition, in the order to
+// produce them.
+func (c WindowedCheck) Records() []*kgo.Record {
+	out := make([]*kgo.Record, len(c.run.recs))
+	for i, r := range c.run.recs {
+		out[i] = r.record()
+	}
+	return out
+}
+
+// Judge compares the pipeline's committed output with the windows the
+// seed closes, computed in plain Go.
+func (c WindowedCheck) Judge(out []*kgo.Record) WindowVerdict {
+	return judgeWindows(c.run.want, c.run.late, out)
+}
+
 // windowedRun seeds and judges one run of PipelineWindowed.
 type windowedRun struct {
 	topic string

@@ -9,6 +9,7 @@ import (
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/state"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // The audit can fail: a store that holds a count its changelog never
@@ -65,5 +66,27 @@ func TestTheEffectsJudgeCatchesARepeat(t *testing.T) {
 	r := run(context.Background(), Schedule{Pipeline: DedupAfter}, Config{}, tamper)
 	if r.OK() || r.Kind != KindEffects || !strings.Contains(r.Failure, "id 7 ran 2 times") {
 		t.Fatalf("an effect run twice without a crash: failure %q, want it reported", r.Failure)
+	}
+}
+
+// The windows judge can fail: a window's final count written twice is
+// reported as a duplicate.
+func TestTheWindowsJudgeCatchesARepeat(t *testing.T) {
+	tamper := func(s *sim) error {
+		out, err := s.read(context.Background(), output, true)
+		if err != nil || len(out) == 0 {
+			return err // the test fails below: the run proved nothing
+		}
+		cl, err := kgo.NewClient(append(s.base(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		again := &kgo.Record{Topic: output, Partition: out[0].Partition, Key: out[0].Key, Value: out[0].Value}
+		return cl.ProduceSync(context.Background(), again).FirstErr()
+	}
+	r := run(context.Background(), Schedule{Pipeline: Windowed}, Config{}, tamper)
+	if r.OK() || r.Kind != KindWindows || !strings.Contains(r.Failure, "window_duplicates=1 ") {
+		t.Fatalf("a window emitted twice: failure %q (%s), want it reported", r.Failure, r.Kind)
 	}
 }

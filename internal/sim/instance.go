@@ -23,10 +23,11 @@ const (
 	CountPebble = "count-pebble" // its stores on a crashable in-memory filesystem
 	DedupAfter  = "dedup-after"  // a side effect behind topology.Dedup, marked after it ran
 	DedupBefore = "dedup-before" // … marked before it runs, under a lease
+	Windowed    = "windowed"     // counts per key and tumbling window, final results only, in pebble
 )
 
 // Pipelines lists what Explore accepts.
-var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore}
+var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore, Windowed}
 
 const (
 	stateDir = "/state" // on the members' in-memory filesystems only
@@ -121,6 +122,9 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 		return s.dedupTopology(idx, w, chaos.DedupAfter)
 	case DedupBefore:
 		return s.dedupTopology(idx, w, chaos.DedupBefore)
+	case Windowed:
+		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
+		return chaos.WindowedPipeline(input, output, e, before), nil
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
 }

@@ -245,6 +245,10 @@ func protocolOf(v1 bool) protocol {
 // records of one lost commit cannot be told from the others'.
 var v2Only = map[Pair]bool{{EndTxn, CommitLost}: true}
 
+// countable lists the pipelines whose judge can allow for the records of
+// a lost commit (CommitLost): a window's count has no room for them.
+func countable(pipeline string) bool { return pipeline != Windowed }
+
 // pairs lists the handled pairs a protocol and a pipeline reach, in a
 // fixed order; pipeline "" means every pipeline.
 func pairs(proto protocol, pipeline string) []Pair {
@@ -259,7 +263,7 @@ func pairs(proto protocol, pipeline string) []Pair {
 	slices.Sort(keys)
 	for _, p := range keys {
 		for _, f := range handled[p] {
-			if pf := (Pair{p, f}); !(v2Only[pf] && proto == firstProtocol) {
+			if pf := (Pair{p, f}); !(v2Only[pf] && proto == firstProtocol) && !(f == CommitLost && !countable(pipeline)) {
 				ps = append(ps, pf)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -76,6 +78,7 @@ const (
 	KindOutput   = "output"       // a record missing, repeated or out of order
 	KindCounts   = "counts"       // a count or changelog wrong
 	KindEffects  = "side effects" // an effect lost or repeated past its allowance
+	KindWindows  = "windows"      // a window's final count missing, repeated or wrong
 )
 
 // kinded is a failure that names its kind.
@@ -122,6 +125,7 @@ type sim struct {
 	flips         map[string]int        // per transactional id, the CommitLost step armed for its next commit
 	flipped       []producerEpoch       // the transactions a CommitLost ended aborted
 	inputs        int                   // records seeded
+	windows       chaos.WindowedCheck   // the windowed pipeline's input and judge
 	want          map[string]int64      // per key, the records seeded
 	store         *dedup.Memory         // the dedup pipelines' store, shared by the members
 	effects       map[string]int        // per id, how often its side effect ran
@@ -189,13 +193,25 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 
 func (s *sim) base() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(s.fake.ListenAddrs()...)} }
 
-// seed writes the input: record i has key i mod Keys.
+// seed writes the input: record i has key i mod Keys; the windowed
+// pipeline's, the verifier's seeded event times, each record to its own
+// partition.
 func (s *sim) seed(ctx context.Context) error {
-	cl, err := kgo.NewClient(s.base()...)
+	opts := s.base()
+	if s.sched.Pipeline == Windowed {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if s.sched.Pipeline == Windowed {
+		s.windows = chaos.NewWindowedCheck(input, s.cfg.Records, s.cfg.Keys, s.cfg.Partitions, s.sched.Seed)
+		recs := s.windows.Records()
+		s.inputs = len(recs)
+		return kafkautil.ProduceAll(ctx, cl, len(recs), func(i int) *kgo.Record { return recs[i] })
+	}
 	s.inputs, s.want = s.cfg.Records, verdict.Want(s.cfg.Records, s.cfg.Keys)
 	return verdict.Seed(ctx, cl, input, s.cfg.Records, s.cfg.Keys, 0)
 }
