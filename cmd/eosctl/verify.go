@@ -361,6 +361,9 @@ func verifyTable(r chaos.Result) *table {
 	t.add("restart → first commit", r.RestartToFirstCommit.String())
 	t.add("worker terms", r.WorkerTerms)
 	t.add("broker restarts", r.BrokerRestarts)
+	if r.WedgeRestarts > 0 {
+		t.add("wedge restarts", fmt.Sprintf("%d (added to end a coordinator that served the group nothing)", r.WedgeRestarts))
+	}
 	t.add("injected aborts", r.InjectedAborts)
 	t.add("worker failures", fmt.Sprintf("%d (stopped on their own, not by an injected fault)", r.WorkerCrashes))
 	for _, f := range r.WorkerFailures {

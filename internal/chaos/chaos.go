@@ -227,6 +227,9 @@ type Result struct {
 	WorkersAdded   int `json:"workers_added"`
 	WorkersRemoved int `json:"workers_removed"`
 	BrokerRestarts int `json:"broker_restarts"`
+	// WedgeRestarts counts broker restarts the verifier added, beyond the
+	// planned ones, to end a coordinator wedge (see wedgeWatch).
+	WedgeRestarts  int `json:"wedge_restarts,omitempty"`
 	InjectedAborts int `json:"injected_aborts"` // workers stopped by an injected processing error
 	// WorkerCrashes counts the worker processes that stopped for a
 	// reason the verifier did not inject (e.g. the broker was down too
@@ -674,6 +677,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		eligibleAt    time.Time
 		brokerBusy    bool
 		brokerDone    = make(chan error, 1)
+		wedge         = wedgeWatch{after: wedgeAfter}
+		wedged        = make(chan string, 1) // a probe's unservedGroup
+		wedgeRestart  bool                   // the restart under way ends a wedge
 		deadline      = began.Add(o.Duration)
 		tick          = time.NewTicker(100 * time.Millisecond)
 	)
@@ -738,8 +744,19 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if err != nil {
 				return res, err
 			}
-			res.BrokerRestarts++
+			if wedgeRestart {
+				res.WedgeRestarts++
+			} else {
+				res.BrokerRestarts++
+			}
+			wedgeRestart = false
 			event("broker is back")
+		case why := <-wedged:
+			wedge.probed(time.Now())
+			if why != "" && !brokerBusy {
+				event("the group committed nothing for %s and %s; restarting the broker, as an operator would", wedgeAfter, why)
+				wedgeRestart = fire(fault{kind: faultBrokerRestart})
+			}
 		case <-tick.C:
 		}
 		now := time.Now()
@@ -769,6 +786,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			}
 		}
 		c := consumed.Load()
+		if o.BrokerRestartCmd != "" && wedge.observe(now, c, brokerBusy) {
+			go func() { wedged <- unservedGroup(ctx, adm, app, coordinatorProbe) }()
+		}
 		if o.Progress != nil {
 			o.Progress(Progress{
 				Records: o.Records, Consumed: int(c), LiveRead: int(live.read.Load()),
