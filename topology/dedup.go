@@ -316,7 +316,7 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	switch {
 	case err != nil:
 		return err
-	case !ok: // failing open: nothing was marked, nothing to forget
+	case !ok: // failing open: the mark is unknown (a lost answer may leave a claim pending until its lease expires); nothing to forget
 		return d.run(x, r)
 	case !first: // a repeat
 		return nil
@@ -431,19 +431,22 @@ func (d *dedupNode[T]) markDetached(ctx context.Context, id string) (bool, error
 
 // forget undoes a mark whose effect failed, also when the record's context
 // ended (that is often why it failed), bounded by dedupTimeout. If it
-// fails, the redelivery is dropped: mark-before's loss, reported to onErr
-// and returned.
+// fails, a store without leases drops the redelivery (mark-before's
+// loss); with leases the id stays pending until its lease expires, and
+// the redelivery waits for that. Either is reported to onErr and returned.
 func (d *dedupNode[T]) forget(x graph.Exec, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Context()), dedupTimeout)
 	defer cancel()
 	var err error
+	consequence := "the redelivered record will skip its effect"
 	if d.leases != nil {
 		err = d.leases.Release(ctx, id, d.owner)
+		consequence = "the id stays pending until its lease expires, and the redelivered record waits for that"
 	} else {
 		err = d.store.Forget(ctx, id)
 	}
 	if err != nil {
-		err = fmt.Errorf("forget after a failed effect (the redelivered record will skip its effect): %w", err)
+		err = fmt.Errorf("forget after a failed effect (%s): %w", consequence, err)
 		if d.conf.onErr != nil {
 			d.conf.onErr(ctx, id, err)
 		}

@@ -242,9 +242,14 @@ func judgeWindows(want map[windowID]int64, late int, out []*kgo.Record) WindowVe
 type WindowedCheck struct{ run *windowedRun }
 
 // NewWindowedCheck seeds n records over keys keys for topic's partitions,
-// as verify does for PipelineWindowed.
-func NewWindowedCheck(topic string, n, keys int, partitions int32, seed uint64) WindowedCheck {
-	return WindowedCheck{newWindowedRun(Options{Records: n, Keys: keys, Partitions: partitions, Seed: seed}, topic)}
+// as verify does for PipelineWindowed; n must exceed partitions, as
+// verify's --records must.
+func NewWindowedCheck(topic string, n, keys int, partitions int32, seed uint64) (WindowedCheck, error) {
+	o := Options{Pipeline: PipelineWindowed, Records: n, Keys: keys, Partitions: partitions, Seed: seed}
+	if err := o.validateEvents(); err != nil {
+		return WindowedCheck{}, err
+	}
+	return WindowedCheck{newWindowedRun(o, topic)}, nil
 }
 
 // Records are the input, each to its own partition, in the order to

@@ -40,26 +40,26 @@ func (s *sim) audit(ctx context.Context) error {
 func (s *sim) auditMember(ctx context.Context, idx int) error {
 	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.CountStore), true)
 	if err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	fold := foldCounts(changelog)
 	if err := s.seedOnePerKey(ctx); err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	in, err := s.start(idx)
 	if err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	caught := s.awaitCaughtUp(ctx, auditBound)
 	if err := in.stop(false, stopBound); err != nil {
-		return fmt.Errorf("Run returned %w after Close, want nil", err)
+		return as(KindLiveness, fmt.Errorf("Run returned %w after Close, want nil", err))
 	}
 	if !caught {
-		return fmt.Errorf("the group did not commit the input within %v", auditBound)
+		return as(KindLiveness, fmt.Errorf("the group did not commit the input within %v", auditBound))
 	}
 	out, err := s.read(ctx, output, true)
 	if err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	last := map[string]int64{}
 	for _, r := range out {

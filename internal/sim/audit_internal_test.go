@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,5 +89,23 @@ func TestTheWindowsJudgeCatchesARepeat(t *testing.T) {
 	r := run(context.Background(), Schedule{Pipeline: Windowed}, Config{}, tamper)
 	if r.OK() || r.Kind != KindWindows || !strings.Contains(r.Failure, "window_duplicates=1 ") {
 		t.Fatalf("a window emitted twice: failure %q (%s), want it reported", r.Failure, r.Kind)
+	}
+}
+
+// A store fault allows a repeat only of the id whose effect it could run
+// again: a failed lookup of an id not yet marked allows none, so another
+// id run twice is still reported.
+func TestAStoreFaultAllowsOnlyTheRepeatItCanCause(t *testing.T) {
+	step := Step{Point: Store, N: 1, Fault: StoreFail} // the first lookup, of an id never marked
+	tamper := func(s *sim) error {
+		s.effects["7"]++
+		return nil
+	}
+	r := run(context.Background(), Schedule{Pipeline: DedupAfter, Steps: []Step{step}}, Config{}, tamper)
+	if !slices.Contains(r.Fired, step) {
+		t.Fatalf("the store fault never struck (fired %v): the test proves nothing", r.Fired)
+	}
+	if r.OK() || r.Kind != KindEffects || !strings.Contains(r.Failure, "id 7 ran 2 times, allowed 1") {
+		t.Fatalf("an effect run twice beside a fault that cannot repeat it: failure %q, want it reported", r.Failure)
 	}
 }

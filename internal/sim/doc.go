@@ -19,8 +19,8 @@
 // answer lost, and a commit the broker answers
 // as committed but ends aborted (markers a restarting broker skipped, then
 // aborted by a repair). The group going 15 s without a commit while no
-// member logs is a failure: the runtime never waits silently. After a
-// pebble run each member starts again alone
+// live member logs at Info or above is a failure: the runtime never waits
+// silently. After a count-pebble run each member starts again alone
 // on its disk and counts one more record per key: each store must equal
 // its committed changelog.
 //

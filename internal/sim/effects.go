@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -61,7 +62,7 @@ func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
 	s.mu.Lock()
 	s.effects[id]++
 	s.mu.Unlock()
-	w.effectLanded()
+	w.effectLanded(id)
 	i, ok := s.step(idx, w, Effect)
 	if !ok {
 		return nil
@@ -115,29 +116,36 @@ func (s *sim) answerLate(ctx context.Context, waits int64) error {
 }
 
 // judgeEffects checks each input id's effect: run at least once, and
-// repeated at most once per crash between an effect and its mark, and
-// once per failed store call (the pipelines fail open).
+// repeated no more than its allowance: one per crash while it had run
+// and was not marked, one per store fault that could make it run again.
 func (s *sim) judgeEffects() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	crashes := s.effectCrashes + s.storeFaults // the only faults that may repeat an effect
-	missing, repeats, first := 0, 0, ""
-	for id := range s.inputs {
-		n := s.effects[strconv.Itoa(id)]
-		if n == 0 {
+	missing, over, first := 0, 0, ""
+	for n := range s.inputs {
+		id := strconv.Itoa(n)
+		runs := s.effects[id]
+		if runs == 0 {
 			missing++
 		}
-		if n > 1 {
-			repeats += n - 1
+		if runs > 1+s.allowed[id] {
+			over++
 			if first == "" {
-				first = fmt.Sprintf("id %d ran %d times", id, n)
+				first = fmt.Sprintf("id %s ran %d times, allowed %d", id, runs, 1+s.allowed[id])
 			}
 		}
 	}
-	if missing > 0 || repeats > crashes {
-		return fmt.Errorf("side effects: %d ids never ran, %d repeated runs (%s) with %d crashes or store failures (at most one repeat each)", missing, repeats, first, crashes)
+	if missing > 0 || over > 0 {
+		return fmt.Errorf("side effects: %d ids never ran, %d ran more often than allowed (%s; one repeat per crash while the effect had run and was not marked, or per store fault that could repeat it)", missing, over, first)
 	}
 	return nil
+}
+
+// allow lets id's effect run once more.
+func (s *sim) allow(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.allowed[id]++
 }
 
 // memberStore is the shared store as one incarnation reaches it: once the
@@ -160,9 +168,13 @@ func (m memberStore) alive() error {
 	return nil
 }
 
-// call runs one store call as the schedule has it: refused unapplied,
-// applied with its answer lost, or the member crashing before it.
-func (m memberStore) call(apply func() error) error {
+// call runs one store call for id as the schedule has it: refused
+// unapplied, applied with its answer lost, or the member crashing before
+// it. mutates says whether the call changes the store: a lost answer of
+// one that does not is no fault, and strikes nothing. repeats says
+// whether fault f of this call can make id's effect run again (the
+// pipelines fail open): each such fault allows id one more run.
+func (m memberStore) call(id string, mutates bool, repeats func(f Fault) bool, apply func() error) error {
 	if err := m.alive(); err != nil {
 		return err
 	}
@@ -171,39 +183,50 @@ func (m memberStore) call(apply func() error) error {
 		return apply()
 	}
 	defer m.s.acted()
-	switch f := m.s.sched.Steps[i].Fault; f {
+	f := m.s.sched.Steps[i].Fault
+	switch f {
 	case Crash:
 		m.s.strike(i)
 		m.s.crash(m.idx, m.w)
 		m.s.events <- event{idx: m.idx, wire: m.w, step: i, fault: Crash}
 		return errCut
 	case StoreLost:
+		if !mutates {
+			return apply()
+		}
 		if err := apply(); err != nil {
 			return err
 		}
 	}
 	m.s.strike(i)
-	m.s.mu.Lock()
-	m.s.storeFaults++
-	m.s.mu.Unlock()
+	if repeats(f) {
+		m.s.allow(id)
+	}
 	return errStore
 }
 
-// Mark is the shared store's, while the incarnation lives.
+// never is a call none of whose faults repeats an effect.
+func never(Fault) bool { return false }
+
+// Mark is the shared store's, while the incarnation lives. Mark-after
+// marks once the effect ran: unless the mark was applied, a redo runs the
+// effect again.
 func (m memberStore) Mark(ctx context.Context, id string, ttl time.Duration) (first bool, err error) {
-	err = m.call(func() error {
+	err = m.call(id, true, func(f Fault) bool { return f == StoreFail }, func() error {
 		first, err = m.st.Mark(ctx, id, ttl)
 		if err == nil {
-			m.w.effectMarked()
+			m.w.effectMarked(id)
 		}
 		return err
 	})
 	return first, err
 }
 
-// Seen is the shared store's, while the incarnation lives.
+// Seen is the shared store's, while the incarnation lives. Failing open,
+// a lookup that fails runs the effect: again, if it was marked.
 func (m memberStore) Seen(ctx context.Context, id string) (seen bool, err error) {
-	err = m.call(func() error {
+	marked, _ := m.st.Seen(ctx, id)
+	err = m.call(id, false, func(Fault) bool { return marked }, func() error {
 		seen, err = m.st.Seen(ctx, id)
 		return err
 	})
@@ -212,24 +235,30 @@ func (m memberStore) Seen(ctx context.Context, id string) (seen bool, err error)
 
 // Forget is the shared store's, while the incarnation lives.
 func (m memberStore) Forget(ctx context.Context, id string) error {
-	return m.call(func() error { return m.st.Forget(ctx, id) })
+	return m.call(id, true, never, func() error { return m.st.Forget(ctx, id) })
 }
 
-// Claim is the shared store's, while the incarnation lives.
+// Claim is the shared store's, while the incarnation lives. Failing open,
+// a claim that fails runs the effect without a mark to complete, so it
+// may run again; a renewal (a claim while the effect runs) is retried at
+// the next tick.
 func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (c lease.Claim, err error) {
-	err = m.call(func() error {
+	renewal := slices.Contains(m.w.unmarkedIDs(), id)
+	err = m.call(id, true, func(Fault) bool { return !renewal }, func() error {
 		c, err = m.st.Claim(ctx, id, owner, d, ttl)
 		return err
 	})
 	return c, err
 }
 
-// Complete is the shared store's, while the incarnation lives.
+// Complete is the shared store's, while the incarnation lives. Unless it
+// was applied, the mark stays pending until its lease expires, and a redo
+// then runs the effect again.
 func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration) error {
-	return m.call(func() error {
+	return m.call(id, true, func(f Fault) bool { return f == StoreFail }, func() error {
 		err := m.st.Complete(ctx, id, ttl)
 		if err == nil {
-			m.w.effectMarked()
+			m.w.effectMarked(id)
 		}
 		return err
 	})
@@ -237,5 +266,5 @@ func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration)
 
 // Release is the shared store's, while the incarnation lives.
 func (m memberStore) Release(ctx context.Context, id, owner string) error {
-	return m.call(func() error { return m.st.Release(ctx, id, owner) })
+	return m.call(id, true, never, func() error { return m.st.Release(ctx, id, owner) })
 }

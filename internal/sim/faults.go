@@ -122,8 +122,8 @@ func (s *sim) crash(idx int, w *wire) {
 	w.kill()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w.hasUnmarked() {
-		s.effectCrashes++ // between a side effect and its mark: it may run again
+	for _, id := range w.unmarkedIDs() {
+		s.allowed[id]++ // between a side effect and its mark: it may run again
 	}
 	if fs := s.disks[idx]; fs != nil {
 		s.disks[idx] = fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: s.rng})

@@ -23,7 +23,7 @@ func TestSilenceIsAFailure(t *testing.T) {
 	if err := h.silent(); err == nil || !strings.Contains(err.Error(), "waited silently") {
 		t.Fatalf("%v without a commit or a log: %v, want a failure", silentBound, err)
 	}
-	log := h.logger(zap.NewNop())
+	log := h.logger(zap.NewNop(), nil)
 	log.Debug("polling")
 	if h.silent() == nil {
 		t.Fatal("a Debug line counted as the runtime saying what it waits for")
@@ -33,6 +33,12 @@ func TestSilenceIsAFailure(t *testing.T) {
 		t.Fatalf("an Info line just now: %v", err)
 	}
 	h.heard.Store(past)
+	w := newWire()
+	w.kill()
+	h.logger(zap.NewNop(), w).Warn("a crashed incarnation running down")
+	if h.silent() == nil {
+		t.Fatal("a crashed incarnation's log counted as the group's")
+	}
 	h.committed.Store(time.Now().UnixNano())
 	if err := h.silent(); err != nil {
 		t.Fatalf("a commit just now: %v", err)

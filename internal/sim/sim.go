@@ -87,7 +87,10 @@ type kinded struct {
 	err  error
 }
 
+// Error is the failure's own text.
 func (k *kinded) Error() string { return k.err.Error() }
+
+// Unwrap is the failure, for errors.Is and errors.As.
 func (k *kinded) Unwrap() error { return k.err }
 
 // as tags err, when not nil, with kind, unless it already has one.
@@ -116,26 +119,25 @@ type sim struct {
 	fake  *kfake.Cluster
 	log   *zap.Logger
 
-	mu            sync.Mutex
-	seen          map[int]map[Point]int // per member, how often it reached each point
-	armed         []*armed              // broker-side faults set for a request about to be sent
-	struck        map[int]bool          // steps whose fault struck directly (not via the broker)
-	disks         map[int]*vfs.MemFS    // per member, its stores' filesystem
-	rng           *rand.Rand            // what a crash keeps of unsynced writes, from the seed
-	flips         map[string]int        // per transactional id, the CommitLost step armed for its next commit
-	flipped       []producerEpoch       // the transactions a CommitLost ended aborted
-	inputs        int                   // records seeded
-	windows       chaos.WindowedCheck   // the windowed pipeline's input and judge
-	want          map[string]int64      // per key, the records seeded
-	store         *dedup.Memory         // the dedup pipelines' store, shared by the members
-	effects       map[string]int        // per id, how often its side effect ran
-	over          bool                  // the schedule is over: no step strikes any more
-	acting        int                   // faults under way (see step)
-	effectCrashes int                   // crashes that struck between a side effect and its mark
-	hearing       hearing               // when the runtime last logged, the group last committed
-	overlaps      int                   // side effects answering while a revoke waited for them
-	storeFaults   int                   // dedup store calls the schedule failed
-	events        chan event
+	mu       sync.Mutex
+	seen     map[int]map[Point]int // per member, how often it reached each point
+	armed    []*armed              // broker-side faults set for a request about to be sent
+	struck   map[int]bool          // steps whose fault struck directly (not via the broker)
+	disks    map[int]*vfs.MemFS    // per member, its stores' filesystem
+	rng      *rand.Rand            // what a crash keeps of unsynced writes, from the seed
+	flips    map[string]int        // per transactional id, the CommitLost step armed for its next commit
+	flipped  []producerEpoch       // the transactions a CommitLost ended aborted
+	inputs   int                   // records seeded
+	windows  chaos.WindowedCheck   // the windowed pipeline's input and judge
+	want     map[string]int64      // per key, the records seeded
+	store    *dedup.Memory         // the dedup pipelines' store, shared by the members
+	effects  map[string]int        // per id, how often its side effect ran
+	over     bool                  // the schedule is over: no step strikes any more
+	acting   int                   // faults under way (see step)
+	allowed  map[string]int        // per id, the repeats of its effect a crash or a store fault allows
+	hearing  hearing               // when the runtime last logged, the group last committed
+	overlaps int                   // side effects answering while a revoke waited for them
+	events   chan event
 }
 
 // Run runs one schedule on a fresh embedded broker and judges it.
@@ -151,7 +153,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	res := Result{Schedule: sched}
 	s := &sim{sched: sched, cfg: cfg, seen: map[int]map[Point]int{},
 		struck: map[int]bool{}, events: make(chan event, 16), disks: map[int]*vfs.MemFS{},
-		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}}
+		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}, allowed: map[string]int{}}
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, output))
 	if err != nil {
 		res.Failure, res.Kind = "embedded broker: "+err.Error(), KindSetup
@@ -159,7 +161,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	}
 	defer fake.Close()
 	s.fake = fake
-	s.log = s.hearing.logger(cfg.Log)
+	s.log = cfg.Log
 	s.watchEndTxn()
 	if err := s.seed(ctx); err != nil {
 		res.Failure, res.Kind = err.Error(), KindSetup
@@ -207,7 +209,9 @@ func (s *sim) seed(ctx context.Context) error {
 	}
 	defer cl.Close()
 	if s.sched.Pipeline == Windowed {
-		s.windows = chaos.NewWindowedCheck(input, s.cfg.Records, s.cfg.Keys, s.cfg.Partitions, s.sched.Seed)
+		if s.windows, err = chaos.NewWindowedCheck(input, s.cfg.Records, s.cfg.Keys, s.cfg.Partitions, s.sched.Seed); err != nil {
+			return err
+		}
 		recs := s.windows.Records()
 		s.inputs = len(recs)
 		return kafkautil.ProduceAll(ctx, cl, len(recs), func(i int) *kgo.Record { return recs[i] })

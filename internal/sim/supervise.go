@@ -51,11 +51,11 @@ func (s *sim) supervise(ctx context.Context) ([]string, error) {
 
 func (sv *supervisor) loop(ctx context.Context) error {
 	if err := sv.add(); err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	cl, err := kgo.NewClient(sv.s.base()...)
 	if err != nil {
-		return err
+		return as(KindSetup, err)
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 )
 
@@ -30,9 +32,9 @@ type wire struct {
 	mu      sync.Mutex
 	dead    bool
 	closing bool // being closed by the supervisor: no fault strikes it
-	// unmarked counts side effects this incarnation ran and has not
-	// marked yet: a crash now may legitimately repeat one.
-	unmarked int
+	// unmarked holds the ids whose side effect this incarnation ran and
+	// has not marked: a crash now may repeat each.
+	unmarked map[string]bool
 	conns    map[*conn]struct{}
 }
 
@@ -74,25 +76,28 @@ func (w *wire) kill() {
 	clear(w.conns)
 }
 
-// effectLanded records a side effect run, its mark to come.
-func (w *wire) effectLanded() {
-	w.mu.Lock()
-	w.unmarked++
-	w.mu.Unlock()
-}
-
-// effectMarked records that the last side effect's mark is done.
-func (w *wire) effectMarked() {
-	w.mu.Lock()
-	w.unmarked = max(0, w.unmarked-1)
-	w.mu.Unlock()
-}
-
-// hasUnmarked reports whether a side effect ran and is not marked yet.
-func (w *wire) hasUnmarked() bool {
+// effectLanded records that the side effect of id ran, its mark to come.
+func (w *wire) effectLanded(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.unmarked > 0
+	if w.unmarked == nil {
+		w.unmarked = map[string]bool{}
+	}
+	w.unmarked[id] = true
+}
+
+// effectMarked records that the mark of id's side effect is done.
+func (w *wire) effectMarked(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.unmarked, id)
+}
+
+// unmarkedIDs are the ids whose side effect ran here and is not marked.
+func (w *wire) unmarkedIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Collect(maps.Keys(w.unmarked))
 }
 
 // quiesce marks the incarnation as closing: the schedule leaves it alone.
