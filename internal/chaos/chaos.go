@@ -678,8 +678,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		brokerBusy    bool
 		brokerDone    = make(chan error, 1)
 		wedge         = wedgeWatch{after: wedgeAfter}
-		wedged        = make(chan string, 1) // a probe's unservedGroup
-		wedgeRestart  bool                   // the restart under way ends a wedge
+		wedged        = make(chan wedgeProbe, 1)
+		wedgeRestart  bool // the restart under way ends a wedge
 		deadline      = began.Add(o.Duration)
 		tick          = time.NewTicker(100 * time.Millisecond)
 	)
@@ -744,18 +744,18 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if err != nil {
 				return res, err
 			}
-			if wedgeRestart {
-				res.WedgeRestarts++
-			} else {
+			if !wedgeRestart {
 				res.BrokerRestarts++
 			}
 			wedgeRestart = false
 			event("broker is back")
-		case why := <-wedged:
+		case p := <-wedged:
 			wedge.probed(time.Now())
-			if why != "" && !brokerBusy {
-				event("the group committed nothing for %s and %s; restarting the broker, as an operator would", wedgeAfter, why)
+			// Acted on only if nothing moved while it probed.
+			if p.why != "" && !brokerBusy && consumed.Load() == p.consumed && res.BrokerRestarts == p.restarts && res.WedgeRestarts < maxWedgeRestarts {
+				event("the group committed nothing for %s and %s; restarting the broker, as an operator would", wedgeAfter, p.why)
 				wedgeRestart = fire(fault{kind: faultBrokerRestart})
+				res.WedgeRestarts++
 			}
 		case <-tick.C:
 		}
@@ -786,8 +786,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			}
 		}
 		c := consumed.Load()
-		if o.BrokerRestartCmd != "" && wedge.observe(now, c, brokerBusy) {
-			go func() { wedged <- unservedGroup(ctx, adm, app, coordinatorProbe) }()
+		if o.BrokerRestartCmd != "" && sc == nil && wedge.observe(now, c, brokerBusy) {
+			restarts := res.BrokerRestarts
+			go func() { wedged <- wedgeProbe{unservedGroup(pctx, adm, app, coordinatorProbe), c, restarts} }()
 		}
 		if o.Progress != nil {
 			o.Progress(Progress{

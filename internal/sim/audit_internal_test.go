@@ -98,6 +98,8 @@ func TestTheWindowsJudgeCatchesARepeat(t *testing.T) {
 func TestAStoreFaultAllowsOnlyTheRepeatItCanCause(t *testing.T) {
 	step := Step{Point: Store, N: 1, Fault: StoreFail} // the first lookup, of an id never marked
 	tamper := func(s *sim) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
 		s.effects["7"]++
 		return nil
 	}

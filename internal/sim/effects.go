@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -56,13 +55,15 @@ func (s *sim) dedupStore() (*dedup.Memory, error) {
 // the schedule can crash the member there (after the effect, before its
 // mark) or have a member join while it runs.
 func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
-	if w.isDead() {
+	// Landing is checked against the wire's death in one step: a crash
+	// either sees the effect as landed and unmarked, or the effect never
+	// runs.
+	if !w.effectLanded(id) {
 		return fmt.Errorf("sim: member %d crashed", idx) // a dead process runs nothing
 	}
 	s.mu.Lock()
 	s.effects[id]++
 	s.mu.Unlock()
-	w.effectLanded(id)
 	i, ok := s.step(idx, w, Effect)
 	if !ok {
 		return nil
@@ -240,14 +241,17 @@ func (m memberStore) Forget(ctx context.Context, id string) error {
 
 // Claim is the shared store's, while the incarnation lives. Failing open,
 // a claim that fails runs the effect without a mark to complete, so it
-// may run again; a renewal (a claim while the effect runs) is retried at
-// the next tick.
+// may run again; a renewal (a claim of an id this incarnation holds) is
+// retried at the next tick.
 func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (c lease.Claim, err error) {
-	renewal := slices.Contains(m.w.unmarkedIDs(), id)
+	renewal := m.w.holds(id)
 	err = m.call(id, true, func(Fault) bool { return !renewal }, func() error {
 		c, err = m.st.Claim(ctx, id, owner, d, ttl)
 		return err
 	})
+	if err == nil && c.State == lease.Claimed {
+		m.w.hold(id, true)
+	}
 	return c, err
 }
 
@@ -255,6 +259,7 @@ func (m memberStore) Claim(ctx context.Context, id, owner string, d, ttl time.Du
 // was applied, the mark stays pending until its lease expires, and a redo
 // then runs the effect again.
 func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	m.w.hold(id, false)
 	return m.call(id, true, func(f Fault) bool { return f == StoreFail }, func() error {
 		err := m.st.Complete(ctx, id, ttl)
 		if err == nil {
@@ -266,5 +271,6 @@ func (m memberStore) Complete(ctx context.Context, id string, ttl time.Duration)
 
 // Release is the shared store's, while the incarnation lives.
 func (m memberStore) Release(ctx context.Context, id, owner string) error {
+	m.w.hold(id, false)
 	return m.call(id, true, never, func() error { return m.st.Release(ctx, id, owner) })
 }

@@ -78,12 +78,11 @@ func (c *heardCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 
 // Write notes the entry's moment, and a revoke waiting for user code.
 func (c *heardCore) Write(e zapcore.Entry, _ []zapcore.Field) error {
-	if c.w != nil && c.w.quiet() {
-		return nil
-	}
-	c.h.heard.Store(time.Now().UnixNano())
 	if strings.HasPrefix(e.Message, revokeWaitLog) {
 		c.h.revokeWaits.Add(1)
+	}
+	if c.w == nil || !c.w.quiet() {
+		c.h.heard.Store(time.Now().UnixNano())
 	}
 	return nil
 }

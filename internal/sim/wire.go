@@ -35,7 +35,10 @@ type wire struct {
 	// unmarked holds the ids whose side effect this incarnation ran and
 	// has not marked: a crash now may repeat each.
 	unmarked map[string]bool
-	conns    map[*conn]struct{}
+	// holding holds the ids this incarnation claimed and has not yet
+	// asked to complete or release: a claim of one is a renewal.
+	holding map[string]bool
+	conns   map[*conn]struct{}
 }
 
 func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
@@ -76,14 +79,41 @@ func (w *wire) kill() {
 	clear(w.conns)
 }
 
-// effectLanded records that the side effect of id ran, its mark to come.
-func (w *wire) effectLanded(id string) {
+// effectLanded records that the side effect of id ran, its mark to come,
+// and reports false (nothing ran) once the incarnation is dead.
+func (w *wire) effectLanded(id string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.dead {
+		return false
+	}
 	if w.unmarked == nil {
 		w.unmarked = map[string]bool{}
 	}
 	w.unmarked[id] = true
+	return true
+}
+
+// hold records that this incarnation holds a claim on id (held), or no
+// longer does: its completion or release was asked for.
+func (w *wire) hold(id string, held bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holding == nil {
+		w.holding = map[string]bool{}
+	}
+	if held {
+		w.holding[id] = true
+	} else {
+		delete(w.holding, id)
+	}
+}
+
+// holds reports whether this incarnation holds a claim on id.
+func (w *wire) holds(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holding[id]
 }
 
 // effectMarked records that the mark of id's side effect is done.
