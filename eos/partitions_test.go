@@ -11,8 +11,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/eosflow/eosflow/config"
 )
 
 // A record's context ends when its partition is revoked or lost and when
@@ -161,41 +159,5 @@ func TestRevokeAwaitsRecordInFlight(t *testing.T) {
 	c.await(map[string][]int32{"a": {2}}, 50*time.Millisecond, "g", log)
 	if n := logs.FilterLevelExact(zap.ErrorLevel).FilterMessageSnippet("after rebalance_timeout").Len(); n != 1 {
 		t.Fatalf("%d error logs after the bound, want 1; logs: %v", n, logs.All())
-	}
-}
-
-// Partitions lost (the member's session ended) have no handover to wait
-// for: the record in flight sees its context end at once, and the callback
-// returns when its code does; a revoke leaves the context live.
-func TestLostPartitionsCancelAtOnce(t *testing.T) {
-	for _, lost := range []bool{true, false} {
-		r := &Runner{cfg: config.Config{AppID: "app", RebalanceTimeout: time.Hour}, log: zap.NewNop()}
-		r.contexts.reset(context.Background())
-		ctx := r.contexts.start(&kgo.Record{Topic: "a", Partition: 0})
-		returned := make(chan struct{})
-		go func() {
-			defer close(returned)
-			gone := map[string][]int32{"a": {0}}
-			if lost {
-				r.onLost(context.Background(), nil, gone)
-			} else {
-				r.onRevoked(context.Background(), nil, gone)
-			}
-		}()
-		select {
-		case <-ctx.Done():
-			if !lost {
-				t.Fatal("a revoke cancelled the record in flight at once")
-			}
-		case <-time.After(300 * time.Millisecond):
-			if lost {
-				t.Fatal("partitions lost left the record in flight with a live context")
-			}
-		}
-		r.contexts.done()
-		<-returned
-		if ctx.Err() == nil {
-			t.Fatalf("lost %v: the callback returned and left the context live", lost)
-		}
 	}
 }

@@ -279,7 +279,7 @@ func (r *Runner) newSession() (session, error) {
 	}
 	// User code's record contexts, and tasks' stores, follow the
 	// assignment.
-	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onLost),
+	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
 		kgo.OnPartitionsAssigned(r.onAssigned), kgo.AdjustFetchOffsetsFn(r.adjustFetched))
 	if m := r.metrics; m != nil {
 		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
@@ -611,21 +611,14 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 	}
 }
 
+// onRevoked also serves partitions lost (the member's session ended, or
+// its group loop failed, as on a SyncGroup whose answer was lost): their
+// next owner may not have them yet, and a side effect that answers before
+// the cancel is marked done, not run again by it.
 func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
 	r.contexts.revoke(ctx, cl, gone)
 	// The partitions are released when this returns: first the user
 	// code still running one of their records must end.
-	r.contexts.await(gone, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
-	r.contexts.release()
-	r.forget(gone)
-}
-
-// onLost is onRevoked for partitions already gone (the member's session
-// ended): no handover waits on the record in flight, so its context ends
-// at once, and the rejoin waits only for the code to notice.
-func (r *Runner) onLost(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
-	r.contexts.revoke(ctx, cl, gone)
-	r.contexts.cancelInFlight()
 	r.contexts.await(gone, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
 	r.contexts.release()
 	r.forget(gone)

@@ -160,3 +160,26 @@ func TestAnEffectAnsweringDuringARevokeRunsOnce(t *testing.T) {
 	}
 	t.Logf("%d effects answered while a revoke waited for them", overlaps.Load())
 }
+
+// Seed 400029 of a 1,020-schedule exploration: a SyncGroup whose answer was
+// lost ends the member's assignment (franz-go's lost callback) while a
+// joining member's rebalance is under way and a side effect has landed
+// and not yet answered. A runtime that cancelled the effect's context at
+// once for lost partitions made it fail, unmarked, and the next owner ran
+// it again (3 of 3 replays); one that lets it answer, as a revoke does,
+// runs it once.
+func TestALostAssignmentDuringAnEffectRunsItOnce(t *testing.T) {
+	s := sim.Schedule{Seed: 400029, Pipeline: sim.DedupAfter, TxnV1: true, Steps: []sim.Step{
+		{Point: sim.SyncGroup, N: 2, Fault: sim.Lost},
+		{Point: sim.Effect, N: 259, Fault: sim.Join},
+	}}
+	r := sim.Run(context.Background(), s, sim.Config{})
+	for _, st := range s.Steps {
+		if !slices.Contains(r.Fired, st) {
+			t.Fatalf("%v: %v never struck (fired %v; %s)", s, st, r.Fired, r.Failure)
+		}
+	}
+	if !r.OK() {
+		t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
+	}
+}
