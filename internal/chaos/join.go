@@ -227,3 +227,32 @@ func (j *joinRun) judge(out []*kgo.Record, res *Result) {
 	v := judgePairs(j.want, out)
 	res.JoinVerdict = &v
 }
+
+// JoinCheck is a seeded input for JoinPipeline with the judge of its
+// output, for harnesses that run the pipeline themselves.
+type JoinCheck struct{ run *joinRun }
+
+// NewJoinCheck seeds n records over keys keys for the partitions of
+// orders and payments, as verify does for PipelineJoin; their event
+// times must span less than the join's grace, as verify's must.
+func NewJoinCheck(orders, payments string, n, keys int, partitions int32, seed uint64) (JoinCheck, error) {
+	o := Options{Pipeline: PipelineJoin, Records: n, Keys: keys, Partitions: partitions, Seed: seed}
+	if err := o.validateEvents(); err != nil {
+		return JoinCheck{}, err
+	}
+	return JoinCheck{newJoinRun(o, orders, payments)}, nil
+}
+
+// Records are the input, each to its own partition, in the order to
+// produce them.
+func (c JoinCheck) Records() []*kgo.Record {
+	out := make([]*kgo.Record, len(c.run.recs))
+	for i, r := range c.run.recs {
+		out[i] = r.record()
+	}
+	return out
+}
+
+// Judge compares the pipeline's committed output with the pairs the seed
+// makes, computed in plain Go.
+func (c JoinCheck) Judge(out []*kgo.Record) JoinVerdict { return judgePairs(c.run.want, out) }

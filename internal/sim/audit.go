@@ -105,7 +105,7 @@ func (s *sim) awaitCaughtUp(ctx context.Context, bound time.Duration) bool {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	for deadline := time.Now().Add(bound); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if verdict.CaughtUp(ctx, adm, appID, input) {
+		if s.caughtUp(ctx, adm) {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/state"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -89,6 +91,36 @@ func TestTheWindowsJudgeCatchesARepeat(t *testing.T) {
 	r := run(context.Background(), Schedule{Pipeline: Windowed}, Config{}, tamper)
 	if r.OK() || r.Kind != KindWindows || !strings.Contains(r.Failure, "window_duplicates=1 ") {
 		t.Fatalf("a window emitted twice: failure %q (%s), want it reported", r.Failure, r.Kind)
+	}
+}
+
+// The pairs judge can fail: a joined pair whose output record is lost is
+// reported missing. The tamper reads the output, then empties it by
+// deleting its records, so the judge reads the pairs from nothing.
+func TestThePairsJudgeCatchesALoss(t *testing.T) {
+	var had int
+	tamper := func(s *sim) error {
+		out, err := s.read(context.Background(), output, true)
+		if err != nil || len(out) == 0 {
+			return err // the test fails below: the run proved nothing
+		}
+		had = len(out)
+		cl, err := kgo.NewClient(s.base()...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		adm := kadm.NewClient(cl)
+		offs := kadm.Offsets{}
+		for _, r := range out {
+			offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.Offset + 1})
+		}
+		_, err = adm.DeleteRecords(context.Background(), offs)
+		return err
+	}
+	r := run(context.Background(), Schedule{Pipeline: StreamJoin}, Config{}, tamper)
+	if had == 0 || r.OK() || r.Kind != KindPairs || !strings.Contains(r.Failure, fmt.Sprintf("pair_missing=%d ", had)) {
+		t.Fatalf("%d pairs deleted: failure %q (%s), want them reported missing", had, r.Failure, r.Kind)
 	}
 }
 

@@ -24,15 +24,17 @@ const (
 	DedupAfter  = "dedup-after"  // a side effect behind topology.Dedup, marked after it ran
 	DedupBefore = "dedup-before" // … marked before it runs, under a lease
 	Windowed    = "windowed"     // counts per key and tumbling window, final results only, in pebble
+	StreamJoin  = "join"         // a stream-stream join of two topics within an event-time span, in pebble
 )
 
 // Pipelines lists what Explore accepts.
-var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore, Windowed}
+var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore, Windowed, StreamJoin}
 
 const (
 	stateDir = "/state" // on the members' in-memory filesystems only
 	appID    = "sim"
 	input    = "sim-in"
+	payments = "sim-payments" // the join's second input; input holds its orders
 	output   = "sim-out"
 )
 
@@ -125,6 +127,9 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 	case Windowed:
 		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
 		return chaos.WindowedPipeline(input, output, e, before), nil
+	case StreamJoin:
+		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
+		return chaos.JoinPipeline(input, payments, output, e, before), nil
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
 }

@@ -71,11 +71,8 @@ func (s *sim) judge(ctx context.Context) error {
 			return as(KindOutput, err)
 		}
 		return as(KindEffects, s.judgeEffects())
-	case Windowed:
-		if v := s.windows.Judge(out); !v.OK() {
-			return as(KindWindows, fmt.Errorf("%v: %s", v, strings.Join(v.WindowExamples, "; ")))
-		}
-		return nil
+	case Windowed, StreamJoin:
+		return s.seeded.judge(out)
 	}
 	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.CountStore), true)
 	if err != nil {

@@ -246,8 +246,9 @@ func protocolOf(v1 bool) protocol {
 var v2Only = map[Pair]bool{{EndTxn, CommitLost}: true}
 
 // countable lists the pipelines whose judge can allow for the records of
-// a lost commit (CommitLost): a window's count has no room for them.
-func countable(pipeline string) bool { return pipeline != Windowed }
+// a lost commit (CommitLost): a window's count has no room for them, nor
+// can the pairs the lost records would have made be told from lost joins.
+func countable(pipeline string) bool { return pipeline != Windowed && pipeline != StreamJoin }
 
 // pairs lists the handled pairs a protocol and a pipeline reach, in a
 // fixed order; pipeline "" means every pipeline.

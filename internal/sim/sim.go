@@ -10,9 +10,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -79,6 +79,7 @@ const (
 	KindCounts   = "counts"       // a count or changelog wrong
 	KindEffects  = "side effects" // an effect lost or repeated past its allowance
 	KindWindows  = "windows"      // a window's final count missing, repeated or wrong
+	KindPairs    = "pairs"        // a joined pair missing, repeated or not of the seed
 )
 
 // kinded is a failure that names its kind.
@@ -128,7 +129,7 @@ type sim struct {
 	flips    map[string]int        // per transactional id, the CommitLost step armed for its next commit
 	flipped  []producerEpoch       // the transactions a CommitLost ended aborted
 	inputs   int                   // records seeded
-	windows  chaos.WindowedCheck   // the windowed pipeline's input and judge
+	seeded   *seeded               // the event-time pipelines' input and judge
 	want     map[string]int64      // per key, the records seeded
 	store    *dedup.Memory         // the dedup pipelines' store, shared by the members
 	effects  map[string]int        // per id, how often its side effect ran
@@ -154,7 +155,7 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	s := &sim{sched: sched, cfg: cfg, seen: map[int]map[Point]int{},
 		struck: map[int]bool{}, events: make(chan event, 16), disks: map[int]*vfs.MemFS{},
 		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}, allowed: map[string]int{}}
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, output))
+	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, payments, output))
 	if err != nil {
 		res.Failure, res.Kind = "embedded broker: "+err.Error(), KindSetup
 		return res
@@ -193,14 +194,27 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 	return res
 }
 
+// caughtUp reports whether the group has committed the whole input: for
+// the join, both of its topics.
+func (s *sim) caughtUp(ctx context.Context, adm *kadm.Client) bool {
+	if !verdict.CaughtUp(ctx, adm, appID, input) {
+		return false
+	}
+	return s.sched.Pipeline != StreamJoin || verdict.CaughtUp(ctx, adm, appID, payments)
+}
+
 func (s *sim) base() []kgo.Opt { return []kgo.Opt{kgo.SeedBrokers(s.fake.ListenAddrs()...)} }
 
-// seed writes the input: record i has key i mod Keys; the windowed
-// pipeline's, the verifier's seeded event times, each record to its own
+// seed writes the input: record i has key i mod Keys; the event-time
+// pipelines', the verifier's seeded event times, each record to its own
 // partition.
 func (s *sim) seed(ctx context.Context) error {
+	ev, err := seedInput(s.sched, s.cfg)
+	if err != nil {
+		return err
+	}
 	opts := s.base()
-	if s.sched.Pipeline == Windowed {
+	if ev != nil {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	}
 	cl, err := kgo.NewClient(opts...)
@@ -208,13 +222,9 @@ func (s *sim) seed(ctx context.Context) error {
 		return err
 	}
 	defer cl.Close()
-	if s.sched.Pipeline == Windowed {
-		if s.windows, err = chaos.NewWindowedCheck(input, s.cfg.Records, s.cfg.Keys, s.cfg.Partitions, s.sched.Seed); err != nil {
-			return err
-		}
-		recs := s.windows.Records()
-		s.inputs = len(recs)
-		return kafkautil.ProduceAll(ctx, cl, len(recs), func(i int) *kgo.Record { return recs[i] })
+	if s.seeded = ev; ev != nil {
+		s.inputs = len(ev.recs)
+		return kafkautil.ProduceAll(ctx, cl, len(ev.recs), func(i int) *kgo.Record { return ev.recs[i] })
 	}
 	s.inputs, s.want = s.cfg.Records, verdict.Want(s.cfg.Records, s.cfg.Keys)
 	return verdict.Seed(ctx, cl, input, s.cfg.Records, s.cfg.Keys, 0)

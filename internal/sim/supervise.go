@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -74,7 +73,7 @@ func (sv *supervisor) loop(ctx context.Context) error {
 			if err := sv.reap(); err != nil {
 				return err
 			}
-			if len(sv.s.events) == 0 && verdict.CaughtUp(ctx, adm, appID, input) {
+			if len(sv.s.events) == 0 && sv.s.caughtUp(ctx, adm) {
 				return nil
 			}
 			if err := sv.unstick(ctx, adm); err != nil {
