@@ -6,8 +6,10 @@
 // A schedule is a list of steps (member, point, occurrence, fault). Points
 // are protocol moments, not times: each request of the transaction and
 // group protocols as a member sends it (seen on the member's own wire,
-// which parses the Kafka framing), the user code's start on a record, and
-// in the dedup pipelines a side effect's run and each dedup store call.
+// which parses the Kafka framing), the user code's start on a record, the
+// end of a restore of state (seen in the runtime's log, in the goroutine
+// that restored), and in the dedup pipelines a side effect's run and each
+// dedup store call.
 // Faults are what the runtime claims to handle there: a refusal with a
 // retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
 // a connection that dies before the request or before its answer, a crash

@@ -66,7 +66,7 @@ func (s *sim) start(idx int) (*instance, error) {
 		opts = append(opts, kgo.MaxVersions(txnV1()))
 	}
 	r, err := eos.New(s.config(idx), top,
-		eos.Logger(s.hearing.logger(s.log, w).With(zap.Int("instance", idx))),
+		eos.Logger(watchRestores(s.hearing.logger(s.log, w), func() { s.onRestored(idx, w) }).With(zap.Int("instance", idx))),
 		eos.ClientOpts(opts...))
 	if err != nil {
 		return nil, fmt.Errorf("instance %d: %w", idx, err)

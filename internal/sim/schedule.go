@@ -30,6 +30,9 @@ const (
 	Heartbeat          Point = "Heartbeat"
 	Record             Point = "record" // the user code starts on a record
 	Effect             Point = "effect" // a dedup pipeline's side effect runs
+	// Restored is the end of a restore of state from its changelogs that
+	// applied records, before the member processes anything.
+	Restored Point = "restored"
 	// Store is a dedup pipeline's call to its dedup store: a mark, a
 	// lookup, a claim, its completion or its release.
 	Store Point = "dedup-store"
@@ -82,10 +85,19 @@ var handled = map[Point][]Fault{
 	Record:             {Crash, Join, Leave, Slow},
 	Effect:             {Crash, Join},
 	Store:              {Crash, StoreFail, StoreLost},
+	Restored:           {Crash, Join, Leave},
 }
 
 // dedupOnly lists the points only the dedup pipelines reach.
 var dedupOnly = map[Point]bool{Effect: true, Store: true}
+
+// statefulOnly lists the points only the pipelines with state reach.
+var statefulOnly = map[Point]bool{Restored: true}
+
+// stateful reports whether pipeline keeps state in stores.
+func stateful(pipeline string) bool {
+	return pipeline != Stateless && !isDedup(pipeline)
+}
 
 // codes is the error each refusal answers with, per point.
 var codes = map[Point]map[Fault]*kerr.Error{
@@ -172,7 +184,7 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300, Effect: 300, Store: 600,
+	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
@@ -187,6 +199,12 @@ func Draw(seed uint64, pipeline string) Schedule {
 	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || !v2Only[first] && rng.IntN(3) == 0}
 	all := pairs(protocolOf(s.TxnV1), pipeline)
 	joined := false
+	if first.Point == Restored {
+		// A member crashing once a few batches have committed restores
+		// its state, gone or partly lost, from changelogs that hold
+		// records as it starts again: a restore sure to end.
+		s.Steps = append(s.Steps, Step{Point: Record, N: 100 + rng.IntN(75), Fault: Crash})
+	}
 	for i := range 1 + rng.IntN(4) {
 		pf := first
 		if i > 0 {
@@ -256,7 +274,8 @@ func pairs(proto protocol, pipeline string) []Pair {
 	var ps []Pair
 	keys := make([]Point, 0, len(handled))
 	for p := range handled {
-		if v1Only[p] && proto == secondProtocol || dedupOnly[p] && pipeline != "" && !isDedup(pipeline) {
+		if v1Only[p] && proto == secondProtocol || dedupOnly[p] && pipeline != "" && !isDedup(pipeline) ||
+			statefulOnly[p] && pipeline != "" && !stateful(pipeline) {
 			continue
 		}
 		keys = append(keys, p)
