@@ -116,22 +116,30 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 	case Stateless:
 		return chaos.Pipeline(input, output, before), nil
 	case CountMemory:
-		return chaos.CountPipeline(input, output, state.Memory(), before), nil
+		return chaos.CountPipeline(input, output, s.engine(idx, w, state.Memory()), before), nil
 	case CountPebble:
-		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
-		return chaos.CountPipeline(input, output, e, before), nil
+		return chaos.CountPipeline(input, output, s.pebble(idx, w), before), nil
 	case DedupAfter:
 		return s.dedupTopology(idx, w, chaos.DedupAfter)
 	case DedupBefore:
 		return s.dedupTopology(idx, w, chaos.DedupBefore)
 	case Windowed:
-		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
-		return chaos.WindowedPipeline(input, output, e, before), nil
+		return chaos.WindowedPipeline(input, output, s.pebble(idx, w), before), nil
 	case StreamJoin:
-		e := state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10))
-		return chaos.JoinPipeline(input, payments, output, e, before), nil
+		return chaos.JoinPipeline(input, payments, output, s.pebble(idx, w), before), nil
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
+}
+
+// engine is e with member idx's writes reaching point Apply.
+func (s *sim) engine(idx int, w *wire, e state.Engine) state.Engine {
+	return applyEngine{e, func() error { return s.onApply(idx, w) }}
+}
+
+// pebble is the pebble engine on member idx's crashable disk, its writes
+// reaching point Apply.
+func (s *sim) pebble(idx int, w *wire) state.Engine {
+	return s.engine(idx, w, state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10)))
 }
 
 // stop ends an incarnation: cleanly with Close, or as a crash (every

@@ -31,8 +31,12 @@ const (
 	Record             Point = "record" // the user code starts on a record
 	Effect             Point = "effect" // a dedup pipeline's side effect runs
 	// Restored is the end of a restore of state from its changelogs that
-	// applied records, before the member processes anything.
+	// applied records, before the member processes the restored tasks'
+	// records.
 	Restored Point = "restored"
+	// Apply is a write to a state store: a committed batch applied, or
+	// changelog records restored.
+	Apply Point = "store-apply"
 	// Store is a dedup pipeline's call to its dedup store: a mark, a
 	// lookup, a claim, its completion or its release.
 	Store Point = "dedup-store"
@@ -67,6 +71,9 @@ const (
 	// fail open, as is the default: the effect runs anyway and may repeat.
 	StoreFail Fault = "store-fail"
 	StoreLost Fault = "store-lost"
+	// ApplyFail is a state store's write refused, nothing of it applied,
+	// as a full disk or an I/O error refuses it.
+	ApplyFail Fault = "apply-fail"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
@@ -86,13 +93,14 @@ var handled = map[Point][]Fault{
 	Effect:             {Crash, Join},
 	Store:              {Crash, StoreFail, StoreLost},
 	Restored:           {Crash, Join, Leave},
+	Apply:              {Crash, ApplyFail},
 }
 
 // dedupOnly lists the points only the dedup pipelines reach.
 var dedupOnly = map[Point]bool{Effect: true, Store: true}
 
 // statefulOnly lists the points only the pipelines with state reach.
-var statefulOnly = map[Point]bool{Restored: true}
+var statefulOnly = map[Point]bool{Restored: true, Apply: true}
 
 // stateful reports whether pipeline keeps state in stores.
 func stateful(pipeline string) bool {
@@ -184,14 +192,15 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2,
+	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2, Apply: 30,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
 // first strikes early at the pair seed selects in turn, so that any run of
 // len(Pairs) consecutive seeds covers every pair; the others are drawn
-// uniformly, at any occurrence. The same seed and pipeline always give the
-// same schedule.
+// uniformly, at any occurrence. A first pair at a restore's end comes
+// after one step more: a crash that makes the member restore records. The
+// same seed and pipeline always give the same schedule.
 func Draw(seed uint64, pipeline string) Schedule {
 	rng := rand.New(rand.NewPCG(seed, fnv(pipeline)))
 	every := pairs(anyProtocol, pipeline)
@@ -291,9 +300,9 @@ func pairs(proto protocol, pipeline string) []Pair {
 	return ps
 }
 
-// PairCount is how many (point, fault) pairs the runtime handles, in the
-// pipeline that reaches the most: the seeds a run needs per pipeline to
-// strike each once.
+// PairCount is how many (point, fault) pairs the runtime handles, over
+// every pipeline: at least as many as any one pipeline reaches, so the
+// seeds a run needs per pipeline to strike each of its pairs once.
 func PairCount() int { return len(pairs(anyProtocol, "")) }
 
 // isDedup reports whether pipeline runs side effects behind a dedup store.

@@ -26,6 +26,20 @@ func TestDrawIsAFunctionOfTheSeed(t *testing.T) {
 		}
 		distinct[a.String()] = true
 	}
+	// A schedule that starts at a restore's end first crashes the member,
+	// so that it restores records: one step more.
+	for _, pl := range sim.Pipelines {
+		for seed := range uint64(sim.PairCount()) {
+			a := sim.Draw(seed, pl)
+			most := 4
+			if len(a.Steps) > 1 && a.Steps[1].Point == sim.Restored && a.Steps[0].Fault == sim.Crash {
+				most = 5
+			}
+			if len(a.Steps) == 0 || len(a.Steps) > most {
+				t.Fatalf("%v: %d steps, want 1 to %d", a, len(a.Steps), most)
+			}
+		}
+	}
 	if len(distinct) < 45 {
 		t.Fatalf("50 seeds drew only %d distinct schedules", len(distinct))
 	}
@@ -39,30 +53,38 @@ func TestDrawIsAFunctionOfTheSeed(t *testing.T) {
 func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 	dedups := []string{sim.DedupAfter, sim.DedupBefore}
 	countable := slices.DeleteFunc(slices.Clone(sim.Pipelines), func(p string) bool { return p == sim.Windowed || p == sim.StreamJoin })
+	stateful := []string{sim.CountMemory, sim.CountPebble, sim.Windowed, sim.StreamJoin}
+	crashed := sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash} // so that the next start restores records
 	cases := []struct {
 		name      string
 		v1        bool
 		step      sim.Step
 		pipelines []string // nil: every pipeline
+		before    []sim.Step
 	}{
-		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil},
-		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil},
-		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil},
-		{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}, nil},
-		{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}, nil},
-		{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}, nil},
-		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, nil},
-		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, nil},
-		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, nil},
-		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}, countable},
-		{"a member joining while a side effect runs", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Join}, dedups},
-		{"a crash after a side effect, before its mark", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Crash}, dedups},
-		{"user code slower than transaction_timeout", false, sim.Step{Point: sim.Record, N: 60, Fault: sim.Slow}, nil},
-		{"a dedup store call failing", false, sim.Step{Point: sim.Store, N: 101, Fault: sim.StoreFail}, dedups},
+		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil, nil},
+		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil, nil},
+		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil, nil},
+		{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}, nil, nil},
+		{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}, nil, nil},
+		{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}, nil, nil},
+		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, nil, nil},
+		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, nil, nil},
+		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, nil, nil},
+		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}, countable, nil},
+		{"a member joining while a side effect runs", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Join}, dedups, nil},
+		{"a crash after a side effect, before its mark", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Crash}, dedups, nil},
+		{"user code slower than transaction_timeout", false, sim.Step{Point: sim.Record, N: 60, Fault: sim.Slow}, nil, nil},
+		{"a dedup store call failing", false, sim.Step{Point: sim.Store, N: 101, Fault: sim.StoreFail}, dedups, nil},
 		// Even calls change the store: a mark after the effect, or the
 		// completion of a claim.
-		{"a dedup store call applied, its answer lost", false, sim.Step{Point: sim.Store, N: 100, Fault: sim.StoreLost}, dedups},
-		{"a crash at a dedup store call", false, sim.Step{Point: sim.Store, N: 102, Fault: sim.Crash}, dedups},
+		{"a dedup store call applied, its answer lost", false, sim.Step{Point: sim.Store, N: 100, Fault: sim.StoreLost}, dedups, nil},
+		{"a crash at a dedup store call", false, sim.Step{Point: sim.Store, N: 102, Fault: sim.Crash}, dedups, nil},
+		{"a crash as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Crash}, stateful, []sim.Step{crashed}},
+		{"a member joining as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Join}, stateful, []sim.Step{crashed}},
+		{"a member leaving as its restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Leave}, stateful, []sim.Step{crashed}},
+		{"a state store write refused", false, sim.Step{Point: sim.Apply, N: 4, Fault: sim.ApplyFail}, stateful, nil},
+		{"a crash at a state store write", false, sim.Step{Point: sim.Apply, N: 5, Fault: sim.Crash}, stateful, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,14 +93,17 @@ func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 				pls = sim.Pipelines
 			}
 			for _, pl := range pls {
-				s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: []sim.Step{c.step}}
-				r := sim.Run(context.Background(), s, sim.Config{})
-				if !slices.Contains(r.Fired, c.step) {
-					t.Fatalf("%v: the fault never struck (fired %v; %s)", s, r.Fired, r.Failure)
-				}
-				if !r.OK() {
-					t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
-				}
+				t.Run(pl, func(t *testing.T) {
+					t.Parallel()
+					s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)}
+					r := sim.Run(context.Background(), s, sim.Config{})
+					if !slices.Contains(r.Fired, c.step) {
+						t.Fatalf("%v: the fault never struck (fired %v; %s)", s, r.Fired, r.Failure)
+					}
+					if !r.OK() {
+						t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
+					}
+				})
 			}
 		})
 	}
