@@ -2,15 +2,25 @@ package sim
 
 import (
 	"errors"
+	"time"
 
 	"github.com/eosflow/eosflow/state"
 )
 
 // applyEngine is an engine whose backends reach point Apply before each
-// write: of a committed batch, or of changelog records restored.
+// write: of a committed batch, of changelog records restored, or of a
+// restore's record that batches read back as committed.
 type applyEngine struct {
 	state.Engine
 	at func() error // the point; an error refuses the write
+}
+
+// inner is what a backend of the pipelines' engines (memory, pebble) is:
+// the wrapper keeps each optional interface the runtime asks for.
+type inner interface {
+	state.Backend
+	state.Wiper
+	state.Sized
 }
 
 // Open opens the engine's backend, its writes going through the point.
@@ -19,15 +29,16 @@ func (e applyEngine) Open(dir, name string, task state.Task) (state.Backend, err
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := b.(state.Wiper); !ok {
-		return nil, errors.New("sim: a store engine whose backends cannot wipe themselves")
+	in, ok := b.(inner)
+	if !ok {
+		return nil, errors.Join(errors.New("sim: a store engine whose backends cannot wipe themselves or tell their size"), b.Close())
 	}
-	return &applyBackend{Backend: b, at: e.at}, nil
+	return &applyBackend{inner: in, at: e.at}, nil
 }
 
 // applyBackend is a backend whose writes go through a point.
 type applyBackend struct {
-	state.Backend
+	inner
 	at func() error
 }
 
@@ -36,11 +47,17 @@ func (b *applyBackend) Apply(writes []state.Write, at state.Position) error {
 	if err := b.at(); err != nil {
 		return err
 	}
-	return b.Backend.Apply(writes, at)
+	return b.inner.Apply(writes, at)
 }
 
-// Wipe wipes the backend: both engines the pipelines use can.
-func (b *applyBackend) Wipe() error { return b.Backend.(state.Wiper).Wipe() }
+// AppliedAt is the inner backend's, when it keeps one (pebble does), as
+// state.Store reads it; the zero time otherwise.
+func (b *applyBackend) AppliedAt() (time.Time, error) {
+	if d, ok := b.inner.(state.Dated); ok {
+		return d.AppliedAt()
+	}
+	return time.Time{}, nil
+}
 
 // errApplyRefused is a store write refused, as a full disk or an I/O
 // error refuses it: nothing of it applied.

@@ -7,7 +7,7 @@ import (
 
 // restoredLog is the line the runtime logs as a restore of state from its
 // changelogs ends, having applied records, before the member processes
-// anything: the moment of point Restored.
+// the restored tasks' records: the moment of point Restored.
 const restoredLog = "state restored"
 
 // restoredCore is a zap core that calls at for each restoredLog entry, in

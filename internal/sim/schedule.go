@@ -34,8 +34,9 @@ const (
 	// applied records, before the member processes the restored tasks'
 	// records.
 	Restored Point = "restored"
-	// Apply is a write to a state store: a committed batch applied, or
-	// changelog records restored.
+	// Apply is a write to a state store: a committed batch applied,
+	// changelog records restored, or a restore's record that batches read
+	// back as committed.
 	Apply Point = "store-apply"
 	// Store is a dedup pipeline's call to its dedup store: a mark, a
 	// lookup, a claim, its completion or its release.
@@ -197,7 +198,7 @@ var occurrences = map[Point]int{
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
 // first strikes early at the pair seed selects in turn, so that any run of
-// len(Pairs) consecutive seeds covers every pair; the others are drawn
+// PairCount() consecutive seeds covers every pair; the others are drawn
 // uniformly, at any occurrence. A first pair at a restore's end comes
 // after one step more: a crash that makes the member restore records. The
 // same seed and pipeline always give the same schedule.

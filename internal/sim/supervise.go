@@ -233,6 +233,9 @@ func (sv *supervisor) restart(idx int) error {
 func (sv *supervisor) reap() error {
 	for _, idx := range sv.order() {
 		in := sv.live[idx]
+		if in.wire.isDead() {
+			continue // crashed: its Crash event buries it and starts its successor
+		}
 		select {
 		case err := <-in.done:
 			in.cancel()

@@ -250,7 +250,7 @@ func CaughtUp(ctx context.Context, adm *kadm.Client, group, topic string) bool {
 	}
 	ok := true
 	ends.Each(func(e kadm.ListedOffset) {
-		if o, found := offs.Lookup(topic, e.Partition); e.Offset > 0 && (!found || o.At < e.Offset) {
+		if o, found := offs.Lookup(topic, e.Partition); e.Err != nil || e.Offset > 0 && (!found || o.At < e.Offset) {
 			ok = false
 		}
 	})
