@@ -280,8 +280,12 @@ func (b *batch) fill(fetches kgo.Fetches) {
 	b.process(fetches)
 	b.busy += time.Since(t0)
 	limit := r.cfg.MaxBatchRecords
-	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() {
-		pctx, cancel := context.WithDeadline(b.ctx, b.start.Add(r.cfg.CommitInterval))
+	// The deadline is checked here as well as by the timer that sets cut:
+	// on a busy machine the timer runs late, and until it does every poll
+	// would return at once, spinning.
+	deadline := b.start.Add(r.cfg.CommitInterval)
+	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() && time.Now().Before(deadline) {
+		pctx, cancel := context.WithDeadline(b.ctx, deadline)
 		more, perr := b.s.poll(pctx, b.pollLimit(min(r.pollSize(), limit-b.in)))
 		cancel()
 		if perr != nil {
