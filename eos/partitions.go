@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -189,6 +190,17 @@ func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, gro
 			return
 		}
 	}
+}
+
+// withInFlight is gone and the partition of the record in flight, if any.
+func (c *recordContexts) withInFlight(gone map[string][]int32) map[string][]int32 {
+	rec := c.busy.Load()
+	if rec == nil || slices.Contains(gone[rec.Topic], rec.Partition) {
+		return gone
+	}
+	wait := maps.Clone(gone)
+	wait[rec.Topic] = append(slices.Clone(wait[rec.Topic]), rec.Partition)
+	return wait
 }
 
 // inFlight returns the record of the partitions gone whose user code runs

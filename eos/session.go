@@ -618,8 +618,18 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
 	r.contexts.revoke(ctx, cl, gone)
 	// The partitions are released when this returns: first the user
-	// code still running one of their records must end.
-	r.contexts.await(gone, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
+	// code still running one of their records must end. Under
+	// exactly-once, franz-go's transact session passes on only the first
+	// revoke or loss of a transaction and swallows the rest until it
+	// ends, so a later one could take the partition of the record in
+	// flight now with no callback to wait for it: this one waits for that
+	// record whatever its partition. No record starts after it (the
+	// batch sees the revoke and aborts).
+	wait := gone
+	if r.cfg.Guarantee == config.ExactlyOnce && len(gone) > 0 {
+		wait = r.contexts.withInFlight(gone)
+	}
+	r.contexts.await(wait, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)
 	r.contexts.release()
 	r.forget(gone)
 }
