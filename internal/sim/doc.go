@@ -12,7 +12,9 @@
 // pipelines a side effect's run and each dedup store call.
 // Faults are what the runtime claims to handle there: a refusal with a
 // retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
-// a connection that dies before the request or before its answer, a crash
+// a connection that dies before the request or before its answer, a
+// request delayed past the client's timeout (applied after the client
+// gave up on it), a crash
 // (every connection cut at once, the runner abandoned, a new incarnation
 // started, its pebble stores reopened from the image a crash leaves), a
 // member joining (at a record, as a restore ends, or while a dedup

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -16,7 +17,7 @@ type Plan struct {
 	Pipelines []string // default: every pipeline
 	FirstSeed uint64   // the seeds run are FirstSeed … FirstSeed+Seeds-1, per pipeline
 	Seeds     int
-	Parallel  int // schedules at once, default 8 (each has its own broker)
+	Parallel  int // schedules at once, default 12 per core (each has its own broker)
 	Config    Config
 	// Replays is how often a failing schedule is run again, to measure how
 	// reliably its seed reproduces; default 3.
@@ -79,7 +80,10 @@ func (p Plan) withDefaults() Plan {
 		p.Pipelines = Pipelines
 	}
 	if p.Parallel <= 0 {
-		p.Parallel = 8
+		// A schedule mostly waits (on its broker, on timeouts), so many
+		// share a core; far more and they contend for memory and the
+		// scheduler.
+		p.Parallel = 12 * runtime.GOMAXPROCS(0)
 	}
 	if p.Replays <= 0 {
 		p.Replays = 3

@@ -74,6 +74,8 @@ func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 		return dropReq, i
 	case Lost:
 		return loseResp, i // struck when the answer comes and is dropped
+	case Late:
+		return lateReq, i // struck when the broker has answered it
 	case Crash:
 		s.strike(i)
 		s.crash(idx, w)

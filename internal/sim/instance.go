@@ -53,7 +53,7 @@ func (s *sim) start(idx int) (*instance, error) {
 	in := &instance{idx: idx, done: make(chan error, 1)}
 	w := newWire()
 	w.onRequest = func(key int16) (action, int) { return s.onRequest(idx, w, key) }
-	w.onLost = s.strike
+	w.onLost, w.onLate = s.strike, s.late
 	in.wire = w
 	top, err := s.topology(idx, w)
 	if err != nil {

@@ -56,9 +56,13 @@ const (
 	Timeout   Fault = "timeout"     // the broker applies it, then answers REQUEST_TIMED_OUT
 	Drop      Fault = "drop"        // the connection dies before the broker sees it
 	Lost      Fault = "lost-answer" // the broker applies it; the connection dies before the answer
-	Crash     Fault = "crash"       // the instance dies there: no leave, no abort, state gone
-	Join      Fault = "join"        // another instance joins the group there
-	Leave     Fault = "leave"       // the instance closes there, cleanly, and comes back
+	// Late is a request delayed past the client's timeout: the client's
+	// connection dies as it sends it, and the broker applies it later,
+	// after the client has moved on (retried, aborted, begun anew).
+	Late  Fault = "late"
+	Crash Fault = "crash" // the instance dies there: no leave, no abort, state gone
+	Join  Fault = "join"  // another instance joins the group there
+	Leave Fault = "leave" // the instance closes there, cleanly, and comes back
 	// CommitLost is a commit the broker answers as committed but ends
 	// aborted (a restarting broker skipped its markers, then a repair
 	// aborted it): the batch's input is lost to the log, and the store
@@ -80,16 +84,16 @@ const (
 // handled lists, per point, the faults the runtime handles there, and
 // the error code each refusal carries. This table is the coverage target.
 var handled = map[Point][]Fault{
-	InitProducerID:     {Retriable, Drop, Lost, Crash},
+	InitProducerID:     {Retriable, Drop, Lost, Late, Crash},
 	AddPartitionsToTxn: {Retriable, Fatal, Drop, Lost, Crash},
 	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash},
-	Produce:            {Retriable, Timeout, Drop, Lost, Crash},
-	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Crash},
+	Produce:            {Retriable, Timeout, Drop, Lost, Late, Crash},
+	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Late, Crash},
 	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost},
-	OffsetFetch:        {Retriable, Drop, Lost, Crash},
-	JoinGroup:          {Retriable, Drop, Lost, Crash},
-	SyncGroup:          {Retriable, Drop, Lost, Crash},
-	Heartbeat:          {Retriable, Drop, Lost, Crash},
+	OffsetFetch:        {Retriable, Drop, Lost, Late, Crash},
+	JoinGroup:          {Retriable, Drop, Lost, Late, Crash},
+	SyncGroup:          {Retriable, Drop, Lost, Late, Crash},
+	Heartbeat:          {Retriable, Drop, Lost, Late, Crash},
 	Record:             {Crash, Join, Leave, Slow},
 	Effect:             {Crash, Join},
 	Store:              {Crash, StoreFail, StoreLost},

@@ -20,14 +20,16 @@ const (
 	pass     action = iota // send it, deliver its answer
 	dropReq                // cut the connection before the broker sees it
 	loseResp               // the broker applies it; cut before its answer
+	lateReq                // cut before the broker sees it; the broker sees it later
 )
 
 // wire is one instance's network: every connection its clients dial goes
 // through it, so the schedule sees each request at the moment it is sent
 // and can cut any of them, or all of them at once (a crash).
 type wire struct {
-	onRequest func(key int16) (action, int) // decides each request's fate, in send order, and names its step
-	onLost    func(step int)                // an answer the step lost was due and is dropped
+	onRequest func(key int16) (action, int)             // decides each request's fate, in send order, and names its step
+	onLost    func(step int)                            // an answer the step lost was due and is dropped
+	onLate    func(step int, addr string, frame []byte) // delivers a request the step held back
 
 	mu      sync.Mutex
 	dead    bool
@@ -192,6 +194,10 @@ func (c *conn) Write(p []byte) (int, error) {
 		corr := int32(binary.BigEndian.Uint32(frame[8:]))
 		switch act, step := c.w.onRequest(key); act {
 		case dropReq:
+			c.cut()
+			return 0, errCut
+		case lateReq:
+			c.w.onLate(step, c.Conn.RemoteAddr().String(), slices.Clone(frame))
 			c.cut()
 			return 0, errCut
 		case loseResp:
