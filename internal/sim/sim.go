@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -148,7 +149,13 @@ func Run(ctx context.Context, sched Schedule, cfg Config) Result {
 
 // run is Run, with tamper (when set) acting on the run's remains before
 // they are judged: how a test proves the judge can fail.
-func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) error) Result {
+func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) error) (res Result) {
+	labelled(ctx, func(ctx context.Context, label string) { res = runLabelled(ctx, sched, cfg, tamper, label) })
+	return res
+}
+
+// runLabelled is run, its goroutines labelled label (see labelled).
+func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) error, label string) Result {
 	cfg = cfg.withDefaults()
 	start := time.Now()
 	res := Result{Schedule: sched}
@@ -169,6 +176,12 @@ func run(ctx context.Context, sched Schedule, cfg Config, tamper func(*sim) erro
 		return res
 	}
 	errs, err := s.supervise(ctx)
+	if err != nil {
+		// What the runtime was doing: a hang may not come again.
+		if path, derr := dumpStacks(label, sched); derr == nil {
+			err = fmt.Errorf("%w (the run's goroutines: %s)", err, path)
+		}
+	}
 	err = as(KindLiveness, err)
 	res.Errors = errs
 	res.Fired = s.fired()
