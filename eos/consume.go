@@ -43,7 +43,7 @@ type batch struct {
 	// interrupted: user code failed on a record whose context had ended
 	// (shutdown or revoke); the batch ends before that record.
 	interrupted bool
-	// revokes is the revoke count when the batch began; under exactly-once
+	// revokes is the revoke count when the last End began; under exactly-once
 	// a revoke dooms the transaction, so the batch stops taking records.
 	revokes int64
 	revoked bool
@@ -244,7 +244,7 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 // on its produces.
 func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
-		revokes: r.contexts.revokes.Load(), gen: generation(s), maxBytes: r.cfg.Memory().BatchBytes}
+		revokes: r.flaggedAtEnd, gen: generation(s), maxBytes: r.cfg.Memory().BatchBytes}
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
@@ -355,6 +355,13 @@ func generation(s session) int32 {
 	return s.generation()
 }
 
+// revokedSince reports, under exactly-once, a revoke or loss since the
+// last End: franz-go's transact session swallows every later one until
+// the next End, so the batch must not run user code, and aborts.
+func (b *batch) revokedSince() bool {
+	return b.r.cfg.Guarantee == config.ExactlyOnce && b.r.contexts.revokes.Load() != b.revokes
+}
+
 // stopped reports whether the batch takes no more records: a record
 // failed, was interrupted, or carried it past transaction_timeout.
 func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.revoked || b.slow != nil }
@@ -435,7 +442,7 @@ func (b *batch) one(rec *kgo.Record) {
 	// flight and waits (see recordContexts.await) or is seen here.
 	uctx := r.contexts.start(rec)
 	defer r.contexts.done()
-	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+	if b.revokedSince() {
 		b.revoked = true
 	}
 	if b.stopped() || (b.hard.Load() || b.ctx.Err() != nil) && b.cuttable && b.in > 0 {
@@ -599,7 +606,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	}
 	// Revokes from here on doom the next batch (rewindRest); the session
 	// clears its own revoke flags at the end of End.
-	r.revokesAtEnd = r.contexts.callbacks.Load()
+	r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
 	committed, endErr := s.end(commit)
 	if endSpan != nil {
 		if endErr != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,7 +23,7 @@ func (b *batch) flush() bool {
 	if r.proc.Held() == 0 {
 		return true
 	}
-	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+	if b.revokedSince() {
 		// A revoke during the batch makes End abort it: its held-back
 		// updates would run for nothing, on partitions gone.
 		return true
@@ -48,6 +47,14 @@ func (b *batch) flush() bool {
 	return false
 }
 
+// doomed is the context of an update the batch must not run (see
+// engine.ErrDoomed).
+var doomed = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(engine.ErrDoomed)
+	return ctx
+}()
+
 // beginUpdate starts a held-back update of input record in.
 func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 	b.cur = in
@@ -62,12 +69,20 @@ func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 	if b.r.state != nil {
 		b.r.state.beginRecord()
 	}
+	var ctx context.Context
 	if in != nil {
 		// Its user code is in flight as the record's was: a revoke of
 		// its partition waits for it (see recordContexts.await).
-		return b.r.contexts.start(in)
+		ctx = b.r.contexts.start(in)
+	} else {
+		ctx = b.r.contexts.of(in)
 	}
-	return b.r.contexts.of(in)
+	if b.revokedSince() {
+		// Checked once in flight, as a record is: the engine runs no
+		// user code on an ended context, and the batch aborts.
+		return doomed
+	}
+	return ctx
 }
 
 // endUpdate ends an update: its user code is no longer in flight, and

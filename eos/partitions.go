@@ -26,7 +26,9 @@ import (
 // took effect and is cancelled before its answer would report a failure,
 // and the partition's next owner would run it again. Any other record of
 // a revoked partition, from the revoke on, gets a cancelled context, and
-// keeps getting one until the partition is assigned again.
+// keeps getting one until the partition is assigned again. Under
+// exactly-once the record in flight is waited for whatever its partition
+// (see Runner.revoked and withInFlight).
 type recordContexts struct {
 	mu     sync.Mutex
 	parent context.Context
@@ -193,12 +195,25 @@ func (c *recordContexts) await(gone map[string][]int32, bound time.Duration, gro
 }
 
 // withInFlight is gone and the partition of the record in flight, if any.
+// That partition stays assigned, but its record's context is replaced
+// like a revoked one's, so that await cancels it half way: its later
+// records get a live one.
 func (c *recordContexts) withInFlight(gone map[string][]int32) map[string][]int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	rec := c.busy.Load()
 	if rec == nil || slices.Contains(gone[rec.Topic], rec.Partition) {
 		return gone
 	}
+	old := c.entry(rec.Topic, rec.Partition)
+	c.replaced = append(c.replaced, old.cancel)
+	fresh := partContext{}
+	fresh.ctx, fresh.cancel = context.WithCancel(c.parent)
+	c.byPart[rec.Topic][rec.Partition] = fresh
 	wait := maps.Clone(gone)
+	if wait == nil {
+		wait = map[string][]int32{}
+	}
 	wait[rec.Topic] = append(slices.Clone(wait[rec.Topic]), rec.Partition)
 	return wait
 }

@@ -160,7 +160,10 @@ type Runner struct {
 	tracing           *tracing                       // Tracing, if given
 	abortNoted        bool                           // the current batch's abort was counted, under abortReason
 	revokesAtEnd      int64                          // contexts.callbacks when the last End began (rewindRest)
-	abortReason       abortReason
+	// flaggedAtEnd is contexts.revokes when the last End began: a batch
+	// begun since is doomed by any revoke counted after it (see onRevoked).
+	flaggedAtEnd int64
+	abortReason  abortReason
 
 	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
 	worker  bool     // one of a parent's workers, which sets the memory limit for all

@@ -247,7 +247,7 @@ func (e *produceError) Unwrap() error { return e.err }
 
 func (r *Runner) newSession() (session, error) {
 	// No End yet on this client: callbacks count from its start.
-	r.revokesAtEnd = r.contexts.callbacks.Load()
+	r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
 	opts, err := kafkautil.PipelineOptions(r.cfg, r.inputs, r.extra...)
 	if err != nil {
 		return nil, err
@@ -279,7 +279,7 @@ func (r *Runner) newSession() (session, error) {
 	}
 	// User code's record contexts, and tasks' stores, follow the
 	// assignment.
-	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onRevoked),
+	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onLost),
 		kgo.OnPartitionsAssigned(r.onAssigned), kgo.AdjustFetchOffsetsFn(r.adjustFetched))
 	if m := r.metrics; m != nil {
 		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
@@ -616,17 +616,51 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 // next owner may not have them yet, and a side effect that answers before
 // the cancel is marked done, not run again by it.
 func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32) {
+	// franz-go's transact session flags its transaction as revoked on
+	// every revoke but an empty cooperative one (it tests the map's
+	// length; a topic with no partitions is never passed).
+	r.revoked(ctx, cl, gone, none(gone) && r.eagerGroup())
+}
+
+// onLost is onRevoked for partitions lost; the session flags every loss.
+func (r *Runner) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	r.revoked(ctx, cl, lost, none(lost))
+}
+
+// none reports whether tps holds no partition.
+func none(tps map[string][]int32) bool {
+	for _, ps := range tps {
+		if len(ps) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// eagerGroup reports whether the group revokes every partition at each
+// rebalance: the range balancer of co-partitioned topics, under the
+// classic protocol.
+func (r *Runner) eagerGroup() bool {
+	return len(r.proc.CoPartitioned()) > 0 && r.cfg.GroupProtocol != config.GroupProtocolConsumer
+}
+
+// revoked is a revoke or loss of the partitions gone; flagEmpty counts an
+// empty one as a revoke, as franz-go's transact session does.
+func (r *Runner) revoked(ctx context.Context, cl *kgo.Client, gone map[string][]int32, flagEmpty bool) {
 	r.contexts.revoke(ctx, cl, gone)
+	if flagEmpty {
+		r.contexts.revokes.Add(1)
+	}
 	// The partitions are released when this returns: first the user
 	// code still running one of their records must end. Under
 	// exactly-once, franz-go's transact session passes on only the first
-	// revoke or loss of a transaction and swallows the rest until it
-	// ends, so a later one could take the partition of the record in
+	// revoke or loss after an End and swallows the rest until the next
+	// End ends, so a later one could take the partition of the record in
 	// flight now with no callback to wait for it: this one waits for that
-	// record whatever its partition. No record starts after it (the
-	// batch sees the revoke and aborts).
+	// record whatever its partition. No user code starts after it until
+	// that End (revokedSince): the batch under way, or the next, aborts.
 	wait := gone
-	if r.cfg.Guarantee == config.ExactlyOnce && len(gone) > 0 {
+	if r.cfg.Guarantee == config.ExactlyOnce {
 		wait = r.contexts.withInFlight(gone)
 	}
 	r.contexts.await(wait, r.cfg.RebalanceTimeout, r.cfg.AppID, r.log)

@@ -675,7 +675,7 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		}
 	}
 	r.restored.Add(applied)
-	if applied > 0 && ctx.Err() == nil { // a cancelled restore did not end
+	if applied > 0 && left == 0 { // a cancelled restore did not end
 		r.log.Info("state restored", zap.Uint64("records", applied), zap.Duration("took", time.Since(begin)))
 	}
 	return nil

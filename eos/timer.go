@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,7 +58,7 @@ func (b *batch) wallClock() bool {
 	if len(r.timers().wall) == 0 || b.failed != nil {
 		return true
 	}
-	if r.cfg.Guarantee == config.ExactlyOnce && r.contexts.revokes.Load() != b.revokes {
+	if b.revokedSince() {
 		return true
 	}
 	now := time.Now()

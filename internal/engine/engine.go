@@ -29,6 +29,11 @@ var ErrNoSource = errors.New("engine: no source reads this topic")
 // Outcome is what became of one input record.
 type Outcome int
 
+// ErrDoomed, as the cause of the context a begin function returns, means
+// the batch is doomed (its transaction will abort): the step is
+// Interrupted without running user code.
+var ErrDoomed = errors.New("engine: the batch is doomed; its user code does not run")
+
 // Outcomes of Process.
 const (
 	Processed    Outcome = iota // every output was handed on

@@ -117,7 +117,12 @@ func (e *Engine) Flush(begin func(in *kgo.Record) context.Context, out func(*kgo
 		// graph is acyclic and nodes are numbered parents first.
 		for i := 0; i < len(e.hold.byNode[node]); i++ {
 			h := e.hold.byNode[node][i]
-			outcome, err := e.flushOne(h, begin(h.in), out)
+			ctx := begin(h.in)
+			if context.Cause(ctx) == ErrDoomed {
+				done(Interrupted)
+				return Interrupted, nil
+			}
+			outcome, err := e.flushOne(h, ctx, out)
 			done(outcome)
 			if outcome == Failed || outcome == Interrupted {
 				return outcome, err

@@ -242,6 +242,10 @@ func (e *Engine) timerTask(ctx context.Context, in *kgo.Record) {
 // a failure by the failing node's final policy.
 func (e *Engine) fire(tn *timerNode, j int, tick graph.Tick, in *kgo.Record, begin func(*kgo.Record) context.Context, out func(*kgo.Record), done func(Outcome)) (Outcome, error) {
 	ctx := begin(in)
+	if context.Cause(ctx) == ErrDoomed {
+		done(Interrupted)
+		return Interrupted, nil
+	}
 	e.timerTask(ctx, in)
 	t := tn.timers[j]
 	err := e.runTimer(t, tick)

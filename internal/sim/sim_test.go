@@ -159,10 +159,10 @@ func TestExploreCoversEveryPairCleanly(t *testing.T) {
 
 // Two members joining in turn while a side effect has landed: the first
 // join's revoke leaves the effect's partition alone, the second moves it.
-// franz-go's transact session passes on only the first revoke of a
-// transaction, so the second released the partition with no wait, and
-// its next owner ran the effect again (mark-after marks once it answers).
-// The first revoke now waits for the record in flight whatever its
+// franz-go's transact session passes on only the first revoke after an
+// End, so the second released the partition with no wait, and its next
+// owner ran the effect again (mark-after marks once it answers). The
+// first revoke now waits for the record in flight whatever its
 // partition. Found by seed 163 of the dedup-after schedules; it failed
 // in about four runs of five, so three run here.
 func TestASecondRevokeInOneTransactionWaitsForTheEffectInFlight(t *testing.T) {
