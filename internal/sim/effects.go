@@ -78,8 +78,8 @@ func (s *sim) onEffect(ctx context.Context, idx int, w *wire, id string) error {
 		s.acted()
 	case Join:
 		// The effect has landed and answers a moment after the join's
-		// revoke begins waiting for it (or after midEffect, if the
-		// revoke leaves its partition alone); if its context ends
+		// revoke begins waiting for it (or after midEffect, if no
+		// revoke waits for it); if its context ends
 		// before the answer it fails, as a call cancelled before its
 		// answer does. The revoke must let it answer.
 		waits := s.hearing.revokeWaits.Load()

@@ -83,7 +83,7 @@ func (p Plan) withDefaults() Plan {
 		// A schedule mostly waits (on its broker, on timeouts), so many
 		// share a core; far more and they contend for memory and the
 		// scheduler.
-		p.Parallel = 12 * runtime.GOMAXPROCS(0)
+		p.Parallel = min(12*runtime.GOMAXPROCS(0), 96)
 	}
 	if p.Replays <= 0 {
 		p.Replays = 3

@@ -25,8 +25,9 @@ var topLevel = map[Point]bool{
 }
 
 // step finds the unfired step for member idx's n-th arrival at p.
-// A hit counts as acting until its caller calls acted, so that the end
-// of the schedule can wait for faults already under way.
+// A hit counts as acting until its caller calls acted (a late request:
+// until it is delivered), so that the end of the schedule can wait for
+// faults already under way.
 func (s *sim) step(idx int, w *wire, p Point) (int, bool) {
 	if w.quiet() {
 		return 0, false // a crashed or closing incarnation is not the member any more
@@ -75,6 +76,10 @@ func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 	case Lost:
 		return loseResp, i // struck when the answer comes and is dropped
 	case Late:
+		// Still acting until delivered: late takes this hold over.
+		s.mu.Lock()
+		s.acting++
+		s.mu.Unlock()
 		return lateReq, i // struck when the broker has answered it
 	case Crash:
 		s.strike(i)

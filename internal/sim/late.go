@@ -10,11 +10,9 @@ import (
 // late delivers frame, a request step i held back, to the broker at addr
 // once the client has moved on: on a connection of its own, after
 // lateBy, its answer read and dropped. The step strikes once the broker
-// has answered, and the schedule's end waits for it.
+// has answered. It releases the hold on the schedule's end that
+// onRequest took for it, so the end waits for the delivery.
 func (s *sim) late(i int, addr string, frame []byte) {
-	s.mu.Lock()
-	s.acting++
-	s.mu.Unlock()
 	go func() {
 		defer s.acted()
 		time.Sleep(lateBy(s.sched.Steps[i]))
@@ -25,8 +23,8 @@ func (s *sim) late(i int, addr string, frame []byte) {
 }
 
 // lateBy is how long step st's request is held: long enough for the
-// client to have retried, and, drawn from the step, varied across
-// schedules so that it lands at different moments of what follows.
+// client to have retried; it varies with the step's point and occurrence,
+// so that the request lands at different moments of what follows.
 func lateBy(st Step) time.Duration {
 	return 100*time.Millisecond + time.Duration((st.N*7919+int(st.Point[0])*104729)%500)*time.Millisecond
 }

@@ -272,10 +272,13 @@ func protocolOf(v1 bool) protocol {
 	return secondProtocol
 }
 
-// v2Only lists the pairs only KIP-890's protocol can judge: under the
-// first, one producer epoch spans every transaction of a session, so the
-// records of one lost commit cannot be told from the others'.
-var v2Only = map[Pair]bool{{EndTxn, CommitLost}: true}
+// v2Only lists the pairs only KIP-890's protocol can judge or survive:
+// under the first, one producer epoch spans every transaction of a
+// session, so the records of one lost commit cannot be told from the
+// others', and a late TxnOffsetCommit lands in a later transaction of the
+// same epoch, moving the group's offsets back (a hazard of the protocol,
+// in Apache Kafka too, that KIP-890's epoch per transaction closes).
+var v2Only = map[Pair]bool{{EndTxn, CommitLost}: true, {TxnOffsetCommit, Late}: true}
 
 // countable lists the pipelines whose judge can allow for the records of
 // a lost commit (CommitLost): a window's count has no room for them, nor

@@ -65,8 +65,9 @@ type Result struct {
 	Failure  string   // "" when every invariant held
 	// Kind is the class of the failure: which check failed (see kinds).
 	Kind string
-	// Overlaps counts side effects that answered while a revoke of
-	// their partition waited for them.
+	// Overlaps counts side effects that answered while a revoke waited
+	// for them (under exactly-once a revoke waits for the record in
+	// flight whatever its partition).
 	Overlaps int
 	Took     time.Duration
 }
