@@ -9,7 +9,8 @@ import (
 )
 
 // Leaser is a Store that can hold an id pending while its effect runs, so
-// that mark-before never skips an effect that has not happened: the mark is
+// that mark-before never skips an effect that has not happened, and no two
+// owners run one effect at once in either mode: the mark is
 // first written as "pending, owner X, lease until T", and becomes done only
 // when the effect completed. Another owner that finds the id pending waits
 // for it to become done, or takes it over once the lease has expired (its

@@ -37,9 +37,9 @@ type DedupStore interface {
 }
 
 // leaseStore is a DedupStore that can hold an id pending while its effect
-// runs (dedup.Leaser): MarkBefore then claims the id with a lease, and an
-// instance that finds it pending waits for it instead of skipping the
-// effect.
+// runs (dedup.Leaser): either mode then claims the id with a lease, and an
+// instance that finds it pending waits for it instead of skipping or
+// repeating the effect.
 type leaseStore interface {
 	Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (lease.Claim, error)
 	Complete(ctx context.Context, id string, ttl time.Duration) error
@@ -104,12 +104,18 @@ func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = f
 // MarkAfter marks an id only after its effect succeeded; this is the
 // default. What it risks is a repeated effect: if the process dies after the
 // effect and before the mark, the redelivered record is not marked yet and
-// its effect runs again. Checking and marking are two calls, so two instances
-// racing on one id can both run the effect; when an id's records share a key
-// they meet in one partition, owned by one instance at a time.
+// its effect runs again. With a store that holds leases (dedup.Leaser) the
+// effect runs under a pending claim, as MarkBefore's does: partition
+// ownership alone cannot keep two instances apart (a late JoinGroup with
+// this instance's group.instance.id fences it, and its partitions move on
+// with no revoke while its effect runs), so an instance that finds the id
+// pending waits; the redelivery of a crashed owner's id waits for its
+// lease, then runs the effect again. With a store without leases checking
+// and marking are two calls, and two instances racing on one id can both
+// run the effect.
 func MarkAfter() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = true }) }
 
-// DefaultDedupLease is how long a MarkBefore mark stays pending for the
+// DefaultDedupLease is how long a claim stays pending for the
 // instance that runs its effect, when no DedupLease option is given: kept
 // below the default transaction_timeout (40s), as an instance that finds
 // the mark pending waits up to the lease within its batch.
@@ -118,7 +124,7 @@ const DefaultDedupLease = 30 * time.Second
 // dedupLeasePoll bounds the wait between two claims of a pending id.
 const dedupLeasePoll = 100 * time.Millisecond
 
-// DedupLease sets how long a MarkBefore mark stays pending for the
+// DedupLease sets how long a claim stays pending for the
 // instance running its effect, overriding DefaultDedupLease (30s), with a
 // store that holds leases (dedup.Leaser). The instance renews it every
 // third of the lease while the effect runs, so an effect may run longer.
@@ -198,8 +204,10 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner()}
 		d.leases, _ = store.(leaseStore)
 		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
+		// With leases both modes claim the id for the effect's run, so
+		// that no two owners of its partition run it at once.
 		run := d.markBefore
-		if conf.after {
+		if conf.after && d.leases == nil {
 			run = d.markAfter
 		}
 		return func(x graph.Exec, r Record[T]) error {
@@ -255,7 +263,7 @@ type dedupNode[T any] struct {
 	effect func(context.Context, Record[T]) error
 	apply  func(context.Context, Record[T]) (struct{}, error) // effect, in the shape call takes
 	conf   dedupConf
-	// leases is store, when it holds pending marks (MarkBefore claims
+	// leases is store, when it holds pending marks (both modes claim
 	// with a lease); owner names this node's claims.
 	leases leaseStore
 	owner  string
@@ -305,8 +313,9 @@ func storeCall[T, R any](d *dedupNode[T], x graph.Exec, fn func(context.Context,
 	return res, false, nil
 }
 
-// markBefore marks first and runs the effect only if the mark was the
-// first; an effect that fails or panics has its mark forgotten.
+// markBefore marks (or claims) first and runs the effect only if the mark
+// was the first; an effect that fails or panics has its mark forgotten. It
+// is MarkAfter's too with a store that holds leases.
 func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	id, err := d.ident(x, r)
 	if err != nil {
@@ -380,7 +389,7 @@ func (d *dedupNode[T]) run(x graph.Exec, r Record[T]) error {
 }
 
 func (d *dedupNode[T]) mark(ctx context.Context, id string) (bool, error) {
-	if d.leases != nil && !d.conf.after {
+	if d.leases != nil {
 		return d.claim(ctx, id)
 	}
 	return d.store.Mark(ctx, id, d.conf.retention)

@@ -188,27 +188,51 @@ func TestDedupFailedEffectRunsAgain(t *testing.T) {
 	}
 }
 
-// The order of store calls is the mode: mark before claims first (a
-// pending mark) and completes the mark after the effect, mark after asks
-// Seen, runs the effect, then marks.
+// The order of store calls is the mode's, and the store's: with a store
+// that holds leases both modes claim first (a pending mark, so no two
+// owners of a partition run the effect at once) and complete the mark
+// after the effect; with one that does not, mark before marks first, and
+// mark after asks Seen, runs the effect, then marks.
 func TestDedupModesCallTheStoreInTheirOrder(t *testing.T) {
 	for _, c := range []struct {
-		opt  topology.DedupOption
-		want []string
+		name   string
+		opt    topology.DedupOption
+		leases bool
+		want   []string
 	}{
-		{topology.MarkBefore(), []string{"claim", "complete", "claim"}},
-		{topology.MarkAfter(), []string{"seen", "mark", "seen"}},
+		{"MarkBefore/leases", topology.MarkBefore(), true, []string{"claim", "complete", "claim"}},
+		{"MarkAfter/leases", topology.MarkAfter(), true, []string{"claim", "complete", "claim"}},
+		{"MarkBefore/plain", topology.MarkBefore(), false, []string{"mark", "mark"}},
+		{"MarkAfter/plain", topology.MarkAfter(), false, []string{"seen", "mark", "seen"}},
 	} {
-		store := newFlaky(t)
-		fx := &effects{}
-		r := newRig(t, dedupTop(store, fx, c.opt))
-		r.must("in", 0, "", "a")
-		r.must("in", 0, "", "a")
-		if !slices.Equal(store.calls, c.want) {
-			t.Errorf("store calls %v, want %v", store.calls, c.want)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			store := newFlaky(t)
+			var s topology.DedupStore = store
+			if !c.leases {
+				s = plainStore{store}
+			}
+			fx := &effects{}
+			r := newRig(t, dedupTop(s, fx, c.opt))
+			r.must("in", 0, "", "a")
+			r.must("in", 0, "", "a")
+			if !slices.Equal(store.calls, c.want) {
+				t.Errorf("store calls %v, want %v", store.calls, c.want)
+			}
+			if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+				t.Errorf("effects ran for %v, want %v", fx.ran, want)
+			}
+		})
 	}
 }
+
+// plainStore is a store without leases: Mark, Seen and Forget only.
+type plainStore struct{ f *flakyStore }
+
+func (p plainStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	return p.f.Mark(ctx, id, ttl)
+}
+func (p plainStore) Seen(ctx context.Context, id string) (bool, error) { return p.f.Seen(ctx, id) }
+func (p plainStore) Forget(ctx context.Context, id string) error       { return p.f.Forget(ctx, id) }
 
 // Failing open, a store that is down lets records through (a duplicate
 // effect is the risk) and onErr hears of it; failing closed, the record

@@ -132,7 +132,8 @@ make the effect exactly-once; the bound of what each mode risks is the
 run's SIGKILLs, because a worker finishes a record's effect and mark before
 its next record, so each killed worker stands between the two for at most
 one record:
-  --dedup-mode after (topology.MarkAfter, the default) passes only with no
+  --dedup-mode after (topology.MarkAfter, the default; on Redis, a Leaser,
+    it claims the id under a lease as before does) passes only with no
     missing effect (effects_missing 0) and at most one repeated run per
     SIGKILL (effects_extra_runs <= effects_bound),
   --dedup-mode before (topology.MarkBefore) holds the mark pending under a

@@ -134,8 +134,14 @@ func (o WorkerOptions) dedupTopology(before func()) (top *topology.Topology, clo
 		defer cancel()
 		return cl.HIncrBy(ctx, o.EffectsKey, id, 1).Err()
 	}
-	return DedupPipeline(o.In, o.Out, store, effect, o.DedupMode, before), func() { store.Close(); cl.Close() }, nil
+	return DedupPipeline(o.In, o.Out, store, effect, o.DedupMode, before, topology.DedupLease(workerDedupLease)), func() { store.Close(); cl.Close() }, nil
 }
+
+// workerDedupLease is how long a killed worker's claim holds the id it
+// was running: the next owner of its partition waits that long before it
+// runs the effect again. The workers are killed, never paused, so it is
+// kept below the default (30 s) to keep a run short.
+const workerDedupLease = 10 * time.Second
 
 // ProblemEffectsMissing and ProblemEffectsRepeated are the checks of
 // PipelineDedup's effects, named as in Result.Failed.
