@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -121,6 +120,7 @@ type sim struct {
 	cfg   Config
 	fake  *kfake.Cluster
 	log   *zap.Logger
+	label string // of the run's goroutines (see labelled)
 
 	mu       sync.Mutex
 	seen     map[int]map[Point]int // per member, how often it reached each point
@@ -176,13 +176,8 @@ func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*s
 		res.Failure, res.Kind = err.Error(), KindSetup
 		return res
 	}
+	s.label = label
 	errs, err := s.supervise(ctx)
-	if err != nil {
-		// What the runtime was doing: a hang may not come again.
-		if path, derr := dumpStacks(label, sched); derr == nil {
-			err = fmt.Errorf("%w (the run's goroutines: %s)", err, path)
-		}
-	}
 	err = as(KindLiveness, err)
 	res.Errors = errs
 	res.Fired = s.fired()

@@ -40,12 +40,25 @@ type supervisor struct {
 // own returned, and an error when an invariant of liveness broke.
 func (s *sim) supervise(ctx context.Context) ([]string, error) {
 	sv := &supervisor{s: s, live: map[int]*instance{}}
-	err := sv.loop(ctx)
+	err := s.withStacks(sv.loop(ctx))
 	sv.finish()
 	if cerr := sv.closeAll(); err == nil {
-		err = cerr
+		err = s.withStacks(cerr)
 	}
 	return sv.errs, err
+}
+
+// withStacks adds to err, when set, the file holding the stacks of the
+// run's goroutines as they are when err is found, before the members are
+// closed: what the runtime was doing, as a hang may not come again.
+func (s *sim) withStacks(err error) error {
+	if err == nil {
+		return nil
+	}
+	if path, derr := dumpStacks(s.label, s.sched); derr == nil {
+		return fmt.Errorf("%w (the run's goroutines: %s)", err, path)
+	}
+	return err
 }
 
 func (sv *supervisor) loop(ctx context.Context) error {
