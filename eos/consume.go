@@ -544,7 +544,9 @@ func (b *batch) emit(rec *kgo.Record) {
 // Nothing is flushed once the batch is set to abort.
 func (b *batch) decide() bool {
 	r := b.r
-	commit := b.failed == nil && b.slow == nil && !b.doomed
+	// A revoke since the last End makes the session abort: run no more
+	// user code for the batch, BeforeCommit included.
+	commit := b.failed == nil && b.slow == nil && !b.doomed && !b.revokedSince()
 	vetoable := commit
 	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
 		commit = true

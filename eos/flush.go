@@ -33,7 +33,11 @@ func (b *batch) flush() bool {
 	switch outcome {
 	case engine.Failed:
 	case engine.Interrupted:
-		err = &rebuildError{errors.New("an aggregation's held-back update was interrupted at the end of its batch (a shutdown or a revoke ended its context); " +
+		if b.revokedSince() {
+			b.revoked = true // a revoke came: the batch aborts, as any revoked batch
+			return false
+		}
+		err = &rebuildError{errors.New("an aggregation's held-back update was interrupted at the end of its batch (a shutdown ended its context); " +
 			"the batch is aborted, and a new client redoes it from the committed offsets")}
 	default:
 		return true

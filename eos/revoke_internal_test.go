@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,14 +21,7 @@ import (
 // code through revokes it never hears of: it is doomed from its start,
 // and the updates it would begin do not run.
 func TestARevokeSinceTheLastEndDoomsTheBatch(t *testing.T) {
-	cfg := config.Default()
-	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
-	top := topology.New("upper")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
-	r, err := New(cfg, top)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := upperRunner(t)
 	ctx := context.Background()
 	ended := func() { r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load() }
 	begun := func() *batch {
@@ -91,4 +85,56 @@ func TestARevokeWaitsForTheRecordInFlightOfAPartitionThatStays(t *testing.T) {
 	if next := c.of(&kgo.Record{Topic: "a", Partition: 1}); next.Err() != nil {
 		t.Fatal("the partition stays assigned, but its next record got an ended context")
 	}
+}
+
+// upperRunner is a Runner of the upper pipeline under exactly-once, never
+// started: for the tests of its batch logic.
+func upperRunner(t *testing.T) *Runner {
+	t.Helper()
+	cfg := config.Default()
+	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
+	top := topology.New("upper")
+	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	r, err := New(cfg, top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A batch a revoke doomed aborts as such: user code it interrupted (a
+// timer, a held-back update) does not fail it into a new client, and
+// BeforeCommit does not run for it; without the revoke, an interruption
+// (a shutdown) rebuilds the client, and BeforeCommit runs.
+func TestADoomedBatchAbortsWithoutARebuildOrBeforeCommit(t *testing.T) {
+	r := upperRunner(t)
+	var vetoes int
+	r.beforeEnd = func(context.Context, BatchInfo) error { vetoes++; return nil }
+	ctx := context.Background()
+	for _, revoke := range []bool{true, false} {
+		r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
+		if revoke {
+			r.onRevoked(ctx, nil, map[string][]int32{"in": {0}})
+		}
+		b := r.newBatch(ctx, &rewindSession{})
+		t.Cleanup(b.stop)
+		vetoes = 0
+		if commit := b.decide(); commit == revoke || vetoes != 1-boolInt(revoke) {
+			t.Fatalf("revoke %v: decide %v with BeforeCommit run %d times", revoke, commit, vetoes)
+		}
+		if b.timerOutcome(engine.Interrupted, nil) {
+			t.Fatalf("revoke %v: the batch goes on after an interrupted timer", revoke)
+		}
+		var rebuild *rebuildError
+		if errors.As(b.failed, &rebuild) == revoke || b.revoked != revoke {
+			t.Fatalf("revoke %v: failed %v, revoked %v after an interrupted timer", revoke, b.failed, b.revoked)
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

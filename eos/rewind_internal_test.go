@@ -4,9 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/eosflow/eosflow/codec"
-	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,14 +34,7 @@ func (s *rewindSession) rewind(map[string]map[int32]kgo.EpochOffset) {
 // partition of the new assignment whose committed offset is still being
 // fetched, and the abort would then skip the records below it.
 func TestRewindOnlyWithoutARebalanceSinceTheLastEnd(t *testing.T) {
-	cfg := config.Default()
-	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
-	top := topology.New("upper")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
-	r, err := New(cfg, top)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := upperRunner(t)
 	rest := map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 40}}}
 	cut := func(s session) *batch {
 		b := r.newBatch(context.Background(), s)

@@ -89,7 +89,11 @@ func (b *batch) timerOutcome(outcome engine.Outcome, err error) bool {
 	case engine.Failed:
 		b.failed = err
 	case engine.Interrupted:
-		b.failed = &rebuildError{errors.New("a timer firing was interrupted (a shutdown or a revoke ended its context); " +
+		if b.revokedSince() {
+			b.revoked = true // a revoke came: the batch aborts, as any revoked batch
+			return false
+		}
+		b.failed = &rebuildError{errors.New("a timer firing was interrupted (a shutdown ended its context); " +
 			"the batch is aborted, and a new client redoes it from the committed offsets")}
 	default:
 		return true
