@@ -131,6 +131,35 @@ func TestForgottenOffsetsStopRunPastTheBound(t *testing.T) {
 	}
 }
 
+// Close ends the wait for forgotten offsets at once, not at
+// recovery_timeout: the wait runs inside the client's callback, and ends
+// with the client's context as the client closes.
+func TestCloseEndsTheWaitForForgottenOffsets(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	conformance.Seed(t, env, "in", 50)
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.RecoveryTimeout = time.Minute
+	core, logs := observer.New(zapcore.InfoLevel)
+	x := conformance.Start(t, cfg, conformance.Upper("in", "out", nil), eos.Logger(zap.New(core)))
+	x.WaitCommitted(t, 50, 20*time.Second)
+
+	forging := new(atomic.Bool)
+	forging.Store(true)
+	forgeWhile(env, forging, 10)
+	env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Err: kerr.UnknownMemberID})
+	const waiting = "the group's coordinator answered committed offsets below those the app's last commits reached; waiting for it to load the group before consuming them"
+	conformance.Until(t, 20*time.Second, "the wait for forgotten offsets", func() bool { return logs.FilterMessage(waiting).Len() > 0 })
+	start := time.Now()
+	go x.R.Close()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatalf("Run ended with %v after Close; want nil", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Run returned %v after Close, waiting for forgotten offsets; want within 10s of a 1m recovery_timeout", took)
+	}
+}
+
 // A commit whose answer was lost is settled from the group's committed
 // offsets; an answer without offsets, from a coordinator that has not
 // loaded the group, is no answer. Before, the batch was taken as not

@@ -35,9 +35,9 @@ func (r *Runner) settlePending(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
-	landed, err := r.landed(p.offsets, r.endTimeout())
-	if err != nil && r.repairHanging(ctx) > 0 {
-		landed, err = r.landed(p.offsets, r.endTimeout())
+	landed, err := r.landed(ctx, p.offsets, r.endTimeout())
+	if err != nil && ctx.Err() == nil && r.repairHanging(ctx) > 0 {
+		landed, err = r.landed(ctx, p.offsets, r.endTimeout())
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -68,9 +68,10 @@ func (r *Runner) countSettled(p *pendingBatch) {
 // held back by a pending transactional commit (UNSTABLE_OFFSET_COMMIT) is
 // asked again until timeout; after that the outcome is an error. It looks
 // only at the batch's partitions: other members' open transactions on
-// other partitions do not matter.
-func (r *Runner) landed(offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
-	ctx, cancel := context.WithTimeout(kadm.RequireStable(context.Background()), timeout)
+// other partitions do not matter. It ends with ctx (Run's), so that Close
+// need not wait out timeout.
+func (r *Runner) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), timeout)
 	defer cancel()
 	topics := make([]string, 0, len(offsets))
 	for t := range offsets {

@@ -107,6 +107,7 @@ type Runner struct {
 	mu       sync.Mutex
 	cancel   context.CancelFunc
 	done     chan struct{}
+	runCtx   context.Context // Run's: what a wait outside a record's context ends with
 	closed   bool
 	closeErr error
 
@@ -317,7 +318,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errors.New("eos: Run called twice; make a new Runner per run")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
+	r.cancel, r.runCtx = cancel, ctx
 	r.done = make(chan struct{})
 	r.mu.Unlock()
 	defer close(r.done)
@@ -498,6 +499,14 @@ func (r *Runner) failing() time.Duration {
 		r.failingSince = time.Now()
 	}
 	return time.Since(r.failingSince)
+}
+
+// runContext is Run's context, or, before Run, one that never ends.
+func (r *Runner) runContext() context.Context {
+	if r.runCtx == nil {
+		return context.Background()
+	}
+	return r.runCtx
 }
 
 // rebuildError marks a client failure that a new client may get past.

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -66,7 +67,7 @@ func (s *sim) start(idx int) (*instance, error) {
 		opts = append(opts, kgo.MaxVersions(txnV1()))
 	}
 	r, err := eos.New(s.config(idx), top,
-		eos.Logger(watchRestores(s.hearing.logger(s.log, w), func() { s.onRestored(idx, w) }).With(zap.Int("instance", idx))),
+		eos.Logger(watchRestores(s.hearing.logger(s.log, w), func() { s.onRestored(idx, w) }).With(zap.Int("instance", idx), zap.Int64("incarnation", incarnations.Add(1)))),
 		eos.ClientOpts(opts...))
 	if err != nil {
 		return nil, fmt.Errorf("instance %d: %w", idx, err)
@@ -177,3 +178,7 @@ func (e *HangError) Error() string {
 	}
 	return fmt.Sprintf("instance %d: Run did not return within %v of %s", e.Instance, e.Bound, how)
 }
+
+// incarnations numbers the incarnations of this process's runs, so that a
+// log tells a crashed member's remains from its successor.
+var incarnations atomic.Int64

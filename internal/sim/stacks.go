@@ -40,6 +40,6 @@ func dumpStacks(label string, sched Schedule) (string, error) {
 			mine.WriteString("\n\n")
 		}
 	}
-	path := filepath.Join(os.TempDir(), fmt.Sprintf("sim-stacks-%d-%s-%d.txt", sched.Seed, sched.Pipeline, os.Getpid()))
+	path := filepath.Join(os.TempDir(), fmt.Sprintf("sim-stacks-%d-%s-%d-%s.txt", sched.Seed, sched.Pipeline, os.Getpid(), label))
 	return path, os.WriteFile(path, []byte(mine.String()), 0o644)
 }
