@@ -200,18 +200,20 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 		}
 	}
 	p := &port[T]{}
+	var base *dedupNode[T]
 	n := attach(s, name, KindProcessor, "Dedup", func(n *Node) func(graph.Exec, Record[T]) error {
 		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner()}
 		d.leases, _ = store.(leaseStore)
 		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
+		base = d
 		// With leases both modes claim the id for the effect's run, so
 		// that no two owners of its partition run it at once.
-		run := d.markBefore
+		run := (*dedupNode[T]).markBefore
 		if conf.after && d.leases == nil {
-			run = d.markAfter
+			run = (*dedupNode[T]).markAfter
 		}
 		return func(x graph.Exec, r Record[T]) error {
-			if err := run(x, r); err != nil {
+			if err := run(d.in(x), x, r); err != nil {
 				return err
 			}
 			return p.push(x, r)
@@ -220,6 +222,16 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	t := s.topology()
 	if n == nil {
 		return Stream[T]{}
+	}
+	if base != nil {
+		// Each engine (a worker, a runner) claims as an owner of its own:
+		// one that found an id pending for its own owner would take it
+		// for its own claim, and run the effect beside another engine.
+		n.init = func(context.Context) (any, error) {
+			e := *base
+			e.owner = dedupOwner()
+			return &e, nil
+		}
 	}
 	t.nilFunc(n, id == nil || effect == nil)
 	if store == nil {
@@ -313,6 +325,15 @@ func storeCall[T, R any](d *dedupNode[T], x graph.Exec, fn func(context.Context,
 	return res, false, nil
 }
 
+// in is this node's instance in the engine running x (see Dedup's Init),
+// or d itself where there is none.
+func (d *dedupNode[T]) in(x graph.Exec) *dedupNode[T] {
+	if e, ok := x.Slot(d.n.index).(*dedupNode[T]); ok {
+		return e
+	}
+	return d
+}
+
 // markBefore marks (or claims) first and runs the effect only if the mark
 // was the first; an effect that fails or panics has its mark forgotten. It
 // is MarkAfter's too with a store that holds leases.
@@ -326,7 +347,13 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	case err != nil:
 		return err
 	case !ok: // failing open: the mark is unknown (a lost answer may leave a claim pending until its lease expires); nothing to forget
-		return d.run(x, r)
+		if err := d.run(x, r); err != nil || d.leases == nil {
+			return err
+		}
+		// Done whoever holds it: the effect happened, and a redelivery
+		// must not run it again.
+		_, _, err = storeCall(d, x, d.completeDetached, id)
+		return err
 	case !first: // a repeat
 		return nil
 	}
@@ -343,8 +370,9 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	stop()
 	if err != nil {
 		if ferr := d.forget(x, id); ferr != nil && d.conf.failClosed {
-			// The mark stays: the redo will skip the effect. Say so
-			// with the effect's error, to the node's policy.
+			// The mark stays (without leases the redo skips the
+			// effect; with them it waits for the lease). Say so with
+			// the effect's error, to the node's policy.
 			err = errors.Join(err, &NodeError{Node: d.n.name, Err: ferr})
 		}
 		return err

@@ -19,7 +19,7 @@ import (
 // as the effect may now run twice; a renewal that fails is retried at the
 // next tick.
 func (d *dedupNode[T]) holdLease(ctx context.Context, id string) (stop func()) {
-	if d.leases == nil || d.conf.after {
+	if d.leases == nil {
 		return func() {}
 	}
 	quit, done := make(chan struct{}), make(chan struct{})

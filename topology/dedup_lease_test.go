@@ -2,6 +2,7 @@ package topology_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +13,17 @@ import (
 	"github.com/eosflow/eosflow/topology"
 )
 
-// An effect that runs past its lease keeps its mark while it runs: the
-// lease is renewed, so another instance finds the mark pending all along
-// and never takes it over to run the effect a second time beside this one.
-// Once the effect returned, the mark is done.
-func TestDedupMarkBeforeRenewsTheLeaseWhileTheEffectRuns(t *testing.T) {
+// An effect that runs past its lease keeps its mark while it runs, in
+// either mode: the lease is renewed, so another instance finds the mark
+// pending all along and never takes it over to run the effect a second
+// time beside this one. Once the effect returned, the mark is done.
+func TestDedupRenewsTheLeaseWhileTheEffectRuns(t *testing.T) {
+	for _, m := range leaseModes {
+		t.Run(m.name, func(t *testing.T) { renewsTheLease(t, m.opt) })
+	}
+}
+
+func renewsTheLease(t *testing.T, mode topology.DedupOption) {
 	const leaseFor = 600 * time.Millisecond
 	store := newFlaky(t)
 	ctx := context.Background()
@@ -39,7 +46,7 @@ func TestDedupMarkBeforeRenewsTheLeaseWhileTheEffectRuns(t *testing.T) {
 	var lost []error
 	top := topology.New("dedup")
 	in := topology.Source(top, "in", "in", codec.String())
-	once := topology.Dedup(in, "once", byValue, store, effect, topology.MarkBefore(), topology.DedupLease(leaseFor),
+	once := topology.Dedup(in, "once", byValue, store, effect, mode, topology.DedupLease(leaseFor),
 		topology.FailOpen(func(_ context.Context, _ string, err error) { lost = append(lost, err) }))
 	topology.To(once, "out", "out", codec.String())
 	r := newRig(t, top)
@@ -56,8 +63,15 @@ func TestDedupMarkBeforeRenewsTheLeaseWhileTheEffectRuns(t *testing.T) {
 }
 
 // A renewal that finds the mark taken over (this instance was paused past
-// the whole lease) says so to onErr: the effect may run twice.
-func TestDedupMarkBeforeReportsALostLease(t *testing.T) {
+// the whole lease) says so to onErr, in either mode: the effect may run
+// twice.
+func TestDedupReportsALostLease(t *testing.T) {
+	for _, m := range leaseModes {
+		t.Run(m.name, func(t *testing.T) { reportsALostLease(t, m.opt) })
+	}
+}
+
+func reportsALostLease(t *testing.T, mode topology.DedupOption) {
 	const leaseFor = 600 * time.Millisecond
 	store := newFlaky(t)
 	ctx := context.Background()
@@ -77,7 +91,7 @@ func TestDedupMarkBeforeReportsALostLease(t *testing.T) {
 	var lost []error
 	top := topology.New("dedup")
 	in := topology.Source(top, "in", "in", codec.String())
-	once := topology.Dedup(in, "once", byValue, store, effect, topology.MarkBefore(), topology.DedupLease(leaseFor),
+	once := topology.Dedup(in, "once", byValue, store, effect, mode, topology.DedupLease(leaseFor),
 		topology.FailOpen(func(_ context.Context, _ string, err error) { mu.Lock(); lost = append(lost, err); mu.Unlock() }))
 	topology.To(once, "out", "out", codec.String())
 	r := newRig(t, top)
@@ -94,4 +108,76 @@ func setDown(f *flakyStore, n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.down = n
+}
+
+// leaseModes are both modes, which with a store that holds leases both
+// claim ids under a lease.
+var leaseModes = []struct {
+	name string
+	opt  topology.DedupOption
+}{{"MarkBefore", topology.MarkBefore()}, {"MarkAfter", topology.MarkAfter()}}
+
+// A claim that fails, failing open, runs the effect unclaimed; once it
+// succeeded the id is completed, whoever holds it, so its redelivery does
+// not run it again.
+func TestDedupFailingOpenCompletesTheEffect(t *testing.T) {
+	for _, m := range leaseModes {
+		t.Run(m.name, func(t *testing.T) {
+			store := newFlaky(t)
+			setDown(store, 1)
+			fx := &effects{}
+			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailOpen(func(context.Context, string, error) {})))
+			r.must("in", 0, "", "a")
+			r.must("in", 0, "", "a")
+			if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+				t.Fatalf("effects ran for %v, want %v (store calls %v)", fx.ran, want, store.calls)
+			}
+		})
+	}
+}
+
+// Two engines of one topology (two workers of a process) claim as owners
+// of their own: an id one is running is pending for the other, which
+// waits for it and skips it once done, instead of taking the claim for
+// its own and running the effect beside it.
+func TestDedupEnginesOfOneTopologyClaimApart(t *testing.T) {
+	for _, m := range leaseModes {
+		t.Run(m.name, func(t *testing.T) {
+			store := newFlaky(t)
+			started, release := make(chan struct{}), make(chan struct{})
+			var mu sync.Mutex
+			var running, most, runs int
+			effect := func(context.Context, topology.Record[string]) error {
+				mu.Lock()
+				running++
+				runs++
+				most = max(most, running)
+				first := runs == 1
+				mu.Unlock()
+				if first {
+					close(started)
+					<-release
+				}
+				mu.Lock()
+				running--
+				mu.Unlock()
+				return nil
+			}
+			top := topology.New("dedup")
+			in := topology.Source(top, "in", "in", codec.String())
+			topology.To(topology.Dedup(in, "once", byValue, store, effect, m.opt), "out", "out", codec.String())
+			a, b := newRig(t, top), newRig(t, top)
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); a.must("in", 0, "", "x") }()
+			<-started
+			go func() { defer wg.Done(); b.must("in", 0, "", "x") }()
+			time.Sleep(300 * time.Millisecond) // b finds x pending, and waits
+			close(release)
+			wg.Wait()
+			if runs != 1 || most != 1 {
+				t.Fatalf("the effect ran %d times, %d at once; want once", runs, most)
+			}
+		})
+	}
 }

@@ -125,10 +125,26 @@ func dedupTop(store topology.DedupStore, fx *effects, opts ...topology.DedupOpti
 	return top
 }
 
-var modes = []struct {
-	name string
-	opt  topology.DedupOption
-}{{"MarkBefore", topology.MarkBefore()}, {"MarkAfter", topology.MarkAfter()}}
+// mode is a Dedup mode, on a store that holds leases or one that does
+// not (plain): the two take different paths.
+type mode struct {
+	name  string
+	opt   topology.DedupOption
+	plain bool
+}
+
+// store is f, or f without its leases.
+func (m mode) store(f *flakyStore) topology.DedupStore {
+	if m.plain {
+		return plainStore{f}
+	}
+	return f
+}
+
+var modes = []mode{
+	{"MarkBefore", topology.MarkBefore(), false}, {"MarkAfter", topology.MarkAfter(), false},
+	{"MarkBefore/plain", topology.MarkBefore(), true}, {"MarkAfter/plain", topology.MarkAfter(), true},
+}
 
 // Both modes run the effect once per id, and pass every record on: a
 // repeated id and the records of an aborted batch (the store's marks are not
@@ -137,7 +153,7 @@ func TestDedupRunsEffectOncePerID(t *testing.T) {
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			fx := &effects{}
-			r := newRig(t, dedupTop(newFlaky(t), fx, m.opt))
+			r := newRig(t, dedupTop(m.store(newFlaky(t)), fx, m.opt))
 			var outs []string
 			for _, v := range []string{"a", "b", "a", "c", "b"} {
 				outs = append(outs, r.must("in", 0, "", v)...)
@@ -169,7 +185,7 @@ func TestDedupFailedEffectRunsAgain(t *testing.T) {
 					fx.panic["a"] = 1
 				}
 				store := newFlaky(t)
-				r := newRig(t, dedupTop(store, fx, m.opt))
+				r := newRig(t, dedupTop(m.store(store), fx, m.opt))
 				got, _, err := r.send("in", 0, "", "a")
 				if got != engine.Failed || err == nil {
 					t.Fatalf("failing effect: outcome %v, error %v; want Failed under the default policy", got, err)
@@ -245,7 +261,7 @@ func TestDedupStoreDown(t *testing.T) {
 			store.down = -1
 			fx := &effects{}
 			var reported []string
-			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailOpen(func(_ context.Context, id string, err error) {
+			r := newRig(t, dedupTop(m.store(store), fx, m.opt, topology.FailOpen(func(_ context.Context, id string, err error) {
 				if !errors.Is(err, errStoreDown) {
 					t.Errorf("onErr got %v, want the store's error", err)
 				}
@@ -264,7 +280,7 @@ func TestDedupStoreDown(t *testing.T) {
 			store := newFlaky(t)
 			store.down = -1
 			fx := &effects{}
-			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailClosed()))
+			r := newRig(t, dedupTop(m.store(store), fx, m.opt, topology.FailClosed()))
 			got, _, err := r.send("in", 0, "", "a")
 			if got != engine.Failed || !errors.Is(err, errStoreDown) {
 				t.Fatalf("outcome %v, error %v; want Failed wrapping the store's error", got, err)
@@ -281,7 +297,7 @@ func TestDedupStoreDown(t *testing.T) {
 			store := newFlaky(t)
 			store.down = 2
 			fx := &effects{}
-			top := dedupTop(store, fx, m.opt, topology.FailClosed())
+			top := dedupTop(m.store(store), fx, m.opt, topology.FailClosed())
 			top.OnError("once", topology.Retry(3, time.Millisecond, topology.Fail()))
 			r := newRig(t, top)
 			r.must("in", 0, "", "a")
@@ -349,15 +365,15 @@ func TestDedupRetryTimeCountsEveryRetriedCall(t *testing.T) {
 	}
 }
 
-// ctxStore is a Memory store that refuses calls whose context ended, as a
-// network store would.
-type ctxStore struct{ *dedup.Memory }
+// ctxStore is a store without leases that refuses calls whose context
+// ended, as a network store would: mark after checks and marks.
+type ctxStore struct{ topology.DedupStore }
 
 func (s ctxStore) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	return s.Memory.Mark(ctx, id, ttl)
+	return s.DedupStore.Mark(ctx, id, ttl)
 }
 
 // Mark after: an effect that succeeded is marked even when the record's
@@ -400,9 +416,9 @@ func TestDedupRedisURLErrorHidesThePassword(t *testing.T) {
 // bloomLike is a Memory store that says it is approximate and keeps ids for
 // a fixed retention, as dedup.RedisBloom does.
 type bloomLike struct {
-	*dedup.Memory
-	rate      float64
-	retention time.Duration
+	topology.DedupStore // without leases, as a Bloom filter
+	rate                float64
+	retention           time.Duration
 }
 
 func (b bloomLike) FalsePositiveRate() float64 { return b.rate }
@@ -413,7 +429,7 @@ func newBloomLike(t *testing.T, rate float64) bloomLike {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bloomLike{Memory: m, rate: rate, retention: 48 * time.Hour}
+	return bloomLike{DedupStore: m, rate: rate, retention: 48 * time.Hour}
 }
 
 // An approximate store loses the effects of its false positives: Validate

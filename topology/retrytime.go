@@ -43,8 +43,9 @@ func (t *Topology) CheckRetryTime(limit time.Duration) error {
 }
 
 // dedupRetried is how many calls of a Dedup node each retry under its policy
-// for one record: the store check (Seen or Mark), the effect, and the Mark
-// after it.
+// for one record: the store check (a claim, Seen or Mark), the effect, and
+// the completion or Mark after it. A claim's wait for an id pending
+// elsewhere (up to the lease) is not a retry, and is not counted.
 const dedupRetried = 3
 
 // retried reports whether the user code of an op runs under call, so that

@@ -46,7 +46,7 @@ same broker, one after the other:
   exactly-once/dedup-memory   exactly-once with a topology.Dedup node in front
                          whose effect does nothing, ids in dedup.NewMemory():
                          the difference to exactly-once is the operator's cost
-  exactly-once/dedup-redis    the same with dedup.NewRedis (SET NX per id) on
+  exactly-once/dedup-redis    the same with dedup.NewRedis (a claim and a completion per id) on
                          --redis-url; runs by default only when it is set
   exactly-once/dedup-bloom    the same with dedup.NewRedisBloom sized for the
                          run's ids at 1% (topology.AcceptFalsePositives)

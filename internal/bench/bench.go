@@ -49,8 +49,8 @@ const (
 	// DedupMemoryCase, DedupRedisCase and DedupBloomCase are exactly-once
 	// with a topology.Dedup node in front of the upper-casing whose effect
 	// does nothing, so that the difference to ExactlyOnce is what the
-	// operator and its store cost: dedup.NewMemory, dedup.NewRedis (SET NX
-	// per id) and dedup.NewRedisBloom (sized for the run's ids at 1%, with
+	// operator and its store cost: dedup.NewMemory, dedup.NewRedis (a claim and
+	// a completion per id) and dedup.NewRedisBloom (sized for the run's ids at 1%, with
 	// topology.AcceptFalsePositives). The Redis ones need Options.RedisURL.
 	DedupMemoryCase = "exactly-once/dedup-memory"
 	DedupRedisCase  = "exactly-once/dedup-redis"

@@ -29,7 +29,9 @@ type DedupMode string
 const (
 	// DedupAfter is topology.MarkAfter, Dedup's default: an effect is never
 	// lost, but one is repeated when a worker dies between an effect and
-	// its mark: at most one per SIGKILL.
+	// its mark: at most one per SIGKILL. On the Redis store, which holds
+	// leases, it claims as DedupBefore does, and the repeat waits for the
+	// dead worker's lease.
 	DedupAfter DedupMode = "after"
 	// DedupBefore is topology.MarkBefore on the Redis store, which holds
 	// leases: the mark is pending until the effect returned, and a worker
