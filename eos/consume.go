@@ -677,7 +677,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		// End reports an abort, which it also does when EndTxn's answer
 		// was an error it could not confirm (it then rewinds as for an
 		// abort). Ask the broker before redoing anything.
-		landed, err := r.landed(r.runContext(), offsets, 2*time.Second)
+		landed, err := r.landed(context.Background(), offsets, 2*time.Second)
 		switch {
 		case err != nil:
 			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}

@@ -17,7 +17,8 @@ import (
 // batch may still commit: under a Fail policy the batch fails as a record
 // would (no part of it commits, not even in a plain session: the updates
 // not emitted belong to records before it), and an update interrupted by a
-// shutdown or a revoke aborts the batch, which a new client redoes.
+// shutdown aborts the batch, which a new client redoes; one a revoke
+// interrupted under exactly-once aborts it as the revoke does.
 func (b *batch) flush() bool {
 	r := b.r
 	if r.proc.Held() == 0 {
@@ -37,7 +38,7 @@ func (b *batch) flush() bool {
 			b.revoked = true // a revoke came: the batch aborts, as any revoked batch
 			return false
 		}
-		err = &rebuildError{errors.New("an aggregation's held-back update was interrupted at the end of its batch (a shutdown ended its context); " +
+		err = &rebuildError{errors.New("an aggregation's held-back update was interrupted at the end of its batch (a shutdown, or a revoke outside exactly-once, ended its context); " +
 			"the batch is aborted, and a new client redoes it from the committed offsets")}
 	default:
 		return true

@@ -68,8 +68,8 @@ func (r *Runner) countSettled(p *pendingBatch) {
 // held back by a pending transactional commit (UNSTABLE_OFFSET_COMMIT) is
 // asked again until timeout; after that the outcome is an error. It looks
 // only at the batch's partitions: other members' open transactions on
-// other partitions do not matter. It ends with ctx (Run's), so that Close
-// need not wait out timeout.
+// other partitions do not matter. It ends with ctx too: settling at a
+// new session's start must not hold Close for its timeouts.
 func (r *Runner) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), timeout)
 	defer cancel()

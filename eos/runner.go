@@ -107,7 +107,6 @@ type Runner struct {
 	mu       sync.Mutex
 	cancel   context.CancelFunc
 	done     chan struct{}
-	runCtx   context.Context // Run's: what a wait outside a record's context ends with
 	closed   bool
 	closeErr error
 
@@ -210,7 +209,8 @@ type topicSpec struct {
 	replication int16
 }
 
-// BeforeCommit calls fn before each batch ends. An error aborts the batch
+// BeforeCommit calls fn before each batch that is set to commit ends (not
+// for a batch already failed, or doomed by a revoke). An error aborts the batch
 // and stops Run with that error, as a failing record under the Fail policy
 // would; fault-injection tests and the demo use it, and it can veto batches.
 func BeforeCommit(fn func(context.Context, BatchInfo) error) Option {
@@ -318,7 +318,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errors.New("eos: Run called twice; make a new Runner per run")
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r.cancel, r.runCtx = cancel, ctx
+	r.cancel = cancel
 	r.done = make(chan struct{})
 	r.mu.Unlock()
 	defer close(r.done)
@@ -499,14 +499,6 @@ func (r *Runner) failing() time.Duration {
 		r.failingSince = time.Now()
 	}
 	return time.Since(r.failingSince)
-}
-
-// runContext is Run's context, or, before Run, one that never ends.
-func (r *Runner) runContext() context.Context {
-	if r.runCtx == nil {
-		return context.Background()
-	}
-	return r.runCtx
 }
 
 // rebuildError marks a client failure that a new client may get past.

@@ -93,7 +93,7 @@ func (b *batch) timerOutcome(outcome engine.Outcome, err error) bool {
 			b.revoked = true // a revoke came: the batch aborts, as any revoked batch
 			return false
 		}
-		b.failed = &rebuildError{errors.New("a timer firing was interrupted (a shutdown ended its context); " +
+		b.failed = &rebuildError{errors.New("a timer firing was interrupted (a shutdown, or a revoke outside exactly-once, ended its context); " +
 			"the batch is aborted, and a new client redoes it from the committed offsets")}
 	default:
 		return true
