@@ -147,6 +147,9 @@ func DedupRetention(d time.Duration) DedupOption {
 // this is the default, as in most systems per the article: the risk is
 // a duplicate effect, which is usually cheaper than a lost or stalled one.
 // onErr, if not nil, is told about each such failure (to log or count it).
+// An effect run so is marked (completed) once it succeeded, even if
+// another instance holds its id pending meanwhile: that one's renewal
+// then reports the lease lost.
 func FailOpen(onErr func(ctx context.Context, id string, err error)) DedupOption {
 	return dedupOpt(func(c *dedupConf) { c.failClosed, c.onErr = false, onErr })
 }
@@ -347,12 +350,19 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	case err != nil:
 		return err
 	case !ok: // failing open: the mark is unknown (a lost answer may leave a claim pending until its lease expires); nothing to forget
-		if err := d.run(x, r); err != nil || d.leases == nil {
+		if err := d.run(x, r); err != nil {
 			return err
 		}
-		// Done whoever holds it: the effect happened, and a redelivery
-		// must not run it again.
-		_, _, err = storeCall(d, x, d.completeDetached, id)
+		// The effect happened: mark it (done whoever holds it), so that
+		// a redelivery does not run it again.
+		done := d.markDetached
+		if d.leases != nil {
+			done = func(ctx context.Context, id string) (bool, error) {
+				_, err := d.completeDetached(ctx, id)
+				return true, err
+			}
+		}
+		_, _, err = storeCall(d, x, done, id)
 		return err
 	case !first: // a repeat
 		return nil
@@ -470,7 +480,8 @@ func (d *dedupNode[T]) markDetached(ctx context.Context, id string) (bool, error
 // ended (that is often why it failed), bounded by dedupTimeout. If it
 // fails, a store without leases drops the redelivery (mark-before's
 // loss); with leases the id stays pending until its lease expires, and
-// the redelivery waits for that. Either is reported to onErr and returned.
+// a redelivery to another engine waits for that (this engine's own
+// claims it again at once). Either is reported to onErr and returned.
 func (d *dedupNode[T]) forget(x graph.Exec, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.Context()), dedupTimeout)
 	defer cancel()

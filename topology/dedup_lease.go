@@ -15,7 +15,8 @@ import (
 // not how long an effect may run: without renewals an effect running past
 // its lease (a slow call, a long GC pause) was taken over and run a second
 // time beside this one. A renewal that finds the mark taken over or done
-// (this instance was paused past the whole lease) is reported to onErr,
+// (this instance was paused past the whole lease, or another failing open
+// completed it) is reported to onErr,
 // as the effect may now run twice; a renewal that fails is retried at the
 // next tick.
 func (d *dedupNode[T]) holdLease(ctx context.Context, id string) (stop func()) {
@@ -55,5 +56,5 @@ func (d *dedupNode[T]) renew(ctx context.Context, id string) error {
 		return nil // renewed, or to be tried again at the next tick
 	}
 	return fmt.Errorf("dedup node %s: the lease on %q was lost while its effect still ran (found %v, owner %q): "+
-		"this instance was paused past the whole lease, so the effect may run twice; raise DedupLease above the longest pause", d.n.name, id, c.State, c.Owner)
+		"this instance was paused past the whole lease (raise DedupLease above the longest pause), or another instance failing open completed the id; the effect may run twice", d.n.name, id, c.State, c.Owner)
 }

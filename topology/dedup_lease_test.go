@@ -103,6 +103,19 @@ func reportsALostLease(t *testing.T, mode topology.DedupOption) {
 	}
 }
 
+// claims counts f's calls of Claim.
+func claims(f *flakyStore) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if c == "claim" {
+			n++
+		}
+	}
+	return n
+}
+
 // setDown makes the next n calls of f fail (-1: all of them).
 func setDown(f *flakyStore, n int) {
 	f.mu.Lock()
@@ -117,16 +130,16 @@ var leaseModes = []struct {
 	opt  topology.DedupOption
 }{{"MarkBefore", topology.MarkBefore()}, {"MarkAfter", topology.MarkAfter()}}
 
-// A claim that fails, failing open, runs the effect unclaimed; once it
-// succeeded the id is completed, whoever holds it, so its redelivery does
-// not run it again.
+// A store call that fails, failing open, runs the effect unmarked; once it
+// succeeded the id is marked (completed, whoever holds it), so its
+// redelivery does not run it again.
 func TestDedupFailingOpenCompletesTheEffect(t *testing.T) {
-	for _, m := range leaseModes {
+	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			store := newFlaky(t)
 			setDown(store, 1)
 			fx := &effects{}
-			r := newRig(t, dedupTop(store, fx, m.opt, topology.FailOpen(func(context.Context, string, error) {})))
+			r := newRig(t, dedupTop(m.store(store), fx, m.opt, topology.FailOpen(func(context.Context, string, error) {})))
 			r.must("in", 0, "", "a")
 			r.must("in", 0, "", "a")
 			if want := []string{"a"}; !slices.Equal(fx.ran, want) {
@@ -170,9 +183,18 @@ func TestDedupEnginesOfOneTopologyClaimApart(t *testing.T) {
 			var wg sync.WaitGroup
 			wg.Add(2)
 			go func() { defer wg.Done(); a.must("in", 0, "", "x") }()
-			<-started
+			select {
+			case <-started:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first engine's effect never started")
+			}
 			go func() { defer wg.Done(); b.must("in", 0, "", "x") }()
-			time.Sleep(300 * time.Millisecond) // b finds x pending, and waits
+			// b finds x pending, and waits: its claims go on.
+			for deadline := time.Now().Add(10 * time.Second); claims(store) < 3; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the second engine never claimed x again (store calls %v)", store.calls)
+				}
+			}
 			close(release)
 			wg.Wait()
 			if runs != 1 || most != 1 {

@@ -54,7 +54,8 @@ type Node struct {
 	children []*Node
 	policy   *ErrorPolicy
 	source   graph.Source // sources: runs a record through the graph
-	// init makes an engine's instance of a Process node, close ends it.
+	// init makes an engine's instance of a Process or Dedup node, close
+	// ends it.
 	init        func(context.Context) (any, error)
 	close       func(any) error
 	partitioned bool     // a sink with its own Partitioner

@@ -194,7 +194,8 @@ func (e *Engine) Partitioned() bool { return e.g.Partitioned }
 // StoreSpecs lists the stores the topology declares.
 func (e *Engine) StoreSpecs() []graph.Store { return e.g.Stores }
 
-// Start runs the Init of every node that has one (custom processors), in
+// Start runs the Init of every node that has one (custom processors,
+// Dedup nodes), in
 // the order they were added; ctx ends when the pipeline stops. It is
 // called once before the first record; Process calls it if nobody did.
 // If an Init fails, the nodes started before it are closed.
