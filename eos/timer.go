@@ -280,20 +280,29 @@ func (ts *taskStores) ownedOf(topics []string) (ready, unready []state.Task) {
 type pollWake struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc // of the current poll; nil between polls
+	woken  bool               // a wake between polls, for the next poll
 }
 
-// set records the cancel of the poll about to start, or nil after it.
+// set records the cancel of the poll about to start, or nil after it. A
+// wake that came between polls ends the new poll at once: tasks assigned
+// while no poll ran must not wait out a whole idle poll.
 func (w *pollWake) set(cancel context.CancelFunc) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.cancel = cancel
-	w.mu.Unlock()
+	if cancel != nil && w.woken {
+		w.woken = false
+		cancel()
+	}
 }
 
-// wake ends the current poll, if any.
+// wake ends the current poll, or, between polls, the next one.
 func (w *pollWake) wake() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.cancel != nil {
 		w.cancel()
+		return
 	}
+	w.woken = true
 }
