@@ -121,6 +121,39 @@ func TestCloseIsIdempotentAndBounded(t *testing.T) {
 	}
 }
 
+// Close called at once from two goroutines, as a signal handler and a
+// test's cleanup may, returns in both only once Run has returned. Before,
+// the second call returned at once, while Run still ran.
+func TestConcurrentClosesBothWaitForRun(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	r, err := eos.New(env.Config("app", "a", config.ExactlyOnce), conformance.Upper("in", "out", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = r.Run(context.Background()) }()
+	conformance.Until(t, 30*time.Second, "Run to start", func() bool {
+		_, body := readyz(r)
+		return !strings.Contains(body, "not running")
+	})
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			err := r.Close()
+			// Run marks itself not running before it returns.
+			if _, body := readyz(r); err == nil && !strings.Contains(body, "not running") {
+				err = errors.New("Close returned while Run still ran: " + body)
+			}
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // log_level below the logger's own level leaves the logger as it is,
 // without zap's complaint about lowering a level.
 func TestLogLevelBelowLoggersLevel(t *testing.T) {

@@ -108,7 +108,8 @@ type Runner struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	closed   bool
-	closeErr error
+	closing  chan struct{} // closed when the first Close has returned
+	closeErr error         // what the first Close returned; set before closing is closed
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
@@ -366,34 +367,34 @@ func (r *Runner) Run(ctx context.Context) error {
 // Close stops Run as a cancelled context would, and waits for it to
 // return: at most what ending the open batch and closing the client may
 // take (twice transaction_timeout plus 25 seconds; the workers stop
-// together). It is safe to call more than once and before Run.
+// together). It is safe to call more than once, at once and before Run:
+// a later call waits for the first and returns what it returned.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {
+		closing := r.closing
 		r.mu.Unlock()
+		<-closing
 		return r.closeErr
 	}
 	r.closed = true
+	r.closing = make(chan struct{})
 	cancel, done := r.cancel, r.done
 	r.mu.Unlock()
+	defer close(r.closing)
 	if cancel == nil {
 		r.closeWorkers()
 		return nil
 	}
 	cancel()
-	var err error
 	select {
 	case <-done:
 	case <-time.After(2*r.endTimeout() + 5*time.Second):
-		err = errors.New("eos: Close timed out waiting for Run to return; look for a goroutine stuck in user code in a dump (SIGQUIT)")
+		r.closeErr = errors.New("eos: Close timed out waiting for Run to return; look for a goroutine stuck in user code in a dump (SIGQUIT)")
+		return r.closeErr
 	}
-	if err == nil {
-		r.closeWorkers()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closeErr = err
-	return err
+	r.closeWorkers()
+	return nil
 }
 
 // superviseSessions makes a client, runs batches on it until it fails, and
