@@ -80,6 +80,27 @@ func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
 	}
 }
 
+// A fenced instance waiting for a rebalancing group to settle says so
+// every fenceSettleLog, not once: a group that rebalances for long never
+// leaves it silent past the 15 s the harness allows.
+func TestClassifyFenceKeepsSayingItWaitsForARebalance(t *testing.T) {
+	t.Parallel()
+	c := fenceCluster(t)
+	groupHolds(c, "successor", func() string { return "PreparingRebalance" })
+	r, cl := fenceRunner(t, c)
+	core, logs := observer.New(zap.InfoLevel)
+	r.log = zap.New(core)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceSettleLog+time.Second)
+	defer cancel()
+	// Open past transaction_timeout: no successor is looked for first,
+	// only the rebalance waited out.
+	_ = r.classifyFence(ctx, kerr.InvalidProducerEpoch, r.cfg.TransactionTimeout+time.Second, cl)
+	const waiting = "producer fenced while the group rebalances; waiting for it to settle to tell a successor with this instance_id from this instance's own rejoin"
+	if n := logs.FilterMessage(waiting).Len(); n < 3 {
+		t.Fatalf("%d lines say what the wait is for in %v; want one every %v", n, 2*fenceSettleLog+time.Second, fenceSettleLog)
+	}
+}
+
 // groupHolds makes c answer DescribeGroups with one member, memberID,
 // holding instance id "1", in the state state returns at each call.
 func groupHolds(c *kfake.Cluster, memberID string, state func() string) {

@@ -138,7 +138,7 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 			zap.String("instance_id", r.cfg.InstanceID), zap.Duration("for", wait), zap.Error(err))
 	}
 	seen := 0 // a successor must show twice: our own rejoin can look like one for a moment
-	logged := false
+	var logged time.Time
 	for {
 		taken, settled := r.instanceTaken(ctx, cl)
 		if taken {
@@ -151,8 +151,8 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 		// A rebalancing group cannot tell a successor from this client's
 		// own rejoin: wait for it to settle, up to fenceSettleWait.
 		unsettled := !settled && time.Now().Before(settleBy)
-		if unsettled && !logged && !time.Now().Before(deadline) {
-			logged = true
+		if unsettled && !time.Now().Before(deadline) && time.Since(logged) >= fenceSettleLog {
+			logged = time.Now()
 			r.log.Info("producer fenced while the group rebalances; waiting for it to settle to tell a successor with this instance_id from this instance's own rejoin",
 				zap.String("instance_id", r.cfg.InstanceID), zap.Time("until", settleBy))
 		}
@@ -175,10 +175,11 @@ func (r *Runner) classifyFence(ctx context.Context, err error, open time.Duratio
 // fenceWait is how long a fenced instance looks for a successor with its
 // instance id in the group before it concludes there is none;
 // fenceSettleWait how long it waits, past that, for a rebalancing group
-// to settle before it concludes the same.
+// to settle before it concludes the same, saying so every fenceSettleLog.
 const (
 	fenceWait       = 10 * time.Second
 	fenceSettleWait = 30 * time.Second
+	fenceSettleLog  = 5 * time.Second
 )
 
 // instanceTaken reports whether the group has a member with this
