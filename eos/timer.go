@@ -62,7 +62,7 @@ func (b *batch) wallClock() bool {
 		return true
 	}
 	now := time.Now()
-	ready, _ := r.state.ownedOf(r.timers().wall)
+	ready, _ := r.timerTasks(b.s.client().CommittedOffsets())
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
 		if err != nil {
@@ -80,6 +80,32 @@ func (b *batch) wallClock() bool {
 		}
 	}
 	return true
+}
+
+// timerTasks lists the ready tasks with wall-clock timers whose partition
+// has an offset in held, the client's committed offsets, with those. franz-go's
+// transact session passes on only the first revoke of a transaction, so
+// the runtime's view of its tasks can keep one revoked since; the client
+// drops a revoked partition's offsets whatever its callbacks passed on.
+// A task whose partition has no committed offset waits for its first
+// records: no commit of an offset could fence a transaction that fires
+// its timers alone (the group's generation check, KIP-447).
+func (r *Runner) timerTasks(held map[string]map[int32]kgo.EpochOffset) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
+	ready, _ := r.state.ownedOf(r.timers().wall)
+	offsets := map[string]map[int32]kgo.EpochOffset{}
+	tasks := ready[:0]
+	for _, task := range ready {
+		o, ok := held[task.Topic][task.Partition]
+		if !ok || o.Offset < 0 {
+			continue
+		}
+		tasks = append(tasks, task)
+		if offsets[task.Topic] == nil {
+			offsets[task.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		offsets[task.Topic][task.Partition] = o
+	}
+	return tasks, offsets
 }
 
 // timerOutcome fails the batch after a timer firing that failed or was
@@ -123,8 +149,7 @@ func (r *Runner) restoreTimerTasks(ctx context.Context) error {
 // Such a transaction consumed nothing, so it would carry no offsets, and
 // the group's generation check (KIP-447) would not fence an instance that
 // lost its tasks without noticing. It therefore commits again the committed
-// offsets of the tasks it fires for: a task whose partition has no
-// committed offset yet waits for its first batch of records.
+// offsets of the tasks it fires for (see timerTasks).
 func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ran, committed bool, err error) {
 	t := r.timers()
 	if len(t.wall) == 0 || ctx.Err() != nil {
@@ -135,7 +160,7 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 	}
 	now := time.Now()
 	t.next = now.Add(r.idleCheck())
-	ready, _ := r.state.ownedOf(t.wall)
+	ready, held := r.timerTasks(s.client().CommittedOffsets())
 	var due []state.Task
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
@@ -155,18 +180,11 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 	}
 	if ts, ok := s.(*txnSession); ok {
 		fence := map[string]map[int32]kgo.EpochOffset{}
-		committedOffsets := s.client().CommittedOffsets()
 		for _, task := range due {
-			if o, ok := committedOffsets[task.Topic][task.Partition]; ok && o.Offset >= 0 {
-				if fence[task.Topic] == nil {
-					fence[task.Topic] = map[int32]kgo.EpochOffset{}
-				}
-				fence[task.Topic][task.Partition] = o
+			if fence[task.Topic] == nil {
+				fence[task.Topic] = map[int32]kgo.EpochOffset{}
 			}
-		}
-		if len(fence) == 0 {
-			log.Debug("wall-clock timers due, but none of their tasks has a committed offset to fence a transaction with; waiting for records")
-			return false, false, nil
+			fence[task.Topic][task.Partition] = held[task.Topic][task.Partition]
 		}
 		ts.fence = fence
 	}

@@ -65,8 +65,10 @@ type TimerFunc[Out any] func(ctx Context[Out], now time.Time) error
 //   - WallClock: a timer fires when interval has passed since its last
 //     committed firing for the task (at once for a task that never fired),
 //     at the end of a batch; an instance with no input begins a
-//     transaction to fire it. Intervals missed while the task was down or
-//     elsewhere fire once.
+//     transaction to fire it. A task fires once its partition has a
+//     committed offset, which fences the transaction by the group's
+//     generation. Intervals missed while the task was down or elsewhere
+//     fire once.
 //
 // Timers are per node, not per task: the runtime fires them for each task
 // the instance owns; a revoked task's timers stop, and its next owner
