@@ -281,7 +281,7 @@ effects.` + scaleHelp,
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 2*time.Minute, "limit for each read of the output (and changelog) after the workers stop; past it the run fails naming the topic and the positions reached against those wanted"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
-	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) or join (two streams joined within a window, judged per pair)")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) or join (two streams joined within a window, judged per pair); with --explore also timers (a stream-time and a wall-clock timer per task, judged per firing)")
 	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed and join: memory (default) or pebble")
 	f.StringVar(&groupBy, "group-by", "", "what --pipeline count counts by: key (default, the input key) or value (through a repartition topic)")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")

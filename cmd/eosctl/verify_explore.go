@@ -44,7 +44,7 @@ func explorePipelines(pipeline, stateKind string, changed bool) ([]string, error
 		return []string{sim.DedupAfter, sim.DedupBefore}, nil
 	}
 	if !slices.Contains(sim.Pipelines, name) {
-		return nil, usageErrorf("--explore runs --pipeline upper, count (--state memory or pebble), dedup, windowed or join (got %s); the others are checked by verify without --explore", name)
+		return nil, usageErrorf("--explore runs --pipeline upper, count (--state memory or pebble), dedup, windowed, join or timers (got %s); the others are checked by verify without --explore", name)
 	}
 	return []string{name}, nil
 }

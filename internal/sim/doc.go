@@ -8,16 +8,18 @@
 // group protocols as a member sends it (seen on the member's own wire,
 // which parses the Kafka framing), the user code's start on a record, each
 // write to a state store, the end of a restore of state (seen in the
-// runtime's log, in the goroutine that restored), and in the dedup
-// pipelines a side effect's run and each dedup store call.
+// runtime's log, in the goroutine that restored), in the dedup
+// pipelines a side effect's run and each dedup store call, and in the
+// timer pipeline the user code's start on a timer's firing.
 // Faults are what the runtime claims to handle there: a refusal with a
 // retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
 // a connection that dies before the request or before its answer, a
 // request delayed past the client's timeout (applied after the client
-// gave up on it), a crash
+// gave up on it), the coordinators moving to other brokers as a request
+// to one is sent (on three brokers), a crash
 // (every connection cut at once, the runner abandoned, a new incarnation
 // started, its pebble stores reopened from the image a crash leaves), a
-// member joining (at a record, as a restore ends, or while a dedup
+// member joining (at a record or a firing, as a restore ends, or while a dedup
 // pipeline's side effect runs), a member closing and coming back, a state
 // store write refused, user code slower than
 // transaction_timeout, a dedup store call failing or applied with its

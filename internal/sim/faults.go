@@ -88,6 +88,8 @@ func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 		return dropReq, i
 	case CommitLost:
 		s.armFlip(i, appID+":"+memberID(idx))
+	case Move:
+		s.armMove(i, idx, key)
 	default:
 		s.arm(i, idx, key, f)
 	}
@@ -100,7 +102,16 @@ func (s *sim) onRecord(idx int, w *wire) {
 		return // a crashed incarnation's code still running: not the member any more
 	}
 	time.Sleep(s.cfg.Pace)
-	i, ok := s.step(idx, w, Record)
+	s.onUser(idx, w, Record)
+}
+
+// onUser is member idx's user code starting at p: on a record, or on a
+// timer's firing.
+func (s *sim) onUser(idx int, w *wire, p Point) {
+	if w.isDead() {
+		return
+	}
+	i, ok := s.step(idx, w, p)
 	if !ok {
 		return
 	}
@@ -118,7 +129,7 @@ func (s *sim) onRecord(idx int, w *wire) {
 	s.events <- event{idx: idx, wire: w, step: i, fault: f} // a join or leave strikes once the supervisor acts
 }
 
-// slowRecord is how long slow user code takes on a record: past the
+// slowRecord is how long slow user code takes on a record or a firing: past the
 // members' transaction_timeout.
 const slowRecord = 6 * time.Second
 
@@ -173,6 +184,49 @@ func (s *sim) arm(i, idx int, key int16, f Fault) {
 	s.mu.Lock()
 	s.armed = append(s.armed, &armed{step: i, handle: h})
 	s.mu.Unlock()
+}
+
+// txnCoordinated lists the requests the transaction coordinator serves;
+// the group's coordinator serves the others a Move strikes.
+var txnCoordinated = map[Point]bool{InitProducerID: true, AddPartitionsToTxn: true, AddOffsetsToTxn: true, EndTxn: true}
+
+// armMove moves the coordinators as member idx sends a request of key: the
+// step strikes when that request reaches a broker that no longer
+// coordinates it, and so answers NOT_COORDINATOR.
+func (s *sim) armMove(i, idx int, key int16) {
+	member := memberID(idx)
+	txnID := appID + ":" + member
+	if !s.moveCoordinators(txnID) {
+		return
+	}
+	now := s.fake.CoordinatorFor(appID)
+	if txnCoordinated[s.sched.Steps[i].Point] {
+		now = s.fake.CoordinatorFor(txnID)
+	}
+	s.fake.ControlKey(key, func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if !sentBy(r, txnID, member) {
+			return nil, nil, false
+		}
+		s.fake.DropControl()
+		if s.fake.CurrentNode() != now {
+			s.strike(i)
+		}
+		return nil, nil, false
+	})
+}
+
+// moveCoordinators moves the group's coordinator and txnID's to other
+// brokers (kfake rehashes every coordinator at once), and reports whether
+// both moved.
+func (s *sim) moveCoordinators(txnID string) bool {
+	group, txn := s.fake.CoordinatorFor(appID), s.fake.CoordinatorFor(txnID)
+	for range 50 {
+		s.fake.RehashCoordinators()
+		if s.fake.CoordinatorFor(appID) != group && s.fake.CoordinatorFor(txnID) != txn {
+			return true
+		}
+	}
+	return false
 }
 
 // memberID is member idx's instance id.

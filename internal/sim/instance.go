@@ -26,10 +26,11 @@ const (
 	DedupBefore = "dedup-before" // … marked before it runs, under a lease
 	Windowed    = "windowed"     // counts per key and tumbling window, final results only, in pebble
 	StreamJoin  = "join"         // a stream-stream join of two topics within an event-time span, in pebble
+	Timers      = "timers"       // a stream-time and a wall-clock timer per task, counting their firings in pebble
 )
 
 // Pipelines lists what Explore accepts.
-var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore, Windowed, StreamJoin}
+var Pipelines = []string{Stateless, CountMemory, CountPebble, DedupAfter, DedupBefore, Windowed, StreamJoin, Timers}
 
 const (
 	stateDir = "/state" // on the members' in-memory filesystems only
@@ -37,6 +38,7 @@ const (
 	input    = "sim-in"
 	payments = "sim-payments" // the join's second input; input holds its orders
 	output   = "sim-out"
+	fired    = "sim-fired" // the timer pipeline's firings
 )
 
 // instance is one incarnation of one member of the app: a runner whose
@@ -128,6 +130,8 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 		return chaos.WindowedPipeline(input, output, s.pebble(idx, w), before), nil
 	case StreamJoin:
 		return chaos.JoinPipeline(input, payments, output, s.pebble(idx, w), before), nil
+	case Timers:
+		return chaos.TimerPipeline(input, output, fired, s.pebble(idx, w), before, func() { s.onUser(idx, w, Timer) }), nil
 	}
 	return nil, fmt.Errorf("sim: unknown pipeline %q (one of %v)", s.sched.Pipeline, Pipelines)
 }

@@ -28,18 +28,18 @@ func (s *sim) read(ctx context.Context, topic string, committed bool) ([]*kgo.Re
 	return verdict.DrainAll(rctx, s.base(), topic, 0, 50*time.Millisecond)
 }
 
-// lostToFlips returns the output records of the transactions a CommitLost
-// ended aborted: their inputs may be missing from the output.
-func (s *sim) lostToFlips(ctx context.Context) ([]*kgo.Record, error) {
+// lostToFlips returns the records of topic in the transactions a
+// CommitLost ended aborted: their inputs may be missing from the output.
+func (s *sim) lostToFlips(ctx context.Context, topic string) ([]*kgo.Record, error) {
 	s.mu.Lock()
 	flipped := slices.Clone(s.flipped)
 	s.mu.Unlock()
 	if len(flipped) == 0 {
 		return nil, nil
 	}
-	all, err := s.read(ctx, output, false)
+	all, err := s.read(ctx, topic, false)
 	if err != nil {
-		return nil, fmt.Errorf("reading the output read_uncommitted: %w", err)
+		return nil, fmt.Errorf("reading %s read_uncommitted: %w", topic, err)
 	}
 	var lost []*kgo.Record
 	for _, r := range all {
@@ -55,7 +55,7 @@ func (s *sim) lostToFlips(ctx context.Context) ([]*kgo.Record, error) {
 // ending at n). A record of a commit that was lost may be missing, and
 // its key's counts may skip, but nothing may come out twice.
 func (s *sim) judge(ctx context.Context) error {
-	lost, err := s.lostToFlips(ctx)
+	lost, err := s.lostToFlips(ctx, output)
 	if err != nil {
 		return err
 	}
@@ -73,6 +73,11 @@ func (s *sim) judge(ctx context.Context) error {
 		return as(KindEffects, s.judgeEffects())
 	case Windowed, StreamJoin:
 		return s.seeded.judge(out)
+	case Timers:
+		if err := judgeRecords(s.inputs, out, lost); err != nil {
+			return as(KindOutput, err)
+		}
+		return s.judgeFires(ctx)
 	}
 	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.CountStore), true)
 	if err != nil {

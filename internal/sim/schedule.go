@@ -29,6 +29,7 @@ const (
 	SyncGroup          Point = "SyncGroup"
 	Heartbeat          Point = "Heartbeat"
 	Record             Point = "record" // the user code starts on a record
+	Timer              Point = "timer"  // the timer pipeline's user code starts on a firing
 	Effect             Point = "effect" // a dedup pipeline's side effect runs
 	// Restored is the end of a restore of state from its changelogs that
 	// applied records, before the member processes the restored tasks'
@@ -79,30 +80,38 @@ const (
 	// ApplyFail is a state store's write refused, nothing of it applied,
 	// as a full disk or an I/O error refuses it.
 	ApplyFail Fault = "apply-fail"
+	// Move is the group's and the member's transaction coordinators
+	// moving to other brokers as the request is sent: the old one answers
+	// NOT_COORDINATOR, and the client must find the new one and retry.
+	Move Fault = "coordinator-move"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
 // the error code each refusal carries. This table is the coverage target.
 var handled = map[Point][]Fault{
-	InitProducerID:     {Retriable, Drop, Lost, Late, Crash},
-	AddPartitionsToTxn: {Retriable, Fatal, Drop, Lost, Crash},
-	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash},
+	InitProducerID:     {Retriable, Drop, Lost, Late, Crash, Move},
+	AddPartitionsToTxn: {Retriable, Fatal, Drop, Lost, Crash, Move},
+	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash, Move},
 	Produce:            {Retriable, Timeout, Drop, Lost, Late, Crash},
-	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Late, Crash},
-	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost},
-	OffsetFetch:        {Retriable, Drop, Lost, Late, Crash},
-	JoinGroup:          {Retriable, Drop, Lost, Late, Crash},
-	SyncGroup:          {Retriable, Drop, Lost, Late, Crash},
-	Heartbeat:          {Retriable, Drop, Lost, Late, Crash},
+	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Late, Crash, Move},
+	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost, Move},
+	OffsetFetch:        {Retriable, Drop, Lost, Late, Crash, Move},
+	JoinGroup:          {Retriable, Drop, Lost, Late, Crash, Move},
+	SyncGroup:          {Retriable, Drop, Lost, Late, Crash, Move},
+	Heartbeat:          {Retriable, Drop, Lost, Late, Crash, Move},
 	Record:             {Crash, Join, Leave, Slow},
 	Effect:             {Crash, Join},
 	Store:              {Crash, StoreFail, StoreLost},
 	Restored:           {Crash, Join, Leave},
+	Timer:              {Crash, Join, Leave, Slow},
 	Apply:              {Crash, ApplyFail},
 }
 
 // dedupOnly lists the points only the dedup pipelines reach.
 var dedupOnly = map[Point]bool{Effect: true, Store: true}
+
+// timerOnly lists the points only the timer pipeline reaches.
+var timerOnly = map[Point]bool{Timer: true}
 
 // statefulOnly lists the points only the pipelines with state reach.
 var statefulOnly = map[Point]bool{Restored: true, Apply: true}
@@ -197,7 +206,7 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2, Apply: 30,
+	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2, Apply: 30, Timer: 60,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
@@ -292,7 +301,7 @@ func pairs(proto protocol, pipeline string) []Pair {
 	keys := make([]Point, 0, len(handled))
 	for p := range handled {
 		if v1Only[p] && proto == secondProtocol || dedupOnly[p] && pipeline != "" && !isDedup(pipeline) ||
-			statefulOnly[p] && pipeline != "" && !stateful(pipeline) {
+			statefulOnly[p] && pipeline != "" && !stateful(pipeline) || timerOnly[p] && pipeline != "" && pipeline != Timers {
 			continue
 		}
 		keys = append(keys, p)

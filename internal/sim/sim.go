@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,6 +82,7 @@ const (
 	KindEffects  = "side effects" // an effect lost or repeated past its allowance
 	KindWindows  = "windows"      // a window's final count missing, repeated or wrong
 	KindPairs    = "pairs"        // a joined pair missing, repeated or not of the seed
+	KindFires    = "firings"      // a timer's firing repeated, or a stream-time one missing
 )
 
 // kinded is a failure that names its kind.
@@ -163,7 +165,7 @@ func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*s
 	s := &sim{sched: sched, cfg: cfg, seen: map[int]map[Point]int{},
 		struck: map[int]bool{}, events: make(chan event, 16), disks: map[int]*vfs.MemFS{},
 		rng: rand.New(rand.NewPCG(sched.Seed, 0xc4a5)), flips: map[string]int{}, effects: map[string]int{}, allowed: map[string]int{}}
-	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(cfg.Partitions, input, payments, output))
+	fake, err := kfake.NewCluster(kfake.NumBrokers(brokers(sched)), kfake.SeedTopics(cfg.Partitions, input, payments, output, fired))
 	if err != nil {
 		res.Failure, res.Kind = "embedded broker: "+err.Error(), KindSetup
 		return res
@@ -203,6 +205,15 @@ func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*s
 	return res
 }
 
+// brokers is how many brokers sched runs on: three when a coordinator
+// moves, else one.
+func brokers(sched Schedule) int {
+	if slices.ContainsFunc(sched.Steps, func(st Step) bool { return st.Fault == Move }) {
+		return 3
+	}
+	return 1
+}
+
 // caughtUp reports whether the group has committed the whole input: for
 // the join, both of its topics.
 func (s *sim) caughtUp(ctx context.Context, adm *kadm.Client) bool {
@@ -236,5 +247,8 @@ func (s *sim) seed(ctx context.Context) error {
 		return kafkautil.ProduceAll(ctx, cl, len(ev.recs), func(i int) *kgo.Record { return ev.recs[i] })
 	}
 	s.inputs, s.want = s.cfg.Records, verdict.Want(s.cfg.Records, s.cfg.Keys)
+	if s.sched.Pipeline == Timers {
+		return kafkautil.ProduceAll(ctx, cl, s.cfg.Records, timed(s.cfg.Keys))
+	}
 	return verdict.Seed(ctx, cl, input, s.cfg.Records, s.cfg.Keys, 0)
 }

@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// timed makes the timer pipeline's input record i: verdict's, its
+// timestamp moving on a millisecond every other record, and back every
+// seventh, so that some records move stream time and others do not.
+func timed(keys int) func(i int) *kgo.Record {
+	return func(i int) *kgo.Record {
+		ms := int64(i / 2)
+		if i%7 == 6 {
+			ms -= 5
+		}
+		return &kgo.Record{Topic: input, Key: verdict.Key(i, keys), Value: verdict.Value(i, 0), Timestamp: time.UnixMilli(timedBase + ms)}
+	}
+}
+
+// timedBase is the timer pipeline's first event time.
+const timedBase = 1_700_000_000_000
+
+// judgeFires checks the timer pipeline's firings, read_committed: each
+// task's counts of each kind run 1, 2, … n, none repeated, and its store's
+// changelog ends at n. A task's stream-time count is n = the times its
+// committed input moved stream time past a multiple of the interval; its
+// wall-clock count is at least 1. Firings in commits that were lost may
+// be missing, and may skip counts, as many as they held.
+func (s *sim) judgeFires(ctx context.Context) error {
+	in, err := s.read(ctx, input, true)
+	if err != nil {
+		return fmt.Errorf("reading the input: %w", err)
+	}
+	out, err := s.read(ctx, fired, true)
+	if err != nil {
+		return fmt.Errorf("reading the firings: %w", err)
+	}
+	changelog, err := s.read(ctx, topology.ChangelogTopic(appID, chaos.FiresStore), true)
+	if err != nil {
+		return fmt.Errorf("reading the firings' changelog: %w", err)
+	}
+	lostRecs, err := s.lostToFlips(ctx, fired)
+	if err != nil {
+		return err
+	}
+	lost := map[string]int64{}
+	for _, r := range lostRecs {
+		lost[chaos.FireKey(string(r.Key), r.Partition)]++
+	}
+	return as(KindFires, judgeFiring(streamFires(in, s.cfg.Partitions), out, changelog, lost))
+}
+
+// streamFires is, per task, how often its stream-time timer fires over
+// in: each record that moves the task's stream time (its highest
+// timestamp) past a multiple of the interval fires it once; the task's
+// first record sets stream time without firing.
+func streamFires(in []*kgo.Record, partitions int32) map[string]int64 {
+	iv := chaos.StreamEvery.Milliseconds()
+	want, st := map[string]int64{}, map[int32]int64{}
+	for p := range partitions {
+		want[chaos.FireKey(chaos.StreamFire, p)] = 0
+	}
+	for _, r := range in {
+		ts := r.Timestamp.UnixMilli()
+		old, seen := st[r.Partition]
+		if seen && ts <= old {
+			continue
+		}
+		st[r.Partition] = ts
+		if seen && old/iv != ts/iv {
+			want[chaos.FireKey(chaos.StreamFire, r.Partition)]++
+		}
+	}
+	return want
+}
+
+// judgeFiring checks the firings out against stream, the stream-time
+// firings each task's input makes, and the fold of the changelog; lost
+// is, per task and kind, the firings of lost commits. Stream time may run
+// ahead of the log by a lost commit's records, so a task with lost
+// firings may end that many above or below its count.
+func judgeFiring(stream map[string]int64, out, changelog []*kgo.Record, lost map[string]int64) error {
+	var bad []string
+	last, skipped := map[string]int64{}, map[string]int64{}
+	for _, r := range out {
+		k := chaos.FireKey(string(r.Key), r.Partition)
+		c, ok := verdict.ParseCount(r.Value)
+		prev := last[k]
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("unknown firing %s=%q at %d/%d", k, r.Value, r.Partition, r.Offset))
+		case c == prev+1:
+		case c > prev && skipped[k]+c-prev-1 <= lost[k]:
+			skipped[k] += c - prev - 1
+		default:
+			bad = append(bad, fmt.Sprintf("%s: count %d after %d at %d/%d", k, c, prev, r.Partition, r.Offset))
+		}
+		last[k] = c
+	}
+	fold := map[string]int64{}
+	for _, r := range changelog {
+		if len(r.Value) == 8 {
+			fold[chaos.FireKey(string(r.Key), r.Partition)] = int64(binary.BigEndian.Uint64(r.Value))
+		}
+	}
+	for k, w := range stream {
+		if got := last[k]; got > w+lost[k] || got < w-lost[k] {
+			bad = append(bad, fmt.Sprintf("%s: %d firings, want %d", k, got, w))
+		}
+		wall := chaos.WallFire + strings.TrimPrefix(k, chaos.StreamFire)
+		if last[wall] == 0 {
+			bad = append(bad, wall+": never fired")
+		}
+	}
+	for k, n := range last {
+		if fold[k] != n {
+			bad = append(bad, fmt.Sprintf("%s: the store's changelog ends at %d, the firings at %d", k, fold[k], n))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	slices.Sort(bad)
+	return fmt.Errorf("%d firing violations (%d tasks with firings of lost commits): %s", len(bad), len(lost), strings.Join(bad[:min(len(bad), 5)], "; "))
+}
