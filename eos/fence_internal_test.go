@@ -90,14 +90,14 @@ func TestClassifyFenceKeepsSayingItWaitsForARebalance(t *testing.T) {
 	r, cl := fenceRunner(t, c)
 	core, logs := observer.New(zap.InfoLevel)
 	r.log = zap.New(core)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceSettleLog+time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceSettleLog+3*time.Second)
 	defer cancel()
 	// Open past transaction_timeout: no successor is looked for first,
 	// only the rebalance waited out.
 	_ = r.classifyFence(ctx, kerr.InvalidProducerEpoch, r.cfg.TransactionTimeout+time.Second, cl)
 	const waiting = "producer fenced while the group rebalances; waiting for it to settle to tell a successor with this instance_id from this instance's own rejoin"
 	if n := logs.FilterMessage(waiting).Len(); n < 3 {
-		t.Fatalf("%d lines say what the wait is for in %v; want one every %v", n, 2*fenceSettleLog+time.Second, fenceSettleLog)
+		t.Fatalf("%d lines say what the wait is for in %v; want one every %v", n, 2*fenceSettleLog+3*time.Second, fenceSettleLog)
 	}
 }
 

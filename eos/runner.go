@@ -368,7 +368,9 @@ func (r *Runner) Run(ctx context.Context) error {
 // return: at most what ending the open batch and closing the client may
 // take (twice transaction_timeout plus 25 seconds; the workers stop
 // together). It is safe to call more than once, at once and before Run:
-// a later call waits for the first and returns what it returned.
+// a later call waits for the first and returns what it returned. Do not
+// call it from the pipeline's own code (a processor, a hook): it waits
+// for Run, which waits for that code; cancel Run's context there instead.
 func (r *Runner) Close() error {
 	r.mu.Lock()
 	if r.closed {

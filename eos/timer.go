@@ -49,8 +49,8 @@ func (b *batch) streamTime(rec *kgo.Record) {
 }
 
 // wallClock fires the wall-clock timers due now of the tasks this instance
-// owns, whose stores are ready, at the end of the batch, so that they
-// commit in its transaction. It reports whether the batch may still commit.
+// owns (see timerTasks), whose stores are ready, at the end of the batch,
+// so that they commit in its transaction. It reports whether the batch may still commit.
 // Under exactly-once, a batch that saw a revoke is doomed: the timers fire
 // in the next one, for the tasks still owned.
 func (b *batch) wallClock() bool {
@@ -62,7 +62,7 @@ func (b *batch) wallClock() bool {
 		return true
 	}
 	now := time.Now()
-	ready, _ := r.timerTasks(b.s.client().CommittedOffsets())
+	ready, _ := r.timerTasks(b.s)
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
 		if err != nil {
@@ -82,16 +82,27 @@ func (b *batch) wallClock() bool {
 	return true
 }
 
-// timerTasks lists the ready tasks with wall-clock timers whose partition
-// has an offset in held, the client's committed offsets, with those. franz-go's
-// transact session passes on only the first revoke of a transaction, so
-// the runtime's view of its tasks can keep one revoked since; the client
+// timerTasks lists the ready tasks whose wall-clock timers may fire on s.
+// Under exactly-once, those are the tasks whose partition the client holds
+// a committed offset for, with those offsets (heldTasks); the other
+// sessions fire for every task the runtime owns.
+func (r *Runner) timerTasks(s session) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
+	ready, _ := r.state.ownedOf(r.timers().wall)
+	if _, ok := s.(*txnSession); !ok {
+		return ready, nil
+	}
+	return heldTasks(ready, s.client().CommittedOffsets())
+}
+
+// heldTasks keeps the tasks of ready whose partition has an offset in
+// held, the client's committed offsets, with those. franz-go's transact
+// session passes on only the first revoke of a transaction, so the
+// runtime's view of its tasks can keep one revoked since; the client
 // drops a revoked partition's offsets whatever its callbacks passed on.
 // A task whose partition has no committed offset waits for its first
-// records: no commit of an offset could fence a transaction that fires
+// records to commit: nothing else could fence a transaction that fires
 // its timers alone (the group's generation check, KIP-447).
-func (r *Runner) timerTasks(held map[string]map[int32]kgo.EpochOffset) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
-	ready, _ := r.state.ownedOf(r.timers().wall)
+func heldTasks(ready []state.Task, held map[string]map[int32]kgo.EpochOffset) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
 	offsets := map[string]map[int32]kgo.EpochOffset{}
 	tasks := ready[:0]
 	for _, task := range ready {
@@ -160,7 +171,7 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 	}
 	now := time.Now()
 	t.next = now.Add(r.idleCheck())
-	ready, held := r.timerTasks(s.client().CommittedOffsets())
+	ready, held := r.timerTasks(s)
 	var due []state.Task
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })

@@ -65,10 +65,11 @@ type TimerFunc[Out any] func(ctx Context[Out], now time.Time) error
 //   - WallClock: a timer fires when interval has passed since its last
 //     committed firing for the task (at once for a task that never fired),
 //     at the end of a batch; an instance with no input begins a
-//     transaction to fire it. A task fires once its partition has a
-//     committed offset, which fences the transaction by the group's
-//     generation. Intervals missed while the task was down or elsewhere
-//     fire once.
+//     transaction to fire it. Under exactly-once a task fires once its
+//     partition has a committed offset (its first records committed):
+//     that offset fences the transaction by the group's generation, and
+//     shows the client still holds the task. Intervals missed while the
+//     task was down or elsewhere fire once.
 //
 // Timers are per node, not per task: the runtime fires them for each task
 // the instance owns; a revoked task's timers stop, and its next owner

@@ -25,7 +25,7 @@ type exploreFlags struct {
 
 func addExploreFlags(cmd *cobra.Command, e *exploreFlags) {
 	f := cmd.Flags()
-	f.BoolVar(&e.on, "explore", false, "run seeded fault schedules in-process on the embedded broker instead of worker processes: each schedule strikes protocol points (a request of the transaction or group protocol, a record, a state store write, a restore's end, a side effect, a dedup store call) with faults (refusals, lost answers, dropped connections, requests applied late, crashes, joins, leaves, slow code, failing stores) and is judged like a verify run; --seed is the first seed, --records the input per schedule (default 300; below about 200 the schedules that start at a restore's end may not reach it)")
+	f.BoolVar(&e.on, "explore", false, "run seeded fault schedules in-process on the embedded broker instead of worker processes: each schedule strikes protocol points (a request of the transaction or group protocol, a record, a timer's firing, a state store write, a restore's end, a side effect, a dedup store call) with faults (refusals, lost answers, dropped connections, requests applied late, coordinators moving, crashes, joins, leaves, slow code, failing stores) and is judged like a verify run; --seed is the first seed, --records the input per schedule (default 300; below about 200 the schedules that start at a restore's end may not reach it)")
 	f.IntVar(&e.seeds, "seeds", 1, "with --explore: how many seeds to run per pipeline")
 	f.IntVar(&e.parallel, "parallel", 0, "with --explore: schedules run at once, each on its own embedded broker (0: 12 per core)")
 }

@@ -37,8 +37,9 @@ const (
 // task: a stream-time one every StreamEvery and a wall-clock one every
 // WallEvery. Each firing adds one to its kind's count in the task's store
 // FiresStore (engine e) and writes the new count to fired, keyed by its
-// kind, to its task's partition (fired has as many partitions as in). So, exactly once, each key's counts in fired
-// run 1, 2, … n with none repeated, and the store's changelog ends at n.
+// kind, to its task's partition (fired has as many partitions as in).
+// So, exactly once, each task's counts of each kind run 1, 2, … n with
+// none repeated, and the store's changelog ends at n.
 // before runs ahead of each record and onFire ahead of each firing; nil
 // skips them.
 func TimerPipeline(in, out, fired string, e state.Engine, before, onFire func()) *topology.Topology {

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +61,41 @@ func TestStreamFiresFollowsStreamTime(t *testing.T) {
 	}
 	if chaos.StreamEvery != time.Millisecond {
 		t.Fatalf("the cases above assume a 1ms interval, not %v", chaos.StreamEvery)
+	}
+}
+
+// The firings judge reports each way a task's firings can go wrong, and
+// lets a lost commit's firings be missing.
+func TestJudgeFiring(t *testing.T) {
+	fire := func(kind string, n int64) *kgo.Record {
+		return &kgo.Record{Key: []byte(kind), Value: []byte(strconv.FormatInt(n, 10))}
+	}
+	logged := func(kind string, n int64) *kgo.Record {
+		return &kgo.Record{Key: []byte(kind), Value: binary.BigEndian.AppendUint64(nil, uint64(n))}
+	}
+	want := map[string]int64{"stream/0": 2}
+	cases := []struct {
+		name      string
+		out, log  []*kgo.Record
+		lost      map[string]int64
+		complaint string // "" when the judge must pass
+	}{
+		{"every firing once", []*kgo.Record{fire("stream", 1), fire("wall", 1), fire("stream", 2)}, []*kgo.Record{logged("stream", 2), logged("wall", 1)}, nil, ""},
+		{"a firing repeated", []*kgo.Record{fire("stream", 1), fire("stream", 1), fire("stream", 2), fire("wall", 1)}, []*kgo.Record{logged("stream", 2), logged("wall", 1)}, nil, "stream/0: count 1 after 1"},
+		{"a stream-time firing missing", []*kgo.Record{fire("stream", 1), fire("wall", 1)}, []*kgo.Record{logged("stream", 1), logged("wall", 1)}, nil, "stream/0: 1 firings, want 2"},
+		{"a wall-clock timer that never fired", []*kgo.Record{fire("stream", 1), fire("stream", 2)}, []*kgo.Record{logged("stream", 2)}, nil, "wall/0: never fired"},
+		{"a changelog behind the firings", []*kgo.Record{fire("stream", 1), fire("stream", 2), fire("wall", 1)}, []*kgo.Record{logged("stream", 1), logged("wall", 1)}, nil, "the store's changelog ends at 1, the firings at 2"},
+		{"a lost commit's firing skipped", []*kgo.Record{fire("stream", 2), fire("wall", 1)}, []*kgo.Record{logged("stream", 2), logged("wall", 1)}, map[string]int64{"stream/0": 1}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := judgeFiring(want, c.out, c.log, c.lost)
+			switch {
+			case c.complaint == "" && err != nil:
+				t.Fatalf("judged %v; want a pass", err)
+			case c.complaint != "" && (err == nil || !strings.Contains(err.Error(), c.complaint)):
+				t.Fatalf("judged %v; want %q", err, c.complaint)
+			}
+		})
 	}
 }

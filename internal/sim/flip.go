@@ -22,8 +22,8 @@ func (s *sim) watchEndTxn() {
 	s.fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		s.fake.KeepControl()
 		end := req.(*kmsg.EndTxnRequest)
-		if !end.Commit {
-			return nil, nil, false
+		if !end.Commit || s.fake.CurrentNode() != s.fake.CoordinatorFor(end.TransactionalID) {
+			return nil, nil, false // a moved coordinator refuses it: nothing to flip yet
 		}
 		s.hearing.committed.Store(time.Now().UnixNano())
 		s.mu.Lock()

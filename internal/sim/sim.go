@@ -82,7 +82,7 @@ const (
 	KindEffects  = "side effects" // an effect lost or repeated past its allowance
 	KindWindows  = "windows"      // a window's final count missing, repeated or wrong
 	KindPairs    = "pairs"        // a joined pair missing, repeated or not of the seed
-	KindFires    = "firings"      // a timer's firing repeated, or a stream-time one missing
+	KindFires    = "firings"      // a firing repeated, a stream-time count wrong, a wall-clock timer that never fired, or a changelog apart
 )
 
 // kinded is a failure that names its kind.
