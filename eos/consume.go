@@ -105,41 +105,9 @@ func (b *batch) leave(rec *kgo.Record) {
 // Fail policy (that error), or s breaks (a rebuildError, fencing, a stall).
 // progressed reports whether any batch committed.
 func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err error) {
-	log := r.log.With(zap.String("transactional_id", r.cfg.TransactionalID()))
-	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.Idempotent {
-		// Loading the producer id first fences a zombie of this instance
-		// and aborts a transaction a previous session left open, whose
-		// pending offsets would otherwise block this session's offset
-		// fetch (RequireStable) until that transaction timed out.
-		if r.cfg.Guarantee == config.ExactlyOnce {
-			// What the coordinator says of the last transaction must be
-			// read before InitProducerId moves it on: it alone proves
-			// which of that session's transactions committed.
-			r.noteOwnTxn(ctx)
-		}
-		id, epoch, err := r.producerID(ctx, s)
-		if err != nil {
-			return false, err
-		}
-		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
-		if r.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
-			r.pid, r.pidEpoch = id, epoch
-			// InitProducerId returns once the coordinator has aborted
-			// what the previous epoch left open; whatever a partition
-			// still holds open from it hangs (a broker crash lost the
-			// marker) and would stall the group or the output's readers.
-			if err := r.lookBeforeWriting(ctx); err != nil {
-				return false, err
-			}
-		}
-	}
-	// A batch whose commit outcome was lost is settled before anything is
-	// redone, or a redo would be mistaken for it.
-	if err := r.settlePending(ctx); err != nil {
+	log, err := r.startSession(ctx, s)
+	if err != nil {
 		return false, err
-	}
-	if r.state != nil {
-		r.state.reload()
 	}
 	lastBatch := time.Now()
 	for {
@@ -161,25 +129,13 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			return progressed, err
 		}
 		if fetches.NumRecords() == 0 {
-			if r.state != nil {
-				r.state.sync() // close the stores of revoked tasks while idle too
-				// Wall-clock timers fire without records.
-				if ran, committed, err := r.idleTimers(ctx, s, log); err != nil || ran {
-					progressed = progressed || committed
-					if err != nil {
-						return progressed, err
-					}
-					lastBatch = time.Now()
-					continue
-				}
+			ran, committed, err := r.idlePoll(ctx, s, lastBatch, log)
+			progressed = progressed || committed
+			if err != nil {
+				return progressed, err
 			}
-			s.idle()
-			if waited := time.Since(lastBatch); waited > r.stallBound() {
-				if err := r.checkStall(ctx, waited); err != nil {
-					return progressed, err
-				}
-				lastBatch = time.Now() // nothing waits for us: idle is fine
-				r.healthy()
+			if ran {
+				lastBatch = time.Now()
 			}
 			continue
 		}
@@ -192,32 +148,102 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			}
 		}
 		committed, err := r.runBatch(ctx, s, fetches, log)
-		if committed {
-			progressed = true
-		}
+		progressed = progressed || committed
 		if err != nil {
 			return progressed, err
 		}
-		if len(r.restorePending) > 0 {
-			// Between batches, with no transaction open: records of
-			// these tasks were left for after their stores catch up.
-			tasks := make([]state.Task, 0, len(r.restorePending))
-			for t := range r.restorePending {
-				tasks = append(tasks, t)
-			}
-			clear(r.restorePending)
-			if err := r.restore(ctx, r.state.owned(tasks)); err != nil {
-				return progressed, err
-			}
-		}
-		if r.state != nil {
-			if err := r.restoreTimerTasks(ctx); err != nil {
-				return progressed, err
-			}
-			r.timers().next = time.Now() // look for due timers at the next idle poll
+		if err := r.afterBatch(ctx); err != nil {
+			return progressed, err
 		}
 		lastBatch = time.Now()
 	}
+}
+
+// startSession readies a new session before its first batch: under
+// exactly-once it fences this instance's zombies and looks for what their
+// transactions left open; a batch whose commit outcome was lost is settled
+// before anything is redone, or a redo would be mistaken for it. It
+// returns the session's logger.
+func (r *Runner) startSession(ctx context.Context, s session) (*zap.Logger, error) {
+	log := r.log.With(zap.String("transactional_id", r.cfg.TransactionalID()))
+	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.Idempotent {
+		// Loading the producer id first fences a zombie of this instance
+		// and aborts a transaction a previous session left open, whose
+		// pending offsets would otherwise block this session's offset
+		// fetch (RequireStable) until that transaction timed out.
+		if r.cfg.Guarantee == config.ExactlyOnce {
+			// What the coordinator says of the last transaction must be
+			// read before InitProducerId moves it on: it alone proves
+			// which of that session's transactions committed.
+			r.noteOwnTxn(ctx)
+		}
+		id, epoch, err := r.producerID(ctx, s)
+		if err != nil {
+			return log, err
+		}
+		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
+		if r.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
+			r.pid, r.pidEpoch = id, epoch
+			// InitProducerId returns once the coordinator has aborted
+			// what the previous epoch left open; whatever a partition
+			// still holds open from it hangs (a broker crash lost the
+			// marker) and would stall the group or the output's readers.
+			if err := r.lookBeforeWriting(ctx); err != nil {
+				return log, err
+			}
+		}
+	}
+	if err := r.settlePending(ctx); err != nil {
+		return log, err
+	}
+	if r.state != nil {
+		r.state.reload()
+	}
+	return log, nil
+}
+
+// idlePoll is a poll that brought no records: the stores of revoked tasks
+// close, wall-clock timers fire in a transaction of their own, and a wait
+// past the stall bound is checked. ran reports whether a timer batch ran.
+func (r *Runner) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
+	if r.state != nil {
+		r.state.sync()
+		if ran, committed, err := r.idleTimers(ctx, s, log); err != nil || ran {
+			return ran, committed, err
+		}
+	}
+	s.idle()
+	if waited := time.Since(lastBatch); waited > r.stallBound() {
+		if err := r.checkStall(ctx, waited); err != nil {
+			return false, false, err
+		}
+		r.healthy()
+		return true, false, nil // nothing waits for us: idle is fine
+	}
+	return false, false, nil
+}
+
+// afterBatch catches up, between batches and with no transaction open,
+// the stores of the tasks whose records a batch left for after their
+// restore, and those of owned tasks with wall-clock timers.
+func (r *Runner) afterBatch(ctx context.Context) error {
+	if len(r.restorePending) > 0 {
+		tasks := make([]state.Task, 0, len(r.restorePending))
+		for t := range r.restorePending {
+			tasks = append(tasks, t)
+		}
+		clear(r.restorePending)
+		if err := r.restore(ctx, r.state.owned(tasks)); err != nil {
+			return err
+		}
+	}
+	if r.state != nil {
+		if err := r.restoreTimerTasks(ctx); err != nil {
+			return err
+		}
+		r.timers().next = time.Now() // look for due timers at the next idle poll
+	}
+	return nil
 }
 
 // runBatch processes fetches and whatever more arrives within the commit
@@ -576,7 +602,7 @@ func (b *batch) decide() bool {
 // (a rebalance, or an EndTxn answer it could not confirm, checked with the
 // broker under exactly-once).
 func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
-	r, s, ctx := b.r, b.s, b.ctx
+	r := b.r
 	if b.span != nil {
 		defer func() { b.traceEnd(done, rerr) }()
 	}
@@ -585,11 +611,41 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		log.Warn("at-most-once: records whose processing was interrupted by shutdown are lost (their offsets were committed first)",
 			zap.Int("records", b.lost))
 	}
+	offsets := b.produceEnd(commit, log)
+	committed, endErr := b.endTxn(commit)
+	gen := b.noteEnd(commit, committed, endErr)
+	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
+		endErr = r.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
+	}
+	r.noteRejection(b.s)
+	if r.deadLetterRefused != nil {
+		r.noteAbort(abortProduce)
+		return false, r.deadLetterRefused
+	}
+	if settled, done, err := b.settleFailure(committed, offsets, endErr, gen, log); settled {
+		return done, err
+	}
+	if !committed {
+		return b.notCommitted(offsets, gen, log)
+	}
+	r.countCommitted(b, gen, log)
+	r.advance(b.s, offsets)
+	return true, nil
+}
+
+// produceEnd writes what a committing batch adds at its end, the state
+// stores' changelogs and the offsets mirror, and returns the offsets it
+// commits (nil when it does not commit any).
+func (b *batch) produceEnd(commit bool, log *zap.Logger) map[string]map[int32]kgo.EpochOffset {
+	r, s := b.r, b.s
+	if !commit {
+		return nil
+	}
 	var offsets map[string]map[int32]kgo.EpochOffset
-	if commit && r.cfg.Guarantee != config.AtMostOnce {
+	if r.cfg.Guarantee != config.AtMostOnce {
 		offsets = s.client().UncommittedOffsets()
 	}
-	if commit && r.state != nil {
+	if r.state != nil {
 		r.state.produceChanges(func(rec *kgo.Record) {
 			if b.spanCtx != nil {
 				rec.Context = b.spanCtx
@@ -597,11 +653,17 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 			s.produce(b.produceCtx, rec)
 		})
 	}
-	if commit && r.mirror != nil {
+	if r.mirror != nil {
 		for _, rec := range r.mirror.records(offsets, log) {
 			s.produce(b.produceCtx, rec)
 		}
 	}
+	return offsets
+}
+
+// endTxn ends the session's transaction (or batch), traced.
+func (b *batch) endTxn(commit bool) (bool, error) {
+	r := b.r
 	var endSpan trace.Span
 	if b.span != nil {
 		endSpan = b.traceEndStart(commit)
@@ -609,13 +671,20 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	// Revokes from here on doom the next batch (rewindRest); the session
 	// clears its own revoke flags at the end of End.
 	r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
-	committed, endErr := s.end(commit)
+	committed, endErr := b.s.end(commit)
 	if endSpan != nil {
 		if endErr != nil {
 			endSpan.SetStatus(codes.Error, endErr.Error())
 		}
 		endSpan.End()
 	}
+	return committed, endErr
+}
+
+// noteEnd records the end in the metrics and the state stores, and
+// returns the group generation the batch ended in.
+func (b *batch) noteEnd(commit, committed bool, endErr error) int32 {
+	r := b.r
 	if r.metrics != nil {
 		records := 0
 		if committed {
@@ -630,37 +699,35 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 			r.state.aborted()
 		}
 	}
-	member, gen := s.client().GroupMetadata()
+	member, gen := b.s.client().GroupMetadata()
 	if member != "" {
 		r.ownMembers[member] = true
 	}
-	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
-		endErr = r.classifyFence(ctx, endErr, time.Since(b.start), s.client())
-	}
-	r.noteRejection(s)
-	if r.deadLetterRefused != nil {
-		r.noteAbort(abortProduce)
-		return false, r.deadLetterRefused
-	}
+	return gen
+}
 
+// settleFailure settles a batch that failed or whose end failed; settled is
+// false when neither did.
+func (b *batch) settleFailure(committed bool, offsets map[string]map[int32]kgo.EpochOffset, endErr error, gen int32, log *zap.Logger) (settled, done bool, err error) {
+	r := b.r
 	switch {
 	case errors.As(endErr, new(*leftOpenError)):
 		// Nothing was ended: neither outcome was safe (see joinGuard).
 		log.Error("batch left open, neither committed nor aborted", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
-		return false, endErr
+		return true, false, endErr
 	case b.slow != nil:
 		r.noteAbort(abortTimeout)
-		return false, r.slowRecord(b, log)
+		return true, false, r.slowRecord(b, log)
 	case endErr != nil && offsets != nil && errors.As(endErr, new(*unknownOutcomeError)):
 		// The commit was sent, but its outcome is unknown: settle it from
 		// what the broker says was committed before anything is redone.
-		r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}
+		r.pending = b.pendingAt(offsets)
 		log.Warn("batch commit outcome unknown; will check what the broker committed", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
-		return false, endErr
+		return true, false, endErr
 	case b.failed != nil && committed:
 		// The records before a failing one committed (plain sessions).
 		r.countCommitted(b, gen, log)
-		return true, b.failed
+		return true, true, b.failed
 	case b.failed != nil || endErr != nil:
 		r.noteAbort(b.abortReason(endErr))
 		reason := b.failed
@@ -670,45 +737,59 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		log.Warn("batch aborted", zap.Error(reason), zap.Int("records", b.in), zap.Int32("generation", gen))
 		r.noteRedone(b)
 		if endErr != nil && (isFenced(endErr) || b.failed == nil || isRebuildable(b.failed)) {
-			return false, endErr
+			return true, false, endErr
 		}
-		return false, b.failed
-	case !committed && offsets != nil && r.cfg.Guarantee == config.ExactlyOnce:
-		// End reports an abort, which it also does when EndTxn's answer
-		// was an error it could not confirm (it then rewinds as for an
-		// abort). Ask the broker before redoing anything.
+		return true, false, b.failed
+	}
+	return false, false, nil
+}
+
+// pendingAt is the batch as a commit whose outcome is to be settled.
+func (b *batch) pendingAt(offsets map[string]map[int32]kgo.EpochOffset) *pendingBatch {
+	return &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}
+}
+
+// notCommitted settles an abort the session reported without an error.
+// Under exactly-once End also reports an abort when EndTxn's answer was an
+// error it could not confirm (it then rewinds as for an abort): the broker
+// is asked before anything is redone.
+func (b *batch) notCommitted(offsets map[string]map[int32]kgo.EpochOffset, gen int32, log *zap.Logger) (bool, error) {
+	r, s := b.r, b.s
+	if offsets != nil && r.cfg.Guarantee == config.ExactlyOnce {
 		landed, err := r.landed(context.Background(), offsets, 2*time.Second)
 		switch {
 		case err != nil:
-			r.pending = &pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally}
+			r.pending = b.pendingAt(offsets)
 			return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("transaction reported aborted, and the group's offsets do not say: %w", err)}}
 		case landed:
 			// It committed, but the client rewound to what it believes
 			// is committed; only a new client reads the truth.
-			r.countSettled(&pendingBatch{offsets: offsets, in: b.in, out: b.out, tally: b.tally})
+			r.countSettled(b.pendingAt(offsets))
 			return true, &rebuildError{errors.New("a commit reported as aborted had landed; restarting from the committed offsets")}
 		}
-		fallthrough
-	case !committed:
-		r.noteAbort(b.abortReason(nil))
-		r.noteRedone(b)
-		if failing := r.failing(); failing > r.cfg.RecoveryTimeout {
-			return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
-				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
-		}
-		why := "batch aborted by a rebalance; reprocessing from the last commit"
-		if ts, ok := s.(*txnSession); ok && ts.doomedEnd {
-			why = "batch aborted after a request to a broker failed during it; reprocessing from the last commit"
-		}
-		log.Info(why, zap.Int("records", b.in), zap.Int32("generation", gen))
-		if b.rewindRaced {
-			// The rewind raced a revoke (rewindRest); a new client
-			// reads the committed offsets from the broker.
-			return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance that came while it rewound; restarting from the committed offsets")}
-		}
-		return false, nil
 	}
-	r.countCommitted(b, gen, log)
+	r.noteAbort(b.abortReason(nil))
+	r.noteRedone(b)
+	if failing := r.failing(); failing > r.cfg.RecoveryTimeout {
+		return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
+			failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
+	}
+	why := "batch aborted by a rebalance; reprocessing from the last commit"
+	if ts, ok := s.(*txnSession); ok && ts.doomedEnd {
+		why = "batch aborted after a request to a broker failed during it; reprocessing from the last commit"
+	}
+	log.Info(why, zap.Int("records", b.in), zap.Int32("generation", gen))
+	if b.rewindRaced {
+		// The rewind raced a revoke (rewindRest); a new client reads the
+		// committed offsets from the broker.
+		return false, &rebuildError{errors.New("a batch cut short was aborted by a rebalance that came while it rewound; restarting from the committed offsets")}
+	}
+	return false, nil
+}
+
+// advance moves what the runtime knows to be committed past a batch that
+// committed offsets.
+func (r *Runner) advance(s session, offsets map[string]map[int32]kgo.EpochOffset) {
 	if ps, ok := s.(*plainSession); ok {
 		// What the commit reached: a partition lost while it ran is not
 		// in it, though it was in offsets.
@@ -721,7 +802,6 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 		r.attribute = false
 	}
 	r.rejectionSeen = false
-	return true, nil
 }
 
 // countCommitted records a committed batch.
