@@ -80,13 +80,7 @@ func TestTheWindowsJudgeCatchesARepeat(t *testing.T) {
 		if err != nil || len(out) == 0 {
 			return err // the test fails below: the run proved nothing
 		}
-		cl, err := kgo.NewClient(append(s.base(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		again := &kgo.Record{Topic: output, Partition: out[0].Partition, Key: out[0].Key, Value: out[0].Value}
-		return cl.ProduceSync(context.Background(), again).FirstErr()
+		return s.produceAgain(out[0])
 	}
 	r := run(context.Background(), Schedule{Pipeline: Windowed}, Config{}, tamper)
 	if r.OK() || r.Kind != KindWindows || !strings.Contains(r.Failure, "window_duplicates=1 ") {
@@ -142,4 +136,16 @@ func TestAStoreFaultAllowsOnlyTheRepeatItCanCause(t *testing.T) {
 	if r.OK() || r.Kind != KindEffects || !strings.Contains(r.Failure, "id 7 ran 2 times, allowed 1") {
 		t.Fatalf("an effect run twice beside a fault that cannot repeat it: failure %q, want it reported", r.Failure)
 	}
+}
+
+// produceAgain writes r once more, to its topic and partition, outside
+// any transaction: a tamper that repeats an output.
+func (s *sim) produceAgain(r *kgo.Record) error {
+	cl, err := kgo.NewClient(append(s.base(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	again := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+	return cl.ProduceSync(context.Background(), again).FirstErr()
 }

@@ -29,13 +29,7 @@ func TestTheFiringsJudgeCatchesARepeat(t *testing.T) {
 		if err != nil || len(out) == 0 {
 			return err // the test fails below: the run proved nothing
 		}
-		cl, err := kgo.NewClient(append(s.base(), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		again := &kgo.Record{Topic: fired, Partition: out[0].Partition, Key: out[0].Key, Value: out[0].Value}
-		return cl.ProduceSync(ctx, again).FirstErr()
+		return s.produceAgain(out[0])
 	}
 	r := run(context.Background(), Schedule{Pipeline: Timers}, Config{}, tamper)
 	if r.OK() || r.Kind != KindFires || !strings.Contains(r.Failure, "count 1 after") {

@@ -179,18 +179,7 @@ func TestASecondRevokeInOneTransactionWaitsForTheEffectInFlight(t *testing.T) {
 		{Instance: 0, Point: sim.Effect, N: 101, Fault: sim.Join},
 		{Instance: 1, Point: sim.Record, N: 10, Fault: sim.Join},
 	}}
-	for i := range 3 {
-		t.Run(strconv.Itoa(i), func(t *testing.T) {
-			t.Parallel()
-			r := sim.Run(context.Background(), s, sim.Config{})
-			if len(r.Fired) != len(s.Steps) {
-				t.Fatalf("%v: fired %v only", s, r.Fired)
-			}
-			if !r.OK() {
-				t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
-			}
-		})
-	}
+	replayed(t, "", s, s.Steps...)
 }
 
 // Seed 729 of the timer pipeline (first protocol): a crash, a member
@@ -208,12 +197,21 @@ func TestATaskRevokedTwiceInOneTransactionStopsFiring(t *testing.T) {
 		{Instance: 1, Point: sim.TxnOffsetCommit, N: 7, Fault: sim.Fatal},
 		{Instance: 0, Point: sim.AddPartitionsToTxn, N: 29, Fault: sim.Lost},
 	}}
+	replayed(t, "", s, s.Steps[0])
+}
+
+// replayed runs s three times at once, as subtests named prefix and the
+// run's number: each must strike every step of must and keep every
+// invariant.
+func replayed(t *testing.T, prefix string, s sim.Schedule, must ...sim.Step) {
 	for i := range 3 {
-		t.Run(strconv.Itoa(i), func(t *testing.T) {
+		t.Run(prefix+strconv.Itoa(i), func(t *testing.T) {
 			t.Parallel()
 			r := sim.Run(context.Background(), s, sim.Config{})
-			if !slices.Contains(r.Fired, s.Steps[0]) {
-				t.Fatalf("%v: the crash never struck (fired %v)", s, r.Fired)
+			for _, st := range must {
+				if !slices.Contains(r.Fired, st) {
+					t.Fatalf("%v: %v never struck (fired %v)", s, st, r.Fired)
+				}
 			}
 			if !r.OK() {
 				t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
@@ -294,17 +292,6 @@ func TestAFencedStaticMemberDoesNotRepeatAnEffectInFlight(t *testing.T) {
 			{Point: sim.JoinGroup, N: 1, Fault: sim.Late},
 			{Point: sim.Effect, N: 199, Fault: sim.Join},
 		}}
-		for i := range 3 {
-			t.Run(pl+"/"+strconv.Itoa(i), func(t *testing.T) {
-				t.Parallel()
-				r := sim.Run(context.Background(), s, sim.Config{})
-				if len(r.Fired) != len(s.Steps) {
-					t.Fatalf("%v: fired %v only", s, r.Fired)
-				}
-				if !r.OK() {
-					t.Fatalf("%v: %s (Runs ended: %v)", s, r.Failure, r.Errors)
-				}
-			})
-		}
+		replayed(t, pl+"/", s, s.Steps...)
 	}
 }
