@@ -26,6 +26,7 @@ func FuzzDedupSizeFlags(f *testing.F) {
 	f.Add("0x1p-2", "1.5h", "036", "1", "0x1p-10")
 	f.Add("", "", "", "", "")
 	f.Add("abc", "9999999999999999999h", "1e3", "-0", "-0")
+	f.Add("1e3", "2562047h", "9223372036854775807", "1e30", "1e-300") // the id bytes plus the per-entry overhead wrapped an int
 	f.Fuzz(func(t *testing.T, rate, window, idBytes, overhead, fp string) {
 		args := []string{"-o", "json", "dedup", "size", "--rate=" + rate, "--window=" + window, "--id-bytes=" + idBytes}
 		if overhead != "" {

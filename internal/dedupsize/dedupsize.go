@@ -122,7 +122,7 @@ func Compute(p Params) (Estimate, error) {
 	e.Exact = Exact{Entries: n, Overhead: p.Overhead, Bytes: n * float64(p.IDBytes) * p.Overhead}
 
 	zn := p.Rate * p.SortedSetWindow.Seconds()
-	per := float64(p.IDBytes + SortedSetEntryOverhead)
+	per := float64(p.IDBytes) + SortedSetEntryOverhead // in float: an int sum wraps near MaxInt
 	e.SortedSet = SortedSet{
 		Window:        p.SortedSetWindow,
 		WindowSeconds: p.SortedSetWindow.Seconds(),
@@ -257,6 +257,6 @@ func ForStore(kind string, entries float64, idBytes int) (StoreSize, error) {
 	default:
 		return StoreSize{}, fmt.Errorf("store %q: want redis, redis-sorted-set, postgres or bloom", kind)
 	}
-	per := float64(idBytes + over)
+	per := float64(idBytes) + float64(over) // in float: an int sum wraps near MaxInt
 	return StoreSize{Store: kind, Entries: entries, BytesPerEntry: per, Bytes: entries * per}, nil
 }

@@ -111,3 +111,24 @@ func TestRedisBloomTwoGenerationsStayWithinTheRate(t *testing.T) {
 		t.Errorf("RedisBloom(10M, 1%%) = %s, %d hashes; want 13.8 MB, 8", HumanBytes(g.Bytes), g.Hashes)
 	}
 }
+
+// TestHugeIDBytesNeverWrapNegative: an id size near MaxInt plus a store's
+// per-entry overhead overflowed an int and gave a negative size.
+func TestHugeIDBytesNeverWrapNegative(t *testing.T) {
+	e, err := Compute(Params{Rate: 1, Window: time.Second, IDBytes: math.MaxInt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.SortedSet.BytesPerEntry <= 0 || e.SortedSet.Bytes <= 0 {
+		t.Errorf("sorted set of MaxInt-byte ids: %+v, want positive sizes", e.SortedSet)
+	}
+	for _, kind := range []string{"redis", "redis-sorted-set", "postgres"} {
+		s, err := ForStore(kind, 1, math.MaxInt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.BytesPerEntry <= 0 || s.Bytes <= 0 {
+			t.Errorf("%s with MaxInt-byte ids: %+v, want positive sizes", kind, s)
+		}
+	}
+}
