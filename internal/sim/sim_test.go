@@ -57,13 +57,7 @@ func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 	stateful := []string{sim.CountMemory, sim.CountPebble, sim.Windowed, sim.StreamJoin, sim.Timers}
 	timers := []string{sim.Timers}
 	crashed := sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash} // so that the next start restores records
-	cases := []struct {
-		name      string
-		v1        bool
-		step      sim.Step
-		pipelines []string // nil: every pipeline
-		before    []sim.Step
-	}{
+	cases := []faultCase{
 		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil, nil},
 		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil, nil},
 		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil, nil},
@@ -101,17 +95,19 @@ func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 		{"a member leaving as a timer fires", false, sim.Step{Point: sim.Timer, N: 30, Fault: sim.Leave}, timers, nil},
 		{"a firing slower than transaction_timeout", false, sim.Step{Point: sim.Timer, N: 20, Fault: sim.Slow}, timers, nil},
 	}
+	var all []sim.Schedule
+	for _, c := range cases {
+		for _, pl := range c.on() {
+			all = append(all, sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)})
+		}
+	}
+	results := runAll(all)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pls := c.pipelines
-			if pls == nil {
-				pls = sim.Pipelines
-			}
-			for _, pl := range pls {
+			for _, pl := range c.on() {
 				t.Run(pl, func(t *testing.T) {
-					t.Parallel()
-					s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)}
-					r := sim.Run(context.Background(), s, sim.Config{})
+					s, r := all[0], <-results[0]
+					all, results = all[1:], results[1:]
 					if !slices.Contains(r.Fired, c.step) {
 						t.Fatalf("%v: the fault never struck (fired %v; %s)", s, r.Fired, r.Failure)
 					}
@@ -122,6 +118,40 @@ func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// faultCase is a step that must strike, on pipelines, after before.
+type faultCase struct {
+	name      string
+	v1        bool
+	step      sim.Step
+	pipelines []string // nil: every pipeline
+	before    []sim.Step
+}
+
+// on is the pipelines the case runs on.
+func (c faultCase) on() []string {
+	if c.pipelines == nil {
+		return sim.Pipelines
+	}
+	return c.pipelines
+}
+
+// runAll runs the schedules 16 at a time, whatever go test's -parallel
+// (2 on two cores): each mostly waits on timeouts, not on the CPU. Each
+// channel yields its schedule's result.
+func runAll(all []sim.Schedule) []chan sim.Result {
+	sem := make(chan struct{}, 16)
+	out := make([]chan sim.Result, len(all))
+	for i, s := range all {
+		out[i] = make(chan sim.Result, 1)
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] <- sim.Run(context.Background(), s, sim.Config{})
+		}()
+	}
+	return out
 }
 
 // The harness can fail: at-least-once promises no more than it says, and a
