@@ -164,11 +164,11 @@ effects.` + scaleHelp,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ex.on {
-				pls, err := explorePipelines(pipeline, stateKind, cmd.Flags().Changed("pipeline"))
+				pls, err := explorePipelines(pipeline, stateKind, pg.sink, pg.url, cmd.Flags().Changed("pipeline"))
 				if err != nil {
 					return err
 				}
-				ex.seed = o.Seed
+				ex.seed, ex.postgres = o.Seed, pg.url
 				if cmd.Flags().Changed("records") {
 					ex.records = o.Records
 				}

@@ -9,8 +9,10 @@
 // which parses the Kafka framing), the user code's start on a record, each
 // write to a state store, the end of a restore of state (seen in the
 // runtime's log, in the goroutine that restored), in the dedup
-// pipelines a side effect's run and each dedup store call, and in the
-// timer pipeline the user code's start on a timer's firing.
+// pipelines a side effect's run and each dedup store call, in the
+// timer pipeline the user code's start on a timer's firing, and in the
+// Postgres sink each database commit as it is sent (seen on its own
+// wire, which finds pgx's simple-protocol commit).
 // Faults are what the runtime claims to handle there: a refusal with a
 // retriable or fatal code, a request applied but answered REQUEST_TIMED_OUT,
 // a connection that dies before the request or before its answer, a
@@ -25,7 +27,8 @@
 // transaction_timeout, a dedup store call failing or applied with its
 // answer lost, and a commit the broker answers
 // as committed but ends aborted (markers a restarting broker skipped, then
-// aborted by a repair). The group going 15 s without a commit while no
+// aborted by a repair), and a database commit cut before the server
+// sees it or after its answer. The group going 15 s without a commit while no
 // live member logs at Info or above is a failure: the runtime never waits
 // silently. After a count-pebble run each member starts again alone
 // on its disk and counts one more record per key: each store must equal

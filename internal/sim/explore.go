@@ -77,7 +77,10 @@ func Explore(ctx context.Context, p Plan) Report {
 
 func (p Plan) withDefaults() Plan {
 	if len(p.Pipelines) == 0 {
-		p.Pipelines = Pipelines
+		p.Pipelines = slices.Clone(Pipelines)
+		if p.Config.Postgres != "" {
+			p.Pipelines = append(p.Pipelines, PgSink)
+		}
 	}
 	if p.Parallel <= 0 {
 		// A schedule mostly waits (on its broker, on timeouts), so many

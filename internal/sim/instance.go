@@ -9,6 +9,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/sink/pgsink"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,6 +28,10 @@ const (
 	Windowed    = "windowed"     // counts per key and tumbling window, final results only, in pebble
 	StreamJoin  = "join"         // a stream-stream join of two topics within an event-time span, in pebble
 	Timers      = "timers"       // a stream-time and a wall-clock timer per task, counting their firings in pebble
+	// PgSink is package pgsink writing a row per record into Postgres,
+	// each batch's offsets in its database transaction. It runs only
+	// with a database (Config.Postgres).
+	PgSink = "pg-sink"
 )
 
 // Pipelines lists what Explore accepts.
@@ -46,9 +51,15 @@ const (
 type instance struct {
 	idx    int
 	wire   *wire
-	runner *eos.Runner
+	runner member
 	done   chan error // Run's result
 	cancel context.CancelFunc
+}
+
+// member is what an instance runs: an eos.Runner, or a Postgres sink.
+type member interface {
+	Run(context.Context) error
+	Close() error
 }
 
 // start builds and runs the idx-th member on a fresh wire.
@@ -58,19 +69,18 @@ func (s *sim) start(idx int) (*instance, error) {
 	w.onRequest = func(key int16) (action, int) { return s.onRequest(idx, w, key) }
 	w.onLost, w.onLate = s.strike, s.late
 	in.wire = w
-	top, err := s.topology(idx, w)
-	if err != nil {
-		return nil, err
-	}
 	// Heartbeats every 200 ms tell a member of a rebalance well within
 	// a side effect's answer (midEffect).
 	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond), kgo.HeartbeatInterval(200 * time.Millisecond)}
 	if s.sched.TxnV1 {
 		opts = append(opts, kgo.MaxVersions(txnV1()))
 	}
-	r, err := eos.New(s.config(idx), top,
-		eos.Logger(watchRestores(s.hearing.logger(s.log, w), func() { s.onRestored(idx, w) }).With(zap.Int("instance", idx), zap.Int64("incarnation", incarnations.Add(1)))),
-		eos.ClientOpts(opts...))
+	log := s.hearing.logger(s.log, w)
+	if s.sched.Pipeline != PgSink {
+		log = watchRestores(log, func() { s.onRestored(idx, w) })
+	}
+	log = log.With(zap.Int("instance", idx), zap.Int64("incarnation", incarnations.Add(1)))
+	r, err := s.member(idx, w, log, opts)
 	if err != nil {
 		return nil, fmt.Errorf("instance %d: %w", idx, err)
 	}
@@ -79,6 +89,18 @@ func (s *sim) start(idx int) (*instance, error) {
 	in.cancel = cancel
 	go func() { in.done <- r.Run(ctx) }()
 	return in, nil
+}
+
+// member builds member idx: a runner of the pipeline, or the sink.
+func (s *sim) member(idx int, w *wire, log *zap.Logger, opts []kgo.Opt) (member, error) {
+	if s.sched.Pipeline == PgSink {
+		return s.startSink(idx, w, log, []pgsink.Option{pgsink.ClientOpts(opts...)})
+	}
+	top, err := s.topology(idx, w)
+	if err != nil {
+		return nil, err
+	}
+	return eos.New(s.config(idx), top, eos.Logger(log), eos.ClientOpts(opts...))
 }
 
 // txnV1 caps the requests whose newer versions carry KIP-890's second

@@ -55,6 +55,9 @@ func (s *sim) lostToFlips(ctx context.Context, topic string) ([]*kgo.Record, err
 // ending at n). A record of a commit that was lost may be missing, and
 // its key's counts may skip, but nothing may come out twice.
 func (s *sim) judge(ctx context.Context) error {
+	if s.sched.Pipeline == PgSink {
+		return s.judgeRows(ctx)
+	}
 	lost, err := s.lostToFlips(ctx, output)
 	if err != nil {
 		return err

@@ -45,6 +45,9 @@ const (
 	// OffsetCommit is the weaker guarantees' commit; exactly-once never
 	// sends it, so it is no coverage target.
 	OffsetCommit Point = "OffsetCommit"
+	// PgCommit is the Postgres sink's database commit as it is sent: a
+	// batch's rows and offsets, or a claim of partitions.
+	PgCommit Point = "pg-commit"
 )
 
 // Fault is what happens at a point.
@@ -84,6 +87,12 @@ const (
 	// moving to other brokers as the request is sent: the old one answers
 	// NOT_COORDINATOR, and the client must find the new one and retry.
 	Move Fault = "coordinator-move"
+	// PgFail is a database commit whose connection dies before the
+	// server sees it: the transaction rolls back. PgLost is one the
+	// server applies, its answer lost with the connection: the client
+	// cannot tell which.
+	PgFail Fault = "pg-fail"
+	PgLost Fault = "pg-lost"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
@@ -105,6 +114,7 @@ var handled = map[Point][]Fault{
 	Restored:           {Crash, Join, Leave},
 	Timer:              {Crash, Join, Leave, Slow},
 	Apply:              {Crash, ApplyFail},
+	PgCommit:           {PgFail, PgLost, Crash},
 }
 
 // dedupOnly lists the points only the dedup pipelines reach.
@@ -116,9 +126,16 @@ var timerOnly = map[Point]bool{Timer: true}
 // statefulOnly lists the points only the pipelines with state reach.
 var statefulOnly = map[Point]bool{Restored: true, Apply: true}
 
+// pgOnly lists the points only the Postgres sink reaches.
+var pgOnly = map[Point]bool{PgCommit: true}
+
+// txnOnly lists the points only the transactional runners reach: the
+// Postgres sink commits in its database.
+var txnOnly = map[Point]bool{InitProducerID: true, AddPartitionsToTxn: true, AddOffsetsToTxn: true, Produce: true, TxnOffsetCommit: true, EndTxn: true}
+
 // stateful reports whether pipeline keeps state in stores.
 func stateful(pipeline string) bool {
-	return pipeline != Stateless && !isDedup(pipeline)
+	return pipeline != Stateless && !isDedup(pipeline) && pipeline != PgSink
 }
 
 // codes is the error each refusal answers with, per point.
@@ -206,7 +223,7 @@ func (s Schedule) Without(i int) Schedule {
 var occurrences = map[Point]int{
 	InitProducerID: 2, AddPartitionsToTxn: 30, AddOffsetsToTxn: 30, Produce: 50,
 	TxnOffsetCommit: 30, EndTxn: 30, OffsetFetch: 2, JoinGroup: 2, SyncGroup: 2,
-	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2, Apply: 30, Timer: 60,
+	Heartbeat: 30, Record: 300, Effect: 300, Store: 600, Restored: 2, Apply: 30, Timer: 60, PgCommit: 20,
 }
 
 // Draw makes the schedule of seed for pipeline: one to four faults. The
@@ -301,7 +318,8 @@ func pairs(proto protocol, pipeline string) []Pair {
 	keys := make([]Point, 0, len(handled))
 	for p := range handled {
 		if v1Only[p] && proto == secondProtocol || dedupOnly[p] && pipeline != "" && !isDedup(pipeline) ||
-			statefulOnly[p] && pipeline != "" && !stateful(pipeline) || timerOnly[p] && pipeline != "" && pipeline != Timers {
+			statefulOnly[p] && pipeline != "" && !stateful(pipeline) || timerOnly[p] && pipeline != "" && pipeline != Timers ||
+			pgOnly[p] && pipeline != "" && pipeline != PgSink || txnOnly[p] && pipeline == PgSink {
 			continue
 		}
 		keys = append(keys, p)

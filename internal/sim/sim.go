@@ -13,6 +13,7 @@ import (
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,6 +31,8 @@ type Config struct {
 	// one is the harness's negative control.
 	Guarantee config.Guarantee
 	Log       *zap.Logger // the runtime's log; nil keeps it quiet
+	// Postgres is the database URL of the pipeline PgSink.
+	Postgres string
 }
 
 func (c Config) withDefaults() Config {
@@ -82,6 +85,7 @@ const (
 	KindEffects  = "side effects" // an effect lost or repeated past its allowance
 	KindWindows  = "windows"      // a window's final count missing, repeated or wrong
 	KindPairs    = "pairs"        // a joined pair missing, repeated or not of the seed
+	KindRows     = "rows"         // a database row missing or repeated, or the stored offsets apart
 	KindFires    = "firings"      // a firing repeated, a stream-time count wrong, a wall-clock timer that never fired, or a changelog apart
 )
 
@@ -143,6 +147,8 @@ type sim struct {
 	hearing  hearing               // when the runtime last logged, the group last committed
 	overlaps int                   // side effects answering while a revoke waited for them
 	events   chan event
+	pg       *pgxpool.Pool // the PgSink pipeline's database, unwrapped
+	tables   pgTables      // … and its tables
 }
 
 // Run runs one schedule on a fresh embedded broker and judges it.
@@ -174,6 +180,13 @@ func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*s
 	s.fake = fake
 	s.log = cfg.Log
 	s.watchEndTxn()
+	if sched.Pipeline == PgSink {
+		defer s.dropPg()
+		if err := s.setupPg(ctx); err != nil {
+			res.Failure, res.Kind = err.Error(), KindSetup
+			return res
+		}
+	}
 	if err := s.seed(ctx); err != nil {
 		res.Failure, res.Kind = err.Error(), KindSetup
 		return res
@@ -217,6 +230,9 @@ func brokers(sched Schedule) int {
 // caughtUp reports whether the group has committed the whole input: for
 // the join, both of its topics.
 func (s *sim) caughtUp(ctx context.Context, adm *kadm.Client) bool {
+	if s.sched.Pipeline == PgSink {
+		return s.pgCaughtUp(ctx)
+	}
 	if !verdict.CaughtUp(ctx, adm, appID, input) {
 		return false
 	}

@@ -49,62 +49,85 @@ func TestDrawIsAFunctionOfTheSeed(t *testing.T) {
 	}
 }
 
+// The pipelines some fault cases run on.
+var (
+	onDedups    = []string{sim.DedupAfter, sim.DedupBefore}
+	onCountable = slices.DeleteFunc(slices.Clone(sim.Pipelines), func(p string) bool { return p == sim.Windowed || p == sim.StreamJoin })
+	onStateful  = []string{sim.CountMemory, sim.CountPebble, sim.Windowed, sim.StreamJoin, sim.Timers}
+	onTimers    = []string{sim.Timers}
+	onPg        = []string{sim.PgSink}                                  // with a database only (sim.PostgresFromEnv)
+	crashFirst  = sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash} // so that the next start restores records
+)
+
+// faultCases are the steps TestEachFaultStrikesAndExactlyOnceHolds strikes.
+var faultCases = []faultCase{
+	{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil, nil},
+	{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil, nil},
+	{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil, nil},
+	{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}, nil, nil},
+	{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}, nil, nil},
+	{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}, nil, nil},
+	{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, nil, nil},
+	{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, nil, nil},
+	{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, nil, nil},
+	{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}, onCountable, nil},
+	{"a member joining while a side effect runs", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Join}, onDedups, nil},
+	{"a crash after a side effect, before its mark", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Crash}, onDedups, nil},
+	{"user code slower than transaction_timeout", false, sim.Step{Point: sim.Record, N: 60, Fault: sim.Slow}, nil, nil},
+	{"a dedup store call failing", false, sim.Step{Point: sim.Store, N: 101, Fault: sim.StoreFail}, onDedups, nil},
+	// Even calls change the store: a mark after the effect, or the
+	// completion of a claim.
+	{"a dedup store call applied, its answer lost", false, sim.Step{Point: sim.Store, N: 100, Fault: sim.StoreLost}, onDedups, nil},
+	{"a crash at a dedup store call", false, sim.Step{Point: sim.Store, N: 102, Fault: sim.Crash}, onDedups, nil},
+	{"a crash as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Crash}, onStateful, []sim.Step{crashFirst}},
+	{"a member joining as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Join}, onStateful, []sim.Step{crashFirst}},
+	{"a member leaving as its restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Leave}, onStateful, []sim.Step{crashFirst}},
+	{"a state store write refused", false, sim.Step{Point: sim.Apply, N: 4, Fault: sim.ApplyFail}, onStateful, nil},
+	{"a crash at a state store write", false, sim.Step{Point: sim.Apply, N: 5, Fault: sim.Crash}, onStateful, nil},
+	{"a produce applied after the client gave up on it", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Late}, nil, nil},
+	{"a produce applied late (first protocol)", true, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Late}, nil, nil},
+	{"a TxnOffsetCommit applied late", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Late}, nil, nil},
+	{"an InitProducerID applied late", false, sim.Step{Point: sim.InitProducerID, N: 1, Fault: sim.Late}, nil, nil},
+	{"a heartbeat applied late", false, sim.Step{Point: sim.Heartbeat, N: 5, Fault: sim.Late}, nil, nil},
+	{"the coordinators moving as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Move}, nil, nil},
+	{"the coordinators moving as TxnOffsetCommit is sent", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Move}, nil, nil},
+	{"the coordinators moving as AddOffsetsToTxn is sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Move}, nil, nil},
+	{"the coordinators moving as the group is joined", false, sim.Step{Point: sim.JoinGroup, N: 1, Fault: sim.Move}, nil, nil},
+	{"a crash as a timer fires", false, sim.Step{Point: sim.Timer, N: 40, Fault: sim.Crash}, onTimers, nil},
+	{"a member joining as a timer fires", false, sim.Step{Point: sim.Timer, N: 10, Fault: sim.Join}, onTimers, nil},
+	{"a member leaving as a timer fires", false, sim.Step{Point: sim.Timer, N: 30, Fault: sim.Leave}, onTimers, nil},
+	{"a firing slower than transaction_timeout", false, sim.Step{Point: sim.Timer, N: 20, Fault: sim.Slow}, onTimers, nil},
+	{"a database commit cut before the server sees it", false, sim.Step{Point: sim.PgCommit, N: 3, Fault: sim.PgFail}, onPg, nil},
+	{"a database commit applied, its answer lost", false, sim.Step{Point: sim.PgCommit, N: 4, Fault: sim.PgLost}, onPg, nil},
+	{"a crash as a database commit is sent", false, sim.Step{Point: sim.PgCommit, N: 5, Fault: sim.Crash}, onPg, nil},
+	{"a crash in the sink's handler", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, onPg, nil},
+	{"a member joining the sink's group", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, onPg, nil},
+	{"a sink member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, onPg, nil},
+	{"a sink's handler slower than the rebalance timeout", false, sim.Step{Point: sim.Record, N: 60, Fault: sim.Slow}, onPg, nil},
+	{"the coordinator moving as the sink joins", false, sim.Step{Point: sim.JoinGroup, N: 1, Fault: sim.Move}, onPg, nil},
+	// The sink is done with 300 records in half a second: a slow
+	// record first makes room for heartbeats.
+	{"a sink's heartbeat applied late", false, sim.Step{Point: sim.Heartbeat, N: 5, Fault: sim.Late}, onPg, []sim.Step{{Point: sim.Record, N: 10, Fault: sim.Slow}}},
+}
+
 // Each kind of fault strikes where the schedule puts it, and the output is
 // still exactly the input, once each, in order per key.
 func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
-	dedups := []string{sim.DedupAfter, sim.DedupBefore}
-	countable := slices.DeleteFunc(slices.Clone(sim.Pipelines), func(p string) bool { return p == sim.Windowed || p == sim.StreamJoin })
-	stateful := []string{sim.CountMemory, sim.CountPebble, sim.Windowed, sim.StreamJoin, sim.Timers}
-	timers := []string{sim.Timers}
-	crashed := sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash} // so that the next start restores records
-	cases := []faultCase{
-		{"an EndTxn whose answer is lost", false, sim.Step{Point: sim.EndTxn, N: 2, Fault: sim.Lost}, nil, nil},
-		{"a produce applied then timed out", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Timeout}, nil, nil},
-		{"a TxnOffsetCommit refused as retriable", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Retriable}, nil, nil},
-		{"a TxnOffsetCommit from an old generation", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Fatal}, nil, nil},
-		{"an AddOffsetsToTxn never sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Drop}, nil, nil},
-		{"a crash as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Crash}, nil, nil},
-		{"a crash in the user code", false, sim.Step{Point: sim.Record, N: 120, Fault: sim.Crash}, nil, nil},
-		{"a member joining", false, sim.Step{Point: sim.Record, N: 30, Fault: sim.Join}, nil, nil},
-		{"a member closing and coming back", false, sim.Step{Point: sim.Record, N: 90, Fault: sim.Leave}, nil, nil},
-		{"a commit answered but ended aborted", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.CommitLost}, countable, nil},
-		{"a member joining while a side effect runs", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Join}, dedups, nil},
-		{"a crash after a side effect, before its mark", false, sim.Step{Point: sim.Effect, N: 150, Fault: sim.Crash}, dedups, nil},
-		{"user code slower than transaction_timeout", false, sim.Step{Point: sim.Record, N: 60, Fault: sim.Slow}, nil, nil},
-		{"a dedup store call failing", false, sim.Step{Point: sim.Store, N: 101, Fault: sim.StoreFail}, dedups, nil},
-		// Even calls change the store: a mark after the effect, or the
-		// completion of a claim.
-		{"a dedup store call applied, its answer lost", false, sim.Step{Point: sim.Store, N: 100, Fault: sim.StoreLost}, dedups, nil},
-		{"a crash at a dedup store call", false, sim.Step{Point: sim.Store, N: 102, Fault: sim.Crash}, dedups, nil},
-		{"a crash as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Crash}, stateful, []sim.Step{crashed}},
-		{"a member joining as a restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Join}, stateful, []sim.Step{crashed}},
-		{"a member leaving as its restore ends", false, sim.Step{Point: sim.Restored, N: 1, Fault: sim.Leave}, stateful, []sim.Step{crashed}},
-		{"a state store write refused", false, sim.Step{Point: sim.Apply, N: 4, Fault: sim.ApplyFail}, stateful, nil},
-		{"a crash at a state store write", false, sim.Step{Point: sim.Apply, N: 5, Fault: sim.Crash}, stateful, nil},
-		{"a produce applied after the client gave up on it", false, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Late}, nil, nil},
-		{"a produce applied late (first protocol)", true, sim.Step{Point: sim.Produce, N: 3, Fault: sim.Late}, nil, nil},
-		{"a TxnOffsetCommit applied late", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Late}, nil, nil},
-		{"an InitProducerID applied late", false, sim.Step{Point: sim.InitProducerID, N: 1, Fault: sim.Late}, nil, nil},
-		{"a heartbeat applied late", false, sim.Step{Point: sim.Heartbeat, N: 5, Fault: sim.Late}, nil, nil},
-		{"the coordinators moving as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Move}, nil, nil},
-		{"the coordinators moving as TxnOffsetCommit is sent", false, sim.Step{Point: sim.TxnOffsetCommit, N: 2, Fault: sim.Move}, nil, nil},
-		{"the coordinators moving as AddOffsetsToTxn is sent (first protocol)", true, sim.Step{Point: sim.AddOffsetsToTxn, N: 2, Fault: sim.Move}, nil, nil},
-		{"the coordinators moving as the group is joined", false, sim.Step{Point: sim.JoinGroup, N: 1, Fault: sim.Move}, nil, nil},
-		{"a crash as a timer fires", false, sim.Step{Point: sim.Timer, N: 40, Fault: sim.Crash}, timers, nil},
-		{"a member joining as a timer fires", false, sim.Step{Point: sim.Timer, N: 10, Fault: sim.Join}, timers, nil},
-		{"a member leaving as a timer fires", false, sim.Step{Point: sim.Timer, N: 30, Fault: sim.Leave}, timers, nil},
-		{"a firing slower than transaction_timeout", false, sim.Step{Point: sim.Timer, N: 20, Fault: sim.Slow}, timers, nil},
-	}
+	cases := faultCases
 	var all []sim.Schedule
+	db := sim.PostgresFromEnv()
 	for _, c := range cases {
-		for _, pl := range c.on() {
+		for _, pl := range c.on(db) {
 			all = append(all, sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)})
 		}
 	}
-	results := runAll(all)
+	results := runAll(all, sim.Config{Postgres: db})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, pl := range c.on() {
+			if len(c.on(db)) == 0 {
+				t.Skip("no database for the Postgres sink: set EOS_POSTGRES_URL, e.g. $(integration/postgres/pg.sh start)")
+			}
+			for _, pl := range c.on(db) {
 				t.Run(pl, func(t *testing.T) {
 					s, r := all[0], <-results[0]
 					all, results = all[1:], results[1:]
@@ -125,14 +148,18 @@ type faultCase struct {
 	name      string
 	v1        bool
 	step      sim.Step
-	pipelines []string // nil: every pipeline
+	pipelines []string // nil: every pipeline of sim.Pipelines, the ones on Kafka alone
 	before    []sim.Step
 }
 
-// on is the pipelines the case runs on.
-func (c faultCase) on() []string {
+// on is the pipelines the case runs on: without a database (db), not
+// the Postgres sink.
+func (c faultCase) on(db string) []string {
 	if c.pipelines == nil {
 		return sim.Pipelines
+	}
+	if db == "" {
+		return slices.DeleteFunc(slices.Clone(c.pipelines), func(p string) bool { return p == sim.PgSink })
 	}
 	return c.pipelines
 }
@@ -140,7 +167,7 @@ func (c faultCase) on() []string {
 // runAll runs the schedules 16 at a time, whatever go test's -parallel
 // (2 on two cores): each mostly waits on timeouts, not on the CPU. Each
 // channel yields its schedule's result.
-func runAll(all []sim.Schedule) []chan sim.Result {
+func runAll(all []sim.Schedule, cfg sim.Config) []chan sim.Result {
 	sem := make(chan struct{}, 16)
 	out := make([]chan sim.Result, len(all))
 	for i, s := range all {
@@ -148,7 +175,7 @@ func runAll(all []sim.Schedule) []chan sim.Result {
 		go func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i] <- sim.Run(context.Background(), s, sim.Config{})
+			out[i] <- sim.Run(context.Background(), s, cfg)
 		}()
 	}
 	return out
@@ -178,7 +205,11 @@ func TestExploreCoversEveryPairCleanly(t *testing.T) {
 	if raceEnabled {
 		seeds = 6
 	}
-	rep := sim.Explore(context.Background(), sim.Plan{FirstSeed: 1, Seeds: seeds})
+	db := sim.PostgresFromEnv()
+	if db == "" {
+		t.Log("no database: the Postgres sink's schedules do not run (set EOS_POSTGRES_URL)")
+	}
+	rep := sim.Explore(context.Background(), sim.Plan{FirstSeed: 1, Seeds: seeds, Config: sim.Config{Postgres: db}})
 	for _, f := range rep.Failures {
 		t.Errorf("%v: %s (Runs ended: %v); failed again %d of %d; smallest %v",
 			f.Result.Schedule, f.Result.Failure, f.Result.Errors, f.Refailed, f.Replayed, f.Smallest.Schedule)
@@ -188,7 +219,11 @@ func TestExploreCoversEveryPairCleanly(t *testing.T) {
 			t.Errorf("%s: pairs never struck: %v", pl, missed)
 		}
 	}
-	if want := seeds * len(sim.Pipelines); rep.Runs != want {
+	pipelines := len(sim.Pipelines)
+	if db != "" {
+		pipelines++
+	}
+	if want := seeds * pipelines; rep.Runs != want {
 		t.Errorf("ran %d schedules, want %d", rep.Runs, want)
 	}
 	var table strings.Builder

@@ -41,6 +41,7 @@ type wire struct {
 	// asked to complete or release: a claim of one is a renewal.
 	holding map[string]bool
 	conns   map[*conn]struct{}
+	others  map[net.Conn]struct{} // the database's connections
 }
 
 func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
@@ -78,7 +79,11 @@ func (w *wire) kill() {
 	for c := range w.conns {
 		c.Conn.Close()
 	}
+	for c := range w.others {
+		c.Close()
+	}
 	clear(w.conns)
+	clear(w.others)
 }
 
 // effectLanded records that the side effect of id ran, its mark to come,
