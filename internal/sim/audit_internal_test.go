@@ -149,3 +149,32 @@ func (s *sim) produceAgain(r *kgo.Record) error {
 	again := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
 	return cl.ProduceSync(context.Background(), again).FirstErr()
 }
+
+// The store audit can fail: a windowed store on disk holding a key its
+// committed changelog never had, listed as checked, is reported, naming
+// the key.
+func TestTheStoreAuditCatchesAKeyTheChangelogNeverCommitted(t *testing.T) {
+	var tampered bool
+	tamper := func(s *sim) error {
+		dir := filepath.Join(stateDir, appID, memberID(0))
+		st, err := state.Open(state.Pebble(state.FS(s.disk(0))), dir, chaos.WindowStore, state.Task{Topic: input, Partition: 0})
+		if err != nil {
+			return err
+		}
+		if st.Offset() >= 0 {
+			err = st.Restore([]state.Write{{Key: []byte("zz-bogus"), Value: []byte{1}}}, st.Offset()+1)
+			tampered = err == nil
+		}
+		if cerr := st.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	r := run(context.Background(), Schedule{Pipeline: Windowed}, Config{}, tamper)
+	if !tampered {
+		t.Fatalf("member 0 held no windowed store of partition 0: the test proves nothing (%s)", r.Failure)
+	}
+	if r.OK() || r.Kind != KindAudit || !strings.Contains(r.Failure, `key "zz-bogus" holds`) {
+		t.Fatalf("a store holding a key its changelog never committed: failure %q, want the audit to name it", r.Failure)
+	}
+}

@@ -27,12 +27,16 @@
 // transaction_timeout, a dedup store call failing or applied with its
 // answer lost, and a commit the broker answers
 // as committed but ends aborted (markers a restarting broker skipped, then
-// aborted by a repair), and a database commit cut before the server
-// sees it or after its answer. The group going 15 s without a commit while no
+// aborted by a repair), a database commit cut before the server
+// sees it or after its answer, and the broker bouncing (every member's
+// connections cut, then a second of refusals as its coordinators load).
+// The group going 15 s without a commit while no
 // live member logs at Info or above is a failure: the runtime never waits
 // silently. After a count-pebble run each member starts again alone
 // on its disk and counts one more record per key: each store must equal
-// its committed changelog.
+// its committed changelog. After every run, each pebble store left on a
+// disk whose batches all read back as committed must hold exactly the
+// fold of its committed changelog up to its offset.
 //
 // The same seed and pipeline always draw the same schedule, so a failure
 // is replayed with its seed (eosctl verify --explore --seed S); goroutine

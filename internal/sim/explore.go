@@ -94,11 +94,17 @@ func (p Plan) withDefaults() Plan {
 	return p
 }
 
+// pgParallel bounds the Postgres sink's schedules run at once.
+const pgParallel = 24
+
 // feed runs every schedule of the plan, p.Parallel at once, and closes
 // results when all are done.
 func feed(ctx context.Context, p Plan, results chan<- Result) {
 	defer close(results)
 	sem := make(chan struct{}, p.Parallel)
+	// Each Postgres sink schedule holds up to seven connections (three
+	// members, the judge's): a bound keeps them within a server's 200.
+	pgSem := make(chan struct{}, min(p.Parallel, pgParallel))
 	var wg sync.WaitGroup
 	for i := range p.Seeds {
 		for _, pl := range p.Pipelines {
@@ -106,8 +112,14 @@ func feed(ctx context.Context, p Plan, results chan<- Result) {
 				break
 			}
 			sem <- struct{}{}
+			if pl == PgSink {
+				pgSem <- struct{}{}
+			}
 			wg.Go(func() {
 				defer func() { <-sem }()
+				if pl == PgSink {
+					defer func() { <-pgSem }()
+				}
 				results <- Run(ctx, Draw(p.FirstSeed+uint64(i), pl), p.Config)
 			})
 		}

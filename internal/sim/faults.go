@@ -90,6 +90,9 @@ func (s *sim) onRequest(idx int, w *wire, key int16) (action, int) {
 		s.armFlip(i, appID+":"+memberID(idx))
 	case Move:
 		s.armMove(i, idx, key)
+	case Bounce:
+		s.bounce(i)
+		return dropReq, i
 	default:
 		s.arm(i, idx, key, f)
 	}

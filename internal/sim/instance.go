@@ -69,9 +69,18 @@ func (s *sim) start(idx int) (*instance, error) {
 	w.onRequest = func(key int16) (action, int) { return s.onRequest(idx, w, key) }
 	w.onLost, w.onLate = s.strike, s.late
 	in.wire = w
+	s.mu.Lock()
+	s.wires = append(s.wires, w)
+	s.mu.Unlock()
 	// Heartbeats every 200 ms tell a member of a rebalance well within
-	// a side effect's answer (midEffect).
-	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond), kgo.HeartbeatInterval(200 * time.Millisecond)}
+	// a side effect's answer (midEffect). The sink is done with its input
+	// in under half a second: every 50 ms, its heartbeats reach the
+	// occurrences a schedule strikes early.
+	hb := 200 * time.Millisecond
+	if s.sched.Pipeline == PgSink {
+		hb = 50 * time.Millisecond
+	}
+	opts := []kgo.Opt{kgo.Dialer(in.wire.dial), kgo.MetadataMinAge(100 * time.Millisecond), kgo.HeartbeatInterval(hb)}
 	if s.sched.TxnV1 {
 		opts = append(opts, kgo.MaxVersions(txnV1()))
 	}

@@ -1,34 +1,32 @@
 package sim
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/sink/pgsink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// pgCommit is the simple-protocol query pgx sends to commit a
-// transaction: 'Q', its length, "commit" and a NUL.
-var pgCommit = append([]byte{'Q', 0, 0, 0, 11}, "commit\x00"...)
-
-// pgTables names one run's tables: its rows and the sink's offsets. The
-// process id and a counter keep concurrent runs and replays apart.
+// pgTables names one run's tables: its rows and the sink's offsets. A
+// random part keeps concurrent runs, replays and the remains of a killed
+// run apart.
 type pgTables struct{ rows, offsets string }
 
-var pgRuns atomic.Int64
-
 func newPgTables() pgTables {
-	base := fmt.Sprintf("sim_%d_%d", os.Getpid(), pgRuns.Add(1))
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	base := "sim_" + hex.EncodeToString(b[:])
 	return pgTables{rows: base + "_rows", offsets: base + "_offsets"}
 }
 
@@ -38,7 +36,12 @@ func (s *sim) setupPg(ctx context.Context) error {
 	if s.cfg.Postgres == "" {
 		return fmt.Errorf("pipeline %s needs a database: set Config.Postgres (eosctl: --postgres-url or EOS_POSTGRES_URL)", PgSink)
 	}
-	pool, err := pgxpool.New(ctx, s.cfg.Postgres)
+	pc, err := pgxpool.ParseConfig(s.cfg.Postgres)
+	if err != nil {
+		return fmt.Errorf("database %s: %w", s.cfg.Postgres, err)
+	}
+	pc.MaxConns = 1 // many runs share one server
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return fmt.Errorf("database %s: %w", s.cfg.Postgres, err)
 	}
@@ -65,10 +68,12 @@ func (s *sim) startSink(idx int, w *wire, log *zap.Logger, opts []pgsink.Option)
 	if err != nil {
 		return nil, err
 	}
+	if pc.ConnConfig.TLSConfig != nil {
+		return nil, errors.New("the Postgres sink's schedules read each commit off the wire: give a URL with sslmode=disable")
+	}
 	pc.MaxConns = 2 // many runs share one server
-	pc.ConnConfig.TLSConfig, pc.ConnConfig.Fallbacks = nil, nil
 	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		return w.dialPg(ctx, network, addr, func() action { return s.onPgCommit(idx, w) })
+		return w.dialPg(ctx, network, addr, func() (action, int) { return s.onPgCommit(idx, w) }, s.strike)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
@@ -117,97 +122,29 @@ func (m sinkMember) Close() error {
 }
 
 // onPgCommit decides the fate of a database commit member idx is about
-// to send: cut before the server sees it, its answer lost, or a crash.
-func (s *sim) onPgCommit(idx int, w *wire) action {
+// to send (its tables' creation, a claim of partitions or a batch): cut
+// before the server sees it, its answer lost (struck when the answer
+// comes and is dropped), or a crash.
+func (s *sim) onPgCommit(idx int, w *wire) (action, int) {
 	i, ok := s.step(idx, w, PgCommit)
 	if !ok {
 		s.hearing.committed.Store(time.Now().UnixNano())
-		return pass
+		return pass, -1
 	}
 	defer s.acted()
 	switch s.sched.Steps[i].Fault {
 	case PgFail:
 		s.strike(i)
-		return dropReq
+		return dropReq, i
 	case PgLost:
-		s.strike(i) // the answer is read and dropped before the commit returns
-		return loseResp
+		return loseResp, i
 	case Crash:
 		s.strike(i)
 		s.crash(idx, w)
 		s.events <- event{idx: idx, wire: w, step: i, fault: Crash}
-		return dropReq
+		return dropReq, i
 	}
-	return pass
-}
-
-// pgConn is a database connection on a member's wire: it sees each
-// commit as it is sent and can cut the connection before it or after its
-// answer.
-type pgConn struct {
-	net.Conn
-	onCommit func() action
-}
-
-// dialPg is the member's database dialer.
-func (w *wire) dialPg(ctx context.Context, network, addr string, onCommit func() action) (net.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.dead {
-		nc.Close()
-		return nil, errCut
-	}
-	if w.others == nil {
-		w.others = map[net.Conn]struct{}{}
-	}
-	w.others[nc] = struct{}{}
-	return &pgConn{Conn: nc, onCommit: onCommit}, nil
-}
-
-// Write sends b, unless it holds a commit the schedule strikes: then the
-// connection is cut before it (dropReq), or after the server's answer to
-// it was read and dropped (loseResp): the commit applied, its outcome
-// unknown to the client.
-func (c *pgConn) Write(b []byte) (int, error) {
-	if !bytes.Contains(b, pgCommit) {
-		return c.Conn.Write(b)
-	}
-	switch c.onCommit() {
-	case dropReq:
-		c.Conn.Close()
-		return 0, errCut
-	case loseResp:
-		n, err := c.Conn.Write(b)
-		if err == nil {
-			_ = c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			err = readUntilReady(c.Conn)
-		}
-		c.Conn.Close()
-		return n, err
-	}
-	return c.Conn.Write(b)
-}
-
-// readUntilReady reads the server's messages up to its ReadyForQuery.
-func readUntilReady(r io.Reader) error {
-	var head [5]byte
-	for {
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			return err
-		}
-		n := int64(binary.BigEndian.Uint32(head[1:])) - 4
-		if _, err := io.CopyN(io.Discard, r, n); err != nil {
-			return err
-		}
-		if head[0] == 'Z' {
-			return nil
-		}
-	}
+	return pass, -1
 }
 
 // pgCaughtUp reports whether the sink's offsets in the database cover
@@ -218,22 +155,81 @@ func (s *sim) pgCaughtUp(ctx context.Context) bool {
 	return err == nil && next >= int64(s.inputs)
 }
 
-// judgeRows checks that every input record is one row, and the stored
-// offsets are the input's ends.
+// judgeRows checks, per input partition, that each record is one row
+// and the stored offset is the partition's end.
 func (s *sim) judgeRows(ctx context.Context) error {
-	var rows, distinct, beyond, stored int64
-	err := s.pg.QueryRow(ctx, `SELECT count(*), count(DISTINCT (partition, "offset")),
-	(SELECT count(*) FROM `+s.tables.offsets+` o WHERE o.group_id = $1 AND o.next_offset < 0),
-	(SELECT coalesce(sum(next_offset), 0) FROM `+s.tables.offsets+` o WHERE o.group_id = $1)
-	FROM `+s.tables.rows, appID).Scan(&rows, &distinct, &beyond, &stored)
+	ends, err := s.inputEnds(ctx)
+	if err != nil {
+		return as(KindSetup, err)
+	}
+	got, err := s.partitionRows(ctx)
 	if err != nil {
 		return as(KindSetup, fmt.Errorf("reading the rows: %w", err))
 	}
-	n := int64(s.inputs)
-	if rows != n || distinct != n || stored != n {
-		return as(KindRows, fmt.Errorf("rows=%d distinct=%d want %d each; stored offsets sum to %d (%d partitions never committed)", rows, distinct, n, stored, beyond))
+	for p, end := range ends {
+		g := got[p]
+		if g.rows != end || g.distinct != end || end > 0 && g.last != end-1 || max(g.stored, 0) != end {
+			return as(KindRows, fmt.Errorf("partition %d of %d records: rows=%d distinct=%d last offset %d; stored offset %d", p, end, g.rows, g.distinct, g.last, g.stored))
+		}
 	}
 	return nil
+}
+
+// partRows is what the database holds of one input partition.
+type partRows struct{ rows, distinct, last, stored int64 }
+
+// partitionRows reads, per partition, the rows and the stored offset.
+func (s *sim) partitionRows(ctx context.Context) (map[int32]partRows, error) {
+	out := map[int32]partRows{}
+	rows, err := s.pg.Query(ctx, `SELECT partition, count(*), count(DISTINCT "offset"), max("offset") FROM `+s.tables.rows+` GROUP BY partition`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var p int32
+		var g partRows
+		if err := rows.Scan(&p, &g.rows, &g.distinct, &g.last); err != nil {
+			return nil, err
+		}
+		out[p] = g
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = s.pg.Query(ctx, `SELECT partition, next_offset FROM `+s.tables.offsets+` WHERE group_id = $1 AND topic = $2`, appID, input)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var p int32
+		var next int64
+		if err := rows.Scan(&p, &next); err != nil {
+			return nil, err
+		}
+		g := out[p]
+		g.stored = next
+		out[p] = g
+	}
+	return out, rows.Err()
+}
+
+// inputEnds is the end offset of each input partition.
+func (s *sim) inputEnds(ctx context.Context) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(s.base()...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, input)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return ends, nil
 }
 
 // PostgresFromEnv is the database the tests give the Postgres sink

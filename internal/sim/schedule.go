@@ -45,8 +45,9 @@ const (
 	// OffsetCommit is the weaker guarantees' commit; exactly-once never
 	// sends it, so it is no coverage target.
 	OffsetCommit Point = "OffsetCommit"
-	// PgCommit is the Postgres sink's database commit as it is sent: a
-	// batch's rows and offsets, or a claim of partitions.
+	// PgCommit is the Postgres sink's database commit as it is sent: its
+	// tables' creation, a claim of partitions, or a batch's rows and
+	// offsets.
 	PgCommit Point = "pg-commit"
 )
 
@@ -93,6 +94,10 @@ const (
 	// cannot tell which.
 	PgFail Fault = "pg-fail"
 	PgLost Fault = "pg-lost"
+	// Bounce is the broker restarting, its log kept: every member's
+	// connections cut at once, then a second of refusals as its
+	// coordinators load (see bounce).
+	Bounce Fault = "broker-bounce"
 )
 
 // handled lists, per point, the faults the runtime handles there, and
@@ -101,13 +106,13 @@ var handled = map[Point][]Fault{
 	InitProducerID:     {Retriable, Drop, Lost, Late, Crash, Move},
 	AddPartitionsToTxn: {Retriable, Fatal, Drop, Lost, Crash, Move},
 	AddOffsetsToTxn:    {Retriable, Fatal, Drop, Lost, Crash, Move},
-	Produce:            {Retriable, Timeout, Drop, Lost, Late, Crash},
-	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Late, Crash, Move},
-	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost, Move},
+	Produce:            {Retriable, Timeout, Drop, Lost, Late, Crash, Bounce},
+	TxnOffsetCommit:    {Retriable, Fatal, Timeout, Drop, Lost, Late, Crash, Move, Bounce},
+	EndTxn:             {Retriable, Fatal, Drop, Lost, Crash, CommitLost, Move, Bounce},
 	OffsetFetch:        {Retriable, Drop, Lost, Late, Crash, Move},
 	JoinGroup:          {Retriable, Drop, Lost, Late, Crash, Move},
 	SyncGroup:          {Retriable, Drop, Lost, Late, Crash, Move},
-	Heartbeat:          {Retriable, Drop, Lost, Late, Crash, Move},
+	Heartbeat:          {Retriable, Drop, Lost, Late, Crash, Move, Bounce},
 	Record:             {Crash, Join, Leave, Slow},
 	Effect:             {Crash, Join},
 	Store:              {Crash, StoreFail, StoreLost},
@@ -237,6 +242,9 @@ func Draw(seed uint64, pipeline string) Schedule {
 	every := pairs(anyProtocol, pipeline)
 	first := every[seed%uint64(len(every))]
 	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || !v2Only[first] && rng.IntN(3) == 0}
+	if pipeline == PgSink {
+		s.TxnV1 = false // the sink has no transactions; drawn all the same, so the stream of draws stays put
+	}
 	all := pairs(protocolOf(s.TxnV1), pipeline)
 	joined := false
 	if first.Point == Restored {

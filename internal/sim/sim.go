@@ -147,6 +147,7 @@ type sim struct {
 	hearing  hearing               // when the runtime last logged, the group last committed
 	overlaps int                   // side effects answering while a revoke waited for them
 	events   chan event
+	wires    []*wire       // of every incarnation started, for a bounce
 	pg       *pgxpool.Pool // the PgSink pipeline's database, unwrapped
 	tables   pgTables      // … and its tables
 }
@@ -204,6 +205,9 @@ func runLabelled(ctx context.Context, sched Schedule, cfg Config, tamper func(*s
 	}
 	if err == nil && sched.Pipeline == CountPebble {
 		err = as(KindAudit, s.audit(ctx))
+	}
+	if err == nil {
+		err = as(KindAudit, s.auditStores(ctx))
 	}
 	if err == nil {
 		err = as(KindSetup, s.judge(ctx))

@@ -97,6 +97,9 @@ var faultCases = []faultCase{
 	{"a member joining as a timer fires", false, sim.Step{Point: sim.Timer, N: 10, Fault: sim.Join}, onTimers, nil},
 	{"a member leaving as a timer fires", false, sim.Step{Point: sim.Timer, N: 30, Fault: sim.Leave}, onTimers, nil},
 	{"a firing slower than transaction_timeout", false, sim.Step{Point: sim.Timer, N: 20, Fault: sim.Slow}, onTimers, nil},
+	{"the broker bouncing as EndTxn is sent", false, sim.Step{Point: sim.EndTxn, N: 3, Fault: sim.Bounce}, nil, nil},
+	{"the broker bouncing as a produce is sent", false, sim.Step{Point: sim.Produce, N: 4, Fault: sim.Bounce}, nil, nil},
+	{"the broker bouncing under the sink", false, sim.Step{Point: sim.Heartbeat, N: 5, Fault: sim.Bounce}, onPg, []sim.Step{{Point: sim.Record, N: 10, Fault: sim.Slow}}},
 	{"a database commit cut before the server sees it", false, sim.Step{Point: sim.PgCommit, N: 3, Fault: sim.PgFail}, onPg, nil},
 	{"a database commit applied, its answer lost", false, sim.Step{Point: sim.PgCommit, N: 4, Fault: sim.PgLost}, onPg, nil},
 	{"a crash as a database commit is sent", false, sim.Step{Point: sim.PgCommit, N: 5, Fault: sim.Crash}, onPg, nil},
@@ -113,24 +116,18 @@ var faultCases = []faultCase{
 // Each kind of fault strikes where the schedule puts it, and the output is
 // still exactly the input, once each, in order per key.
 func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
-	cases := faultCases
-	var all []sim.Schedule
 	db := sim.PostgresFromEnv()
-	for _, c := range cases {
-		for _, pl := range c.on(db) {
-			all = append(all, sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)})
-		}
-	}
-	results := runAll(all, sim.Config{Postgres: db})
-	for _, c := range cases {
+	for _, c := range faultCases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			if len(c.on(db)) == 0 {
 				t.Skip("no database for the Postgres sink: set EOS_POSTGRES_URL, e.g. $(integration/postgres/pg.sh start)")
 			}
 			for _, pl := range c.on(db) {
 				t.Run(pl, func(t *testing.T) {
-					s, r := all[0], <-results[0]
-					all, results = all[1:], results[1:]
+					t.Parallel()
+					s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)}
+					r := sim.Run(context.Background(), s, sim.Config{Postgres: db})
 					if !slices.Contains(r.Fired, c.step) {
 						t.Fatalf("%v: the fault never struck (fired %v; %s)", s, r.Fired, r.Failure)
 					}
@@ -162,23 +159,6 @@ func (c faultCase) on(db string) []string {
 		return slices.DeleteFunc(slices.Clone(c.pipelines), func(p string) bool { return p == sim.PgSink })
 	}
 	return c.pipelines
-}
-
-// runAll runs the schedules 16 at a time, whatever go test's -parallel
-// (2 on two cores): each mostly waits on timeouts, not on the CPU. Each
-// channel yields its schedule's result.
-func runAll(all []sim.Schedule, cfg sim.Config) []chan sim.Result {
-	sem := make(chan struct{}, 16)
-	out := make([]chan sim.Result, len(all))
-	for i, s := range all {
-		out[i] = make(chan sim.Result, 1)
-		go func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] <- sim.Run(context.Background(), s, cfg)
-		}()
-	}
-	return out
 }
 
 // The harness can fail: at-least-once promises no more than it says, and a

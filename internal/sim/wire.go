@@ -41,7 +41,7 @@ type wire struct {
 	// asked to complete or release: a claim of one is a renewal.
 	holding map[string]bool
 	conns   map[*conn]struct{}
-	others  map[net.Conn]struct{} // the database's connections
+	others  map[*pgConn]struct{} // the database's connections
 }
 
 func newWire() *wire { return &wire{conns: map[*conn]struct{}{}} }
@@ -80,7 +80,7 @@ func (w *wire) kill() {
 		c.Conn.Close()
 	}
 	for c := range w.others {
-		c.Close()
+		c.Conn.Close()
 	}
 	clear(w.conns)
 	clear(w.others)
