@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/eosflow/eosflow/state"
@@ -12,7 +13,8 @@ import (
 // restore's record that batches read back as committed.
 type applyEngine struct {
 	state.Engine
-	at func() error // the point; an error refuses the write
+	at      func() error // the point; an error refuses the write
+	trusted func(store string, task state.Task, inherited []int64, at int64)
 }
 
 // inner is what a backend of the pipelines' engines (memory, pebble) is:
@@ -33,13 +35,26 @@ func (e applyEngine) Open(dir, name string, task state.Task) (state.Backend, err
 	if !ok {
 		return nil, errors.Join(errors.New("sim: a store engine whose backends cannot wipe themselves or tell their size"), b.Close())
 	}
-	return &applyBackend{inner: in, at: e.at}, nil
+	pos, err := in.Position()
+	if err != nil {
+		return nil, errors.Join(err, in.Close())
+	}
+	return &applyBackend{inner: in, at: e.at, inherited: pos.Unchecked, trusted: func(o []int64, at int64) {
+		if e.trusted != nil {
+			e.trusted(name, task, o, at)
+		}
+	}}, nil
 }
 
-// applyBackend is a backend whose writes go through a point.
+// applyBackend is a backend whose writes go through a point. It keeps
+// the batches an earlier incarnation applied on End's word that this one
+// has not read back: until it has, it must not apply a batch of its own
+// on End's word (trusted reports one that does).
 type applyBackend struct {
 	inner
-	at func() error
+	at        func() error
+	inherited []int64
+	trusted   func(inherited []int64, at int64)
 }
 
 // Apply reaches the point, then writes unless the point refused.
@@ -47,7 +62,22 @@ func (b *applyBackend) Apply(writes []state.Write, at state.Position) error {
 	if err := b.at(); err != nil {
 		return err
 	}
-	return b.inner.Apply(writes, at)
+	if len(at.Unchecked) > 0 && at.Unchecked[len(at.Unchecked)-1] == at.Offset && !slices.Contains(b.inherited, at.Offset) {
+		if kept := slices.DeleteFunc(slices.Clone(b.inherited), func(o int64) bool { return !slices.Contains(at.Unchecked, o) }); len(kept) > 0 {
+			b.trusted(kept, at.Offset)
+		}
+	}
+	if err := b.inner.Apply(writes, at); err != nil {
+		return err
+	}
+	b.inherited = slices.DeleteFunc(b.inherited, func(o int64) bool { return !slices.Contains(at.Unchecked, o) })
+	return nil
+}
+
+// Wipe empties the store: nothing inherited is left to read back.
+func (b *applyBackend) Wipe() error {
+	b.inherited = nil
+	return b.inner.Wipe()
 }
 
 // AppliedAt is the inner backend's, when it keeps one (pebble does), as

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -15,7 +16,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// auditStores checks every pebble store each member left on its disk,
+// auditStores fails a run in which a store applied a batch on End's word
+// before reading back those an earlier incarnation applied so (see
+// applyBackend), then checks every pebble store each member left on its disk,
 // as it lies there after the run: a store whose applied batches all read
 // back as committed from its changelog must hold exactly the fold of the
 // committed changelog records up to its offset. A store that kept a
@@ -25,7 +28,11 @@ import (
 func (s *sim) auditStores(ctx context.Context) error {
 	s.mu.Lock()
 	disks := maps.Clone(s.disks)
+	trusts := slices.Clone(s.trusts)
 	s.mu.Unlock()
+	if len(trusts) > 0 {
+		return as(KindAudit, errors.New(trusts[0]))
+	}
 	logs := map[string]*changelog{}
 	for _, idx := range slices.Sorted(maps.Keys(disks)) {
 		dir := filepath.Join(stateDir, appID, memberID(idx))
@@ -79,6 +86,8 @@ type changelog struct {
 	parts map[int32][]*kgo.Record
 }
 
+// newChangelog indexes recs, read in offset order per partition. kfake
+// never compacts within a run, so the fold of all of them is the store's.
 func newChangelog(recs []*kgo.Record) *changelog {
 	c := &changelog{parts: map[int32][]*kgo.Record{}}
 	for _, r := range recs {
@@ -132,7 +141,8 @@ func auditStore(fs vfs.FS, dir string, sl storeLoc, cl *changelog) error {
 		}
 		got[string(e.Key)] = string(e.Value)
 	}
-	for k, v := range got {
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		v := got[k]
 		if w, ok := want[k]; !ok || w != v {
 			return as(KindAudit, fmt.Errorf("at offset %d (checked %d) key %q holds %q, but the committed changelog holds %q (present %v)", pos.Offset, pos.Checked, k, v, w, ok))
 		}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -25,39 +26,66 @@ var (
 // every member is cut at once, and for bounceFor the broker answers
 // coordinator requests COORDINATOR_LOAD_IN_PROGRESS and partition
 // requests NOT_LEADER_OR_FOLLOWER. Transactions stay open, as a restarted
-// coordinator reloads them, and the group keeps its members.
+// coordinator reloads them, and the group keeps its members. Unlike a real
+// restart, metadata and FindCoordinator still answer, no dial is refused,
+// and fetch sessions survive. The step strikes if a member came back
+// within the window and was refused.
 func (s *sim) bounce(i int) {
 	until := time.Now().Add(bounceFor)
 	during := func(kmsg.Request) bool { return time.Now().Before(until) }
-	h := s.fake.Fault(
+	ofMember := func(r kmsg.Request) bool { return during(r) && byMember(r) }
+	// The members' requests first: the first fault that matches answers.
+	mine := s.fake.Fault(
+		kfake.Fault{Keys: loadingTop, Err: kerr.CoordinatorLoadInProgress, Count: -1, TopLevel: true, When: ofMember},
+		kfake.Fault{Keys: loadingSub, Err: kerr.CoordinatorLoadInProgress, Count: -1, When: ofMember},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.NotLeaderForPartition, Count: -1, When: ofMember},
+	)
+	all := s.fake.Fault(
 		kfake.Fault{Keys: loadingTop, Err: kerr.CoordinatorLoadInProgress, Count: -1, TopLevel: true, When: during},
 		kfake.Fault{Keys: loadingSub, Err: kerr.CoordinatorLoadInProgress, Count: -1, When: during},
 		kfake.Fault{Keys: leading, Err: kerr.NotLeaderForPartition, Count: -1, When: during},
 	)
 	s.mu.Lock()
-	s.acting++ // the run does not end mid-bounce
+	s.acting++                                               // the run, and the harness's own reads, wait out the window
+	s.armed = append(s.armed, &armed{step: i, handle: mine}) // fired reads its hits
+	s.bouncing = until
 	wires := append([]*wire(nil), s.wires...)
 	s.mu.Unlock()
 	for _, w := range wires {
 		w.cutAll()
 	}
-	// It struck if a client came back within the window and was refused.
 	time.AfterFunc(bounceFor, func() {
-		if h.Hits() > 0 {
-			s.strike(i)
-		}
-		h.Remove()
+		all.Remove()
 		s.acted()
 	})
 }
 
-// cutAll cuts every broker connection of an incarnation, as a broker
-// going down does; a live one dials again.
-func (w *wire) cutAll() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for c := range w.conns {
-		c.Conn.Close()
+// byMember reports whether r carries a member's identity: its
+// transactional id or group instance id, or a member's stable offset
+// fetch (KIP-447), as the harness's own requests never do.
+func byMember(r kmsg.Request) bool {
+	txn := func(id string) bool { return strings.HasPrefix(id, appID+":") }
+	switch r := r.(type) {
+	case *kmsg.InitProducerIDRequest:
+		return r.TransactionalID != nil && txn(*r.TransactionalID)
+	case *kmsg.AddPartitionsToTxnRequest:
+		return txn(r.TransactionalID) || len(r.Transactions) > 0
+	case *kmsg.AddOffsetsToTxnRequest:
+		return txn(r.TransactionalID)
+	case *kmsg.ProduceRequest:
+		return r.TransactionID != nil && txn(*r.TransactionID)
+	case *kmsg.TxnOffsetCommitRequest:
+		return txn(r.TransactionalID)
+	case *kmsg.EndTxnRequest:
+		return txn(r.TransactionalID)
+	case *kmsg.JoinGroupRequest:
+		return r.InstanceID != nil
+	case *kmsg.SyncGroupRequest:
+		return r.InstanceID != nil
+	case *kmsg.HeartbeatRequest:
+		return r.InstanceID != nil
+	case *kmsg.OffsetFetchRequest:
+		return r.RequireStable
 	}
-	clear(w.conns)
+	return false
 }

@@ -111,10 +111,10 @@ func feed(ctx context.Context, p Plan, results chan<- Result) {
 			if ctx.Err() != nil {
 				break
 			}
-			sem <- struct{}{}
 			if pl == PgSink {
-				pgSem <- struct{}{}
+				pgSem <- struct{}{} // first: no general slot held while waiting
 			}
+			sem <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-sem }()
 				if pl == PgSink {

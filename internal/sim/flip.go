@@ -29,8 +29,8 @@ func (s *sim) watchEndTxn() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		i, ok := s.flips[end.TransactionalID]
-		if !ok {
-			return nil, nil, false
+		if !ok || time.Now().Before(s.bouncing) {
+			return nil, nil, false // a bouncing broker refuses it: nothing to flip yet
 		}
 		delete(s.flips, end.TransactionalID)
 		end.Commit = false

@@ -169,7 +169,15 @@ func (s *sim) topology(idx int, w *wire) (*topology.Topology, error) {
 
 // engine is e with member idx's writes reaching point Apply.
 func (s *sim) engine(idx int, w *wire, e state.Engine) state.Engine {
-	return applyEngine{e, func() error { return s.onApply(idx, w) }}
+	return applyEngine{e, func() error { return s.onApply(idx, w) }, func(store string, task state.Task, inherited []int64, at int64) {
+		if w.isDead() {
+			return // a crashed incarnation's late write reaches no disk that counts
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.trusts = append(s.trusts, fmt.Sprintf("member %d, store %s of %s applied a batch on End's word at changelog offset %d while the batches an earlier incarnation applied so, at %v, were never read back as committed",
+			idx, store, task, at, inherited))
+	}}
 }
 
 // pebble is the pebble engine on member idx's crashable disk, its writes

@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -171,4 +172,23 @@ func foldCounts(changelog []*kgo.Record) map[string]int64 {
 		}
 	}
 	return fold
+}
+
+// inputEnds is the end offset of each input partition.
+func (s *sim) inputEnds(ctx context.Context) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(s.base()...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, input)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return nil, err
+	}
+	ends := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return ends, nil
 }

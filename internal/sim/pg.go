@@ -13,8 +13,6 @@ import (
 	"github.com/eosflow/eosflow/sink/pgsink"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
@@ -39,6 +37,9 @@ func (s *sim) setupPg(ctx context.Context) error {
 	pc, err := pgxpool.ParseConfig(s.cfg.Postgres)
 	if err != nil {
 		return fmt.Errorf("database %s: %w", s.cfg.Postgres, err)
+	}
+	if pc.ConnConfig.TLSConfig != nil {
+		return errors.New("the Postgres sink's schedules read each commit off the wire: give a URL with sslmode=disable")
 	}
 	pc.MaxConns = 1 // many runs share one server
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
@@ -67,9 +68,6 @@ func (s *sim) startSink(idx int, w *wire, log *zap.Logger, opts []pgsink.Option)
 	pc, err := pgxpool.ParseConfig(s.cfg.Postgres)
 	if err != nil {
 		return nil, err
-	}
-	if pc.ConnConfig.TLSConfig != nil {
-		return nil, errors.New("the Postgres sink's schedules read each commit off the wire: give a URL with sslmode=disable")
 	}
 	pc.MaxConns = 2 // many runs share one server
 	pc.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -211,25 +209,6 @@ func (s *sim) partitionRows(ctx context.Context) (map[int32]partRows, error) {
 		out[p] = g
 	}
 	return out, rows.Err()
-}
-
-// inputEnds is the end offset of each input partition.
-func (s *sim) inputEnds(ctx context.Context) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(s.base()...)
-	if err != nil {
-		return nil, err
-	}
-	defer cl.Close()
-	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, input)
-	if err == nil {
-		err = listed.Error()
-	}
-	if err != nil {
-		return nil, err
-	}
-	ends := map[int32]int64{}
-	listed.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
-	return ends, nil
 }
 
 // PostgresFromEnv is the database the tests give the Postgres sink

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 )
 
 // pgCommit is the simple-protocol query pgx sends to commit a
@@ -21,9 +22,10 @@ type pgConn struct {
 	onCommit func() (action, int) // a commit's fate, and the step deciding it
 	strike   func(step int)       // a lost answer was due and dropped
 
-	mu      sync.Mutex
-	losing  int    // ≥ 0: the step losing the answer to the commit sent
-	rbuf    []byte // the server's bytes not yet handed over while losing
+	losing atomic.Int64 // ≥ 0: the step losing the answer to the commit sent
+
+	mu      sync.Mutex // held only while the answer is being lost
+	rbuf    []byte     // the server's bytes not yet handed over
 	scratch []byte
 }
 
@@ -34,7 +36,8 @@ func (w *wire) dialPg(ctx context.Context, network, addr string, onCommit func()
 	if err != nil {
 		return nil, err
 	}
-	c := &pgConn{Conn: nc, w: w, onCommit: onCommit, strike: strike, losing: -1}
+	c := &pgConn{Conn: nc, w: w, onCommit: onCommit, strike: strike}
+	c.losing.Store(-1)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.dead {
@@ -60,44 +63,67 @@ func (c *pgConn) Write(b []byte) (int, error) {
 		c.Close()
 		return 0, errCut
 	case loseResp:
-		c.mu.Lock()
-		c.losing = step
-		c.mu.Unlock()
+		c.losing.Store(int64(step))
 	}
 	return c.Conn.Write(b)
 }
 
 // Read hands over the server's bytes. While an answer to a commit is to
-// be lost, it holds them until the commit's ReadyForQuery: a commit that
-// applied ("COMMIT", then idle) is struck and the connection cut, its
-// outcome unknown to the client; any other answer is handed over as is.
+// be lost, it holds them until the commit's ReadyForQuery (see lose); a
+// plain read holds no lock, so pgconn's background reader waiting on the
+// server never blocks the commit's Write.
 func (c *pgConn) Read(p []byte) (int, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.losing >= 0 {
-		if c.scratch == nil {
-			c.scratch = make([]byte, 8<<10)
-		}
-		n, err := c.Conn.Read(c.scratch)
-		c.rbuf = append(c.rbuf, c.scratch[:n]...)
-		if done, applied := answered(c.rbuf); done {
-			if applied {
-				c.strike(c.losing)
-				c.losing = -1
-				c.Close()
-				return 0, errCut
-			}
-			c.losing = -1
-		} else if err != nil {
-			c.losing = -1
-		}
-	}
 	if len(c.rbuf) > 0 {
 		n := copy(p, c.rbuf)
 		c.rbuf = c.rbuf[n:]
+		c.mu.Unlock()
 		return n, nil
 	}
-	return c.Conn.Read(p)
+	c.mu.Unlock()
+	if c.losing.Load() < 0 {
+		n, err := c.Conn.Read(p)
+		if n == 0 || c.losing.Load() < 0 {
+			return n, err
+		}
+		// The commit went out during this read: what came is its answer.
+		c.mu.Lock()
+		c.rbuf = append(c.rbuf, p[:n]...)
+		c.mu.Unlock()
+	}
+	return c.lose(p)
+}
+
+// lose reads the server's answer to the commit sent: a commit that
+// applied ("COMMIT", then idle) is struck and the connection cut, its
+// outcome unknown to the client; any other answer is handed over as is.
+func (c *pgConn) lose(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for {
+		if done, applied := answered(c.rbuf); done || err != nil {
+			step := c.losing.Swap(-1)
+			if applied {
+				c.strike(int(step))
+				c.Close()
+				return 0, errCut
+			}
+			break
+		}
+		if c.scratch == nil {
+			c.scratch = make([]byte, 8<<10)
+		}
+		var n int
+		n, err = c.Conn.Read(c.scratch)
+		c.rbuf = append(c.rbuf, c.scratch[:n]...)
+	}
+	if len(c.rbuf) == 0 {
+		return 0, err
+	}
+	n := copy(p, c.rbuf)
+	c.rbuf = c.rbuf[n:]
+	return n, nil
 }
 
 // answered parses the server's messages in b: done once a ReadyForQuery

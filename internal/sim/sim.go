@@ -148,6 +148,8 @@ type sim struct {
 	overlaps int                   // side effects answering while a revoke waited for them
 	events   chan event
 	wires    []*wire       // of every incarnation started, for a bounce
+	bouncing time.Time     // until when a bounce refuses requests
+	trusts   []string      // stores that applied a batch before reading back an earlier incarnation's
 	pg       *pgxpool.Pool // the PgSink pipeline's database, unwrapped
 	tables   pgTables      // … and its tables
 }

@@ -117,17 +117,15 @@ var faultCases = []faultCase{
 // still exactly the input, once each, in order per key.
 func TestEachFaultStrikesAndExactlyOnceHolds(t *testing.T) {
 	db := sim.PostgresFromEnv()
-	for _, c := range faultCases {
+	results := runAll(faultCases, sim.Config{Postgres: db})
+	for ci, c := range faultCases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			if len(c.on(db)) == 0 {
 				t.Skip("no database for the Postgres sink: set EOS_POSTGRES_URL, e.g. $(integration/postgres/pg.sh start)")
 			}
-			for _, pl := range c.on(db) {
+			for pi, pl := range c.on(db) {
 				t.Run(pl, func(t *testing.T) {
-					t.Parallel()
-					s := sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)}
-					r := sim.Run(context.Background(), s, sim.Config{Postgres: db})
+					s, r := c.schedule(pl), <-results[ci][pi]
 					if !slices.Contains(r.Fired, c.step) {
 						t.Fatalf("%v: the fault never struck (fired %v; %s)", s, r.Fired, r.Failure)
 					}
@@ -159,6 +157,32 @@ func (c faultCase) on(db string) []string {
 		return slices.DeleteFunc(slices.Clone(c.pipelines), func(p string) bool { return p == sim.PgSink })
 	}
 	return c.pipelines
+}
+
+// schedule is the case's schedule on pipeline pl.
+func (c faultCase) schedule(pl string) sim.Schedule {
+	return sim.Schedule{Pipeline: pl, TxnV1: c.v1, Steps: append(slices.Clone(c.before), c.step)}
+}
+
+// runAll runs every case's schedules, 16 at a time whatever go test's
+// -parallel (the number of cores): each mostly waits on timeouts, not on
+// the CPU. results[c][p] yields case c's result on its p-th pipeline. A
+// -run that selects some cases still runs them all.
+func runAll(cases []faultCase, cfg sim.Config) [][]chan sim.Result {
+	sem := make(chan struct{}, 16)
+	out := make([][]chan sim.Result, len(cases))
+	for ci, c := range cases {
+		for _, pl := range c.on(cfg.Postgres) {
+			ch := make(chan sim.Result, 1)
+			out[ci] = append(out[ci], ch)
+			go func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				ch <- sim.Run(context.Background(), c.schedule(pl), cfg)
+			}()
+		}
+	}
+	return out
 }
 
 // The harness can fail: at-least-once promises no more than it says, and a

@@ -86,6 +86,20 @@ func (w *wire) kill() {
 	clear(w.others)
 }
 
+// cutAll cuts every broker connection of an incarnation, as a broker
+// going down does; a live one dials again. A closing one is left alone.
+func (w *wire) cutAll() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closing {
+		return
+	}
+	for c := range w.conns {
+		c.Conn.Close()
+	}
+	clear(w.conns)
+}
+
 // effectLanded records that the side effect of id ran, its mark to come,
 // and reports false (nothing ran) once the incarnation is dead.
 func (w *wire) effectLanded(id string) bool {
