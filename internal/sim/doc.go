@@ -36,7 +36,9 @@
 // on its disk and counts one more record per key: each store must equal
 // its committed changelog. After every run, each pebble store left on a
 // disk whose batches all read back as committed must hold exactly the
-// fold of its committed changelog up to its offset.
+// fold of its committed changelog up to its offset, and no store may apply
+// a batch on End's word before reading back those an earlier incarnation
+// applied so.
 //
 // The same seed and pipeline always draw the same schedule, so a failure
 // is replayed with its seed (eosctl verify --explore --seed S); goroutine
