@@ -20,7 +20,7 @@ import (
 // an aborted batch looks like to a runtime that checks too little), is
 // caught when the member starts again and counts from it.
 func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
-	key := verdict.Key(0, Config{}.withDefaults().Keys)
+	key := verdict.Key(0, Config{}.withDefaults(Schedule{}).Keys)
 	var tampered bool
 	tamper := func(s *sim) error {
 		disk := s.disk(0)

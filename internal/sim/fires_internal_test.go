@@ -79,11 +79,18 @@ func TestJudgeFiring(t *testing.T) {
 		{"a stream-time firing missing", []*kgo.Record{fire("stream", 1), fire("wall", 1)}, []*kgo.Record{logged("stream", 1), logged("wall", 1)}, nil, "stream/0: 1 firings, want 2"},
 		{"a wall-clock timer that never fired", []*kgo.Record{fire("stream", 1), fire("stream", 2)}, []*kgo.Record{logged("stream", 2)}, nil, "wall/0: never fired"},
 		{"a changelog behind the firings", []*kgo.Record{fire("stream", 1), fire("stream", 2), fire("wall", 1)}, []*kgo.Record{logged("stream", 1), logged("wall", 1)}, nil, "the store's changelog ends at 1, the firings at 2"},
+		{"a lost commit's firings and stream time forgotten", []*kgo.Record{fire("stream", 1), fire("wall", 1)}, []*kgo.Record{logged("stream", 1), logged("wall", 1)}, map[string]int64{"stream/0": 1}, ""},
 		{"a lost commit's firing skipped", []*kgo.Record{fire("stream", 2), fire("wall", 1)}, []*kgo.Record{logged("stream", 2), logged("wall", 1)}, map[string]int64{"stream/0": 1}, ""},
+		{"below the input without a lost commit", []*kgo.Record{fire("wall", 1)}, []*kgo.Record{logged("wall", 1)}, map[string]int64{"stream/0": 1}, "stream/0: 0 firings, want 2 (1 at least)"},
 	}
+	low := map[string]int64{"stream/0": 1} // the input without the lost commit's records
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := judgeFiring(want, c.out, c.log, c.lost)
+			bounds := fireBounds{low: want, high: want}
+			if c.lost != nil {
+				bounds.low = low
+			}
+			err := judgeFiring(bounds, c.out, c.log, c.lost)
 			switch {
 			case c.complaint == "" && err != nil:
 				t.Fatalf("judged %v; want a pass", err)
@@ -91,5 +98,27 @@ func TestJudgeFiring(t *testing.T) {
 				t.Fatalf("judged %v; want %q", err, c.complaint)
 			}
 		})
+	}
+}
+
+// The input without a lost commit's records moves stream time less, and
+// less by one more when they held the task's first record.
+func TestWithoutALostCommitStreamTimeMovesLess(t *testing.T) {
+	rec := func(i int, ms int64) *kgo.Record {
+		return &kgo.Record{Value: []byte("id=" + strconv.Itoa(i) + ";"), Timestamp: time.UnixMilli(ms)}
+	}
+	in := []*kgo.Record{rec(0, 10), rec(1, 11), rec(2, 12), rec(3, 14)}
+	cases := []struct {
+		lost []int
+		want int64
+	}{{nil, 3}, {[]int{1}, 2}, {[]int{0, 1}, 1}, {[]int{3}, 2}}
+	for _, c := range cases {
+		var lost []*kgo.Record
+		for _, i := range c.lost {
+			lost = append(lost, in[i])
+		}
+		if got := streamFires(without(in, lost), 1)["stream/0"]; got != c.want {
+			t.Errorf("without %v: %d firings, want %d", c.lost, got, c.want)
+		}
 	}
 }
