@@ -1,0 +1,40 @@
+package statetest_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/statetest"
+)
+
+// Both engines of package state keep the promises.
+func TestEngines(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { statetest.Run(t, statetest.Engine{New: state.Memory}) })
+	t.Run("pebble", func(t *testing.T) {
+		statetest.Run(t, statetest.Engine{New: func() state.Engine { return state.Pebble() }, Persistent: true})
+	})
+}
+
+// A memory engine claimed persistent fails: its stores come back empty.
+// It runs in a child process, as a failing test cannot be observed from
+// inside.
+func TestAClaimTheEngineBreaksFails(t *testing.T) {
+	if os.Getenv("STATETEST_BROKEN") == "1" {
+		statetest.Run(t, statetest.Engine{New: state.Memory, Persistent: true})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAClaimTheEngineBreaksFails$", "-test.v")
+	cmd.Env = append(os.Environ(), "STATETEST_BROKEN=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a memory engine claimed persistent:\n%s", out)
+	}
+	for _, want := range []string{"--- FAIL: TestAClaimTheEngineBreaksFails/Reopen", "position after a reopen", "--- PASS: TestAClaimTheEngineBreaksFails/RangeIsAscendingHalfOpen"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the suite's output lacks %q:\n%s", want, out)
+		}
+	}
+}
