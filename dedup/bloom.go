@@ -3,14 +3,13 @@ package dedup
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/eosflow/eosflow/internal/dedupsize"
 )
 
 // The filter's scripts read the time from the Redis server, so instances
@@ -106,7 +105,47 @@ type BloomParams struct {
 // MemoryBytes is what the filter takes in Redis at most, two generations'
 // bitmaps, for the maxmemory setting. Redis's allocator (jemalloc) rounds
 // each bitmap up to its size class: up to a quarter more.
-func (p BloomParams) MemoryBytes() int64 { return dedupsize.RedisBloomGenerations * p.Bytes }
+func (p BloomParams) MemoryBytes() int64 { return RedisBloomGenerations * p.Bytes }
+
+// RedisBloomGenerations is how many filters a RedisBloom keeps in Redis at
+// once: the current time slice's and the one before.
+const RedisBloomGenerations = 2
+
+// MaxRedisBloomBits is the largest generation one Redis string holds:
+// SETBIT takes offsets below 2³² (a 512 MB string).
+const MaxRedisBloomBits = 1 << 32
+
+// SizeBloom sizes one generation of a RedisBloom for entries ids at
+// false-positive rate fp, without the checks of BloomOptions.Params: for
+// capacity planning, where a size beyond Redis's limit is an answer too.
+// A generation is sized for half the rate, as an id is checked against
+// two generations and each may say "seen" wrongly: 1 - (1 - fp/2)² < fp.
+// m and k come from the filter library (bloom.EstimateParameters), the
+// target lowered until a full generation's rate, (1 - e^(-kn/m))^k, is at
+// most fp/2: the library's whole k costs a little over its formula's.
+func SizeBloom(entries, fp float64) BloomParams {
+	// Clamp before converting: a float64 beyond uint's range converts
+	// to an undefined value, and no Redis string holds such a filter.
+	n := uint(min(max(math.Ceil(entries), 1), 1<<52))
+	var m, k uint
+	// A few steps suffice; the bound stops a fp outside (0, 1), which
+	// Params refuses first.
+	target := fp / 2
+	for range 1000 {
+		m, k = bloom.EstimateParameters(n, target)
+		if FullRate(float64(m), int(k), float64(n)) <= fp/2 {
+			break
+		}
+		target *= 0.995
+	}
+	return BloomParams{Entries: int64(n), FalsePositiveRate: fp, Bits: uint64(m), Hashes: int(k), Bytes: int64((m + 7) / 8)}
+}
+
+// FullRate is the false-positive rate of a Bloom filter of m bits and k
+// hashes holding n ids: (1 - e^(-kn/m))^k.
+func FullRate(m float64, k int, n float64) float64 {
+	return math.Pow(1-math.Exp(-float64(k)*n/m), float64(k))
+}
 
 // Params validates o and computes the filter it describes, without a
 // server: for sizing a Redis before building the store.
@@ -119,19 +158,13 @@ func (o BloomOptions) Params() (BloomParams, error) {
 	case o.Retention < MinTTL:
 		return BloomParams{}, fmt.Errorf("%w: bloom retention %v: use at least %v; keep ids twice the longest redelivery window", ErrInvalid, o.Retention, MinTTL)
 	}
-	g := dedupsize.RedisBloom(float64(o.Entries), o.FalsePositiveRate)
-	if g.Bits > dedupsize.MaxRedisBloomBits {
-		return BloomParams{}, fmt.Errorf("%w: bloom filter of %d entries at false-positive rate %v needs %s per generation, beyond the 512 MB a Redis string holds: lower Entries (a shorter Retention) or raise FalsePositiveRate",
-			ErrInvalid, o.Entries, o.FalsePositiveRate, dedupsize.HumanBytes(g.Bytes))
+	p := SizeBloom(float64(o.Entries), o.FalsePositiveRate)
+	if p.Bits > MaxRedisBloomBits {
+		return BloomParams{}, fmt.Errorf("%w: bloom filter of %d entries at false-positive rate %v needs %.0f MB per generation, beyond the 512 MB a Redis string holds: lower Entries (a shorter Retention) or raise FalsePositiveRate",
+			ErrInvalid, o.Entries, o.FalsePositiveRate, math.Ceil(float64(p.Bytes)/1e6))
 	}
-	return BloomParams{
-		Entries:           o.Entries,
-		FalsePositiveRate: o.FalsePositiveRate,
-		Retention:         o.Retention,
-		Bits:              uint64(g.Bits),
-		Hashes:            g.Hashes,
-		Bytes:             int64(g.Bytes),
-	}, nil
+	p.Entries, p.Retention = o.Entries, o.Retention
+	return p, nil
 }
 
 // RedisBloom is a Store whose ids live in a Bloom filter in Redis bitmaps,

@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/dedupsize"
 	"github.com/eosflow/eosflow/internal/servertest"
 )
 
@@ -106,7 +105,7 @@ func freshIDs(n int) []string {
 // expectedRate is the textbook false-positive rate of the filter holding
 // n ids.
 func expectedRate(p dedup.BloomParams, n int) float64 {
-	return dedupsize.FullRate(float64(p.Bits), p.Hashes, float64(n))
+	return dedup.FullRate(float64(p.Bits), p.Hashes, float64(n))
 }
 
 // TestBloomFalsePositiveRateMatchesConfigured fills a filter with as many
@@ -336,5 +335,31 @@ func TestBloomRefusesAFilterOfOtherOptions(t *testing.T) {
 		if !errors.Is(err, dedup.ErrStore) || !strings.Contains(err.Error(), "same BloomOptions") {
 			t.Errorf("%s on a filter written with other options: %v, want a StoreError saying to use the same BloomOptions", op, err)
 		}
+	}
+}
+
+// TestSizeBloomTwoGenerationsStayWithinTheRate: each generation of a
+// dedup.RedisBloom is sized for half the rate, so an id checked against two
+// full generations is a false positive at most at the configured rate (by
+// the textbook formula (1 - e^(-kn/m))^k), and one generation alone at
+// about half of it.
+func TestSizeBloomTwoGenerationsStayWithinTheRate(t *testing.T) {
+	for _, fp := range []float64{0.1, 0.05, 0.01, 0.001, 1e-6} {
+		for _, n := range []float64{1000, 50_000, 10e6} {
+			g := dedup.SizeBloom(n, fp)
+			one := dedup.FullRate(float64(g.Bits), g.Hashes, n)
+			two := 1 - (1-one)*(1-one)
+			if one > fp/2 || one < fp/4 || two > fp {
+				t.Errorf("SizeBloom(%v, %v) = %d bits, %d hashes: one full generation %.3g, two %.3g; want at most %v and %v", n, fp, int64(g.Bits), g.Hashes, one, two, fp/2, fp)
+			}
+			if g.FalsePositiveRate != fp || float64(g.Bytes) != math.Ceil(float64(g.Bits)/8) || g.MemoryBytes() != 2*g.Bytes {
+				t.Errorf("SizeBloom(%v, %v) = %+v", n, fp, g)
+			}
+		}
+	}
+	// The article's 10 million ids at 1%: 12 MB in one filter at 1%,
+	// 13.8 MB per generation at 0.5%.
+	if g := dedup.SizeBloom(10e6, 0.01); math.Round(float64(g.Bytes)/1e5) != 138 || g.Hashes != 8 {
+		t.Errorf("SizeBloom(10M, 1%%) = %d bytes, %d hashes; want 13.8 MB, 8", g.Bytes, g.Hashes)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/dedupsize"
 )
 
@@ -164,12 +165,12 @@ func storeSettings(out *dedupSizeJSON, store, prefix string, p dedupsize.Params)
 // what its false positives cost.
 func bloomSettings(out *dedupSizeJSON, p dedupsize.Params) {
 	entries := math.Ceil(p.Rate * p.Window.Seconds())
-	g := dedupsize.RedisBloom(entries, p.FalsePositiveRate)
-	mem := dedupsize.RedisBloomGenerations * g.Bytes
+	g := dedup.SizeBloom(entries, p.FalsePositiveRate)
+	mem := float64(g.MemoryBytes())
 	out.Store = &dedupsize.StoreSize{Store: "bloom", Entries: entries, BytesPerEntry: mem / entries, Bytes: mem}
-	head := fmt.Sprintf("bloom: %d generations × (m = %.0f bits, k = %d hashes) for %s ids each at p/2 = %g: %s, %.2f B per id",
-		dedupsize.RedisBloomGenerations, g.Bits, g.Hashes, count(entries), g.FalsePositiveRate, dedupsize.HumanBytes(mem), mem/entries)
-	if g.Bits > dedupsize.MaxRedisBloomBits {
+	head := fmt.Sprintf("bloom: %d generations × (m = %d bits, k = %d hashes) for %s ids each at p/2 = %g: %s, %.2f B per id",
+		dedup.RedisBloomGenerations, g.Bits, g.Hashes, count(entries), g.FalsePositiveRate/2, dedupsize.HumanBytes(mem), mem/entries)
+	if g.Bits > dedup.MaxRedisBloomBits {
 		out.Settings = []string{head, "a generation is larger than the 512 MB a Redis string holds: shorten --window or raise --fp-rate"}
 		return
 	}

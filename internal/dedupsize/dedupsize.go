@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/bits-and-blooms/bloom/v3"
 )
 
 // Defaults used when a Params field is zero.
@@ -149,48 +147,6 @@ func BloomFilter(n, fp float64) Bloom {
 		k = max(1, int(math.Round(m/n*math.Ln2)))
 	}
 	return Bloom{Entries: n, FalsePositiveRate: fp, Bits: m, Bytes: math.Ceil(m / 8), Hashes: k}
-}
-
-// RedisBloomGenerations is how many filters a dedup.RedisBloom keeps in
-// Redis at once: the current time slice's and the one before, so its Redis
-// needs that many times RedisBloom's Bytes.
-const RedisBloomGenerations = 2
-
-// MaxRedisBloomBits is the largest filter one Redis string holds: SETBIT
-// takes offsets below 2³² (a 512 MB string).
-const MaxRedisBloomBits = 1 << 32
-
-// RedisBloom sizes one generation of a dedup.RedisBloom: a filter for n ids
-// at half the false-positive rate fp, as an id is checked against two
-// generations and each may say "seen" wrongly: 1 - (1 - fp/2)² < fp. m and
-// k come from the filter library itself (bloom.EstimateParameters: m =
-// ⌈-n ln(target) / (ln 2)²⌉, k = ⌈(m/n) ln 2⌉), with the target lowered
-// until the full generation's rate, (1 - e^(-kn/m))^k, is at most fp/2
-// (the formula assumes an optimal k that is not a whole number; the
-// library's whole k costs a little, up to a few percent of the rate).
-// FalsePositiveRate in the result is the generation's rate, fp/2.
-func RedisBloom(n, fp float64) Bloom {
-	// Clamp before converting: a float64 beyond uint's range converts
-	// to an undefined value, and no Redis string holds such a filter.
-	nu := uint(min(max(math.Ceil(n), 1), 1<<52))
-	var m, k uint
-	// A few steps suffice; the bound stops a fp outside (0, 1), which
-	// callers refuse first.
-	target := fp / 2
-	for range 1000 {
-		m, k = bloom.EstimateParameters(nu, target)
-		if FullRate(float64(m), int(k), float64(nu)) <= fp/2 {
-			break
-		}
-		target *= 0.995
-	}
-	return Bloom{Entries: n, FalsePositiveRate: fp / 2, Bits: float64(m), Bytes: math.Ceil(float64(m) / 8), Hashes: int(k)}
-}
-
-// FullRate is the false-positive rate of a Bloom filter of m bits and k
-// hashes holding n ids: (1 - e^(-kn/m))^k.
-func FullRate(m float64, k int, n float64) float64 {
-	return math.Pow(1-math.Exp(-float64(k)*n/m), float64(k))
 }
 
 // HumanBytes prints a byte count in decimal units (kB, MB, GB, TB) with

@@ -86,32 +86,6 @@ func ExampleCompute() {
 	// Output: 327 GB 2.88 GB
 }
 
-// TestRedisBloomTwoGenerationsStayWithinTheRate: each generation of a
-// dedup.RedisBloom is sized for half the rate, so an id checked against two
-// full generations is a false positive at most at the configured rate (by
-// the textbook formula (1 - e^(-kn/m))^k), and one generation alone at
-// about half of it.
-func TestRedisBloomTwoGenerationsStayWithinTheRate(t *testing.T) {
-	for _, fp := range []float64{0.1, 0.05, 0.01, 0.001, 1e-6} {
-		for _, n := range []float64{1000, 50_000, 10e6} {
-			g := RedisBloom(n, fp)
-			one := math.Pow(1-math.Exp(-float64(g.Hashes)*n/g.Bits), float64(g.Hashes))
-			two := 1 - (1-one)*(1-one)
-			if one > fp/2 || one < fp/4 || two > fp {
-				t.Errorf("RedisBloom(%v, %v) = %d bits, %d hashes: one full generation %.3g, two %.3g; want at most %v and %v", n, fp, int64(g.Bits), g.Hashes, one, two, fp/2, fp)
-			}
-			if g.FalsePositiveRate != fp/2 || g.Bytes != math.Ceil(g.Bits/8) {
-				t.Errorf("RedisBloom(%v, %v) = %+v", n, fp, g)
-			}
-		}
-	}
-	// The article's 10 million ids at 1%: 12 MB in one filter at 1%,
-	// 13.8 MB per generation at 0.5%.
-	if g := RedisBloom(10e6, 0.01); HumanBytes(g.Bytes) != "13.8 MB" || g.Hashes != 8 {
-		t.Errorf("RedisBloom(10M, 1%%) = %s, %d hashes; want 13.8 MB, 8", HumanBytes(g.Bytes), g.Hashes)
-	}
-}
-
 // TestHugeIDBytesNeverWrapNegative: an id size near MaxInt plus a store's
 // per-entry overhead overflowed an int and gave a negative size.
 func TestHugeIDBytesNeverWrapNegative(t *testing.T) {
