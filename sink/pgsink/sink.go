@@ -613,60 +613,78 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 	for _, r := range recs {
 		next[tp{r.Topic, r.Partition}] = r.Offset + 1
 	}
+	tokens := s.tokens(next)
+	b := &Batch{Records: recs, s: s}
+	tctx, cancel := context.WithTimeout(ctx, s.batchTimeout)
+	err := pgx.BeginFunc(tctx, s.pool, func(tx pgx.Tx) error { return s.write(tctx, tx, b, next, from, tokens) })
+	cancel()
+	if err != nil {
+		return s.settle(ctx, cl, b, next, describeBatch(from, next), err)
+	}
 	s.mu.Lock()
+	for k, n := range next {
+		if c := s.owned[k]; c != nil && c.token == tokens[k] {
+			c.next = n
+		}
+	}
+	s.mu.Unlock()
+	s.committed(ctx, cl, b, next)
+	return nil
+}
+
+// tokens is, per partition of next, the token of this instance's claim,
+// or -1 for one released meanwhile: its commit is fenced.
+func (s *Sink) tokens(next map[tp]int64) map[tp]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	tokens := make(map[tp]int64, len(next))
 	for k := range next {
-		tokens[k] = -1 // released meanwhile: the commit is fenced
+		tokens[k] = -1
 		if c := s.owned[k]; c != nil {
 			tokens[k] = c.token
 		}
 	}
-	s.mu.Unlock()
-	batch := describeBatch(from, next)
-	b := &Batch{Records: recs, s: s}
-	tctx, cancel := context.WithTimeout(ctx, s.batchTimeout)
-	err := pgx.BeginFunc(tctx, s.pool, func(tx pgx.Tx) error {
-		// The offsets first: their row locks make a concurrent claim
-		// wait for this transaction, and a fenced batch does no work.
-		pb := &pgx.Batch{}
-		order := make([]tp, 0, len(next))
-		for k, n := range next {
-			order = append(order, k)
-			pb.Queue(s.commitSQL, s.cfg.AppID, k.topic, k.partition, tokens[k], n, from[k])
-		}
-		res := tx.SendBatch(tctx, pb)
-		var fenced []tp
-		for _, k := range order {
-			tag, err := res.Exec()
-			if err != nil {
-				res.Close()
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				fenced = append(fenced, k)
-			}
-		}
-		if err := res.Close(); err != nil {
+	return tokens
+}
+
+// write is a batch's database transaction: the offsets first, each moved
+// from from to next only under this instance's claim token (their row
+// locks make a concurrent claim wait for it, and a fenced batch does no
+// work), then the user's handler.
+func (s *Sink) write(ctx context.Context, tx pgx.Tx, b *Batch, next, from, tokens map[tp]int64) error {
+	pb := &pgx.Batch{}
+	order := make([]tp, 0, len(next))
+	for k, n := range next {
+		order = append(order, k)
+		pb.Queue(s.commitSQL, s.cfg.AppID, k.topic, k.partition, tokens[k], n, from[k])
+	}
+	res := tx.SendBatch(ctx, pb)
+	var fenced []tp
+	for _, k := range order {
+		tag, err := res.Exec()
+		if err != nil {
+			res.Close()
 			return err
 		}
-		if len(fenced) > 0 {
-			return &errFenced{fenced}
+		if tag.RowsAffected() == 0 {
+			fenced = append(fenced, k)
 		}
-		b.unchanged, b.deadLetter = 0, 0
-		return s.handle(tctx, tx, b)
-	})
-	cancel()
-	if err == nil {
-		s.mu.Lock()
-		for k, n := range next {
-			if c := s.owned[k]; c != nil && c.token == tokens[k] {
-				c.next = n
-			}
-		}
-		s.mu.Unlock()
-		s.committed(ctx, cl, b, next)
-		return nil
 	}
+	if err := res.Close(); err != nil {
+		return err
+	}
+	if len(fenced) > 0 {
+		return &errFenced{fenced}
+	}
+	b.unchanged, b.deadLetter = 0, 0
+	return s.handle(ctx, tx, b)
+}
+
+// settle acts on a batch's failed commit: a fenced one reads the offsets
+// table again; one whose outcome is unknown reads the stored offsets,
+// which show whether it committed; one that rolled back is redone after
+// a backoff, until recovery_timeout.
+func (s *Sink) settle(ctx context.Context, cl *kgo.Client, b *Batch, next map[tp]int64, batch string, err error) error {
 	var fe *errFenced
 	if errors.As(err, &fe) {
 		s.fenced.Add(1)
@@ -698,6 +716,12 @@ func (s *Sink) commit(ctx context.Context, cl *kgo.Client, recs []*kgo.Record, f
 		s.committed(ctx, cl, b, next)
 		return nil
 	}
+	return s.backoff(ctx, batch, err)
+}
+
+// backoff waits before a rolled-back batch is redone, longer after each
+// failure in a row, and gives up past recovery_timeout.
+func (s *Sink) backoff(ctx context.Context, batch string, err error) error {
 	s.retries.Add(1)
 	if s.failing.IsZero() {
 		s.failing = time.Now()
