@@ -78,8 +78,8 @@ type probe struct {
 	} `yaml:"httpGet"`
 }
 
-// The StatefulSet in deploy/kubernetes configures a pipeline the way the
-// README says: its environment loads (config.FromEnv) into a valid config
+// The StatefulSet in deploy/kubernetes configures a pipeline the way
+// docs/operating.md says: its environment loads (config.FromEnv) into a valid config
 // whose instance_id is the pod's name, so the transactional id is stable
 // per pod (and per worker, <pod>-i, under workers); its probes hit paths Runner.Handler serves, on the port
 // metrics_addr listens on; a stopping pod has longer than

@@ -23,8 +23,8 @@ import (
 // the app, instance and guarantee, overriding the default of registering
 // none. With metrics_addr set, Run serves reg's metrics if reg is also a
 // prometheus.Gatherer (a *prometheus.Registry is both); without this
-// option metrics_addr serves a registry of its own. The README's Operating
-// section lists the metrics.
+// option metrics_addr serves a registry of its own. docs/operating.md
+// lists the metrics.
 func Metrics(reg prometheus.Registerer) Option {
 	return optFunc(func(r *Runner) { r.registerer = reg })
 }

@@ -108,8 +108,8 @@ func Pipelines() []string {
 func CPUCases() []string { return []string{ExactlyOnce, RawFranzGo, KafkaStreams} }
 
 // DefaultCPUWorkers is Options.Workers of the cpu pipeline unless given:
-// one worker against two, the cores of the machines the README's figures
-// come from.
+// one worker against two, the cores of the machines the figures of
+// docs/benchmarks.md come from.
 var DefaultCPUWorkers = []int{1, 2}
 
 // TargetWorkers2 is the project's goal for workers: two workers in one

@@ -17,9 +17,9 @@ import (
 // CPURounds is how many times the cpu pipeline's transform hashes each
 // record with SHA-256 by default: the number that sets its cost.
 // Calibrated so that Crunch, JSON decode and encode included, takes about
-// 50 µs a record on the 2-core machines the README's figures come from
-// (BenchmarkCrunch: 47–51 µs with the CPU's SHA extensions; slower
-// without them). Options.CPURounds changes it; the Kafka Streams app is
+// 50 µs a record on the 2-core machines the figures of docs/benchmarks.md
+// come from (BenchmarkCrunch: 47–51 µs with the CPU's SHA extensions;
+// slower without them). Options.CPURounds changes it; the Kafka Streams app is
 // passed the same number (--rounds).
 const CPURounds = 550
 

@@ -359,8 +359,8 @@ func TestVerifyRealBroker(t *testing.T) {
 	// The counting pipeline, with either engine, under the same load as
 	// the stateless one: 1,000 keys of 100 records each, 10 kills, 2
 	// broker restarts. Pebble keeps state across a worker's restarts, so
-	// it is the one that shows a store ahead of its changelog (README,
-	// Verifier: commit markers a restarting broker skipped).
+	// it is the one that shows a store ahead of its changelog
+	// (docs/verifier.md: commit markers a restarting broker skipped).
 	countRun := func(t *testing.T, records, keys, kills, restarts int, extra ...string) (chaos.Result, map[string]any) {
 		t.Helper()
 		args := append(append(append([]string(nil), real...), "--pipeline", "count", "--records", fmt.Sprint(records), "--keys", fmt.Sprint(keys),
@@ -453,7 +453,7 @@ func checkAtLeastOnce(t *testing.T, res chaos.Result, code int) {
 	}
 	// Without idempotence, retries and a killed process's records still in
 	// flight can land after its successor's: per-key order is not part of
-	// this guarantee (README, Delivery guarantees).
+	// this guarantee (docs/guarantees.md).
 	checkFailsOnly(t, res, chaos.ProblemDuplicates, chaos.ProblemLiveDuplicates, chaos.ProblemOutOfOrder)
 }
 
@@ -485,6 +485,6 @@ func checkAtMostOnce(t *testing.T, res chaos.Result, code int) {
 	}
 	// Fire-and-forget records of a killed worker can land after its
 	// successor's, which now takes the partitions back at once: per-key
-	// order is not part of this guarantee (README, Delivery guarantees).
+	// order is not part of this guarantee (docs/guarantees.md).
 	checkFailsOnly(t, res, chaos.ProblemMissing, chaos.ProblemDuplicates, chaos.ProblemAtMostOnceRepeated, chaos.ProblemLiveDuplicates, chaos.ProblemOutOfOrder)
 }

@@ -56,7 +56,7 @@ func TestVerifySecureBroker(t *testing.T) {
 		kadm.NewACLs().Allow(principal).TransactionalIDs(verifyPrefix).ResourcePatternType(kadm.ACLPatternPrefixed).
 			Operations(kadm.OpWrite),
 		// What repairing its own hanging transactions after a broker
-		// crash takes (README, Security): without it a hard restart can
+		// crash takes (docs/security.md): without it a hard restart can
 		// stall a worker until an admin aborts the transaction.
 		kadm.NewACLs().Allow(principal).Topics("__consumer_offsets").Operations(kadm.OpRead),
 		kadm.NewACLs().Allow(principal).Clusters().Operations(kadm.OpClusterAction),
