@@ -18,56 +18,7 @@ func (t *Topology) Describe() string {
 	for i, nodes := range sub {
 		fmt.Fprintf(&b, "  Sub-topology: %d\n", i)
 		for _, n := range nodes {
-			switch n.kind {
-			case KindSource:
-				kind := "topic"
-				if n.internal != "" {
-					kind = "repartition topic"
-				}
-				store := ""
-				if len(n.stores) > 0 {
-					store = ", table in store: " + strings.Join(n.stores, ", ")
-				}
-				fmt.Fprintf(&b, "    Source: %s (%s: %s, codec: %s%s)\n", n.name, kind, n.topic, n.codec, store)
-			case KindSink:
-				if n.internal != "" {
-					fmt.Fprintf(&b, "    Sink: %s (%s, repartition topic: %s, codec: %s)\n", n.name, n.op, n.topic, n.codec)
-					break
-				}
-				topic := n.topic
-				if topic == "" {
-					topic = "<chosen per record>"
-				}
-				part := ""
-				if n.partitioned {
-					part = ", partitioner: custom"
-				}
-				fmt.Fprintf(&b, "    Sink: %s (topic: %s, codec: %s%s)\n", n.name, topic, n.codec, part)
-			default:
-				stores := ""
-				if len(n.stores) > 0 {
-					stores = ", stores: " + strings.Join(n.stores, ", ")
-				}
-				if n.windows != "" {
-					stores += ", windows: " + n.windows
-				}
-				if n.latest {
-					stores += ", emit: latest per commit"
-				}
-				if n.dedup != "" {
-					stores += ", " + n.dedup
-				}
-				fmt.Fprintf(&b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
-			}
-			if len(n.children) > 0 {
-				fmt.Fprintf(&b, "      --> %s\n", joinNames(n.children))
-			}
-			if len(n.parents) > 0 {
-				fmt.Fprintf(&b, "      <-- %s\n", joinNames(n.parents))
-			}
-			if n.policy != nil {
-				fmt.Fprintf(&b, "      on error: %s\n", n.policy)
-			}
+			describeNode(&b, n)
 		}
 	}
 	for _, n := range t.nodes {
@@ -94,6 +45,61 @@ func (t *Topology) Describe() string {
 	}
 	fmt.Fprintf(&b, "  Default on error: %s\n", t.defaultPolicy)
 	return b.String()
+}
+
+// describeNode writes node n of a sub-topology, with its links and its
+// error policy.
+func describeNode(b *strings.Builder, n *Node) {
+	switch n.kind {
+	case KindSource:
+		kind := "topic"
+		if n.internal != "" {
+			kind = "repartition topic"
+		}
+		store := ""
+		if len(n.stores) > 0 {
+			store = ", table in store: " + strings.Join(n.stores, ", ")
+		}
+		fmt.Fprintf(b, "    Source: %s (%s: %s, codec: %s%s)\n", n.name, kind, n.topic, n.codec, store)
+	case KindSink:
+		if n.internal != "" {
+			fmt.Fprintf(b, "    Sink: %s (%s, repartition topic: %s, codec: %s)\n", n.name, n.op, n.topic, n.codec)
+			break
+		}
+		topic := n.topic
+		if topic == "" {
+			topic = "<chosen per record>"
+		}
+		part := ""
+		if n.partitioned {
+			part = ", partitioner: custom"
+		}
+		fmt.Fprintf(b, "    Sink: %s (topic: %s, codec: %s%s)\n", n.name, topic, n.codec, part)
+	default:
+		stores := ""
+		if len(n.stores) > 0 {
+			stores = ", stores: " + strings.Join(n.stores, ", ")
+		}
+		if n.windows != "" {
+			stores += ", windows: " + n.windows
+		}
+		if n.latest {
+			stores += ", emit: latest per commit"
+		}
+		if n.dedup != "" {
+			stores += ", " + n.dedup
+		}
+		fmt.Fprintf(b, "    Processor: %s (%s%s)\n", n.name, n.op, stores)
+	}
+	if len(n.children) > 0 {
+		fmt.Fprintf(b, "      --> %s\n", joinNames(n.children))
+	}
+	if len(n.parents) > 0 {
+		fmt.Fprintf(b, "      <-- %s\n", joinNames(n.parents))
+	}
+	if n.policy != nil {
+		fmt.Fprintf(b, "      on error: %s\n", n.policy)
+	}
 }
 
 func joinNames(ns []*Node) string {

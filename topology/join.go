@@ -209,18 +209,6 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 	if fn != nil {
 		apply = func(ctx context.Context, in pair[L, R]) (Out, error) { return fn(ctx, in.key, in.l, in.r) }
 	}
-	// lookup reads key's row of the other table, if it has one.
-	lookup := func(x graph.Exec, store string, key []byte) ([]byte, bool, error) {
-		st, err := taskStore(x, store)
-		if err != nil {
-			return nil, false, storeFailed(x, n, err)
-		}
-		b, found, err := st.Get(key)
-		if err != nil {
-			return nil, false, storeFailed(x, n, err)
-		}
-		return b, found, nil
-	}
 	emit := func(x graph.Exec, key []byte, in pair[L, R], meta Record[struct{}]) error {
 		out, err := call(x, n, apply, in)
 		if err != nil {
@@ -235,7 +223,7 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 	if left.s.p != nil && left.s.n != nil && left.s.n.t == t && right.store != "" {
 		left.s.p.next = append(left.s.p.next, child[L]{name: name, fn: func(x graph.Exec, r Record[L]) error {
 			x.Enter(n.index)
-			b, found, err := lookup(x, right.store, r.Key)
+			b, found, err := lookupRow(x, n, right.store, r.Key)
 			if err != nil || !found {
 				return err
 			}
@@ -249,7 +237,7 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 	if right.s.p != nil && right.s.n != nil && right.s.n.t == t && left.store != "" {
 		right.s.p.next = append(right.s.p.next, child[R]{name: name, fn: func(x graph.Exec, r Record[R]) error {
 			x.Enter(n.index)
-			b, found, err := lookup(x, left.store, r.Key)
+			b, found, err := lookupRow(x, n, left.store, r.Key)
 			if err != nil || !found {
 				return err
 			}
@@ -261,10 +249,33 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 		}})
 	}
 	t.nilFunc(n, fn == nil)
-	for _, side := range []struct {
-		store string
-		n     *Node
-	}{{left.store, left.s.n}, {right.store, right.s.n}} {
+	joinSides(t, n, name, tableSide{left.store, left.s.n}, tableSide{right.store, right.s.n})
+	return Table[Out]{s: Stream[Out]{n: n, p: p}}
+}
+
+// lookupRow reads key's row of the table kept in store, if it has one.
+func lookupRow(x graph.Exec, n *Node, store string, key []byte) ([]byte, bool, error) {
+	st, err := taskStore(x, store)
+	if err != nil {
+		return nil, false, storeFailed(x, n, err)
+	}
+	b, found, err := st.Get(key)
+	if err != nil {
+		return nil, false, storeFailed(x, n, err)
+	}
+	return b, found, nil
+}
+
+// tableSide is a joined table: its store and its node.
+type tableSide struct {
+	store string
+	n     *Node
+}
+
+// joinSides declares the joined tables' stores as the join node's, or
+// reports a table that keeps none.
+func joinSides(t *Topology, n *Node, name string, sides ...tableSide) {
+	for _, side := range sides {
 		switch {
 		case side.n == nil:
 			t.problem(name, "JoinTables has a zero Table; pass tables from TableFrom, Count, Reduce or Aggregate")
@@ -274,5 +285,4 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 			n.stores = append(n.stores, side.store)
 		}
 	}
-	return Table[Out]{s: Stream[Out]{n: n, p: p}}
 }

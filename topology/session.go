@@ -56,30 +56,9 @@ func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, 
 		}
 	}
 	// The key's sessions within gap of ts merge with the record.
-	type found struct {
-		start, end int64
-		agg        A
-	}
-	var merged []found
-	prefix := sessionKey(r.Key, 0)
-	prefix = prefix[:len(prefix)-8]
-	for e, err := range st.Prefix(prefix) {
-		if err != nil {
-			return storeFailed(x, n, err)
-		}
-		start := int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-8:]))
-		if len(e.Value) < 8 {
-			return storeFailed(x, n, fmt.Errorf("state: store %q holds a session of %d bytes", st.Name(), len(e.Value)))
-		}
-		end := int64(binary.BigEndian.Uint64(e.Value[:8]))
-		if start > ts+gap || end < ts-gap {
-			continue
-		}
-		agg, err := c.Decode(e.Value[8:])
-		if err != nil {
-			return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
-		}
-		merged = append(merged, found{start, end, agg})
+	merged, err := sessionsNear(x, n, st, r.Key, ts, gap, c)
+	if err != nil {
+		return err
 	}
 	start, end := ts, ts
 	in := aggIn[T, A]{key: r.Key, v: r.Value}
@@ -100,23 +79,8 @@ func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, 
 		return err
 	}
 	x.Enter(n.index)
-	for _, f := range merged {
-		if err := st.Delete(sessionKey(r.Key, f.start)); err != nil {
-			return storeFailed(x, n, err)
-		}
-		if err := st.Delete(sessionIndexKey(f.end, f.start, r.Key)); err != nil {
-			return storeFailed(x, n, err)
-		}
-	}
-	b, err := c.Encode(acc)
-	if err != nil {
-		return &NodeError{Node: n.name, Err: codecError(st, "encode value", r.Key, err)}
-	}
-	if err := st.Put(sessionKey(r.Key, start), append(binary.BigEndian.AppendUint64(nil, uint64(end)), b...)); err != nil {
-		return storeFailed(x, n, err)
-	}
-	if err := st.Put(sessionIndexKey(end, start, r.Key), []byte{}); err != nil {
-		return storeFailed(x, n, err)
+	if err := replaceSessions(x, n, st, r.Key, merged, start, end, acc, c); err != nil {
+		return err
 	}
 	if !w.final {
 		out := Windowed[A]{Window: Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}, Value: acc}
@@ -130,6 +94,64 @@ func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, 
 	}
 	x.Enter(n.index)
 	return closeSessions(x, n, st, before-gap-grace, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+}
+
+// sessionFound is a stored session of a key: its first and last
+// record's times, and its aggregate.
+type sessionFound[A any] struct {
+	start, end int64
+	agg        A
+}
+
+// sessionsNear lists key's sessions within gap of ts, which a record at
+// ts merges with.
+func sessionsNear[A any](x graph.Exec, n *Node, st *state.Store, key []byte, ts, gap int64, c codec.Codec[A]) ([]sessionFound[A], error) {
+	var near []sessionFound[A]
+	prefix := sessionKey(key, 0)
+	prefix = prefix[:len(prefix)-8]
+	for e, err := range st.Prefix(prefix) {
+		if err != nil {
+			return nil, storeFailed(x, n, err)
+		}
+		start := int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-8:]))
+		if len(e.Value) < 8 {
+			return nil, storeFailed(x, n, fmt.Errorf("state: store %q holds a session of %d bytes", st.Name(), len(e.Value)))
+		}
+		end := int64(binary.BigEndian.Uint64(e.Value[:8]))
+		if start > ts+gap || end < ts-gap {
+			continue
+		}
+		agg, err := c.Decode(e.Value[8:])
+		if err != nil {
+			return nil, &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
+		}
+		near = append(near, sessionFound[A]{start, end, agg})
+	}
+	return near, nil
+}
+
+// replaceSessions stores key's session from start to end with aggregate
+// acc in place of the sessions merged into it, with its index entry.
+func replaceSessions[A any](x graph.Exec, n *Node, st *state.Store, key []byte, merged []sessionFound[A], start, end int64, acc A, c codec.Codec[A]) error {
+	for _, f := range merged {
+		if err := st.Delete(sessionKey(key, f.start)); err != nil {
+			return storeFailed(x, n, err)
+		}
+		if err := st.Delete(sessionIndexKey(f.end, f.start, key)); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	b, err := c.Encode(acc)
+	if err != nil {
+		return &NodeError{Node: n.name, Err: codecError(st, "encode value", key, err)}
+	}
+	if err := st.Put(sessionKey(key, start), append(binary.BigEndian.AppendUint64(nil, uint64(end)), b...)); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := st.Put(sessionIndexKey(end, start, key), []byte{}); err != nil {
+		return storeFailed(x, n, err)
+	}
+	return nil
 }
 
 // closeSessions removes the sessions whose last record is before last

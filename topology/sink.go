@@ -65,76 +65,20 @@ func sink[T any](s Stream[T], name, topic string, c codec.Codec[T], topicOf func
 	if c != nil {
 		encode = func(_ context.Context, v T) ([]byte, error) { return c.Encode(v) }
 	}
-	choose := func(ctx context.Context, r Record[T]) (string, error) {
-		dst, err := topicOf(ctx, r)
-		if err == nil && dst == "" {
-			err = errEmptyTopic
-		}
-		return dst, err
-	}
-	// deliver emits r, whose value encodes to v, choosing its topic and
-	// partition as the options say.
-	deliver := func(x graph.Exec, n *Node, r Record[T], v []byte) error {
-		var err error
-		dst := topic
-		if topicOf != nil {
-			if dst, err = call(x, n, choose, r); err != nil {
-				return err
-			}
-		}
-		part := graph.AnyPartition
-		if conf.partitioner != nil {
-			x.Enter(n.index)
-			count, err := x.Partitions(dst)
-			if err != nil {
-				return &NodeError{Node: n.name, Err: err}
-			}
-			if part = conf.partitioner(r, count); part < 0 || part >= count {
-				return &NodeError{Node: n.name, Err: fmt.Errorf("%w: partitioner chose %d, topic %q has partitions 0 to %d",
-					processor.ErrPartitionOutOfRange, part, dst, count-1)}
-			}
-		}
-		return x.Emit(n.index, graph.Output{Topic: dst, Partition: part, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp})
-	}
+	tg := sinkTarget[T]{topic: topic, topicOf: topicOf, partitioner: conf.partitioner}
 	n := attach(s, name, KindSink, "Sink", func(n *Node) func(graph.Exec, Record[T]) error {
 		return func(x graph.Exec, r Record[T]) error {
 			v, err := call(x, n, encode, r.Value)
 			if err != nil {
 				return err
 			}
-			return deliver(x, n, r, v)
+			return tg.deliver(x, n, r, v)
 		}
 	})
 	if n == nil {
 		return nil
 	}
-	n.fuse = func(fz *fusion) any {
-		cur, f := fz.cur, fz.f
-		plain := topicOf == nil && conf.partitioner == nil
-		if plain && codec.IsBytes(c) {
-			// Bytes out: the value is the output's, uncopied.
-			l := link[[]byte](func(x graph.Exec, key []byte, v []byte) error {
-				cur.Node = n.index
-				return x.EmitRecord(n.index, f.output(topic, key, v))
-			})
-			if l, ok := any(l).(link[T]); ok {
-				return l
-			}
-		}
-		return link[T](func(x graph.Exec, key []byte, v T) error {
-			cur.Node = n.index
-			b, err := c.Encode(v)
-			if err != nil {
-				if b, err = again(x, n, encode, v, b, err); err != nil {
-					return err
-				}
-			}
-			if plain {
-				return x.EmitRecord(n.index, f.output(topic, key, b))
-			}
-			return deliver(x, n, record(f, key, v), b)
-		})
-	}
+	n.fuse = func(fz *fusion) any { return fuseSink(fz, n, c, encode, tg) }
 	n.topic = topic
 	n.codec = codec.Name(c)
 	n.partitioned = conf.partitioner != nil
@@ -142,4 +86,77 @@ func sink[T any](s Stream[T], name, topic string, c codec.Codec[T], topicOf func
 		n.t.problem(name, "sink has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
 	}
 	return n
+}
+
+// sinkTarget is where a sink's records go: topic, or the one topicOf
+// chooses, in the partition the partitioner chooses, if one does.
+type sinkTarget[T any] struct {
+	topic       string
+	topicOf     func(context.Context, Record[T]) (string, error)
+	partitioner func(r Record[T], partitions int32) int32
+}
+
+// plain reports whether every record goes to topic, partitioned by key.
+func (tg sinkTarget[T]) plain() bool { return tg.topicOf == nil && tg.partitioner == nil }
+
+// choose is the topic topicOf picks for r; an empty one is an error.
+func (tg sinkTarget[T]) choose(ctx context.Context, r Record[T]) (string, error) {
+	dst, err := tg.topicOf(ctx, r)
+	if err == nil && dst == "" {
+		err = errEmptyTopic
+	}
+	return dst, err
+}
+
+// deliver emits r, whose value encodes to v, to its topic and partition.
+func (tg sinkTarget[T]) deliver(x graph.Exec, n *Node, r Record[T], v []byte) error {
+	var err error
+	dst := tg.topic
+	if tg.topicOf != nil {
+		if dst, err = call(x, n, tg.choose, r); err != nil {
+			return err
+		}
+	}
+	part := graph.AnyPartition
+	if tg.partitioner != nil {
+		x.Enter(n.index)
+		count, err := x.Partitions(dst)
+		if err != nil {
+			return &NodeError{Node: n.name, Err: err}
+		}
+		if part = tg.partitioner(r, count); part < 0 || part >= count {
+			return &NodeError{Node: n.name, Err: fmt.Errorf("%w: partitioner chose %d, topic %q has partitions 0 to %d",
+				processor.ErrPartitionOutOfRange, part, dst, count-1)}
+		}
+	}
+	return x.Emit(n.index, graph.Output{Topic: dst, Partition: part, Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp})
+}
+
+// fuseSink is the sink as the last link of a fused chain: bytes out to a
+// plain target go uncopied, others are encoded and delivered.
+func fuseSink[T any](fz *fusion, n *Node, c codec.Codec[T], encode func(context.Context, T) ([]byte, error), tg sinkTarget[T]) any {
+	cur, f := fz.cur, fz.f
+	plain := tg.plain()
+	if plain && codec.IsBytes(c) {
+		l := link[[]byte](func(x graph.Exec, key []byte, v []byte) error {
+			cur.Node = n.index
+			return x.EmitRecord(n.index, f.output(tg.topic, key, v))
+		})
+		if l, ok := any(l).(link[T]); ok {
+			return l
+		}
+	}
+	return link[T](func(x graph.Exec, key []byte, v T) error {
+		cur.Node = n.index
+		b, err := c.Encode(v)
+		if err != nil {
+			if b, err = again(x, n, encode, v, b, err); err != nil {
+				return err
+			}
+		}
+		if plain {
+			return x.EmitRecord(n.index, f.output(tg.topic, key, b))
+		}
+		return tg.deliver(x, n, record(f, key, v), b)
+	})
 }

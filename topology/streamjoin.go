@@ -186,24 +186,9 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 			ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), time.Duration(span)*time.Millisecond)}
 	}
 	// Join with the other side's records of this key in [ts-within, ts+within].
-	prefix := sideKey(r.Key, 0, 0)
-	prefix = prefix[:len(prefix)-16] // the key's records, any time
-	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(ts-within, 0)))
-	hi := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(ts+within+1))
-	type match struct {
-		v  O
-		ts int64
-	}
-	var matches []match
-	for e, err := range theirs.Range(lo, hi) {
-		if err != nil {
-			return storeFailed(x, n, err)
-		}
-		v, err := oc.Decode(e.Value)
-		if err != nil {
-			return &NodeError{Node: n.name, Err: codecError(theirs, "decode value", r.Key, err)}
-		}
-		matches = append(matches, match{v, int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-16:]))})
+	matches, err := joinMatches(x, n, theirs, r.Key, ts, within, oc)
+	if err != nil {
+		return err
 	}
 	for _, m := range matches {
 		out, err := call(x, n, apply, mk(r.Value, m.v))
@@ -221,19 +206,8 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 		x.Enter(n.index)
 	}
 	// Keep the record for the other side's later records.
-	b, err := vc.Encode(r.Value)
-	if err != nil {
-		return &NodeError{Node: n.name, Err: codecError(mine, "encode value", r.Key, err)}
-	}
-	seq, err := nextSeq(mine)
-	if err != nil {
-		return storeFailed(x, n, err)
-	}
-	if err := mine.Put(sideKey(r.Key, ts, seq), b); err != nil {
-		return storeFailed(x, n, err)
-	}
-	if err := mine.Put(sideIndexKey(ts, seq, r.Key), []byte{}); err != nil {
-		return storeFailed(x, n, err)
+	if err := keepSide(x, n, mine, r, ts, vc); err != nil {
+		return err
 	}
 	if ts <= now {
 		return nil
@@ -248,6 +222,53 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 		if err := expire(st, now-span-within, ts-span-within); err != nil {
 			return storeFailed(x, n, err)
 		}
+	}
+	return nil
+}
+
+// joinMatch is a record of the other side that a record joins.
+type joinMatch[O any] struct {
+	v  O
+	ts int64
+}
+
+// joinMatches reads the other side's records of key in [ts-within,
+// ts+within] from theirs, in their order.
+func joinMatches[O any](x graph.Exec, n *Node, theirs *state.Store, key []byte, ts, within int64, oc codec.Codec[O]) ([]joinMatch[O], error) {
+	prefix := sideKey(key, 0, 0)
+	prefix = prefix[:len(prefix)-16] // the key's records, any time
+	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(ts-within, 0)))
+	hi := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(ts+within+1))
+	var matches []joinMatch[O]
+	for e, err := range theirs.Range(lo, hi) {
+		if err != nil {
+			return nil, storeFailed(x, n, err)
+		}
+		v, err := oc.Decode(e.Value)
+		if err != nil {
+			return nil, &NodeError{Node: n.name, Err: codecError(theirs, "decode value", key, err)}
+		}
+		matches = append(matches, joinMatch[O]{v, int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-16:]))})
+	}
+	return matches, nil
+}
+
+// keepSide stores r, at ts, in its side's store mine, with its index
+// entry, for the other side's later records to join.
+func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts int64, vc codec.Codec[V]) error {
+	b, err := vc.Encode(r.Value)
+	if err != nil {
+		return &NodeError{Node: n.name, Err: codecError(mine, "encode value", r.Key, err)}
+	}
+	seq, err := nextSeq(mine)
+	if err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := mine.Put(sideKey(r.Key, ts, seq), b); err != nil {
+		return storeFailed(x, n, err)
+	}
+	if err := mine.Put(sideIndexKey(ts, seq, r.Key), []byte{}); err != nil {
+		return storeFailed(x, n, err)
 	}
 	return nil
 }

@@ -230,7 +230,6 @@ func (w Windows) windowsOf(ts int64) []int64 {
 func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error),
 	merge func(context.Context, A, A) (A, error)) Table[Windowed[A]] {
 	p := &port[Windowed[A]]{}
-	size, grace := w.size.Milliseconds(), w.grace.Milliseconds()
 	n := attach(g.s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[T]) error {
 		return func(x graph.Exec, r Record[T]) error {
 			x.Enter(n.index)
@@ -253,51 +252,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 			if w.session {
 				return session(x, n, st, r, ts, now, w, c, step, merge, p)
 			}
-			advanced, before := ts > now, now
-			now = max(now, ts)
-			var open []int64
-			for _, start := range w.windowsOf(ts) {
-				if start+size+grace > now {
-					open = append(open, start)
-				}
-			}
-			if len(open) == 0 {
-				// Nothing written yet: a late record leaves no trace.
-				return &NodeError{Node: n.name, Err: fmt.Errorf("%w: timestamp %s, stream time %s, window %s, grace %s",
-					ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), w.size, w.grace)}
-			}
-			if advanced {
-				if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(now))); err != nil {
-					return storeFailed(x, n, err)
-				}
-			}
-			for _, start := range open {
-				acc, found, err := fold(x, n, st, windowKey(r.Key, start), r.Key, r.Value, c, step)
-				if err != nil {
-					return err
-				}
-				if !found {
-					if err := st.Put(indexKey(start, r.Key), []byte{}); err != nil {
-						return storeFailed(x, n, err)
-					}
-				}
-				if !w.final {
-					out := Windowed[A]{Window: window(start, size), Value: acc}
-					if err := p.push(x, Record[Windowed[A]]{Key: r.Key, Value: out, Headers: r.Headers, Timestamp: r.Timestamp,
-						Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {
-						return err
-					}
-				}
-			}
-			// Windows that start at or before last have closed; those up
-			// to the last stream time's bound closed then, so only starts
-			// in between are looked for, and only if one can be there.
-			from, last := before-size-grace, now-size-grace
-			if !advanced || last < 0 || nextStart(from, w.advance.Milliseconds()) > last {
-				return nil
-			}
-			x.Enter(n.index)
-			return closeWindows(x, n, st, from, last, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+			return hopping(x, n, st, r, ts, now, w, c, step, p)
 		}
 	})
 	if n == nil {
@@ -323,6 +278,59 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 	n.stores = []string{name}
 	t.declareStore(name, engine, n)
 	return Table[Windowed[A]]{s: Stream[Windowed[A]]{n: n, p: p}}
+}
+
+// hopping adds a record at ts to each window it falls in that is still
+// open at stream time now (advanced to ts), and closes the windows that
+// stream time passed: hopping and tumbling windows, by start.
+func hopping[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
+	step func(context.Context, aggIn[T, A]) (A, error), p *port[Windowed[A]]) error {
+	size, grace := w.size.Milliseconds(), w.grace.Milliseconds()
+	advanced, before := ts > now, now
+	now = max(now, ts)
+	var open []int64
+	for _, start := range w.windowsOf(ts) {
+		if start+size+grace > now {
+			open = append(open, start)
+		}
+	}
+	if len(open) == 0 {
+		// Nothing written yet: a late record leaves no trace.
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: timestamp %s, stream time %s, window %s, grace %s",
+			ErrLate, r.Timestamp.UTC().Format(time.RFC3339Nano), time.UnixMilli(now).UTC().Format(time.RFC3339Nano), w.size, w.grace)}
+	}
+	if advanced {
+		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(now))); err != nil {
+			return storeFailed(x, n, err)
+		}
+	}
+	for _, start := range open {
+		acc, found, err := fold(x, n, st, windowKey(r.Key, start), r.Key, r.Value, c, step)
+		if err != nil {
+			return err
+		}
+		if !found {
+			if err := st.Put(indexKey(start, r.Key), []byte{}); err != nil {
+				return storeFailed(x, n, err)
+			}
+		}
+		if !w.final {
+			out := Windowed[A]{Window: window(start, size), Value: acc}
+			if err := p.push(x, Record[Windowed[A]]{Key: r.Key, Value: out, Headers: r.Headers, Timestamp: r.Timestamp,
+				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {
+				return err
+			}
+		}
+	}
+	// Windows that start at or before last have closed; those up
+	// to the last stream time's bound closed then, so only starts
+	// in between are looked for, and only if one can be there.
+	from, last := before-size-grace, now-size-grace
+	if !advanced || last < 0 || nextStart(from, w.advance.Milliseconds()) > last {
+		return nil
+	}
+	x.Enter(n.index)
+	return closeWindows(x, n, st, from, last, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
 }
 
 func window(start, size int64) Window {
