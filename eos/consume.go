@@ -471,22 +471,7 @@ func (b *batch) one(rec *kgo.Record) {
 	if b.revokedSince() {
 		b.revoked = true
 	}
-	if b.stopped() || (b.hard.Load() || b.ctx.Err() != nil) && b.cuttable && b.in > 0 {
-		if b.cuttable {
-			b.leave(rec)
-		}
-		return
-	}
-	if r.state != nil && r.state.needs(rec) {
-		// Its stores must catch up first, outside any
-		// transaction: end the batch and restore.
-		if r.restorePending == nil {
-			r.restorePending = make(map[state.Task]bool)
-		}
-		r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
-		b.leave(rec)
-		b.cut.Store(true)
-		b.hard.Store(true)
+	if !b.admit(rec) {
 		return
 	}
 	b.in++
@@ -495,28 +480,7 @@ func (b *batch) one(rec *kgo.Record) {
 		// write barrier while the collector marks.
 		b.cur = rec
 	}
-	var (
-		outcome engine.Outcome
-		err     error
-	)
-	if r.state != nil {
-		r.state.beginRecord()
-	}
-	var span trace.Span
-	if r.tracing != nil {
-		uctx, span = b.traceRecord(uctx, rec)
-	}
-	if rej, ok := r.rejectionOf(rec); ok {
-		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
-	} else {
-		outcome, err = r.proc.Process(uctx, rec, b.emit)
-	}
-	if span != nil {
-		b.traceRecordEnd(span, outcome, err)
-	}
-	if r.state != nil && outcome != engine.Processed {
-		r.state.failRecord()
-	}
+	outcome, err := b.run(uctx, rec)
 	if outcome == engine.Interrupted && !b.cuttable {
 		// At-most-once committed its offset already: it is lost,
 		// as a crash would lose it. The rest of the fetch is
@@ -539,6 +503,60 @@ func (b *batch) one(rec *kgo.Record) {
 	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
 		b.slow = rec
 	}
+}
+
+// admit reports whether the batch takes rec: not once it stopped, nor
+// once it is cut and holds records; not either while rec's stores must
+// catch up first, outside any transaction (the batch ends, and they
+// restore). A record not taken is left for the next batch.
+func (b *batch) admit(rec *kgo.Record) bool {
+	r := b.r
+	if b.stopped() || (b.hard.Load() || b.ctx.Err() != nil) && b.cuttable && b.in > 0 {
+		if b.cuttable {
+			b.leave(rec)
+		}
+		return false
+	}
+	if r.state != nil && r.state.needs(rec) {
+		if r.restorePending == nil {
+			r.restorePending = make(map[state.Task]bool)
+		}
+		r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
+		b.leave(rec)
+		b.cut.Store(true)
+		b.hard.Store(true)
+		return false
+	}
+	return true
+}
+
+// run runs rec through the topology, or dead-letters it when it was
+// rejected before it (undecodable), traced when tracing is on.
+func (b *batch) run(uctx context.Context, rec *kgo.Record) (engine.Outcome, error) {
+	r := b.r
+	if r.state != nil {
+		r.state.beginRecord()
+	}
+	var span trace.Span
+	if r.tracing != nil {
+		uctx, span = b.traceRecord(uctx, rec)
+	}
+	var (
+		outcome engine.Outcome
+		err     error
+	)
+	if rej, ok := r.rejectionOf(rec); ok {
+		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
+	} else {
+		outcome, err = r.proc.Process(uctx, rec, b.emit)
+	}
+	if span != nil {
+		b.traceRecordEnd(span, outcome, err)
+	}
+	if r.state != nil && outcome != engine.Processed {
+		r.state.failRecord()
+	}
+	return outcome, err
 }
 
 // emit hands one output of the current record to the producer.

@@ -252,29 +252,7 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 		return &rebuildError{fmt.Errorf("no batch for %s and group %q's offsets cannot be read: %w", waited.Round(time.Second), r.cfg.AppID, err)}
 	}
 	mine, member, known := r.assigned(actx)
-	// Candidates: this instance's partitions whose committed offset is
-	// below the last stable offset.
-	candidates := make(map[string]map[int32]kgo.Offset)
-	stable.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil || known && member && !mine[o.Topic][o.Partition] {
-			return
-		}
-		at := int64(0)
-		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.At >= 0 {
-			at = c.At
-		}
-		if floor, below := r.floor.below(o.Topic, o.Partition, at); below {
-			// Resumed from the offsets mirror, or committed here: the
-			// group has no offset there (yet) until input comes.
-			at = floor
-		}
-		if at < o.Offset {
-			if candidates[o.Topic] == nil {
-				candidates[o.Topic] = make(map[int32]kgo.Offset)
-			}
-			candidates[o.Topic][o.Partition] = kgo.NewOffset().At(at)
-		}
-	})
+	candidates := r.stallCandidates(stable, committed, mine, member, known)
 	// Below the last stable offset may lie only transaction markers and
 	// aborted records, which no consumer ever gets: records wait only
 	// where a read_committed reader finds some.
@@ -285,20 +263,7 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	if n := r.repairHanging(ctx); n > 0 {
 		return &rebuildError{fmt.Errorf("no batch for %s: completed %d hanging transaction(s); restarting from the committed offsets", waited.Round(time.Second), n)}
 	}
-	what := "records from these partitions (the consumer fetched none)"
-	if known && !member {
-		what = "to join the group (this instance is not a member)"
-	} else {
-		sctx, scancel := context.WithTimeout(kadm.RequireStable(ctx), 3*time.Second)
-		_, serr := adm.FetchOffsetsForTopics(sctx, r.cfg.AppID, inputs...)
-		scancel()
-		if serr != nil {
-			what = fmt.Sprintf("the group's committed offsets, which a pending transactional offset commit holds back (%v): an open or hanging transaction", serr)
-			if r.hangingDenied != "" {
-				what += "; " + r.hangingDenied
-			}
-		}
-	}
+	what := r.stallWaitingFor(ctx, adm, known && !member)
 	serr := &StallError{Group: r.cfg.AppID, Partitions: waiting, Waited: waited, Waiting: what, Hanging: slices.Clone(r.unproven)}
 	if len(serr.Hanging) > 0 {
 		// Proof can still come (a coordinator, its log, an operator):
@@ -315,6 +280,54 @@ func (r *Runner) checkStall(ctx context.Context, waited time.Duration) error {
 	}
 	r.log.Warn("stalled; rebuilding the client", zap.Error(serr))
 	return &rebuildError{serr}
+}
+
+// stallCandidates are the partitions of this instance (all of them, if
+// the instance is not known to be a member) whose committed offset is
+// below the last stable offset. An offset the group lacks is taken from
+// the floor (resumed from the offsets mirror, or committed here: the
+// group has none there until input comes).
+func (r *Runner) stallCandidates(stable kadm.ListedOffsets, committed kadm.OffsetResponses, mine map[string]map[int32]bool, member, known bool) map[string]map[int32]kgo.Offset {
+	candidates := make(map[string]map[int32]kgo.Offset)
+	stable.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || known && member && !mine[o.Topic][o.Partition] {
+			return
+		}
+		at := int64(0)
+		if c, ok := committed.Lookup(o.Topic, o.Partition); ok && c.At >= 0 {
+			at = c.At
+		}
+		if floor, below := r.floor.below(o.Topic, o.Partition, at); below {
+			at = floor
+		}
+		if at < o.Offset {
+			if candidates[o.Topic] == nil {
+				candidates[o.Topic] = make(map[int32]kgo.Offset)
+			}
+			candidates[o.Topic][o.Partition] = kgo.NewOffset().At(at)
+		}
+	})
+	return candidates
+}
+
+// stallWaitingFor says what a stalled instance waits for: to join the
+// group, when it is not a member; the group's offsets, when a pending
+// transactional offset commit holds them back; else the records.
+func (r *Runner) stallWaitingFor(ctx context.Context, adm *kadm.Client, outside bool) string {
+	if outside {
+		return "to join the group (this instance is not a member)"
+	}
+	sctx, scancel := context.WithTimeout(kadm.RequireStable(ctx), 3*time.Second)
+	_, serr := adm.FetchOffsetsForTopics(sctx, r.cfg.AppID, r.inputs...)
+	scancel()
+	if serr == nil {
+		return "records from these partitions (the consumer fetched none)"
+	}
+	what := fmt.Sprintf("the group's committed offsets, which a pending transactional offset commit holds back (%v): an open or hanging transaction", serr)
+	if r.hangingDenied != "" {
+		what += "; " + r.hangingDenied
+	}
+	return what
 }
 
 // readable returns, as "topic/partition", the partitions where a

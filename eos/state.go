@@ -350,30 +350,9 @@ func (r *Runner) restore(ctx context.Context, tasks []state.Task) error {
 var errRestoreAgain = errors.New("restore again")
 
 func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
-	ts := r.state
-	targets := map[string]map[int32]*restoreTarget{}
-	var topics []string
-	for _, t := range tasks {
-		if ts.open[t] == nil {
-			ts.open[t] = map[string]*state.Store{}
-		}
-		for _, spec := range ts.bySource[t.Topic] {
-			s := ts.open[t][spec.Name]
-			if s == nil {
-				var err error
-				if s, err = state.Open(spec.Engine, ts.dir, spec.Name, t); err != nil {
-					return fmt.Errorf("eos: opening state store %q of task %s in %s: %w", spec.Name, t, ts.dir, err)
-				}
-				ts.open[t][spec.Name] = s
-				ts.track(s, true)
-			}
-			topic := topology.ChangelogTopic(ts.appID, spec.Name)
-			if targets[topic] == nil {
-				targets[topic] = map[int32]*restoreTarget{}
-				topics = append(topics, topic)
-			}
-			targets[topic][t.Partition] = &restoreTarget{store: s, task: t}
-		}
+	targets, topics, err := r.restoreTargets(tasks)
+	if err != nil {
+		return err
 	}
 	// The target is the high watermark, not the last stable offset: a
 	// previous owner's committed batch whose marker has not reached the
@@ -387,36 +366,16 @@ func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
 	remaining := 0
 	for topic, ps := range targets {
 		for p, tg := range ps {
-			o, ok := ends.Lookup(topic, p)
-			if !ok {
-				return fmt.Errorf("eos: changelog %s has no partition %d; its partition count must equal the input's (inspect with `eosctl topic describe %s`)", topic, p, topic)
-			}
-			tg.end = o.Offset
-			start, _ := starts.Lookup(topic, p)
-			if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
+			if err := r.startTarget(tg, topic, p, starts, ends); err != nil {
 				return err
 			}
-			at := tg.store.Position()
-			from := max(at.Offset+1, start.Offset)
-			if from > tg.end {
-				return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
-					tg.store.Name(), tg.task, from-1, topic, p, tg.end, ts.dir)
-			}
-			if len(at.Unchecked) > 0 {
-				// Read the applied batches back first (see restore).
-				tg.unchecked, from = at.Unchecked, at.Unchecked[0]
-			}
-			if from == tg.end {
-				tg.done = true // caught up already
+			if tg.done {
 				continue
 			}
-			tg.pos = from
-			r.log.Debug("restoring a state store from its changelog", zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task),
-				zap.Int64("from", from), zap.Int64("end", tg.end))
 			if consume[topic] == nil {
 				consume[topic] = map[int32]kgo.Offset{}
 			}
-			consume[topic][p] = kgo.NewOffset().At(from)
+			consume[topic][p] = kgo.NewOffset().At(tg.pos)
 			remaining++
 		}
 	}
@@ -429,8 +388,72 @@ func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
 		}
 	}
 	for _, t := range tasks {
-		ts.ready[t] = true
+		r.state.ready[t] = true
 	}
+	return nil
+}
+
+// restoreTargets opens the stores of tasks that are not open, and lists
+// them per changelog topic and partition, with the topics in order.
+func (r *Runner) restoreTargets(tasks []state.Task) (map[string]map[int32]*restoreTarget, []string, error) {
+	ts := r.state
+	targets := map[string]map[int32]*restoreTarget{}
+	var topics []string
+	for _, t := range tasks {
+		if ts.open[t] == nil {
+			ts.open[t] = map[string]*state.Store{}
+		}
+		for _, spec := range ts.bySource[t.Topic] {
+			s := ts.open[t][spec.Name]
+			if s == nil {
+				var err error
+				if s, err = state.Open(spec.Engine, ts.dir, spec.Name, t); err != nil {
+					return nil, nil, fmt.Errorf("eos: opening state store %q of task %s in %s: %w", spec.Name, t, ts.dir, err)
+				}
+				ts.open[t][spec.Name] = s
+				ts.track(s, true)
+			}
+			topic := topology.ChangelogTopic(ts.appID, spec.Name)
+			if targets[topic] == nil {
+				targets[topic] = map[int32]*restoreTarget{}
+				topics = append(topics, topic)
+			}
+			targets[topic][t.Partition] = &restoreTarget{store: s, task: t}
+		}
+	}
+	return targets, topics, nil
+}
+
+// startTarget sets where tg's restore from topic/p starts and ends: at
+// the changelog's end, from the store's first unchecked batch if it has
+// one (they are read back first, see restore), else past what it
+// applied. A store caught up already is done.
+func (r *Runner) startTarget(tg *restoreTarget, topic string, p int32, starts, ends kadm.ListedOffsets) error {
+	o, ok := ends.Lookup(topic, p)
+	if !ok {
+		return fmt.Errorf("eos: changelog %s has no partition %d; its partition count must equal the input's (inspect with `eosctl topic describe %s`)", topic, p, topic)
+	}
+	tg.end = o.Offset
+	start, _ := starts.Lookup(topic, p)
+	if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
+		return err
+	}
+	at := tg.store.Position()
+	from := max(at.Offset+1, start.Offset)
+	if from > tg.end {
+		return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
+			tg.store.Name(), tg.task, from-1, topic, p, tg.end, r.state.dir)
+	}
+	if len(at.Unchecked) > 0 {
+		tg.unchecked, from = at.Unchecked, at.Unchecked[0]
+	}
+	if from == tg.end {
+		tg.done = true
+		return nil
+	}
+	tg.pos = from
+	r.log.Debug("restoring a state store from its changelog", zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task),
+		zap.Int64("from", from), zap.Int64("end", tg.end))
 	return nil
 }
 
@@ -508,8 +531,9 @@ func allRetriable(err error) bool {
 
 // wipeIfBehind empties a store its changelog partition can no longer
 // bring up to date, so that it restores the partition in full: when the
-// partition starts after the offset the store would read next (records
-// were deleted), or when others wrote to it since the store last applied
+// partition ends at or before the store's offset (made again, or lost
+// with a broker's log), when the partition starts after the offset the
+// store would read next (records were deleted), or when others wrote to it since the store last applied
 // longer ago than its delete.retention.ms, after which compaction may
 // have removed tombstones the store never saw (it would keep deleted
 // keys forever), or when records of batches it applied on End's word
@@ -523,7 +547,9 @@ func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) erro
 		return nil
 	}
 	var why string
-	if off+1 < start {
+	if off >= tg.end {
+		why = fmt.Sprintf("%s/%d ends at offset %d, at or before offset %d that the store applied: the changelog was deleted and made again, or the broker lost its log (a development broker restarted); the changelog is the store's record, and the store only a cache of it", topic, tg.task.Partition, tg.end, off)
+	} else if off+1 < start {
 		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d that the store needs next: records it never read were deleted", topic, tg.task.Partition, start, off+1)
 	} else if len(at.Unchecked) > 0 && at.Unchecked[0] < start {
 		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d of a batch the store applied but never read back as committed", topic, tg.task.Partition, start, at.Unchecked[0])
@@ -591,14 +617,7 @@ type restoreTarget struct {
 // records are kept so that the position is known even when the end is a
 // transaction marker, which is never delivered as a record otherwise.
 func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int32]kgo.Offset, targets map[string]map[int32]*restoreTarget, left int) error {
-	opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
-	if err != nil {
-		return err
-	}
-	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // a store must not skip records it never saw
-		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
-	cl, err := kgo.NewClient(opts...)
+	cl, err := r.restoreClient(consume)
 	if err != nil {
 		return err
 	}
@@ -608,75 +627,122 @@ func (r *Runner) readChangelogs(ctx context.Context, consume map[string]map[int3
 		r.health.restoreLeft.Store(0)
 		r.health.restoring.Store(false)
 	}()
-	offsetsLeft := func() int64 {
-		var n int64
-		for _, ps := range targets {
-			for _, tg := range ps {
-				if !tg.done {
-					n += tg.end - tg.pos
-				}
-			}
-		}
-		return n
-	}
-	r.health.restoreLeft.Store(offsetsLeft())
-	begin, logged, progressed := time.Now(), time.Now(), time.Now()
-	var applied uint64
-	for left > 0 && ctx.Err() == nil {
+	r.health.restoreLeft.Store(offsetsLeft(targets))
+	now := time.Now()
+	pr := &restoreProgress{begin: now, logged: now, progressed: now, left: left}
+	for pr.left > 0 && ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fs := cl.PollFetches(pctx)
 		cancel()
-		for _, fe := range fs.Errors() {
-			switch {
-			case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
-			case kafkautil.IsFatal(fe.Err):
-				return r.authErrorOp(fmt.Errorf("restoring from %s/%d: %w", fe.Topic, fe.Partition, fe.Err), "Read", fe.Topic)
-			case errors.Is(fe.Err, kerr.OffsetOutOfRange):
-				return fmt.Errorf("eos: restoring from %s/%d: the changelog no longer holds the offset the store needs next (deleted or truncated): %w; delete the task's directory under %s to restore it in full",
-					fe.Topic, fe.Partition, fe.Err, r.state.dir)
-			default:
-				r.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
-			}
+		if err := r.restoreFetchErrors(fs); err != nil {
+			return err
 		}
-		var ferr error
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			tg := targets[p.Topic][p.Partition]
-			if tg == nil || tg.done || ferr != nil {
-				return
-			}
-			n, moved, err := r.takeFetched(tg, p)
-			if err != nil {
-				ferr = err
-				return
-			}
-			applied += uint64(n)
-			if moved {
-				progressed = time.Now()
-			}
-			if tg.done {
-				left--
-			}
-		})
-		if ferr != nil {
-			return ferr
+		if err := r.takeFetches(fs, targets, pr); err != nil {
+			return err
 		}
-		remaining := offsetsLeft()
-		r.health.restoreLeft.Store(remaining)
-		if time.Since(logged) >= 5*time.Second {
-			logged = time.Now()
-			r.log.Info("restoring state from changelogs", zap.Uint64("records", applied), zap.Int("partitions_left", left),
-				zap.Int64("offsets_left", remaining), zap.Float64("records_per_second", float64(applied)/time.Since(begin).Seconds()))
-		}
-		if waited := time.Since(progressed); waited > r.stallBound() {
-			// An open transaction of another producer holds the
-			// read_committed position back; a new client tries again.
-			return &rebuildError{fmt.Errorf("restoring state: no changelog record for %s with %d partitions left; inspect with `eosctl topic describe` and `eosctl txn hanging`",
-				waited.Round(time.Second), left)}
+		if err := r.restoreProgressed(targets, pr); err != nil {
+			return err
 		}
 	}
-	r.restored.Add(applied)
-	if applied > 0 && left == 0 { // a cancelled restore did not end
-		r.log.Info("state restored", zap.Uint64("records", applied), zap.Duration("took", time.Since(begin)))
+	r.restored.Add(pr.applied)
+	if pr.applied > 0 && pr.left == 0 { // a cancelled restore did not end
+		r.log.Info("state restored", zap.Uint64("records", pr.applied), zap.Duration("took", time.Since(pr.begin)))
+	}
+	return nil
+}
+
+// restoreProgress is how far readChangelogs got, and since when.
+type restoreProgress struct {
+	begin, logged time.Time
+	progressed    time.Time // when a partition's position last moved
+	applied       uint64    // records applied
+	left          int       // partitions not at their end
+}
+
+// restoreClient is a client that reads the partitions in consume from
+// the offsets given, read_committed, keeping control records.
+func (r *Runner) restoreClient(consume map[string]map[int32]kgo.Offset) (*kgo.Client, error) {
+	opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()), // a store must not skip records it never saw
+		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
+	return kgo.NewClient(opts...)
+}
+
+// offsetsLeft is the changelog offsets the targets not done have to read.
+func offsetsLeft(targets map[string]map[int32]*restoreTarget) int64 {
+	var n int64
+	for _, ps := range targets {
+		for _, tg := range ps {
+			if !tg.done {
+				n += tg.end - tg.pos
+			}
+		}
+	}
+	return n
+}
+
+// restoreFetchErrors ends the restore on a fetch error it cannot outwait:
+// a denied read, or a changelog that no longer holds the offset a store
+// needs. Others are logged, and the next poll retries.
+func (r *Runner) restoreFetchErrors(fs kgo.Fetches) error {
+	for _, fe := range fs.Errors() {
+		switch {
+		case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
+		case kafkautil.IsFatal(fe.Err):
+			return r.authErrorOp(fmt.Errorf("restoring from %s/%d: %w", fe.Topic, fe.Partition, fe.Err), "Read", fe.Topic)
+		case errors.Is(fe.Err, kerr.OffsetOutOfRange):
+			return fmt.Errorf("eos: restoring from %s/%d: the changelog no longer holds the offset the store needs next (deleted or truncated): %w; delete the task's directory under %s to restore it in full",
+				fe.Topic, fe.Partition, fe.Err, r.state.dir)
+		default:
+			r.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
+		}
+	}
+	return nil
+}
+
+// takeFetches applies what fs holds for the targets not done.
+func (r *Runner) takeFetches(fs kgo.Fetches, targets map[string]map[int32]*restoreTarget, pr *restoreProgress) error {
+	var ferr error
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		tg := targets[p.Topic][p.Partition]
+		if tg == nil || tg.done || ferr != nil {
+			return
+		}
+		n, moved, err := r.takeFetched(tg, p)
+		if err != nil {
+			ferr = err
+			return
+		}
+		pr.applied += uint64(n)
+		if moved {
+			pr.progressed = time.Now()
+		}
+		if tg.done {
+			pr.left--
+		}
+	})
+	return ferr
+}
+
+// restoreProgressed reports the restore's progress, and ends it once no
+// position moved for the stall bound: an open transaction of another
+// producer holds the read_committed position back, and a new client
+// tries again.
+func (r *Runner) restoreProgressed(targets map[string]map[int32]*restoreTarget, pr *restoreProgress) error {
+	remaining := offsetsLeft(targets)
+	r.health.restoreLeft.Store(remaining)
+	if time.Since(pr.logged) >= 5*time.Second {
+		pr.logged = time.Now()
+		r.log.Info("restoring state from changelogs", zap.Uint64("records", pr.applied), zap.Int("partitions_left", pr.left),
+			zap.Int64("offsets_left", remaining), zap.Float64("records_per_second", float64(pr.applied)/time.Since(pr.begin).Seconds()))
+	}
+	if waited := time.Since(pr.progressed); waited > r.stallBound() {
+		return &rebuildError{fmt.Errorf("restoring state: no changelog record for %s with %d partitions left; inspect with `eosctl topic describe` and `eosctl txn hanging`",
+			waited.Round(time.Second), pr.left)}
 	}
 	return nil
 }

@@ -746,3 +746,27 @@ func checkCountsFollow(t *testing.T, env *kafkatest.Env, changelog string) map[s
 	}
 	return fold
 }
+
+// A development broker that restarts loses its log, changelogs included,
+// while a pebble store keeps what it applied: its changelog now ends
+// before the store's offset. The store is a cache of the changelog, so it
+// is wiped and restored (from nothing) with a warning, instead of
+// stopping Run; the counts start again from the new input.
+func TestStoreAheadOfALostChangelogIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	const n = 300
+	before := kafkatest.Fake(t)
+	before.CreateTopics(t, 1, "in", "out")
+	conformance.SeedRange(t, before, "in", 0, n)
+	if s := runCounts(t, before, "a", dir, n); s.StoresWiped != 0 {
+		t.Fatalf("a first run wiped %d stores", s.StoresWiped)
+	}
+	after := kafkatest.Fake(t) // the restarted broker: an empty log
+	after.CreateTopics(t, 1, "in", "out")
+	conformance.SeedRange(t, after, "in", 0, n/2)
+	s := runCounts(t, after, "a", dir, n/2)
+	if s.StoresWiped != 1 {
+		t.Fatalf("%d stores wiped, want the one whose changelog ends before its offset", s.StoresWiped)
+	}
+	conformance.CheckCounts(t, after, "out", topology.ChangelogTopic("app", "counts"), n/2)
+}
