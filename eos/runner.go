@@ -307,7 +307,9 @@ func (r *Runner) Stats() Stats {
 // (*StallError), or client failures without a commit for longer than
 // RecoveryTimeout. Run may be called once. With workers > 1 it runs every
 // worker until ctx ends, and the first error that stops a worker stops
-// the others and is returned as a *WorkerError naming that worker.
+// the others and is returned as a *WorkerError naming that worker. Every
+// error Run can return, and what to do about it, is listed in
+// docs/errors.md.
 func (r *Runner) Run(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
