@@ -3,6 +3,7 @@ package topology
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -121,17 +122,87 @@ func latePolicyProblem(p *ErrorPolicy) string {
 
 // Window is the span of event time a windowed result covers: [Start, End)
 // for tumbling and hopping windows; for sessions, from the first record to
-// the last, End included.
+// the last, End included. Its times are whole milliseconds in UTC.
+//
+// As JSON it is {"start":"2026-01-02T15:04:00.000Z","end":"2026-01-02T15:05:00.000Z"}:
+// RFC 3339 in UTC with exactly three fractional digits (WindowTimeFormat).
+// Milliseconds are the resolution of Kafka timestamps, so windows round-trip
+// exactly; a fixed width makes the strings sort as the times do; and any
+// language parses RFC 3339, where epoch numbers leave the unit to guess.
+// Decoding accepts any RFC 3339 time, returned in UTC.
 type Window struct {
 	Start time.Time
 	End   time.Time
 }
 
+// WindowTimeFormat is the layout of a Window's times in JSON.
+const WindowTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// windowJSON is Window's JSON shape; Go's json matches the names
+// case-insensitively, so the untagged form of older releases still decodes.
+type windowJSON struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
+// MarshalJSON encodes w as {"start":…,"end":…} in WindowTimeFormat.
+// Sub-millisecond digits are dropped; windows have none.
+func (w Window) MarshalJSON() ([]byte, error) {
+	start, err := windowTime(w.Start)
+	if err != nil {
+		return nil, err
+	}
+	end, err := windowTime(w.End)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(windowJSON{Start: start, End: end})
+}
+
+// windowTime formats t in UTC, refusing years RFC 3339 cannot hold, as
+// time.Time's own MarshalJSON does.
+func windowTime(t time.Time) (string, error) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return "", fmt.Errorf("topology: window time %s: year outside [0,9999]", t)
+	}
+	return t.Format(WindowTimeFormat), nil
+}
+
+// UnmarshalJSON decodes what MarshalJSON encodes, and any RFC 3339 times.
+func (w *Window) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json leaves a value on null
+	}
+	var j windowJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	start, err := time.Parse(time.RFC3339, j.Start)
+	if err != nil {
+		return fmt.Errorf("topology: window start: %w", err)
+	}
+	end, err := time.Parse(time.RFC3339, j.End)
+	if err != nil {
+		return fmt.Errorf("topology: window end: %w", err)
+	}
+	*w = Window{Start: start.UTC(), End: end.UTC()}
+	return nil
+}
+
 // Windowed is a windowed aggregation's result: the aggregate of the
-// record key's records that fell into Window.
+// record key's records that fell into Window. It is the record's value;
+// the record's key stays the grouping key, unchanged, so the window is
+// only in the value and a key's windows share one Kafka key: on a
+// compacted topic, compaction would keep only each key's latest window.
+// As JSON, with codec.JSON:
+//
+//	{"window":{"start":"2026-01-02T15:04:00.000Z","end":"2026-01-02T15:05:00.000Z"},"value":5}
+//
+// with Value encoded as its type encodes (see Window for the times).
 type Windowed[V any] struct {
-	Window Window
-	Value  V
+	Window Window `json:"window"`
+	Value  V      `json:"value"`
 }
 
 // CountWindows counts the records of each key in each window, in a store

@@ -50,6 +50,8 @@ func pipeline() *topology.Topology {
 	printed := topology.Peek(topology.ToStream(counts, "minutes"), "print", func(_ context.Context, shop []byte, w topology.Windowed[int64]) {
 		fmt.Printf("%s %s-%s: %d orders\n", shop, w.Window.Start.Format("15:04"), w.Window.End.Format("15:04"), w.Value)
 	})
+	// Keyed by shop; the window is in the value (see topology.Windowed):
+	// {"window":{"start":"2026-01-02T15:04:00.000Z","end":"2026-01-02T15:05:00.000Z"},"value":5}
 	topology.To(printed, "out", "orders-per-minute", codec.JSON[topology.Windowed[int64]]())
 	return top
 }
