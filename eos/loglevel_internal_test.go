@@ -3,6 +3,7 @@ package eos
 import (
 	"testing"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -30,5 +31,29 @@ func TestClientLogLevelFollowsTheLogger(t *testing.T) {
 	}
 	if got := (&Runner{log: zap.NewNop()}).clientLogLevel(); got != kgo.LogLevelNone {
 		t.Errorf("no logger: client log level %v, want none", got)
+	}
+}
+
+// log_level filters a logger the user gives: one built at debug logs
+// only warnings under log_level warn. It cannot lower one built at info.
+func TestLogLevelFiltersTheUsersLogger(t *testing.T) {
+	for _, tc := range []struct {
+		built          zapcore.Level
+		logLevel       string
+		debug, info, w bool
+	}{
+		{zapcore.DebugLevel, "warn", false, false, true},
+		{zapcore.DebugLevel, "debug", true, true, true},
+		{zapcore.InfoLevel, "debug", false, true, true},
+	} {
+		core, _ := observer.New(tc.built)
+		l, err := runnerLogger(config.Config{LogLevel: tc.logLevel}, zap.New(core))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := [3]bool{l.Core().Enabled(zapcore.DebugLevel), l.Core().Enabled(zapcore.InfoLevel), l.Core().Enabled(zapcore.WarnLevel)}
+		if got != [3]bool{tc.debug, tc.info, tc.w} {
+			t.Errorf("built at %v, log_level %s: debug, info, warn enabled %v; want %v", tc.built, tc.logLevel, got, [3]bool{tc.debug, tc.info, tc.w})
+		}
 	}
 }

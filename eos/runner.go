@@ -177,8 +177,15 @@ type optFunc func(*Runner)
 
 func (f optFunc) apply(r *Runner) { f(r) }
 
-// Logger sets the structured logger, overriding a no-op logger.
-func Logger(l *zap.Logger) Option { return optFunc(func(r *Runner) { r.log = l }) }
+// Logger sets the structured logger; without it the runtime logs to
+// stderr at log_level (see NewLogger). log_level filters l too, but cannot
+// make it log below its own level. zap.NewNop() silences the runtime.
+func Logger(l *zap.Logger) Option {
+	if l == nil {
+		l = zap.NewNop()
+	}
+	return optFunc(func(r *Runner) { r.log = l })
+}
 
 // ClientOpts adds franz-go options for what config does not cover (e.g. a
 // custom dialer or hooks). They are applied before the runtime's own, so
@@ -226,15 +233,14 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if n := cfg.WorkerCount(); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop(), ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval,
+	r := &Runner{cfg: cfg, top: t, ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval,
 		deleteRetention: map[string]time.Duration{}}
 	for _, o := range opts {
 		o.apply(r)
 	}
-	if r.log.Core().Enabled(cfg.Level()) {
-		// log_level can only quiet the logger: one built for warnings
-		// stays at warnings (zap refuses to lower a level).
-		r.log = r.log.WithOptions(zap.IncreaseLevel(cfg.Level()))
+	var err error
+	if r.log, err = runnerLogger(cfg, r.log); err != nil {
+		return nil, err
 	}
 	r.log = r.log.
 		With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))

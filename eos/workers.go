@@ -45,14 +45,15 @@ type workers struct {
 // instance id, on the one registry (metrics_addr's, or Metrics').
 func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (*Runner, error) {
 	// Applied to the parent only to learn the logger and the registry.
-	r := &Runner{cfg: cfg, top: t, log: zap.NewNop()}
+	r := &Runner{cfg: cfg, top: t}
 	for _, o := range opts {
 		o.apply(r)
 	}
-	base := r.log
-	if r.log.Core().Enabled(cfg.Level()) {
-		r.log = r.log.WithOptions(zap.IncreaseLevel(cfg.Level()))
+	var err error
+	if r.log, err = runnerLogger(cfg, r.log); err != nil {
+		return nil, err
 	}
+	base := r.log
 	r.log = r.log.With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)),
 		zap.String("instance_id", cfg.InstanceID), zap.Int("workers", n))
 	g := &workers{}

@@ -20,6 +20,7 @@ import (
 	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // Upper builds in → upper-case → out, failing (under the node's policy)
@@ -47,7 +48,8 @@ type Run struct {
 // Start runs a new Runner until t ends or Stop is called.
 func Start(t *testing.T, cfg config.Config, top *topology.Topology, opts ...eos.Option) *Run {
 	t.Helper()
-	r, err := eos.New(cfg, top, opts...)
+	// Quiet unless the test gives a logger: later options win.
+	r, err := eos.New(cfg, top, append([]eos.Option{eos.Logger(zap.NewNop())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
