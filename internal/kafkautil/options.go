@@ -3,6 +3,7 @@ package kafkautil
 import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"time"
 )
 
 // MaxBufferedBytes bounds the produce buffer of clients that do not size
@@ -34,6 +35,13 @@ func ConnOptions(cfg config.Config, user ...kgo.Opt) ([]kgo.Opt, error) {
 	return append(append(make([]kgo.Opt, 0, len(user)+len(base)+16), user...), base...), nil
 }
 
+// FetchMaxWait is how long a broker holds a fetch that finds no records:
+// the Java consumer's default fetch.max.wait.ms, not franz-go's 5s. A
+// fetch sent as a restarted pipeline starts could otherwise hold its
+// first records back for 5s; idle, it costs two fetches a second per
+// broker. A user's kgo.FetchMaxWait (eos.ClientOpts) overrides it.
+const FetchMaxWait = 500 * time.Millisecond
+
 // PipelineOptions returns the options of a pipeline client consuming
 // inputs under cfg.Guarantee: the runtime's and the hand-written benchmark
 // loop's alike, so what one measures is what the other runs. user's options
@@ -43,7 +51,7 @@ func ConnOptions(cfg config.Config, user ...kgo.Opt) ([]kgo.Opt, error) {
 // The buffer sizes of MemoryOptions come before user's, which may change
 // them.
 func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo.Opt, error) {
-	opts, err := ConnOptions(cfg, append(MemoryOptions(cfg), user...)...)
+	opts, err := ConnOptions(cfg, append(append(MemoryOptions(cfg), kgo.FetchMaxWait(FetchMaxWait)), user...)...)
 	if err != nil {
 		return nil, err
 	}

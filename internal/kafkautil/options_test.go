@@ -129,3 +129,17 @@ func TestPipelineOptionsSizeBuffersFromMaxMemory(t *testing.T) {
 		t.Errorf("FetchMaxBytes %v, want the user's 7 MiB", got)
 	}
 }
+
+// A pipeline's fetches wait at most FetchMaxWait for records, not
+// franz-go's 5s, which a restarted pipeline's first fetch could wait out
+// with input there; a user's own value wins.
+func TestPipelineFetchesWaitHalfASecond(t *testing.T) {
+	for _, g := range config.Guarantees() {
+		if got := pipelineClient(t, g).OptValue(kgo.FetchMaxWait); got != FetchMaxWait || FetchMaxWait != 500*time.Millisecond {
+			t.Errorf("%s: fetch max wait %v, want 500ms", g, got)
+		}
+	}
+	if got := pipelineClient(t, config.ExactlyOnce, kgo.FetchMaxWait(2*time.Second)).OptValue(kgo.FetchMaxWait); got != 2*time.Second {
+		t.Errorf("a user's fetch max wait of 2s became %v", got)
+	}
+}
