@@ -99,14 +99,16 @@ or EOS_APP_ID):
   - its consumer group (the group id is the app_id): state, members with their
     instance ids and the tasks (input partitions) each owns
   - the committed offset and lag of every input partition, repartition topics
-    included, against the high watermark and the last stable offset
+    included, against the last stable offset and the high watermark (below)
   - the persistent (pebble) stores under --state-dir/APP_ID/INSTANCE/: for
     each, the changelog offset it applied and whether it is restored or how
     many committed changelog records it is behind. A store a running
     instance has open cannot be read and is shown as "in use".
 
 Topics are matched by name, so an app "orders" would also claim the topics of
-an app "orders-eu"; those are left out when a group "orders-eu" exists.`,
+an app "orders-eu"; those are left out when a group "orders-eu" exists.
+
+` + lagHelp,
 		Example: "  eosctl app describe orders\n  eosctl app describe --config pipeline.yaml -o json\n  eosctl app describe orders --state-dir /var/lib/eosflow",
 		Args:    usageArgs(cobra.MaximumNArgs(1)),
 		// An app id is not a file; completing it would need the brokers.
@@ -337,7 +339,7 @@ func (d *appDescriber) group(internal []internalTopicJSON) (appGroupJSON, error)
 			topics = append(topics, t.Topic)
 		}
 	}
-	rows, err := groupLag(d.ctx, d.adm, committed, topics)
+	rows, err := groupLag(d.ctx, d.adm, d.cfg, committed, topics)
 	if err != nil {
 		return res, err
 	}
@@ -397,14 +399,14 @@ func membersTable(members []appMemberJSON) *table {
 // writeAppDescribe prints the description as titled tables.
 func writeAppDescribe(w io.Writer, res appDescribeJSON) error {
 	topics := newTable("TOPIC", "KIND", "PARTITIONS", "RF", "CLEANUP.POLICY", "MIN.ISR", "PROBLEMS")
-	ends := newTable("TOPIC", "PARTITION", "LEADER", "END OFFSET", "COMMITTED", "LAG (HWM)")
+	ends := newTable("TOPIC", "PARTITION", "LEADER", "END OFFSET", "COMMITTED", "LAG (LSO)")
 	for _, t := range res.InternalTopics {
 		topics.add(t.Topic, t.Kind, t.Partitions, t.ReplicationFactor, orDash(t.CleanupPolicy), orDash(t.MinInsyncReplicas), orDash(strings.Join(t.Problems, "; ")))
 		for _, e := range t.EndOffsets {
 			committed, lag := "-", "-"
 			if t.Kind == kindRepartition {
 				if i := slices.IndexFunc(res.Group.Inputs, func(r partitionLagJSON) bool { return r.Topic == t.Topic && r.Partition == e.Partition }); i >= 0 {
-					committed, lag = offsetCell(res.Group.Inputs[i].Committed), offsetCell(res.Group.Inputs[i].LagHWM)
+					committed, lag = offsetCell(res.Group.Inputs[i].Committed), offsetCell(res.Group.Inputs[i].LagLSO)
 				}
 			}
 			ends.add(t.Topic, e.Partition, leaderCell(e.Leader), offsetCell(e.EndOffset), committed, lag)

@@ -295,3 +295,48 @@ func TestAppDescribeUsage(t *testing.T) {
 		}
 	}
 }
+
+// An exactly-once app that committed all of a transactional input trails
+// each partition's LSO by the commit marker after its last record: describe
+// shows lag 0 there, and the HWM lag apart, also under an open transaction.
+// Records it has not read yet count, with their markers.
+func TestAppDescribeCaughtUpOnTransactionalInput(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 2, "in", "out")
+	addr := env.Brokers[0]
+	produceTxn(t, addr, "in", "upstream", map[int32]int{0: 10, 1: 10}, true) // in-0 and in-1: 0-9, marker 10
+	x := conformance.Start(t, env.Config("orders", "worker-0", config.ExactlyOnce), conformance.Upper("in", "out", nil))
+	x.WaitCommitted(t, 20, 60*time.Second)
+	state := t.TempDir()
+
+	got := describeApp(t, "orders", "--brokers", addr, "--state-dir", state)
+	for _, r := range got.Group.Inputs {
+		if r.Topic != "in" || r.Committed != 10 || r.LastStableOffset != 11 || r.HighWatermark != 11 || r.LagLSO != 0 || r.LagHWM != 1 {
+			t.Errorf("caught-up input: %+v, want committed 10, LSO and HWM 11, lag 0 (HWM lag 1)", r)
+		}
+	}
+	if g := got.Group; len(g.Inputs) != 2 || g.TotalLSO != 0 || g.TotalHWM != 2 {
+		t.Errorf("inputs: lag %d, HWM lag %d, want 0 and 2: %+v", g.TotalLSO, g.TotalHWM, g.Inputs)
+	}
+	out, errOut, code := runCLI(t, nil, "--brokers", addr, "app", "describe", "orders", "--state-dir", state)
+	if code != exitOK || !strings.Contains(out, "Inputs: lag 0 to the last stable offset, 2 to the high watermark") {
+		t.Errorf("exit %d, stderr %s, table:\n%s", code, errOut, out)
+	}
+
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	openTxn(t, addr, "in", "other")                                  // in-0: 11, open
+	produceTxn(t, addr, "in", "upstream", map[int32]int{1: 3}, true) // in-1: 11-13, marker 14
+	got = describeApp(t, "orders", "--brokers", addr, "--state-dir", state)
+	if len(got.Group.Inputs) != 2 {
+		t.Fatalf("inputs: %+v", got.Group.Inputs)
+	}
+	if r := got.Group.Inputs[0]; r.LastStableOffset != 11 || r.HighWatermark != 12 || r.LagLSO != 0 || r.LagHWM != 2 || !r.OpenTransaction {
+		t.Errorf("in-0, caught up under an open transaction: %+v", r)
+	}
+	if r := got.Group.Inputs[1]; r.LastStableOffset != 15 || r.LagLSO != 5 || r.LagHWM != 5 {
+		t.Errorf("in-1, 3 records behind: %+v, want lag 5 (3 records, 2 markers)", r)
+	}
+}

@@ -18,60 +18,81 @@ func newDevCmd(g *globals) *cobra.Command {
 	return newGroupingCmd("dev", "Local development helpers", newDevBrokerCmd(g))
 }
 
-// newDevBrokerCmd runs kfake, franz-go's in-process Kafka, as a standalone
-// broker: transactions, read_committed and groups work, with no JVM.
-func newDevBrokerCmd(g *globals) *cobra.Command {
-	var (
-		listen     string
-		dataDir    string
-		partitions int
-		count      int
-		configs    map[string]string
-	)
-	c := &cobra.Command{
-		Use:   "broker",
-		Short: "Run an in-process Kafka-compatible broker for local development",
-		Long: `Run kfake, an in-process Kafka-compatible cluster, until SIGINT or SIGTERM.
+// defaultDevPartitions is the partition count of topics the dev broker
+// creates on first use: more than one, so that keys and group members
+// spread as they would on a real cluster.
+const defaultDevPartitions = 3
+
+// devBrokerHelp is the long help of `dev broker`.
+const devBrokerHelp = `Run kfake, an in-process Kafka-compatible cluster, until SIGINT or SIGTERM.
 It supports transactions (KIP-447, KIP-890), read_committed, consumer
 groups and auto topic creation. With --data-dir its data survives restarts.
 It is for development and tests only: no replication, no real durability
 guarantees.
 
+A topic created on first use (a client that allows auto creation produces
+to, or asks for, a topic that does not exist) gets --partitions partitions,
+3 unless set, so that keys and group members spread as on a real cluster;
+so does a topic created with -1 partitions. 'eosctl topic create' chooses
+per topic.
+
 Prints one broker address per line; point pipelines at them with
-EOS_BROKERS. Brokers beyond the first listen on the following ports.`,
+EOS_BROKERS. Brokers beyond the first listen on the following ports.`
+
+// devBrokerFlags are the flags of `dev broker`.
+type devBrokerFlags struct {
+	listen, dataDir   string
+	partitions, count int
+	configs           map[string]string
+}
+
+// kfakeOpts is the cluster the flags ask for, on host from port (0: free
+// ports).
+func (f devBrokerFlags) kfakeOpts(host string, port int) []kfake.Opt {
+	opts := []kfake.Opt{
+		kfake.NumBrokers(f.count),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(f.partitions), // kfake's own default is 10
+		// kfake listens on 127.0.0.1; this swaps in --listen's host.
+		kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			_, p, _ := net.SplitHostPort(addr)
+			return net.Listen(network, net.JoinHostPort(host, p))
+		}),
+	}
+	if port > 0 {
+		ports := make([]int, f.count)
+		for i := range ports {
+			ports[i] = port + i
+		}
+		opts = append(opts, kfake.Ports(ports...))
+	}
+	if f.dataDir != "" {
+		opts = append(opts, kfake.DataDir(f.dataDir))
+	}
+	if len(f.configs) > 0 {
+		opts = append(opts, kfake.BrokerConfigs(f.configs))
+	}
+	return opts
+}
+
+// newDevBrokerCmd runs kfake, franz-go's in-process Kafka, as a standalone
+// broker: transactions, read_committed and groups work, with no JVM.
+func newDevBrokerCmd(g *globals) *cobra.Command {
+	var f devBrokerFlags
+	c := &cobra.Command{
+		Use:     "broker",
+		Short:   "Run an in-process Kafka-compatible broker for local development",
+		Long:    devBrokerHelp,
 		Example: "  eosctl dev broker --data-dir ~/.eosflow/kfake\n  eosctl dev broker --listen 127.0.0.1:0 --brokers-count 3",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			host, port, err := parseListen(listen, count, partitions)
+			host, port, err := parseListen(f.listen, f.count, f.partitions)
 			if err != nil {
 				return err
 			}
-			opts := []kfake.Opt{
-				kfake.NumBrokers(count),
-				kfake.AllowAutoTopicCreation(),
-				kfake.DefaultNumPartitions(partitions),
-				// kfake listens on 127.0.0.1; this swaps in --listen's host.
-				kfake.ListenFn(func(network, addr string) (net.Listener, error) {
-					_, p, _ := net.SplitHostPort(addr)
-					return net.Listen(network, net.JoinHostPort(host, p))
-				}),
-			}
-			if port > 0 {
-				ports := make([]int, count)
-				for i := range ports {
-					ports[i] = port + i
-				}
-				opts = append(opts, kfake.Ports(ports...))
-			}
-			if dataDir != "" {
-				opts = append(opts, kfake.DataDir(dataDir))
-			}
-			if len(configs) > 0 {
-				opts = append(opts, kfake.BrokerConfigs(configs))
-			}
-			cluster, err := kfake.NewCluster(opts...)
+			cluster, err := kfake.NewCluster(f.kfakeOpts(host, port)...)
 			if err != nil {
-				return fmt.Errorf("cannot start the broker on %s: %w — pick a free port with --listen (or port 0)", listen, err)
+				return fmt.Errorf("cannot start the broker on %s: %w — pick a free port with --listen (or port 0)", f.listen, err)
 			}
 			defer cluster.Close()
 
@@ -83,24 +104,24 @@ EOS_BROKERS. Brokers beyond the first listen on the following ports.`,
 			}
 			errw := cmd.ErrOrStderr()
 			fmt.Fprintf(errw, "broker running; export EOS_BROKERS=%s; stop with Ctrl-C\n", strings.Join(addrs, ","))
-			if dataDir == "" {
+			if f.dataDir == "" {
 				fmt.Fprintln(errw, "data is in memory only: pass --data-dir to keep it across restarts")
 			}
 			<-ctx.Done()
 			fmt.Fprintln(errw, "shutting down")
 			cluster.Close() // saves the data dir before we report done
-			if dataDir != "" {
-				fmt.Fprintf(errw, "data kept in %s\n", dataDir)
+			if f.dataDir != "" {
+				fmt.Fprintf(errw, "data kept in %s\n", f.dataDir)
 			}
 			return nil
 		},
 	}
-	f := c.Flags()
-	f.StringVar(&listen, "listen", defaultBroker, "host:port of the first broker (port 0 picks free ports)")
-	f.StringVar(&dataDir, "data-dir", "", "directory to persist topics, offsets and transactions across restarts")
-	f.IntVar(&partitions, "partitions", 1, "partitions of auto-created topics")
-	f.IntVar(&count, "brokers-count", 1, "number of brokers")
-	f.StringToStringVar(&configs, "broker-config", nil, "broker config key=value (repeatable), e.g. transaction.max.timeout.ms=60000")
+	fs := c.Flags()
+	fs.StringVar(&f.listen, "listen", defaultBroker, "host:port of the first broker (port 0 picks free ports)")
+	fs.StringVar(&f.dataDir, "data-dir", "", "directory to persist topics, offsets and transactions across restarts")
+	fs.IntVar(&f.partitions, "partitions", defaultDevPartitions, "partitions of auto-created topics (and of topics created with -1)")
+	fs.IntVar(&f.count, "brokers-count", 1, "number of brokers")
+	fs.StringToStringVar(&f.configs, "broker-config", nil, "broker config key=value (repeatable), e.g. transaction.max.timeout.ms=60000")
 	_ = c.MarkFlagDirname("data-dir")
 	return c
 }

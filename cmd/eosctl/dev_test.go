@@ -100,11 +100,53 @@ func TestDevBrokerKeepsDataAcrossRestarts(t *testing.T) {
 	}
 }
 
+// autoCreatedPartitions produces to topic, which does not exist yet, and
+// returns how many partitions the broker gave it.
+func autoCreatedPartitions(t *testing.T, addr, topic string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Each listing on a client of its own: kgo briefly caches metadata.
+	// Listing every topic asks for none by name, so creates none.
+	if ts, err := newAdmin(t, addr).ListTopics(ctx); err != nil || ts.Has(topic) {
+		t.Fatalf("topic %s exists before the first produce (%v), or: %v", topic, ts.Names(), err)
+	}
+	p := newClient(t, addr, kgo.AllowAutoTopicCreation())
+	if err := p.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := newAdmin(t, addr).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ts[topic].Partitions)
+}
+
+func TestDevBrokerAutoCreatedTopicPartitions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 3},
+		{[]string{"--partitions", "5"}, 5},
+		{[]string{"--partitions", "1"}, 1},
+	} {
+		addr, stop := startDevBroker(t, tc.args...)
+		if got := autoCreatedPartitions(t, addr, "fresh"); got != tc.want {
+			t.Errorf("%v: auto-created topic has %d partitions, want %d", tc.args, got, tc.want)
+		}
+		if code := stop(); code != exitOK {
+			t.Fatalf("%v: stop exit %d", tc.args, code)
+		}
+	}
+}
+
 func TestDevBrokerBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--listen", "nohost"},
 		{"--listen", "0.0.0.0:9092"},
 		{"--listen", "127.0.0.1:0", "--brokers-count", "0"},
+		{"--listen", "127.0.0.1:0", "--partitions", "0"},
 	} {
 		if _, errOut, code := runCLI(t, nil, append([]string{"dev", "broker"}, args...)...); code != exitUsage {
 			t.Errorf("%v: exit %d: %s", args, code, errOut)

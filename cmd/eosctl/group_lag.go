@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/eosflow/eosflow/config"
 )
 
-// partitionLagJSON is one partition of `group lag`.
+// partitionLagJSON is one partition of `group lag`. LagLSO is the lag
+// (see lagHelp); LagHWM the raw distance to the high watermark.
 type partitionLagJSON struct {
 	Topic            string `json:"topic"`
 	Partition        int32  `json:"partition"`
@@ -36,44 +40,64 @@ type groupLagJSON struct {
 func newGroupLagCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "lag GROUP",
-		Short: "Show a group's lag to the high watermark and to the last stable offset",
+		Short: "Show a group's lag to the last stable offset and to the high watermark",
 		Long: `Show, per partition the group committed, the committed offset, the high
 watermark (HWM), the last stable offset (LSO, what read_committed consumers
 can reach), and the lag to each.
 
-HWM lag counts transaction markers and records of open transactions, so an
-exactly-once pipeline that is caught up still shows some; LSO lag is what
-it can actually consume. An LSO behind the HWM means a transaction is open
-on that partition; if it stays there, look for a hanging transaction with
-'eosctl txn hanging --topic T'.`,
+` + lagHelp + `
+
+An LSO behind the HWM means a transaction is open on that partition; if it
+stays there, look for a hanging transaction with 'eosctl txn hanging --topic T'.`,
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			group := args[0]
-			return g.withAdmin(cmd, func(ctx context.Context, adm *kadm.Client) error {
-				committed, err := adm.FetchOffsets(ctx, group)
-				if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-					return kafkaErr("fetch offsets of group "+group, err)
-				}
-				if len(committed) == 0 {
-					return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
-				}
-				rows, err := groupLag(ctx, adm, committed, committed.Partitions().Topics())
-				if err != nil {
-					return err
-				}
-				res := groupLagJSON{Group: group, Partitions: rows}
-				res.TotalHWM, res.TotalLSO = lagTotals(rows)
-				return g.render(cmd.OutOrStdout(), res, lagTable(rows))
-			})
+			cfg, err := g.pipelineConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := g.commandContext(cmd)
+			defer cancel()
+			cl, err := g.client(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			adm := g.newAdmin(cl)
+			committed, err := adm.FetchOffsets(ctx, group)
+			if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+				return kafkaErr("fetch offsets of group "+group, err)
+			}
+			if len(committed) == 0 {
+				return fmt.Errorf("group %q has no committed offsets — check the group name (the pipeline's app_id)", group)
+			}
+			rows, err := groupLag(ctx, adm, cfg, committed, committed.Partitions().Topics())
+			if err != nil {
+				return err
+			}
+			res := groupLagJSON{Group: group, Partitions: rows}
+			res.TotalHWM, res.TotalLSO = lagTotals(rows)
+			return g.render(cmd.OutOrStdout(), res, lagTable(rows))
 		},
 	}
 }
 
+// lagHelp says what the lag of `group lag` and `app describe` measures.
+var lagHelp = fmt.Sprintf(`Lag is to the LSO: the offsets from the committed offset up to the LSO,
+records, aborted records and transaction markers alike; 0 when caught up,
+that is when none of them is a record a read_committed consumer would get
+(read to check when there are at most %d). A consumer commits the offset
+after its last record, so on a topic written in transactions a caught-up one
+trails the LSO by the commit marker after that record, and still has lag 0.
+Lag to the HWM is the raw distance: it also counts the records of open
+transactions, so it stays above 0 while an exactly-once pipeline is caught up.`, maxProbedLag)
+
 // groupLag reads the HWM and LSO of every partition of topics and joins
 // them with a group's committed offsets: `group lag` asks for the topics the
 // group committed, `app describe` also for its repartition topics, which
-// may have no commit yet.
-func groupLag(ctx context.Context, adm *kadm.Client, committed kadm.OffsetResponses, topics []string) ([]partitionLagJSON, error) {
+// may have no commit yet. Lags of only markers are then read and zeroed
+// (skipMarkers), with a client of cfg's.
+func groupLag(ctx context.Context, adm *kadm.Client, cfg config.Config, committed kadm.OffsetResponses, topics []string) ([]partitionLagJSON, error) {
 	if len(topics) == 0 {
 		return nil, nil
 	}
@@ -81,11 +105,14 @@ func groupLag(ctx context.Context, adm *kadm.Client, committed kadm.OffsetRespon
 	if err != nil {
 		return nil, kafkaErr("list end offsets", err)
 	}
+	// ListCommittedOffsets lists read_committed: the last stable offsets.
 	lso, err := adm.ListCommittedOffsets(ctx, topics...)
 	if err != nil {
 		return nil, kafkaErr("list last stable offsets", err)
 	}
-	return lagRows(committed, hwm, lso), nil
+	rows := lagRows(committed, hwm, lso)
+	skipMarkers(ctx, cfg, rows)
+	return rows, nil
 }
 
 // lagTotals sums the known lags of rows, to HWM and to LSO.
@@ -102,10 +129,14 @@ func lagTotals(rows []partitionLagJSON) (hwm, lso int64) {
 func lagTable(rows []partitionLagJSON) *table {
 	t := newTable("TOPIC", "PARTITION", "COMMITTED", "LSO", "HWM", "LAG (LSO)", "LAG (HWM)", "NOTE")
 	for _, r := range rows {
-		note := ""
-		if r.OpenTransaction {
-			note = fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset)
+		var notes []string
+		if skipped := r.LastStableOffset - max(r.Committed, 0); r.LagLSO == 0 && skipped > 0 {
+			notes = append(notes, fmt.Sprintf("caught up: %d transaction marker(s) or aborted record(s) after the commit", skipped))
 		}
+		if r.OpenTransaction {
+			notes = append(notes, fmt.Sprintf("LSO %d behind HWM: open or hanging transaction", r.HighWatermark-r.LastStableOffset))
+		}
+		note := strings.Join(notes, "; ")
 		t.add(r.Topic, r.Partition, offsetCell(r.Committed), offsetCell(r.LastStableOffset), offsetCell(r.HighWatermark),
 			offsetCell(r.LagLSO), offsetCell(r.LagHWM), note)
 	}
@@ -113,8 +144,9 @@ func lagTable(rows []partitionLagJSON) *table {
 }
 
 // lagRows joins committed offsets with the HWM and LSO of every partition
-// listed; a partition without a commit has committed -1 and its lag is the
-// whole log (-1 when the offsets are unknown).
+// listed, lags counted in offsets; a partition without a commit has
+// committed -1 and its lag is the whole log (-1 when the offsets are
+// unknown).
 func lagRows(committed kadm.OffsetResponses, hwm, lso kadm.ListedOffsets) []partitionLagJSON {
 	var rows []partitionLagJSON
 	hwm.Each(func(h kadm.ListedOffset) {
