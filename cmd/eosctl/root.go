@@ -155,6 +155,8 @@ func newRootCmd() *cobra.Command {
 		newTxnCmd(g),
 		newGroupCmd(g),
 		newTopicCmd(g),
+		newProduceCmd(g),
+		newConsumeCmd(g),
 		newAppCmd(g),
 		newTopCmd(g),
 		newDoctorCmd(g),
