@@ -28,7 +28,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // Payment is a record of the topic payments, as JSON.
@@ -105,7 +104,7 @@ func run(ctx context.Context, seed int, doReplay bool) error {
 	if err != nil {
 		return err
 	}
-	logger, err := zap.NewProduction()
+	logger, err := eos.NewLogger(cfg) // follows log_level (EOS_LOG_LEVEL)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // Order is a record of the topic match-orders, keyed by order id.
@@ -92,7 +91,7 @@ func run(ctx context.Context, seed int) error {
 	if err != nil {
 		return err
 	}
-	logger, err := zap.NewProduction()
+	logger, err := eos.NewLogger(cfg) // follows log_level (EOS_LOG_LEVEL)
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // Order is a record of the topic orders, as JSON.
@@ -84,11 +83,6 @@ func run(ctx context.Context, seed int) error {
 	if err != nil {
 		return err
 	}
-	logger, err := zap.NewProduction()
-	if err != nil {
-		return err
-	}
-	defer logger.Sync()
 	if seed > 0 {
 		if err := seedOrders(ctx, cfg, seed); err != nil {
 			return fmt.Errorf("seeding orders: %w", err)
@@ -107,6 +101,11 @@ func run(ctx context.Context, seed int) error {
 	topology.To(printed, "invoices", "invoices", codec.JSON[Invoice]())
 	top.OnError("price", topology.Retry(3, 50*time.Millisecond, topology.DeadLetter("orders-dlq")))
 
+	logger, err := eos.NewLogger(cfg) // JSON lines on stderr at log_level (EOS_LOG_LEVEL): the default
+	if err != nil {
+		return err
+	}
+	defer logger.Sync()
 	r, err := eos.New(cfg, top, eos.Logger(logger), eos.CreateTopics(3, -1))
 	if err != nil {
 		return err // an invalid config or topology, every problem named

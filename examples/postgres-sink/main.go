@@ -26,10 +26,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/sink/pgsink"
 )
@@ -77,7 +77,7 @@ func run(ctx context.Context, seed int) error {
 	if url == "" {
 		url = "postgres://postgres@127.0.0.1:15432/eosflow?sslmode=disable" // integration/postgres/pg.sh
 	}
-	logger, err := zap.NewProduction()
+	logger, err := eos.NewLogger(cfg) // follows log_level (EOS_LOG_LEVEL)
 	if err != nil {
 		return err
 	}
