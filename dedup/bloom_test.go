@@ -313,6 +313,18 @@ func TestBloomMarkRefusesTTLBeyondRetention(t *testing.T) {
 	}
 }
 
+// A Bloom filter's refused Forget says what to do instead: mark after the
+// effect.
+func TestBloomForgetSaysMarkAfter(t *testing.T) {
+	f := newBloomFixture(t, dedup.BloomOptions{Entries: 1000, FalsePositiveRate: 0.01, Retention: time.Hour})
+	if _, err := f.store.Mark(t.Context(), "m-1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Forget(t.Context(), "m-1"); !errors.Is(err, dedup.ErrCannotForget) || !strings.Contains(err.Error(), "MarkAfter") {
+		t.Fatalf("Forget = %v, want dedup.ErrCannotForget naming topology.MarkAfter", err)
+	}
+}
+
 // Instances that size one filter differently would read each other's bits
 // at the wrong places and miss ids: the scripts refuse a generation of
 // another size.

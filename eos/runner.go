@@ -179,7 +179,8 @@ func (f optFunc) apply(r *Runner) { f(r) }
 
 // Logger sets the structured logger; without it the runtime logs to
 // stderr at log_level (see NewLogger). log_level filters l too, but cannot
-// make it log below its own level. zap.NewNop() silences the runtime.
+// make it log below its own level. zap.NewNop(), or nil, silences the
+// runtime.
 func Logger(l *zap.Logger) Option {
 	if l == nil {
 		l = zap.NewNop()

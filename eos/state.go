@@ -366,7 +366,7 @@ func (r *Runner) restoreOnce(ctx context.Context, tasks []state.Task) error {
 	remaining := 0
 	for topic, ps := range targets {
 		for p, tg := range ps {
-			if err := r.startTarget(tg, topic, p, starts, ends); err != nil {
+			if err := r.startTarget(ctx, tg, topic, p, starts, ends); err != nil {
 				return err
 			}
 			if tg.done {
@@ -428,7 +428,7 @@ func (r *Runner) restoreTargets(tasks []state.Task) (map[string]map[int32]*resto
 // the changelog's end, from the store's first unchecked batch if it has
 // one (they are read back first, see restore), else past what it
 // applied. A store caught up already is done.
-func (r *Runner) startTarget(tg *restoreTarget, topic string, p int32, starts, ends kadm.ListedOffsets) error {
+func (r *Runner) startTarget(ctx context.Context, tg *restoreTarget, topic string, p int32, starts, ends kadm.ListedOffsets) error {
 	o, ok := ends.Lookup(topic, p)
 	if !ok {
 		return fmt.Errorf("eos: changelog %s has no partition %d; its partition count must equal the input's (inspect with `eosctl topic describe %s`)", topic, p, topic)
@@ -438,10 +438,14 @@ func (r *Runner) startTarget(tg *restoreTarget, topic string, p int32, starts, e
 	if err := r.wipeIfBehind(tg, topic, start.Offset); err != nil {
 		return err
 	}
+	if err := r.wipeIfLogLost(ctx, tg, topic); err != nil {
+		return err
+	}
 	at := tg.store.Position()
 	from := max(at.Offset+1, start.Offset)
 	if from > tg.end {
-		return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog was deleted or truncated; delete %s to restore from it in full",
+		return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog lost records the store applied (deleted and made again, or truncated) while the group kept the task's offsets, so this store is the last copy of that state; "+
+			"to start the task's state over from what the changelog holds, losing it, delete the task's directory under %s",
 			tg.store.Name(), tg.task, from-1, topic, p, tg.end, r.state.dir)
 	}
 	if len(at.Unchecked) > 0 {
@@ -531,9 +535,8 @@ func allRetriable(err error) bool {
 
 // wipeIfBehind empties a store its changelog partition can no longer
 // bring up to date, so that it restores the partition in full: when the
-// partition ends at or before the store's offset (made again, or lost
-// with a broker's log), when the partition starts after the offset the
-// store would read next (records were deleted), or when others wrote to it since the store last applied
+// partition starts after the offset the store would read next (records
+// were deleted), or when others wrote to it since the store last applied
 // longer ago than its delete.retention.ms, after which compaction may
 // have removed tombstones the store never saw (it would keep deleted
 // keys forever), or when records of batches it applied on End's word
@@ -547,9 +550,7 @@ func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) erro
 		return nil
 	}
 	var why string
-	if off >= tg.end {
-		why = fmt.Sprintf("%s/%d ends at offset %d, at or before offset %d that the store applied: the changelog was deleted and made again, or the broker lost its log (a development broker restarted); the changelog is the store's record, and the store only a cache of it", topic, tg.task.Partition, tg.end, off)
-	} else if off+1 < start {
+	if off+1 < start {
 		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d that the store needs next: records it never read were deleted", topic, tg.task.Partition, start, off+1)
 	} else if len(at.Unchecked) > 0 && at.Unchecked[0] < start {
 		why = fmt.Sprintf("%s/%d now starts at offset %d, after offset %d of a batch the store applied but never read back as committed", topic, tg.task.Partition, start, at.Unchecked[0])
@@ -576,6 +577,66 @@ func (r *Runner) wipeIfBehind(tg *restoreTarget, topic string, start int64) erro
 	}
 	r.wipes.Add(1)
 	return nil
+}
+
+// wipeIfLogLost empties a store whose changelog partition ends at or
+// before the offset it applied, when the cluster kept no trace of the
+// task's progress either: the group has no offset committed for the
+// task's partition, and the offsets mirror holds no record. That is a
+// broker that lost its whole log (a development broker restarted), where
+// the store is a cache of a log that is gone and the input starts over.
+// A cluster that kept the offsets but lost the changelog lost the state
+// with it, and the store is its last copy: the restore stops with an
+// error (see startTarget) rather than wipe it on a guess.
+func (r *Runner) wipeIfLogLost(ctx context.Context, tg *restoreTarget, topic string) error {
+	off := tg.store.Position().Offset
+	if off == state.NoOffset || off < tg.end || r.admin == nil {
+		return nil
+	}
+	forgotten, err := r.progressForgotten(ctx, tg.task)
+	if err != nil || !forgotten {
+		return err
+	}
+	r.log.Warn("wiping a state store to restore it in full: its changelog ends before the offset it applied, and the group has no offsets for its task, so the broker lost its log and the input starts over",
+		zap.String("store", tg.store.Name()), zap.Stringer("task", tg.task), zap.String("changelog", topic),
+		zap.Int64("changelog_end", tg.end), zap.Int64("applied_offset", off))
+	if err := tg.store.Wipe(); err != nil {
+		return fmt.Errorf("eos: wiping state store %q of task %s, whose changelog %s ends at %d before its offset %d: %w; delete the task's directory under %s",
+			tg.store.Name(), tg.task, topic, tg.end, off, err, r.state.dir)
+	}
+	r.wipes.Add(1)
+	return nil
+}
+
+// progressForgotten reports whether the cluster holds no committed
+// progress of task: no group offset for its partition, and no record in
+// the offsets mirror.
+func (r *Runner) progressForgotten(ctx context.Context, task state.Task) (bool, error) {
+	adm := kadm.NewClient(r.admin)
+	committed, err := adm.FetchOffsetsForTopics(ctx, r.cfg.AppID, task.Topic)
+	if err != nil {
+		return false, fmt.Errorf("eos: reading group %q's offsets for %s: %w", r.cfg.AppID, task, err)
+	}
+	if o, ok := committed.Lookup(task.Topic, task.Partition); ok && o.At >= 0 {
+		return false, nil
+	}
+	mirror := topology.OffsetsTopic(r.cfg.AppID)
+	starts, err := adm.ListStartOffsets(ctx, mirror)
+	if err != nil {
+		return false, fmt.Errorf("eos: listing the offsets mirror %s: %w", mirror, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, mirror)
+	if err != nil {
+		return false, fmt.Errorf("eos: listing the offsets mirror %s: %w", mirror, err)
+	}
+	empty := true
+	ends.Each(func(e kadm.ListedOffset) {
+		s, ok := starts.Lookup(e.Topic, e.Partition)
+		if e.Err != nil || !ok || s.Err != nil || e.Offset > s.Offset {
+			empty = false
+		}
+	})
+	return empty, nil
 }
 
 // wipeAhead empties a store the last changelog record of one of whose

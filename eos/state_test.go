@@ -770,3 +770,31 @@ func TestStoreAheadOfALostChangelogIsRebuilt(t *testing.T) {
 	}
 	conformance.CheckCounts(t, after, "out", topology.ChangelogTopic("app", "counts"), n/2)
 }
+
+// A changelog deleted and made again while the group kept its offsets
+// lost the state, and the store is its last copy: Run stops with an error
+// naming both and what deleting the store costs, and wipes nothing.
+func TestStoreAheadOfARecreatedChangelogStopsRun(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	dir := t.TempDir()
+	const n = 300
+	conformance.SeedRange(t, env, "in", 0, n)
+	runCounts(t, env, "a", dir, n)
+	adm := kadm.NewClient(env.Client(t))
+	if _, err := adm.DeleteTopics(context.Background(), changelog); err != nil {
+		t.Fatal(err)
+	}
+	conformance.SeedRange(t, env, "in", n, n+10) // the runtime makes the changelog again
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.StateDir = dir
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	err := x.Wait(t, 60*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "last copy of that state") {
+		t.Fatalf("Run returned %v; want it stopped on the store ahead of its recreated changelog", err)
+	}
+	if s := x.R.Stats(); s.StoresWiped != 0 {
+		t.Fatalf("%d stores wiped: the last copy of the state was destroyed", s.StoresWiped)
+	}
+}

@@ -82,7 +82,8 @@ type Backend interface {
 	// fn returns false. key and value are valid only during the call.
 	Range(start, end []byte, fn func(key, value []byte) bool) error
 	// Position is the changelog position last applied; a new backend's
-	// is at NoOffset, with nothing unchecked.
+	// is at NoOffset, with nothing unchecked. Its Unchecked is the
+	// caller's to change: a copy.
 	Position() (Position, error)
 	// Apply applies writes in order (a nil Value deletes) and records at
 	// as the changelog position, atomically: after a crash, either all of

@@ -1,9 +1,10 @@
 package kafkautil
 
 import (
+	"time"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"time"
 )
 
 // MaxBufferedBytes bounds the produce buffer of clients that do not size

@@ -102,23 +102,39 @@ func TestJudgeFiring(t *testing.T) {
 }
 
 // The input without a lost commit's records moves stream time less, and
-// less by one more when they held the task's first record.
+// less by one more when they held the task's first record; the records
+// after them that did not move stream time in memory are gone with them.
 func TestWithoutALostCommitStreamTimeMovesLess(t *testing.T) {
 	rec := func(i int, ms int64) *kgo.Record {
 		return &kgo.Record{Value: []byte("id=" + strconv.Itoa(i) + ";"), Timestamp: time.UnixMilli(ms)}
 	}
-	in := []*kgo.Record{rec(0, 10), rec(1, 11), rec(2, 12), rec(3, 14)}
+	at := func(ms ...int64) []*kgo.Record {
+		var in []*kgo.Record
+		for i, m := range ms {
+			in = append(in, rec(i, m))
+		}
+		return in
+	}
 	cases := []struct {
+		in   []*kgo.Record
 		lost []int
 		want int64
-	}{{nil, 3}, {[]int{1}, 2}, {[]int{0, 1}, 1}, {[]int{3}, 2}}
+	}{
+		{at(10, 11, 12, 14), nil, 3},
+		{at(10, 11, 12, 14), []int{1}, 2},
+		{at(10, 11, 12, 14), []int{0, 1}, 1}, // the first record lost too
+		{at(10, 11, 12, 14), []int{3}, 2},
+		{at(10, 11, 12, 12), []int{2}, 1}, // the second 12 moved nothing in memory
+		{at(10, 11, 11, 12), []int{1}, 1}, // … nor the second 11
+		{at(10, 10, 11, 12), []int{0}, 1}, // the first record lost, the next shadowed
+	}
 	for _, c := range cases {
 		var lost []*kgo.Record
 		for _, i := range c.lost {
-			lost = append(lost, in[i])
+			lost = append(lost, c.in[i])
 		}
-		if got := streamFires(without(in, lost), 1)["stream/0"]; got != c.want {
-			t.Errorf("without %v: %d firings, want %d", c.lost, got, c.want)
+		if got := streamFires(without(c.in, lost), 1)["stream/0"]; got != c.want {
+			t.Errorf("%d records, without %v: %d firings, want %d", len(c.in), c.lost, got, c.want)
 		}
 	}
 }

@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Records int // input records, default 300
 	// Keys is the distinct keys; by default 20 on even seeds and half the
-	// records on odd ones (see keysFor).
+	// records, at least 20, on odd ones (see keysFor).
 	Keys       int
 	Partitions int32         // input and output partitions, default 3
 	Bound      time.Duration // a run not done by then is a hang, default 2m

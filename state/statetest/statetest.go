@@ -27,7 +27,7 @@ type Engine struct {
 	New func() state.Engine
 	// Persistent says a backend's data and position survive Close and a
 	// reopen of the same store in the same directory; otherwise a reopen
-	// must find it fresh.
+	// finds it fresh, or all of it kept.
 	Persistent bool
 }
 

@@ -32,7 +32,7 @@ func TestAClaimTheEngineBreaksFails(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the suite passed a memory engine claimed persistent:\n%s", out)
 	}
-	for _, want := range []string{"--- FAIL: TestAClaimTheEngineBreaksFails/Reopen", "position after a reopen", "--- PASS: TestAClaimTheEngineBreaksFails/RangeIsAscendingHalfOpen"} {
+	for _, want := range []string{"--- FAIL: TestAClaimTheEngineBreaksFails/Reopen", "after a reopen: position", "--- PASS: TestAClaimTheEngineBreaksFails/RangeIsAscendingHalfOpen"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the suite's output lacks %q:\n%s", want, out)
 		}
