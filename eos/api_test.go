@@ -39,8 +39,8 @@ func TestUserContextEndsOnShutdown(t *testing.T) {
 			blocked := make(chan struct{})
 			var sawCancel atomic.Bool
 			build := func(block bool) *topology.Topology {
-				top := topology.New("ctx", topology.DefaultErrorPolicy(topology.DeadLetter("dlq")))
-				src := topology.Source(top, "in", "in", codec.Bytes())
+				top := topology.New(topology.DefaultErrorPolicy(topology.DeadLetter("dlq")))
+				src := topology.Source(top, "in", codec.Bytes())
 				up := topology.MapValues(src, "call-out", func(ctx context.Context, v []byte) ([]byte, error) {
 					if id, _ := verdict.ID(v); block && id == stuck {
 						close(blocked)
@@ -50,7 +50,7 @@ func TestUserContextEndsOnShutdown(t *testing.T) {
 					}
 					return bytes.ToUpper(v), nil
 				})
-				topology.To(up, "out", "out", codec.Bytes())
+				topology.To(up, "out", codec.Bytes())
 				return top
 			}
 			cfg := env.Config("app", "a", g)
@@ -136,12 +136,12 @@ func TestSinkPartitioner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	top := topology.New("parts")
-	src := topology.Source(top, "in", "in", codec.Bytes())
-	topology.To(src, "chosen", "chosen", codec.Bytes(), topology.Partitioner(func(r topology.Record[[]byte], partitions int32) int32 {
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
+	topology.To(src, "chosen", codec.Bytes(), topology.Partitioner(func(r topology.Record[[]byte], partitions int32) int32 {
 		return int32(r.Key[0]) % partitions
 	}))
-	topology.To(src, "hashed", "hashed", codec.Bytes())
+	topology.To(src, "hashed", codec.Bytes())
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	x.WaitCommitted(t, n, 60*time.Second)
 	hash := kgo.StickyKeyPartitioner(nil).ForTopic("hashed")
@@ -166,10 +166,10 @@ func TestProcessWithLifecycle(t *testing.T) {
 	const n = 10
 	conformance.Seed(t, env, "in", n)
 	lc := &lifecycle{}
-	top := topology.New("lc")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	counted := topology.ProcessWith(src, "count", func() processor.Processor[[]byte, []byte] { return lc })
-	topology.To(counted, "out", "out", codec.Bytes())
+	topology.To(counted, "out", codec.Bytes())
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	x.WaitCommitted(t, n, 60*time.Second)
 	x.Stop()
@@ -181,10 +181,10 @@ func TestProcessWithLifecycle(t *testing.T) {
 	}
 	conformance.ExactlyOnce(t, env, "out", n)
 
-	failing := topology.New("bad-init")
-	src = topology.Source(failing, "in", "in", codec.Bytes())
+	failing := topology.New()
+	src = topology.Source(failing, "in", codec.Bytes())
 	topology.To(topology.ProcessWith(src, "broken", func() processor.Processor[[]byte, []byte] { return &lifecycle{initErr: errors.New("no database")} }),
-		"out", "out", codec.Bytes())
+		"out", codec.Bytes())
 	r, err := eos.New(env.Config("app2", "a", config.ExactlyOnce), failing)
 	if err != nil {
 		t.Fatal(err)
@@ -226,8 +226,8 @@ func TestUnknownChosenTopicGoesToThePolicy(t *testing.T) {
 	const n = 100
 	conformance.Seed(t, env, "in", n)
 	build := func(policy topology.ErrorPolicy) *topology.Topology {
-		top := topology.New("route")
-		src := topology.Source(top, "in", "in", codec.Bytes())
+		top := topology.New()
+		src := topology.Source(top, "in", codec.Bytes())
 		topology.ToTopicFunc(src, "route", func(_ context.Context, r topology.Record[[]byte]) (string, error) {
 			if id, _ := verdict.ID(r.Value); id%10 == 0 {
 				return "nope", nil

@@ -229,8 +229,8 @@ func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOp
 	var mu sync.Mutex
 	passed := map[string]map[string]bool{} // instance → ids it passed on
 	build := func(instance string) *topology.Topology {
-		top := topology.New("handover")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		once := topology.Dedup(in, "once", func(r topology.Record[string]) string { return r.Value }, store, e.run, mode)
 		seen := topology.Peek(once, "seen", func(_ context.Context, _ []byte, v string) {
 			mu.Lock()
@@ -243,7 +243,7 @@ func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOp
 				e.handOnce.Do(func() { close(e.handedOver) })
 			}
 		})
-		topology.To(seen, "out", "out", codec.String())
+		topology.To(seen, "out", codec.String())
 		return top
 	}
 	var revokeOnce sync.Once

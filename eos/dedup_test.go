@@ -64,8 +64,8 @@ func TestDedupEffectOncePerID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			top := topology.New("dedup")
-			in := topology.Source(top, "in", "in", codec.String())
+			top := topology.New()
+			in := topology.Source(top, "in", codec.String())
 			var once topology.Stream[string]
 			if c.none {
 				once = topology.Peek(in, "effect", func(ctx context.Context, k []byte, v string) {
@@ -74,7 +74,7 @@ func TestDedupEffectOncePerID(t *testing.T) {
 			} else {
 				once = topology.Dedup(in, "once", func(r topology.Record[string]) string { return r.Value }, store, effect, c.opts...)
 			}
-			topology.To(once, "out", "out", codec.String())
+			topology.To(once, "out", codec.String())
 
 			h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 3})
 			cfg := env.Config("app", "a", config.ExactlyOnce)

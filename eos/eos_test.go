@@ -76,7 +76,7 @@ func TestBadInputFailsFast(t *testing.T) {
 	t.Run("invalid topology", func(t *testing.T) {
 		cfg := config.Default()
 		cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
-		_, err := eos.New(cfg, topology.New("empty"))
+		_, err := eos.New(cfg, topology.New())
 		if !errors.Is(err, topology.ErrInvalid) {
 			t.Fatalf("want a topology error, got %v", err)
 		}

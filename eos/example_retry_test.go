@@ -45,9 +45,9 @@ func ExampleRunner_retry() {
 	}
 
 	failed := map[int64]bool{} // the offsets whose first attempt failed
-	top := topology.New("fruit")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	fruit := topology.Source(top, "fruit", "fruit", codec.String())
+	fruit := topology.Source(top, "fruit", codec.String())
 	counted := topology.Process(fruit, "count", func(ctx processor.Context[string], r processor.Record[string]) error {
 		counts, err := processor.KV(ctx, "counts", codec.String(), codec.JSON[int]())
 		if err != nil {
@@ -67,7 +67,7 @@ func ExampleRunner_retry() {
 		ctx.Emit(processor.Record[string]{Key: r.Key, Value: fmt.Sprintf("%s=%d", r.Value, n+1)})
 		return nil
 	}, topology.UseStores("counts"))
-	topology.To(counted, "out", "fruit-counts", codec.String())
+	topology.To(counted, "fruit-counts", codec.String())
 	top.OnError("count", topology.Retry(3, 10*time.Millisecond, topology.Fail()))
 
 	cfg := config.Default()

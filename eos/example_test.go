@@ -33,12 +33,12 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	top := topology.New("shout")
-	in := topology.Source(top, "in", "words", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "words", codec.String())
 	upper := topology.MapValues(in, "upper", func(_ context.Context, v string) (string, error) {
 		return strings.ToUpper(v), nil
 	})
-	topology.To(upper, "out", "shouts", codec.String())
+	topology.To(upper, "shouts", codec.String())
 
 	r, err := eos.New(cfg, top, eos.Logger(logger), eos.CreateTopics(3, -1))
 	if err != nil {

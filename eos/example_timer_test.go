@@ -87,12 +87,12 @@ func ExampleRunner_timers() {
 		}
 	}
 
-	top := topology.New("fruit")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	fruit := topology.Source(top, "fruit", "fruit", codec.String())
+	fruit := topology.Source(top, "fruit", codec.String())
 	reports := topology.ProcessWith(fruit, "count", func() processor.Processor[string, string] { return fruitCounts{} },
 		topology.UseStores("counts"), topology.Timers())
-	topology.To(reports, "reports", "reports", codec.String())
+	topology.To(reports, "reports", codec.String())
 
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = cluster.ListenAddrs(), "fruit", "a"

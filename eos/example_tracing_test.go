@@ -57,15 +57,15 @@ func ExampleTracing() {
 		log.Fatal(err)
 	}
 
-	top := topology.New("shout")
-	in := topology.Source(top, "in", "words", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "words", codec.String())
 	upper := topology.MapValues(in, "upper", func(ctx context.Context, v string) (string, error) {
 		// ctx holds the record's process span: calls made with it
 		// join the trace.
 		fmt.Println("in a span:", trace.SpanFromContext(ctx).SpanContext().IsValid())
 		return strings.ToUpper(v), nil
 	})
-	topology.To(upper, "out", "shouts", codec.String())
+	topology.To(upper, "shouts", codec.String())
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = cluster.ListenAddrs(), "shout", "a"
 	r, err := eos.New(cfg, top, eos.Tracing(tp, prop))

@@ -18,10 +18,10 @@ import (
 func TestNewBatchStartsWithNothingHeld(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
-	top := topology.New("latest")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	counts := topology.Count(topology.GroupByKey(src, "by-key"), "counts", state.Memory(), topology.LatestPerCommit())
-	topology.ToTable(counts, "out", "out", codec.JSON[int64]())
+	topology.ToTable(counts, "out", codec.JSON[int64]())
 	r, err := New(cfg, top)
 	if err != nil {
 		t.Fatal(err)

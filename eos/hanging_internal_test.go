@@ -199,8 +199,8 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 // client and a test logger, enough to call abortHanging.
 func hangingRunner(t *testing.T, cfg config.Config) *Runner {
 	t.Helper()
-	top := topology.New("hanging")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top)
 	if err != nil {
 		t.Fatal(err)
@@ -887,8 +887,8 @@ func TestRunWaitsForProofOfItsOwnHangingTransaction(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	cfg.ConnectTimeout, cfg.RecoveryTimeout = 2*time.Second, 4*time.Second
-	top := topology.New("hanging")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top, Logger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatal(err)

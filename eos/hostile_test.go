@@ -85,9 +85,9 @@ func TestHostileRecords(t *testing.T) {
 		}
 	}
 
-	top := topology.New("hostile")
-	src := topology.Source(top, "in", "in", hostileCodec)
-	topology.To(topology.MapValues(src, "same", func(_ context.Context, v []byte) ([]byte, error) { return v, nil }), "out", "out", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", hostileCodec)
+	topology.To(topology.MapValues(src, "same", func(_ context.Context, v []byte) ([]byte, error) { return v, nil }), "out", codec.Bytes())
 	top.OnError("in", topology.DeadLetter("dlq"))
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	x := conformance.Start(t, cfg, top)
@@ -183,9 +183,9 @@ func TestHostileDeadLetterTooLarge(t *testing.T) {
 		}
 	}
 
-	top := topology.New("hostile")
-	src := topology.Source(top, "in", "in", hostileCodec)
-	topology.To(src, "out", "out", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", hostileCodec)
+	topology.To(src, "out", codec.Bytes())
 	top.OnError("in", topology.DeadLetter("dlq"))
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	err := x.Wait(t, 60*time.Second)

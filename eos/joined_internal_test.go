@@ -73,13 +73,13 @@ func joinRunner(t *testing.T, c *kfake.Cluster, batchRecords int, in []string, p
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	cfg.ConnectTimeout, cfg.RecoveryTimeout, cfg.MaxBatchRecords = 2*time.Second, 4*time.Second, batchRecords
-	top := topology.New("joined")
+	top := topology.New()
 	var r *Runner
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	src := topology.Source(top, "in", codec.Bytes())
 	if peek != nil {
 		src = topology.Peek(src, "peek", func(_ context.Context, _ []byte, v []byte) { peek(r, v) })
 	}
-	topology.To(src, "out", "out", codec.Bytes())
+	topology.To(src, "out", codec.Bytes())
 	r, err := New(cfg, top, append(opts, Logger(zaptest.NewLogger(t)))...)
 	if err != nil {
 		t.Fatal(err)

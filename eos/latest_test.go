@@ -29,8 +29,8 @@ import (
 // after the count with error policy p, runs fail on every update it gets
 // (all of them at the end of their batch) and passes the rest to out.
 func latestCount(in, out string, p topology.ErrorPolicy, fail func(r processor.Record[int64]) error) *topology.Topology {
-	top := topology.New("latest-count")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(src, "by-key"), "counts", state.Memory(), topology.LatestPerCommit())
 	checked := topology.Process(topology.ToStream(counts, "updates"), "check", func(ctx processor.Context[int64], r processor.Record[int64]) error {
 		if err := fail(r); err != nil {
@@ -39,7 +39,7 @@ func latestCount(in, out string, p topology.ErrorPolicy, fail func(r processor.R
 		ctx.Emit(r)
 		return nil
 	})
-	topology.To(checked, "out", out, codec.JSON[int64]())
+	topology.To(checked, out, codec.JSON[int64](), topology.Named("out"))
 	top.OnError("check", p)
 	return top
 }

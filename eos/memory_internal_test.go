@@ -21,8 +21,8 @@ func memoryRunner(t *testing.T, maxMemory config.ByteSize, opts ...Option) *Runn
 	t.Helper()
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.MaxMemory = []string{"127.0.0.1:9092"}, "app", maxMemory
-	top := topology.New("copy")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top, opts...)
 	if err != nil {
 		t.Fatal(err)

@@ -310,12 +310,12 @@ func TestOutputLargerThanProducerBufferNamesMaxMemory(t *testing.T) {
 			conformance.Seed(t, env, "in", 1)
 			cfg := env.Config("app", "a", tc.g)
 			cfg.MaxMemory = config.MinMaxMemory // a 2 MiB producer buffer
-			top := topology.New("grow")
-			src := topology.Source(top, "in", "in", codec.Bytes())
+			top := topology.New()
+			src := topology.Source(top, "in", codec.Bytes())
 			big := topology.MapValues(src, "grow", func(_ context.Context, v []byte) ([]byte, error) {
 				return append(v, make([]byte, 3<<20)...), nil
 			})
-			topology.To(big, "out", "out", codec.Bytes())
+			topology.To(big, "out", codec.Bytes())
 			hook := &lateFailures{delay: late}
 			x := conformance.Start(t, cfg, top, eos.ClientOpts(kgo.WithHooks(hook)))
 			err := x.Wait(t, time.Minute)

@@ -26,8 +26,8 @@ func TestReadMirrorFindsEachTopicsLatest(t *testing.T) {
 	t.Cleanup(c.Close)
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
-	top := topology.New("mirror")
-	topology.To(topology.Source(top, "a", "a", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "a", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top, Logger(zaptest.NewLogger(t)))
 	if err != nil {
 		t.Fatal(err)

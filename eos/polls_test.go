@@ -65,13 +65,13 @@ func TestProcessingPolledRecordsStopsBeforeTheTransactionTimeout(t *testing.T) {
 
 // spinning copies "in" to "out", keeping the CPU busy for d per record.
 func spinning(d time.Duration) *topology.Topology {
-	top := topology.New("app")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	up := topology.MapValues(src, "spin", func(_ context.Context, v []byte) ([]byte, error) {
 		for end := time.Now().Add(d); time.Now().Before(end); {
 		}
 		return v, nil
 	})
-	topology.To(up, "out", "out", codec.Bytes())
+	topology.To(up, "out", codec.Bytes())
 	return top
 }

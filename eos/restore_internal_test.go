@@ -49,8 +49,8 @@ func TestRestoreEndsAfterAbortedRecords(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID = c.ListenAddrs(), "app"
-	top := topology.New("restore")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top)
 	if err != nil {
 		t.Fatal(err)
@@ -144,8 +144,8 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID = c.ListenAddrs(), "app"
-	top := topology.New("restore")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top)
 	if err != nil {
 		t.Fatal(err)

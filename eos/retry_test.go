@@ -28,9 +28,9 @@ func TestRetriedCountCommitsOnce(t *testing.T) {
 	conformance.Seed(t, env, "in", n)
 	var mu sync.Mutex
 	failed := map[int64]bool{} // offsets whose first attempt failed
-	top := topology.New("count")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	src := topology.Source(top, "in", codec.Bytes())
 	counted := topology.Process(src, "count", func(ctx processor.Context[string], r processor.Record[[]byte]) error {
 		id, ok := verdict.ID(r.Value)
 		if !ok {
@@ -58,7 +58,7 @@ func TestRetriedCountCommitsOnce(t *testing.T) {
 		ctx.Emit(processor.Record[string]{Key: []byte(key), Value: fmt.Sprint(c + 1)})
 		return nil
 	}, topology.UseStores("counts"))
-	topology.To(counted, "out", "out", codec.String())
+	topology.To(counted, "out", codec.String())
 	top.OnError("count", topology.Retry(2, time.Millisecond, topology.Fail()))
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	x.WaitCommitted(t, n, 60*time.Second)

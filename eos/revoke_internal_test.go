@@ -93,8 +93,8 @@ func upperRunner(t *testing.T) *Runner {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID = []string{"127.0.0.1:9092"}, "app"
-	top := topology.New("upper")
-	topology.To(topology.Source(top, "in", "in", codec.Bytes()), "out", "out", codec.Bytes())
+	top := topology.New()
+	topology.To(topology.Source(top, "in", codec.Bytes()), "out", codec.Bytes())
 	r, err := New(cfg, top)
 	if err != nil {
 		t.Fatal(err)

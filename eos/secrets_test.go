@@ -122,8 +122,8 @@ func secureFake(t *testing.T, pw string) *kafkatest.Env {
 // id ends in 7 and, when fail is set, returns an error for those ending
 // in 3, under policy.
 func failingTopology(in, out string, policy topology.ErrorPolicy, fail bool) *topology.Topology {
-	top := topology.New("secrets")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	work := topology.MapValues(src, "work", func(_ context.Context, v []byte) ([]byte, error) {
 		id, _ := verdict.ID(v)
 		switch {
@@ -134,7 +134,7 @@ func failingTopology(in, out string, policy topology.ErrorPolicy, fail bool) *to
 		}
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(work, "out", out, codec.Bytes())
+	topology.To(work, out, codec.Bytes(), topology.Named("out"))
 	top.OnError("work", policy)
 	return top
 }

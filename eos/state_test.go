@@ -120,9 +120,9 @@ func TestStateOfDeadLetteredRecordIsUndone(t *testing.T) {
 	env.CreateTopics(t, 1, "in", "out", "dlq")
 	const n = 200
 	conformance.Seed(t, env, "in", n)
-	top := topology.New("remember")
+	top := topology.New()
 	top.AddStore("seen", state.Memory())
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	src := topology.Source(top, "in", codec.Bytes())
 	kept := topology.Process(src, "remember", func(ctx processor.Context[[]byte], r processor.Record[[]byte]) error {
 		st, err := ctx.Store("seen")
 		if err != nil {
@@ -138,7 +138,7 @@ func TestStateOfDeadLetteredRecordIsUndone(t *testing.T) {
 		ctx.Emit(r)
 		return nil
 	}, topology.UseStores("seen"))
-	topology.To(kept, "out", "out", codec.Bytes())
+	topology.To(kept, "out", codec.Bytes())
 	top.OnError("remember", topology.DeadLetter("dlq"))
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	x.WaitCommitted(t, n, 60*time.Second)
@@ -278,11 +278,11 @@ func TestRepartitionTopicConfigsChecked(t *testing.T) {
 func TestRepartitionPartitionsSizeTheTopics(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "in", "out")
-	top := topology.New("t")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	g := topology.GroupBy(src, "by-value", func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
 		topology.Repartition(codec.Bytes()), topology.RepartitionPartitions(5))
-	topology.ToTable(topology.Count(g, "counts", state.Memory()), "out", "out", codec.JSON[int64]())
+	topology.ToTable(topology.Count(g, "counts", state.Memory()), "out", codec.JSON[int64]())
 	conformance.SeedValues(t, env, "in", 0, 300)
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	x.WaitCommitted(t, 600, 60*time.Second)
@@ -384,13 +384,13 @@ func TestRepartitionBeforeJoinTakesTheTablesPartitions(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "clicks", "out")
 	env.CreateTopics(t, 5, "profiles")
-	top := topology.New("t")
-	clicks := topology.Map(topology.Source(top, "clicks", "clicks", codec.String()), "by-user",
+	top := topology.New()
+	clicks := topology.Map(topology.Source(top, "clicks", codec.String()), "by-user",
 		func(_ context.Context, _ []byte, v string) ([]byte, string, error) { return []byte(v), v, nil })
 	clicks = topology.Through(clicks, "users", topology.Repartition(codec.String()))
-	profiles := topology.TableFrom(top, "profiles", "profiles", codec.String(), state.Memory())
+	profiles := topology.TableFrom(top, "profiles", codec.String(), state.Memory())
 	topology.To(topology.Join(clicks, profiles, "j", func(_ context.Context, _ []byte, c, p string) (string, error) { return c + p, nil }),
-		"out", "out", codec.String())
+		"out", codec.String())
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top)
 	rep := topology.RepartitionTopic("app", "users")
 	conformance.Until(t, 30*time.Second, "the repartition topic made", func() bool {

@@ -56,8 +56,8 @@ func TestTracingFollowsRecordsThroughThePipeline(t *testing.T) {
 	}
 
 	var traced, untraced atomic.Int64
-	top := topology.New("traced")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	up := topology.MapValues(src, "upper", func(ctx context.Context, v []byte) ([]byte, error) {
 		if trace.SpanFromContext(ctx).SpanContext().IsValid() {
 			traced.Add(1)
@@ -66,7 +66,7 @@ func TestTracingFollowsRecordsThroughThePipeline(t *testing.T) {
 		}
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "out", "out", codec.Bytes())
+	topology.To(up, "out", codec.Bytes())
 
 	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError})
 	cfg := env.Config("app", "a", config.ExactlyOnce)
@@ -183,12 +183,12 @@ func TestTracingFanOutGivesEachOutputItsOwnSpan(t *testing.T) {
 	if err := cl.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	top := topology.New("fan")
-	src := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.Bytes())
 	three := topology.FlatMap(src, "three", func(_ context.Context, k, v []byte) ([]topology.KV[[]byte], error) {
 		return []topology.KV[[]byte]{{Key: k, Value: v}, {Key: k, Value: v}, {Key: k, Value: v}}, nil
 	})
-	topology.To(three, "out", "out", codec.Bytes())
+	topology.To(three, "out", codec.Bytes())
 	x := conformance.Start(t, env.Config("app", "a", config.ExactlyOnce), top, eos.Tracing(tp, nil))
 	outs := conformance.Drain(t, env, "out", 3*n)
 	x.Stop()

@@ -41,20 +41,20 @@ func BenchmarkPipeStateless(b *testing.B) {
 
 // BenchmarkPipeCount pipes records through a count, its store per task.
 func BenchmarkPipeCount(b *testing.B) {
-	top := topology.New("count")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), "counts", state.Memory())
-	topology.ToTable(counts, "out", "out", codec.JSON[int64]())
+	topology.ToTable(counts, "out", codec.JSON[int64]())
 	benchPipe(b, top, "in", "out", eostest.Partitions("in", 3))
 }
 
 // BenchmarkPipeRepartitioned pipes records re-keyed through a
 // repartition topic and counted: two batches per record.
 func BenchmarkPipeRepartitioned(b *testing.B) {
-	top := topology.New("rekey")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	byValue := topology.GroupBy(in, "by-value", func(_ context.Context, k []byte, _ string) ([]byte, error) { return k, nil },
 		topology.Repartition(codec.String()))
-	topology.ToTable(topology.Count(byValue, "counts", state.Memory()), "out", "out", codec.JSON[int64]())
+	topology.ToTable(topology.Count(byValue, "counts", state.Memory()), "out", codec.JSON[int64]())
 	benchPipe(b, top, "in", "out", eostest.Partitions("in", 3))
 }

@@ -17,11 +17,11 @@ import (
 
 // shout keeps words longer than two letters and upper-cases them.
 func shout() *topology.Topology {
-	top := topology.New("shout")
-	in := topology.Source(top, "in", "words", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "words", codec.String(), topology.Named("in"))
 	long := topology.Filter(in, "long", func(_ []byte, w string) bool { return len(w) > 2 })
 	up := topology.MapValues(long, "upper", func(_ context.Context, w string) (string, error) { return strings.ToUpper(w), nil })
-	topology.To(up, "out", "shouts", codec.String())
+	topology.To(up, "shouts", codec.String(), topology.Named("out"))
 	return top
 }
 
@@ -75,13 +75,13 @@ func kafkaPartition(key string, n int32) int32 {
 
 // whereFrom writes, for each record, the partition it was read from.
 func whereFrom() *topology.Topology {
-	top := topology.New("where")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	tagged := topology.Process(in, "tag", func(ctx processor.Context[string], r processor.Record[string]) error {
 		ctx.Emit(processor.Record[string]{Key: r.Key, Value: fmt.Sprint(r.Partition)})
 		return nil
 	})
-	topology.To(tagged, "out", "out", codec.String())
+	topology.To(tagged, "out", codec.String())
 	return top
 }
 
@@ -114,9 +114,9 @@ func TestPartitionByKey(t *testing.T) {
 
 // A sink's Partitioner chooses the partition, out of the topic's count.
 func TestSinkPartitioner(t *testing.T) {
-	top := topology.New("by-store")
-	in := topology.Source(top, "in", "in", codec.JSON[int32]())
-	topology.To(in, "out", "out", codec.JSON[int32](),
+	top := topology.New()
+	in := topology.Source(top, "in", codec.JSON[int32]())
+	topology.To(in, "out", codec.JSON[int32](),
 		topology.Partitioner(func(r topology.Record[int32], n int32) int32 { return r.Value % n }))
 	d := eostest.New(t, top, eostest.Partitions("out", 3))
 	send := eostest.Input(d, "in", codec.JSON[int32]())
@@ -163,11 +163,11 @@ func TestMistakesPanicWithOpen(t *testing.T) {
 // A topology that cannot run is New's and Open's error: here two topics
 // joined through a table are not co-partitioned.
 func TestCoPartitioningChecked(t *testing.T) {
-	top := topology.New("join")
-	clicks := topology.Source(top, "clicks", "clicks", codec.String())
-	users := topology.TableFrom(top, "users", "users", codec.String(), state.Memory())
+	top := topology.New()
+	clicks := topology.Source(top, "clicks", codec.String())
+	users := topology.TableFrom(top, "users", codec.String(), state.Memory())
 	joined := topology.Join(clicks, users, "with-user", func(_ context.Context, _ []byte, c, u string) (string, error) { return u + ":" + c, nil })
-	topology.To(joined, "out", "out", codec.String())
+	topology.To(joined, "out", codec.String())
 	_, err := eostest.Open(top, eostest.Partitions("clicks", 3))
 	if err == nil || !strings.Contains(err.Error(), "co-partitioned") {
 		t.Fatalf("Open: %v, want an error about co-partitioning", err)

@@ -15,8 +15,8 @@ import (
 // repartition topic, and counted. In a test, use eostest.New(t, top),
 // which fails the test where Open returns an error or panics.
 func Example() {
-	top := topology.New("words")
-	lines := topology.Source(top, "lines", "lines", codec.String())
+	top := topology.New()
+	lines := topology.Source(top, "lines", codec.String())
 	words := topology.FlatMap(lines, "split", func(_ context.Context, _ []byte, line string) ([]topology.KV[string], error) {
 		var out []topology.KV[string]
 		for _, w := range strings.Fields(line) {
@@ -25,7 +25,7 @@ func Example() {
 		return out, nil
 	})
 	counts := topology.Count(topology.GroupByKey(words, "by-word", topology.Repartition(codec.String())), "counts", state.Memory())
-	topology.ToTable(counts, "out", "word-counts", codec.JSON[int64]())
+	topology.ToTable(counts, "word-counts", codec.JSON[int64]())
 
 	d, err := eostest.Open(top, eostest.DefaultPartitions(2))
 	if err != nil {

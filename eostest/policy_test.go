@@ -23,9 +23,9 @@ type Payment struct {
 // A record its source cannot decode fails at the source node, whose
 // policy dead-letters it unchanged, with headers saying why and whence.
 func TestUndecodableRecordDeadLettered(t *testing.T) {
-	top := topology.New("payments")
-	in := topology.Source(top, "payments", "payments", codec.JSON[Payment]())
-	topology.To(in, "valid", "payments-valid", codec.JSON[Payment]())
+	top := topology.New()
+	in := topology.Source(top, "payments", codec.JSON[Payment]())
+	topology.To(in, "payments-valid", codec.JSON[Payment](), topology.Named("valid"))
 	top.OnError("payments", topology.DeadLetter("payments-dlq"))
 	d := eostest.New(t, top)
 	if err := d.Pipe("payments", []byte("acct-1"), []byte(`{"id":"p1","cents":5}`)); err != nil {
@@ -57,9 +57,9 @@ func TestUndecodableRecordDeadLettered(t *testing.T) {
 // ledger keeps each payment's id in a store, then checks it; check's
 // policy settles payments over the limit.
 func ledger(policy topology.ErrorPolicy, attempts *int) *topology.Topology {
-	top := topology.New("ledger")
+	top := topology.New()
 	top.AddStore("seen", state.Memory())
-	in := topology.Source(top, "in", "payments", codec.JSON[Payment]())
+	in := topology.Source(top, "payments", codec.JSON[Payment](), topology.Named("in"))
 	noted := topology.Process(in, "note", func(ctx processor.Context[Payment], r processor.Record[Payment]) error {
 		seen, err := processor.KV(ctx, "seen", codec.String(), codec.JSON[int64]())
 		if err != nil {
@@ -75,7 +75,7 @@ func ledger(policy topology.ErrorPolicy, attempts *int) *topology.Topology {
 		}
 		return p, nil
 	})
-	topology.To(checked, "out", "payments-ok", codec.JSON[Payment]())
+	topology.To(checked, "payments-ok", codec.JSON[Payment](), topology.Named("out"))
 	top.OnError("check", policy)
 	return top
 }
@@ -132,8 +132,8 @@ func TestSkipPolicy(t *testing.T) {
 // settled by its policy, as the runtime settles it.
 func TestSinkErrorsGoToItsPolicy(t *testing.T) {
 	build := func() *topology.Topology {
-		top := topology.New("route")
-		in := topology.Source(top, "in", "events", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "events", codec.String(), topology.Named("in"))
 		topology.ToTopicFunc(in, "by-type", func(_ context.Context, r topology.Record[string]) (string, error) {
 			kind, _, _ := strings.Cut(r.Value, ":")
 			return "events-" + kind, nil

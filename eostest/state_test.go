@@ -18,8 +18,8 @@ import (
 // clickCounts counts clicks per user (the key); the node "check" after
 // the count fails on the user "mallory" under policy.
 func clickCounts(policy topology.ErrorPolicy, opts ...topology.AggregateOption) *topology.Topology {
-	top := topology.New("clicks")
-	in := topology.Source(top, "in", "clicks", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(in, "by-user"), "counts", state.Pebble(), opts...)
 	checked := topology.Process(topology.ToStream(counts, "updates"), "check", func(ctx processor.Context[int64], r processor.Record[int64]) error {
 		if string(r.Key) == "mallory" {
@@ -28,7 +28,7 @@ func clickCounts(policy topology.ErrorPolicy, opts ...topology.AggregateOption) 
 		ctx.Emit(r)
 		return nil
 	})
-	topology.To(checked, "out", "click-counts", codec.JSON[int64]())
+	topology.To(checked, "click-counts", codec.JSON[int64](), topology.Named("out"))
 	top.OnError("check", policy)
 	return top
 }
@@ -174,14 +174,14 @@ func TestBatchAbortsOnFailure(t *testing.T) {
 // visits counts visits per user; the input is keyed by visit, so the
 // records are re-keyed through a repartition topic.
 func visits() *topology.Topology {
-	top := topology.New("visits")
-	in := topology.Source(top, "in", "visits", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "visits", codec.String(), topology.Named("in"))
 	byUser := topology.GroupBy(in, "by-user", func(_ context.Context, _ []byte, v string) ([]byte, error) {
 		user, _, _ := strings.Cut(v, ":")
 		return []byte(user), nil
 	}, topology.Repartition(codec.String()))
 	counts := topology.Count(byUser, "counts", state.Memory())
-	topology.ToTable(counts, "out", "visits-per-user", codec.JSON[int64]())
+	topology.ToTable(counts, "visits-per-user", codec.JSON[int64](), topology.Named("out"))
 	return top
 }
 
@@ -232,11 +232,11 @@ func kafkaPartitionOf(key string, n int32) int32 {
 // moved by the records' timestamps, passes its end; a record for a
 // closed window is late and skipped.
 func TestWindowedCountByStreamTime(t *testing.T) {
-	top := topology.New("per-minute")
-	in := topology.Source(top, "in", "orders", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "orders", codec.String(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-shop"), "per-minute",
 		topology.Tumbling(time.Minute).Grace(10*time.Second).FinalOnly(), state.Memory())
-	topology.ToTable(counts, "out", "orders-per-minute", codec.JSON[topology.Windowed[int64]]())
+	topology.ToTable(counts, "orders-per-minute", codec.JSON[topology.Windowed[int64]](), topology.Named("out"))
 	d := eostest.New(t, top)
 	orders := eostest.Input(d, "orders", codec.String())
 	out := eostest.Output(d, "orders-per-minute", codec.JSON[topology.Windowed[int64]]())

@@ -58,12 +58,12 @@ func (p *reporter) report(ctx processor.Context[string], now time.Time) error {
 func (p *reporter) Close() error { return nil }
 
 func reporting(kind processor.TimerKind, fail *bool) *topology.Topology {
-	top := topology.New("report")
+	top := topology.New()
 	top.AddStore("seen", state.Memory())
-	in := topology.Source(top, "in", "in", codec.String())
+	in := topology.Source(top, "in", codec.String())
 	reports := topology.ProcessWith(in, "report", func() processor.Processor[string, string] { return &reporter{kind: kind, fail: fail} },
 		topology.UseStores("seen"), topology.Timers())
-	topology.To(reports, "out", "reports", codec.String())
+	topology.To(reports, "reports", codec.String(), topology.Named("out"))
 	return top
 }
 

@@ -248,9 +248,10 @@ func ToStream[V any](tbl Table[V], name string) Stream[V] {
 
 // ToTable writes a table's updates to topic, keyed, encoding values with
 // c, as To does. A compacted topic suits it: compaction keeps each key's
-// latest aggregate, so the topic reads as the table itself.
-func ToTable[V any](tbl Table[V], name, topic string, c codec.Codec[V], opts ...SinkOption[V]) {
-	To(tbl.s, name, topic, c, opts...)
+// latest aggregate, so the topic reads as the table itself. The node is
+// named after the topic unless Named says otherwise.
+func ToTable[V any](tbl Table[V], topic string, c codec.Codec[V], opts ...SinkOption[V]) {
+	To(tbl.s, topic, c, opts...)
 }
 
 // countCodec stores counts as 8 big-endian bytes, as Kafka's

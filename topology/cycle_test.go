@@ -7,7 +7,7 @@ import (
 
 // The typed builder cannot close a loop, so the check is tested on the data.
 func TestValidateCycle(t *testing.T) {
-	top := New("loop")
+	top := New()
 	a := top.add("a", KindProcessor, "Map")
 	b := top.add("b", KindProcessor, "Map", a)
 	a.parents = append(a.parents, b)

@@ -44,11 +44,11 @@ func renewsTheLease(t *testing.T, mode topology.DedupOption) {
 		return nil
 	}
 	var lost []error
-	top := topology.New("dedup")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	once := topology.Dedup(in, "once", byValue, store, effect, mode, topology.DedupLease(leaseFor),
 		topology.FailOpen(func(_ context.Context, _ string, err error) { lost = append(lost, err) }))
-	topology.To(once, "out", "out", codec.String())
+	topology.To(once, "out", codec.String())
 	r := newRig(t, top)
 	r.must("in", 0, "", "a")
 	if len(takenOver) != 0 {
@@ -89,11 +89,11 @@ func reportsALostLease(t *testing.T, mode topology.DedupOption) {
 	}
 	var mu sync.Mutex
 	var lost []error
-	top := topology.New("dedup")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	once := topology.Dedup(in, "once", byValue, store, effect, mode, topology.DedupLease(leaseFor),
 		topology.FailOpen(func(_ context.Context, _ string, err error) { mu.Lock(); lost = append(lost, err); mu.Unlock() }))
-	topology.To(once, "out", "out", codec.String())
+	topology.To(once, "out", codec.String())
 	r := newRig(t, top)
 	r.must("in", 0, "", "a")
 	mu.Lock()
@@ -176,9 +176,9 @@ func TestDedupEnginesOfOneTopologyClaimApart(t *testing.T) {
 				mu.Unlock()
 				return nil
 			}
-			top := topology.New("dedup")
-			in := topology.Source(top, "in", "in", codec.String())
-			topology.To(topology.Dedup(in, "once", byValue, store, effect, m.opt), "out", "out", codec.String())
+			top := topology.New()
+			in := topology.Source(top, "in", codec.String())
+			topology.To(topology.Dedup(in, "once", byValue, store, effect, m.opt), "out", codec.String())
 			a, b := newRig(t, top), newRig(t, top)
 			var wg sync.WaitGroup
 			wg.Add(2)

@@ -118,10 +118,10 @@ func byValue(r topology.Record[string]) string { return r.Value }
 
 // dedupTop is in → Dedup (id = value, the effect) → out.
 func dedupTop(store topology.DedupStore, fx *effects, opts ...topology.DedupOption) *topology.Topology {
-	top := topology.New("dedup")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	once := topology.Dedup(in, "once", byValue, store, fx.run, opts...)
-	topology.To(once, "out", "out", codec.String())
+	topology.To(once, "out", codec.String())
 	return top
 }
 
@@ -326,14 +326,14 @@ func TestDedupEmptyIDGoesToThePolicy(t *testing.T) {
 }
 
 func TestDedupValidateAndDescribe(t *testing.T) {
-	top := topology.New("bad")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	fx := &effects{}
 	d := topology.Dedup(in, "no-store", byValue, nil, fx.run)
 	d = topology.Dedup(d, "no-id", nil, newFlaky(t), fx.run)
 	d = topology.Dedup(d, "no-effect", byValue, newFlaky(t), nil)
 	d = topology.Dedup(d, "no-retention", byValue, newFlaky(t), fx.run, topology.DedupRetention(0))
-	topology.To(d, "out", "out", codec.String())
+	topology.To(d, "out", codec.String())
 	err := top.Validate()
 	for _, want := range []string{`"no-store": Dedup has no store`, `"no-id": Dedup has a nil function`, `"no-effect": Dedup has a nil function`, `"no-retention": Dedup retention 0s is below 1ms`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -387,14 +387,14 @@ func TestDedupMarkAfterSurvivesTheRecordContextEnding(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := 0
-	top := topology.New("dedup")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	once := topology.Dedup(in, "once", byValue, ctxStore{m}, func(context.Context, topology.Record[string]) error {
 		ran++
 		cancel() // the partition is revoked as the effect returns
 		return nil
 	})
-	topology.To(once, "out", "out", codec.String())
+	topology.To(once, "out", codec.String())
 	r := newRig(t, top)
 	if _, err := r.e.Process(ctx, &kgo.Record{Topic: "in", Value: []byte("a")}, func(*kgo.Record) {}); err != nil {
 		t.Logf("process: %v", err)

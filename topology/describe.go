@@ -13,7 +13,7 @@ import (
 // runtime's, so it is shown as <app_id>) and the nodes that use them.
 func (t *Topology) Describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Topology: %s\n", t.name)
+	b.WriteString("Topology\n")
 	sub := t.subTopologies()
 	for i, nodes := range sub {
 		fmt.Fprintf(&b, "  Sub-topology: %d\n", i)

@@ -23,15 +23,15 @@ func ExampleDedup() {
 	charge := func(ctx context.Context, r topology.Record[string]) error {
 		return nil // call the payment service with r.Value
 	}
-	top := topology.New("payments")
-	orders := topology.Source(top, "orders", "orders", codec.String())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
 	charged := topology.Dedup(orders, "charge", func(r topology.Record[string]) string { return string(r.Key) }, store, charge,
 		topology.MarkBefore(), topology.DedupRetention(8*time.Hour), topology.FailClosed())
-	topology.To(charged, "receipts", "receipts", codec.String())
+	topology.To(charged, "receipts", codec.String())
 	top.OnError("charge", topology.Retry(3, 100*time.Millisecond, topology.Fail()))
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: payments
+	// Topology
 	//   Sub-topology: 0
 	//     Source: orders (topic: orders, codec: string)
 	//       --> charge
@@ -59,24 +59,24 @@ func ExampleAcceptFalsePositives() {
 	count := func(ctx context.Context, r topology.Record[string]) error {
 		return nil // add one to the page's counter
 	}
-	top := topology.New("views")
-	views := topology.Source(top, "views", "page-views", codec.String())
+	top := topology.New()
+	views := topology.Source(top, "page-views", codec.String())
 	counted := topology.Dedup(views, "count", func(r topology.Record[string]) string { return string(r.Key) }, store, count,
 		topology.DedupRetention(time.Hour), topology.AcceptFalsePositives())
-	topology.To(counted, "counted", "counted-views", codec.String())
+	topology.To(counted, "counted-views", codec.String())
 	if err := top.Validate(); err != nil {
 		panic(err)
 	}
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: views
+	// Topology
 	//   Sub-topology: 0
-	//     Source: views (topic: page-views, codec: string)
+	//     Source: page-views (topic: page-views, codec: string)
 	//       --> count
 	//     Processor: count (Dedup, mark after, retention 1h0m0s, fail open, Bloom filter: false positives skip about 1% of new ids)
-	//       --> counted
-	//       <-- views
-	//     Sink: counted (topic: counted-views, codec: string)
+	//       --> counted-views
+	//       <-- page-views
+	//     Sink: counted-views (topic: counted-views, codec: string)
 	//       <-- count
 	//   Default on error: fail
 }

@@ -13,23 +13,23 @@ import (
 // yields one count on the output topic, written in the batch's transaction
 // with the changelog and the input offsets.
 func ExampleLatestPerCommit() {
-	top := topology.New("page-views")
-	views := topology.Source(top, "views", "page-views", codec.Bytes()) // key = the page
+	top := topology.New()
+	views := topology.Source(top, "page-views", codec.Bytes()) // key = the page
 	counts := topology.Count(topology.GroupByKey(views, "by-page"), "view-counts", state.Pebble(), topology.LatestPerCommit())
-	topology.ToTable(counts, "out", "page-view-counts", codec.JSON[int64]())
+	topology.ToTable(counts, "page-view-counts", codec.JSON[int64]())
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: page-views
+	// Topology
 	//   Sub-topology: 0
-	//     Source: views (topic: page-views, codec: bytes)
+	//     Source: page-views (topic: page-views, codec: bytes)
 	//       --> by-page
 	//     Processor: by-page (GroupByKey)
 	//       --> view-counts
-	//       <-- views
+	//       <-- page-views
 	//     Processor: view-counts (Count, stores: view-counts, emit: latest per commit)
-	//       --> out
+	//       --> page-view-counts
 	//       <-- by-page
-	//     Sink: out (topic: page-view-counts, codec: json)
+	//     Sink: page-view-counts (topic: page-view-counts, codec: json)
 	//       <-- view-counts
 	//   Store: view-counts (engine: pebble, changelog: <app_id>-view-counts-changelog)
 	//       used by: view-counts

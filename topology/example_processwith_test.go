@@ -43,22 +43,22 @@ func (c *converter) Close() error { return nil }
 
 // ProcessWith runs a processor.Processor: a node with a life cycle.
 func ExampleProcessWith() {
-	top := topology.New("fx")
-	in := topology.Source(top, "in", "amounts", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "amounts", codec.String())
 	cents := topology.ProcessWith(in, "to-eur", func() processor.Processor[string, int64] { return &converter{} })
-	topology.To(cents, "out", "amounts-eur", codec.JSON[int64]())
+	topology.To(cents, "amounts-eur", codec.JSON[int64]())
 	top.OnError("to-eur", topology.DeadLetter("amounts-dlq"))
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: fx
+	// Topology
 	//   Sub-topology: 0
-	//     Source: in (topic: amounts, codec: string)
+	//     Source: amounts (topic: amounts, codec: string)
 	//       --> to-eur
 	//     Processor: to-eur (ProcessWith)
-	//       --> out
-	//       <-- in
+	//       --> amounts-eur
+	//       <-- amounts
 	//       on error: dead-letter(amounts-dlq)
-	//     Sink: out (topic: amounts-eur, codec: json)
+	//     Sink: amounts-eur (topic: amounts-eur, codec: json)
 	//       <-- to-eur
 	//   Default on error: fail
 }

@@ -17,8 +17,8 @@ import (
 // that counts them. The internal topics take the application id the
 // pipeline runs under.
 func ExampleCount() {
-	top := topology.New("wordcount")
-	lines := topology.Source(top, "in", "lines", codec.String())
+	top := topology.New()
+	lines := topology.Source(top, "lines", codec.String())
 	words := topology.FlatMap(lines, "split", func(_ context.Context, _ []byte, line string) ([]topology.KV[string], error) {
 		var out []topology.KV[string]
 		for _, w := range strings.Fields(line) {
@@ -27,18 +27,18 @@ func ExampleCount() {
 		return out, nil
 	})
 	counts := topology.Count(topology.GroupByKey(words, "by-word", topology.Repartition(codec.String())), "counts", state.Memory())
-	topology.To(topology.ToStream(counts, "count-updates"), "out", "word-counts", codec.JSON[int64]())
+	topology.To(topology.ToStream(counts, "count-updates"), "word-counts", codec.JSON[int64]())
 	fmt.Println(top.Validate())
 	fmt.Print(top.Describe())
 	// Output:
 	// <nil>
-	// Topology: wordcount
+	// Topology
 	//   Sub-topology: 0
-	//     Source: in (topic: lines, codec: string)
+	//     Source: lines (topic: lines, codec: string)
 	//       --> split
 	//     Processor: split (FlatMap)
 	//       --> by-word
-	//       <-- in
+	//       <-- lines
 	//     Sink: by-word (GroupByKey, repartition topic: <app_id>-by-word-repartition, codec: string)
 	//       <-- split
 	//   Sub-topology: 1
@@ -48,9 +48,9 @@ func ExampleCount() {
 	//       --> count-updates
 	//       <-- by-word-repartition-source
 	//     Processor: count-updates (ToStream)
-	//       --> out
+	//       --> word-counts
 	//       <-- counts
-	//     Sink: out (topic: word-counts, codec: json)
+	//     Sink: word-counts (topic: word-counts, codec: json)
 	//       <-- count-updates
 	//   Repartition topic: <app_id>-by-word-repartition (partitions: as many as the largest of lines)
 	//       written by: by-word, read by: by-word-repartition-source
@@ -67,8 +67,8 @@ func ExampleAggregate() {
 		Orders int     `json:"orders"`
 		Sum    float64 `json:"sum"`
 	}
-	top := topology.New("totals")
-	orders := topology.Source(top, "orders", "orders-by-customer", codec.JSON[float64]())
+	top := topology.New()
+	orders := topology.Source(top, "orders-by-customer", codec.JSON[float64]())
 	byCustomer := topology.GroupByKey(orders, "by-customer")
 	sums := topology.Aggregate(byCustomer, "customer-totals",
 		func() totals { return totals{} },
@@ -76,22 +76,22 @@ func ExampleAggregate() {
 			return totals{Orders: acc.Orders + 1, Sum: acc.Sum + amount}, nil
 		},
 		state.Pebble(), codec.JSON[totals]())
-	topology.ToTable(sums, "out", "customer-totals", codec.JSON[totals]())
+	topology.ToTable(sums, "customer-totals", codec.JSON[totals]())
 	top.OnError("customer-totals", topology.Skip()) // e.g. orders without a customer key
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: totals
+	// Topology
 	//   Sub-topology: 0
-	//     Source: orders (topic: orders-by-customer, codec: json)
+	//     Source: orders-by-customer (topic: orders-by-customer, codec: json)
 	//       --> by-customer
 	//     Processor: by-customer (GroupByKey)
 	//       --> customer-totals
-	//       <-- orders
+	//       <-- orders-by-customer
 	//     Processor: customer-totals (Aggregate, stores: customer-totals)
-	//       --> out
+	//       --> customer-totals
 	//       <-- by-customer
 	//       on error: skip
-	//     Sink: out (topic: customer-totals, codec: json)
+	//     Sink: customer-totals (topic: customer-totals, codec: json)
 	//       <-- customer-totals
 	//   Store: customer-totals (engine: pebble, changelog: <app_id>-customer-totals-changelog)
 	//       used by: customer-totals
@@ -102,8 +102,8 @@ func ExampleAggregate() {
 // processor.KV for typed keys and values: it passes on a record only the
 // first time its key is seen.
 func ExampleProcess_store() {
-	top := topology.New("dedupe")
-	events := topology.Source(top, "in", "events", codec.Bytes())
+	top := topology.New()
+	events := topology.Source(top, "events", codec.Bytes())
 	top.AddStore("seen", state.Memory())
 	firsts := topology.Process(events, "first-only", func(ctx processor.Context[[]byte], r processor.Record[[]byte]) error {
 		seen, err := processor.KV(ctx, "seen", state.StringKey(), codec.JSON[bool]())
@@ -117,17 +117,17 @@ func ExampleProcess_store() {
 		ctx.Emit(r)
 		return seen.Put(string(r.Key), true)
 	}, topology.UseStores("seen"))
-	topology.To(firsts, "out", "events-deduped", codec.Bytes())
+	topology.To(firsts, "events-deduped", codec.Bytes())
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: dedupe
+	// Topology
 	//   Sub-topology: 0
-	//     Source: in (topic: events, codec: bytes)
+	//     Source: events (topic: events, codec: bytes)
 	//       --> first-only
 	//     Processor: first-only (Process, stores: seen)
-	//       --> out
-	//       <-- in
-	//     Sink: out (topic: events-deduped, codec: bytes)
+	//       --> events-deduped
+	//       <-- events
+	//     Sink: events-deduped (topic: events-deduped, codec: bytes)
 	//       <-- first-only
 	//   Store: seen (engine: memory, changelog: <app_id>-seen-changelog)
 	//       used by: first-only
@@ -143,17 +143,17 @@ func ExampleGroupBy() {
 		Customer string
 		Total    int
 	}
-	top := topology.New("orders-per-customer")
-	orders := topology.Source(top, "orders", "orders", codec.JSON[order]())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.JSON[order]())
 	byCustomer := topology.GroupBy(orders, "by-customer", func(_ context.Context, _ []byte, o order) ([]byte, error) {
 		return []byte(o.Customer), nil
 	}, topology.Repartition(codec.JSON[order]()))
-	topology.ToTable(topology.Count(byCustomer, "per-customer", state.Pebble()), "out", "orders-per-customer", codec.JSON[int64]())
+	topology.ToTable(topology.Count(byCustomer, "per-customer", state.Pebble()), "orders-per-customer", codec.JSON[int64]())
 	fmt.Println(top.Validate())
 	fmt.Print(top.Describe())
 	// Output:
 	// <nil>
-	// Topology: orders-per-customer
+	// Topology
 	//   Sub-topology: 0
 	//     Source: orders (topic: orders, codec: json)
 	//       --> by-customer
@@ -163,9 +163,9 @@ func ExampleGroupBy() {
 	//     Source: by-customer-repartition-source (repartition topic: <app_id>-by-customer-repartition, codec: json)
 	//       --> per-customer
 	//     Processor: per-customer (Count, stores: per-customer)
-	//       --> out
+	//       --> orders-per-customer
 	//       <-- by-customer-repartition-source
-	//     Sink: out (topic: orders-per-customer, codec: json)
+	//     Sink: orders-per-customer (topic: orders-per-customer, codec: json)
 	//       <-- per-customer
 	//   Repartition topic: <app_id>-by-customer-repartition (partitions: as many as the largest of orders)
 	//       written by: by-customer, read by: by-customer-repartition-source

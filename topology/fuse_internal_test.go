@@ -46,10 +46,10 @@ func (c *countingExec) Hold(int, []byte, func(graph.Exec) error) {}
 // makes them.
 func TestFusedChainCallsEngineOnce(t *testing.T) {
 	build := func() *Topology {
-		top := New("upper")
-		in := Source(top, "in", "in", codec.Bytes())
+		top := New()
+		in := Source(top, "in", codec.Bytes())
 		up := MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) { return append([]byte("U:"), v...), nil })
-		To(up, "out", "out", codec.Bytes())
+		To(up, "out", codec.Bytes())
 		return top
 	}
 	for _, tc := range []struct {

@@ -92,8 +92,8 @@ func failing(node, word string) error {
 // unfused run.
 var fuseCases = map[string]func() *topology.Topology{
 	"chain": func() *topology.Topology {
-		top := topology.New("chain")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		up := topology.MapValues(in, "map", func(_ context.Context, v string) (string, error) {
 			return strings.ToUpper(v), failing("map", v)
 		})
@@ -115,26 +115,26 @@ var fuseCases = map[string]func() *topology.Topology{
 			return []byte(string(k) + "/" + v), len(v), nil
 		})
 		seen := topology.Peek(rekey, "peek", func(context.Context, []byte, int) {})
-		topology.To(seen, "out", "out", codec.JSON[int]())
+		topology.To(seen, "out", codec.JSON[int]())
 		top.OnError("map", topology.DeadLetter("dlq"))
 		top.OnError("flat", topology.Skip())
 		return top
 	},
 	"bytes": func() *topology.Topology {
-		top := topology.New("bytes")
-		in := topology.Source(top, "in", "in", codec.Bytes())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.Bytes())
 		up := topology.MapValues(in, "map", func(_ context.Context, v []byte) ([]byte, error) {
 			return []byte(strings.ToUpper(string(v))), failing("map", string(v))
 		})
-		topology.To(up, "out", "out", codec.Bytes())
+		topology.To(up, "out", codec.Bytes())
 		return top
 	},
 	"stamped-partitioned": func() *topology.Topology {
-		top := topology.New("stamped")
-		in := topology.Source(top, "in", "in", codec.String(),
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String(),
 			topology.SourceTimestamp(func(_ []byte, v string) time.Time { return time.Unix(int64(len(v)), 5) }))
 		up := topology.MapValues(in, "map", func(_ context.Context, v string) (string, error) { return v + "!", failing("map", v) })
-		topology.To(up, "out", "out", codec.String(), topology.Partitioner(func(r topology.Record[string], n int32) int32 {
+		topology.To(up, "out", codec.String(), topology.Partitioner(func(r topology.Record[string], n int32) int32 {
 			if r.Value == "x!" {
 				return n // out of range: the sink's error
 			}
@@ -144,16 +144,16 @@ var fuseCases = map[string]func() *topology.Topology{
 		return top
 	},
 	"stamped": func() *topology.Topology {
-		top := topology.New("stamped")
-		in := topology.Source(top, "in", "in", codec.String(),
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String(),
 			topology.SourceTimestamp(func(_ []byte, v string) time.Time { return time.Unix(int64(len(v)), 5) }))
 		up := topology.MapValues(in, "map", func(_ context.Context, v string) (string, error) { return v + "!", nil })
-		topology.To(up, "out", "out", codec.String())
+		topology.To(up, "out", codec.String())
 		return top
 	},
 	"topic-func": func() *topology.Topology {
-		top := topology.New("topics")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		topology.ToTopicFunc(in, "out", func(_ context.Context, r topology.Record[string]) (string, error) {
 			if r.Value == "none" {
 				return "", nil
@@ -164,28 +164,28 @@ var fuseCases = map[string]func() *topology.Topology{
 		return top
 	},
 	"fan-out": func() *topology.Topology {
-		top := topology.New("fan")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		up := topology.MapValues(in, "map", func(_ context.Context, v string) (string, error) { return v, nil })
-		topology.To(up, "first", "first", codec.String())
-		topology.To(up, "second", "second", codec.Func[string]{
+		topology.To(up, "first", codec.String())
+		topology.To(up, "second", codec.Func[string]{
 			EncodeFunc: func(v string) ([]byte, error) { return []byte(v), failing("sink", v) },
 		})
 		top.OnError("second", topology.DeadLetter("dlq"))
 		return top
 	},
 	"branch": func() *topology.Topology {
-		top := topology.New("branch")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		bs := topology.Branch(in, "route", func(_ []byte, v string) bool { return len(v) < 3 }, func([]byte, string) bool { return true })
 		short := topology.MapValues(bs[0], "short", func(_ context.Context, v string) (string, error) { return "s:" + v, nil })
 		long := topology.MapValues(bs[1], "map", func(_ context.Context, v string) (string, error) { return "l:" + v, failing("map", v) })
-		topology.To(topology.Merge("merge", short, long), "out", "out", codec.String())
+		topology.To(topology.Merge("merge", short, long), "out", codec.String())
 		return top
 	},
 	"retry-encode": func() *topology.Topology {
-		top := topology.New("retry")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		tries := map[string]int{}
 		up := topology.MapValues(in, "map", func(_ context.Context, v string) (string, error) {
 			if v == "retry" && tries[v] < 2 {
@@ -194,7 +194,7 @@ var fuseCases = map[string]func() *topology.Topology{
 			}
 			return v, nil
 		})
-		topology.To(up, "out", "out", codec.Func[string]{
+		topology.To(up, "out", codec.Func[string]{
 			EncodeFunc: func(v string) ([]byte, error) { return []byte(v), failing("sink", v) },
 		})
 		top.OnError("map", topology.Retry(3, time.Millisecond, topology.Fail()))
@@ -232,14 +232,14 @@ func TestFusedMatchesUnfused(t *testing.T) {
 // The same through a repartition topic, whose source starts a chain too.
 func TestFusedMatchesUnfusedThroughRepartition(t *testing.T) {
 	build := func() *topology.Topology {
-		top := topology.New("through")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		keyed := topology.Map(in, "key", func(_ context.Context, _ []byte, v string) ([]byte, string, error) {
 			return []byte("r-" + v), v, nil
 		})
 		back := topology.Through(keyed, "rp", topology.Repartition(codec.String()))
 		up := topology.MapValues(back, "map", func(_ context.Context, v string) (string, error) { return "<" + v + ">", failing("map", v) })
-		topology.To(up, "out", "out", codec.String())
+		topology.To(up, "out", codec.String())
 		top.OnError("map", topology.DeadLetter("dlq"))
 		return top
 	}
@@ -268,8 +268,8 @@ func TestFusedMatchesUnfusedThroughRepartition(t *testing.T) {
 // MapValues that fails on one of them, then a sink: a failure in the
 // middle of a fused chain, after some outputs were emitted.
 func chainOf(policy topology.ErrorPolicy, n int) *topology.Topology {
-	top := topology.New("mid")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	split := topology.FlatMap(in, "split", func(_ context.Context, k []byte, v string) ([]topology.KV[string], error) {
 		out := make([]topology.KV[string], n)
 		for i := range out {
@@ -283,7 +283,7 @@ func chainOf(policy topology.ErrorPolicy, n int) *topology.Topology {
 		}
 		return v, nil
 	})
-	topology.To(checked, "out", "out", codec.String())
+	topology.To(checked, "out", codec.String())
 	top.OnError("check", policy)
 	return top
 }
@@ -353,12 +353,12 @@ func TestFusedFlatMapCounts(t *testing.T) {
 // A panic in the middle of a fused chain is the error of the node that
 // panicked, with its stack, as it is unfused.
 func TestFusedPanicNamesNode(t *testing.T) {
-	top := topology.New("panics")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	a := topology.MapValues(in, "first", func(_ context.Context, v string) (string, error) { return v, nil })
 	b := topology.MapValues(a, "second", func(_ context.Context, v string) (string, error) { panic("boom") })
 	c := topology.MapValues(b, "third", func(_ context.Context, v string) (string, error) { return v, nil })
-	topology.To(c, "out", "out", codec.String())
+	topology.To(c, "out", codec.String())
 	e, err := engine.New(top)
 	if err != nil {
 		t.Fatal(err)

@@ -21,19 +21,13 @@ import (
 //
 // The store's writes go to its changelog in the batch's transaction like
 // any store's, so the table is exactly what the committed records of the
-// topic say, across crashes and rebalances.
-func TableFrom[V any](t *Topology, name, topic string, c codec.Codec[V], engine state.Engine) Table[V] {
-	n := t.add(name, KindSource, "TableFrom")
-	n.topic = topic
+// topic say, across crashes and rebalances. The node, and so its store, is
+// named after the topic unless Named says otherwise; Named is its only
+// option.
+func TableFrom[V any](t *Topology, topic string, c codec.Codec[V], engine state.Engine, opts ...SourceOption[V]) Table[V] {
+	name := nodeOptions(t, topic, "does not apply to a table; TableFrom takes only Named", opts, func(SourceOption[V]) bool { return false })
+	n := readTopic(t, name, topic, "TableFrom")
 	n.codec = codec.Name(c)
-	switch {
-	case topic == "":
-		t.problem(name, "table has no topic; pass the topic to read")
-	case t.byTopic[topic] != nil:
-		t.problem(name, "topic %q is already read by source %q; read each topic once and branch", topic, t.byTopic[topic].name)
-	default:
-		t.byTopic[topic] = n
-	}
 	p := &port[V]{}
 	n.stores = []string{name}
 	t.declareStore(name, engine, n)

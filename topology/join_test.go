@@ -16,9 +16,9 @@ import (
 // clicksWithProfiles joins clicks (keyed by user) with the table of
 // profiles (keyed by user): an inner join, or a left join.
 func clicksWithProfiles(left bool) *topology.Topology {
-	top := topology.New("enrich")
-	clicks := topology.Source(top, "clicks", "clicks", codec.String())
-	profiles := topology.TableFrom(top, "profiles", "profiles", codec.String(), state.Memory())
+	top := topology.New()
+	clicks := topology.Source(top, "clicks", codec.String())
+	profiles := topology.TableFrom(top, "profiles", codec.String(), state.Memory())
 	var out topology.Stream[string]
 	if left {
 		out = topology.LeftJoin(clicks, profiles, "enrich", func(_ context.Context, _ []byte, page, profile string, found bool) (string, error) {
@@ -32,7 +32,7 @@ func clicksWithProfiles(left bool) *topology.Topology {
 			return page + " by " + profile, nil
 		})
 	}
-	topology.To(out, "out", "enriched", codec.String())
+	topology.To(out, "enriched", codec.String(), topology.Named("out"))
 	return top
 }
 
@@ -82,15 +82,15 @@ func TestStreamTableLeftJoin(t *testing.T) {
 // A stream can join an aggregation's table: here each order learns how
 // many orders its customer has placed so far.
 func TestJoinAggregationTable(t *testing.T) {
-	top := topology.New("t")
-	orders := topology.Source(top, "orders", "orders", codec.String())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
 	counts := topology.Count(topology.GroupByKey(orders, "by-customer"), "orders-so-far", state.Memory())
-	topology.ToTable(counts, "counts-out", "order-counts", codec.JSON[int64]())
-	payments := topology.Source(top, "payments", "payments", codec.String())
+	topology.ToTable(counts, "order-counts", codec.JSON[int64](), topology.Named("counts-out"))
+	payments := topology.Source(top, "payments", codec.String())
 	joined := topology.Join(payments, counts, "with-count", func(_ context.Context, _ []byte, p string, n int64) (string, error) {
 		return p + " after " + strings.Repeat("*", int(n)), nil
 	})
-	topology.To(joined, "out", "out", codec.String())
+	topology.To(joined, "out", codec.String())
 	r := newRig(t, top)
 	r.must("orders", 2, "ann", "o1")
 	r.must("orders", 2, "ann", "o2")
@@ -104,20 +104,20 @@ func TestJoinMistakes(t *testing.T) {
 	swap := func(_ context.Context, k []byte, v string) ([]byte, string, error) { return []byte(v), string(k), nil }
 	join := func(_ context.Context, _ []byte, a, b string) (string, error) { return a + b, nil }
 	t.Run("re-keyed stream", func(t *testing.T) {
-		top := topology.New("t")
-		clicks := topology.Map(topology.Source(top, "clicks", "clicks", codec.String()), "swap", swap)
-		profiles := topology.TableFrom(top, "profiles", "profiles", codec.String(), state.Memory())
-		topology.To(topology.Join(clicks, profiles, "j", join), "out", "out", codec.String())
+		top := topology.New()
+		clicks := topology.Map(topology.Source(top, "clicks", codec.String()), "swap", swap)
+		profiles := topology.TableFrom(top, "profiles", codec.String(), state.Memory())
+		topology.To(topology.Join(clicks, profiles, "j", join), "out", codec.String())
 		err := top.Validate()
 		if !errors.Is(err, topology.ErrInvalid) || !strings.Contains(err.Error(), `node "j": Join follows "swap" (Map)`) || !strings.Contains(err.Error(), "Through") {
 			t.Fatalf("Validate() = %v", err)
 		}
 		// Through a repartition topic, it is fine.
-		top = topology.New("t")
-		clicks = topology.Map(topology.Source(top, "clicks", "clicks", codec.String()), "swap", swap)
+		top = topology.New()
+		clicks = topology.Map(topology.Source(top, "clicks", codec.String()), "swap", swap)
 		clicks = topology.Through(clicks, "by-user", topology.Repartition(codec.String()))
-		profiles = topology.TableFrom(top, "profiles", "profiles", codec.String(), state.Memory())
-		topology.To(topology.Join(clicks, profiles, "j", join), "out", "out", codec.String())
+		profiles = topology.TableFrom(top, "profiles", codec.String(), state.Memory())
+		topology.To(topology.Join(clicks, profiles, "j", join), "out", codec.String())
 		if err := top.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -130,11 +130,11 @@ func TestJoinMistakes(t *testing.T) {
 		}
 	})
 	t.Run("windowed table", func(t *testing.T) {
-		top := topology.New("t")
-		clicks := topology.Source(top, "clicks", "clicks", codec.String())
+		top := topology.New()
+		clicks := topology.Source(top, "clicks", codec.String())
 		w := topology.CountWindows(topology.GroupByKey(clicks, "g"), "w", topology.Tumbling(60e9), state.Memory())
 		topology.To(topology.Join(clicks, w, "j", func(_ context.Context, _ []byte, a string, b topology.Windowed[int64]) (string, error) { return a, nil }),
-			"out", "out", codec.String())
+			"out", codec.String())
 		if err := top.Validate(); err == nil || !strings.Contains(err.Error(), `Join's table "w" keeps no store to look rows up in`) {
 			t.Fatalf("Validate() = %v", err)
 		}
@@ -144,13 +144,13 @@ func TestJoinMistakes(t *testing.T) {
 // Two tables joined: a change of either side's row emits the joined row
 // when the other side has one.
 func TestJoinTables(t *testing.T) {
-	top := topology.New("t")
-	users := topology.TableFrom(top, "users", "users", codec.String(), state.Memory())
-	plans := topology.TableFrom(top, "plans", "plans", codec.String(), state.Memory())
+	top := topology.New()
+	users := topology.TableFrom(top, "users", codec.String(), state.Memory())
+	plans := topology.TableFrom(top, "plans", codec.String(), state.Memory())
 	joined := topology.JoinTables(users, plans, "user-plans", func(_ context.Context, _ []byte, u, p string) (string, error) {
 		return u + " on " + p, nil
 	})
-	topology.ToTable(joined, "out", "user-plans", codec.String())
+	topology.ToTable(joined, "user-plans", codec.String(), topology.Named("out"))
 	r := newRig(t, top)
 	if got := r.must("users", 0, "u1", "ada"); len(got) != 0 {
 		t.Fatalf("no plan yet: %v", got)

@@ -44,8 +44,8 @@ func TestLatestPerCommit(t *testing.T) {
 				if latest {
 					opts = append(opts, topology.LatestPerCommit())
 				}
-				top := topology.New("latest")
-				in := topology.Source(top, "in", "in", codec.JSON[int64]())
+				top := topology.New()
+				in := topology.Source(top, "in", codec.JSON[int64]())
 				g := topology.GroupByKey(in, "by-key")
 				var tbl topology.Table[int64]
 				switch op {
@@ -59,7 +59,7 @@ func TestLatestPerCommit(t *testing.T) {
 						func(_ context.Context, _ []byte, v, acc int64) (int64, error) { return acc + v, nil },
 						state.Memory(), codec.JSON[int64](), opts...)
 				}
-				topology.ToTable(tbl, "out", "out", codec.JSON[int64]())
+				topology.ToTable(tbl, "out", codec.JSON[int64]())
 				r := newRig(t, top)
 				var perRecord []string
 				for _, k := range latestKeys {
@@ -97,8 +97,8 @@ func TestLatestPerCommit(t *testing.T) {
 // batch drops that update only: the store keeps the key's new value, which
 // the next batch counts on from, and the other keys' updates go out.
 func TestLatestPerCommitSkipKeepsStore(t *testing.T) {
-	top := topology.New("latest")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), "counts", state.Memory(), topology.LatestPerCommit())
 	checked := topology.Process(topology.ToStream(counts, "updates"), "check", func(ctx processor.Context[int64], r processor.Record[int64]) error {
 		if string(r.Key) == "b" && r.Value == 2 {
@@ -107,7 +107,7 @@ func TestLatestPerCommitSkipKeepsStore(t *testing.T) {
 		ctx.Emit(r)
 		return nil
 	})
-	topology.To(checked, "out", "out", codec.JSON[int64]())
+	topology.To(checked, "out", codec.JSON[int64]())
 	top.OnError("check", topology.Skip())
 	r := newRig(t, top)
 	for _, k := range []string{"a", "b", "b"} {
@@ -134,15 +134,15 @@ func TestLatestPerCommitSkipKeepsStore(t *testing.T) {
 // the first's final updates only (one update per key, not 5, 3 and 2),
 // because held updates run in topology order.
 func TestLatestPerCommitChained(t *testing.T) {
-	top := topology.New("chain")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), "counts", state.Memory(), topology.LatestPerCommit())
-	topology.ToTable(counts, "counts-out", "counts", codec.JSON[int64]())
+	topology.ToTable(counts, "counts", codec.JSON[int64](), topology.Named("counts-out"))
 	same := topology.MapValues(topology.ToStream(counts, "updates"), "same-key", func(_ context.Context, n int64) (int64, error) { return n, nil })
 	updates := topology.Count(topology.GroupByKey(same, "by-same-key"), "updates-seen", state.Memory(), topology.LatestPerCommit())
-	topology.ToTable(updates, "updates-out", "updates", codec.JSON[int64]())
+	topology.ToTable(updates, "updates", codec.JSON[int64](), topology.Named("updates-out"))
 	// A path without an aggregation in the same topology emits per record.
-	topology.To(in, "echo", "echo", codec.String())
+	topology.To(in, "echo", codec.String())
 	r := newRig(t, top)
 	var echoed []string
 	for i, k := range latestKeys {

@@ -123,8 +123,8 @@ func again[A, B any](x graph.Exec, n *Node, fn func(context.Context, A) (B, erro
 	}
 }
 
-// SourceOption tunes Source.
-type SourceOption[T any] interface{ applySource(*sourceConf[T]) }
+// SourceOption tunes Source and TableFrom: SourceTimestamp, or Named.
+type SourceOption[T any] interface{ sourceOption() }
 
 type sourceConf[T any] struct {
 	timestamp func(key []byte, v T) time.Time
@@ -132,7 +132,7 @@ type sourceConf[T any] struct {
 
 type sourceOpt[T any] func(*sourceConf[T])
 
-func (f sourceOpt[T]) applySource(c *sourceConf[T]) { f(c) }
+func (sourceOpt[T]) sourceOption() {}
 
 // SourceTimestamp gives each record the event time fn reads from it (an
 // order's own time rather than when it was produced), overriding the
@@ -142,25 +142,19 @@ func SourceTimestamp[T any](fn func(key []byte, v T) time.Time) SourceOption[T] 
 	return sourceOpt[T](func(c *sourceConf[T]) { c.timestamp = fn })
 }
 
-// Source reads topic, decoding values with c. Keys stay bytes.
-func Source[T any](t *Topology, name, topic string, c codec.Codec[T], opts ...SourceOption[T]) Stream[T] {
+// Source reads topic, decoding values with c. Keys stay bytes. The node
+// is named after the topic unless Named says otherwise.
+func Source[T any](t *Topology, topic string, c codec.Codec[T], opts ...SourceOption[T]) Stream[T] {
 	var conf sourceConf[T]
-	for _, o := range opts {
-		if o != nil {
-			o.applySource(&conf)
+	name := nodeOptions(t, topic, "was made for a source of another value type; build it for this source's values", opts, func(o SourceOption[T]) bool {
+		f, ok := o.(sourceOpt[T])
+		if ok {
+			f(&conf)
 		}
-	}
-	n := t.add(name, KindSource, "Source")
-	n.topic = topic
+		return ok
+	})
+	n := readTopic(t, name, topic, "Source")
 	n.codec = codec.Name(c)
-	switch {
-	case topic == "":
-		t.problem(name, "source has no topic; pass the topic to read")
-	case t.byTopic[topic] != nil:
-		t.problem(name, "topic %q is already read by source %q; read each topic once and branch", topic, t.byTopic[topic].name)
-	default:
-		t.byTopic[topic] = n
-	}
 	p := &port[T]{}
 	if c == nil {
 		t.problem(name, "source has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
@@ -184,6 +178,21 @@ func Source[T any](t *Topology, name, topic string, c codec.Codec[T], opts ...So
 		})
 	}
 	return Stream[T]{n: n, p: p}
+}
+
+// readTopic adds the node of op that reads topic.
+func readTopic(t *Topology, name, topic, op string) *Node {
+	n := t.add(name, KindSource, op)
+	n.topic = topic
+	switch {
+	case topic == "":
+		t.problem(name, "%s has no topic; pass the topic to read", op)
+	case t.byTopic[topic] != nil:
+		t.problem(name, "topic %q is already read by %q; read each topic once and branch", topic, t.byTopic[topic].name)
+	default:
+		t.byTopic[topic] = n
+	}
+	return n
 }
 
 // MapValues replaces each value with fn's result, keeping key and metadata.

@@ -18,8 +18,8 @@ import (
 // byCustomer sums order amounts ("customer:amount" values, keyed by order
 // id) per customer, re-keying with GroupBy.
 func byCustomer(opts ...topology.GroupOption) *topology.Topology {
-	top := topology.New("by-customer")
-	orders := topology.Source(top, "in", "orders", codec.String())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String(), topology.Named("in"))
 	g := topology.GroupBy(orders, "by-customer", func(_ context.Context, _ []byte, v string) ([]byte, error) {
 		customer, _, ok := strings.Cut(v, ":")
 		if !ok || customer == "" {
@@ -28,7 +28,7 @@ func byCustomer(opts ...topology.GroupOption) *topology.Topology {
 		return []byte(customer), nil
 	}, opts...)
 	n := topology.Count(g, "orders-per-customer", state.Memory())
-	topology.ToTable(n, "out", "customer-orders", codec.JSON[int64]())
+	topology.ToTable(n, "customer-orders", codec.JSON[int64](), topology.Named("out"))
 	return top
 }
 
@@ -73,14 +73,14 @@ func TestGroupByRekeysThroughRepartitionTopic(t *testing.T) {
 // after a node that may change them, GroupByKey asks for one.
 func TestGroupByKeyRepartitionsAfterRekey(t *testing.T) {
 	build := func(rekey bool, opts ...topology.GroupOption) *topology.Topology {
-		top := topology.New("t")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		if rekey {
 			in = topology.Map(in, "swap", func(_ context.Context, k []byte, v string) ([]byte, string, error) { return []byte(v), string(k), nil })
 		} else {
 			in = topology.MapValues(in, "same-key", func(_ context.Context, v string) (string, error) { return v, nil })
 		}
-		topology.ToTable(topology.Count(topology.GroupByKey(in, "g", opts...), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+		topology.ToTable(topology.Count(topology.GroupByKey(in, "g", opts...), "c", state.Memory()), "out", codec.JSON[int64]())
 		return top
 	}
 	if top := build(false); top.Validate() != nil || top.Node("g").Kind() != topology.KindProcessor || top.Node("g-repartition-source") != nil {
@@ -116,33 +116,33 @@ func TestRepartitionMistakes(t *testing.T) {
 		want  string
 	}{
 		{"no codec", func(top *topology.Topology, in topology.Stream[string]) {
-			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf), "c", state.Memory()), "out", codec.JSON[int64]())
 		}, "g", "needs a codec for their values (string)"},
 		{"codec of another type", func(top *topology.Topology, in topology.Stream[string]) {
-			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.JSON[int]())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.JSON[int]())), "c", state.Memory()), "out", codec.JSON[int64]())
 		}, "g", "is not a codec.Codec[string]"},
 		{"nil key function", func(top *topology.Topology, in topology.Stream[string]) {
-			topology.ToTable(topology.Count(topology.GroupBy(in, "g", nil, topology.Repartition(codec.String())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.ToTable(topology.Count(topology.GroupBy(in, "g", nil, topology.Repartition(codec.String())), "c", state.Memory()), "out", codec.JSON[int64]())
 		}, "g", "GroupBy has a nil function"},
 		{"negative partitions", func(top *topology.Topology, in topology.Stream[string]) {
-			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()), topology.RepartitionPartitions(-2)), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()), topology.RepartitionPartitions(-2)), "c", state.Memory()), "out", codec.JSON[int64]())
 		}, "g", "RepartitionPartitions(-2)"},
 		{"name not fit for a topic", func(top *topology.Topology, in topology.Stream[string]) {
-			topology.ToTable(topology.Count(topology.GroupBy(in, "by customer", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
+			topology.ToTable(topology.Count(topology.GroupBy(in, "by customer", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", codec.JSON[int64]())
 		}, "by customer", `GroupBy name "by customer" has ' ', which Kafka does not allow in the repartition topic's name`},
 		{"a node with the repartition source's name", func(top *topology.Topology, in topology.Stream[string]) {
 			g := topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()))
-			topology.ToTable(topology.Count(g, "c", state.Memory()), "out", "out", codec.JSON[int64]())
-			topology.To(topology.MapValues(in, "g-repartition-source", func(_ context.Context, v string) (string, error) { return v, nil }), "o2", "o2", codec.String())
+			topology.ToTable(topology.Count(g, "c", state.Memory()), "out", codec.JSON[int64]())
+			topology.To(topology.MapValues(in, "g-repartition-source", func(_ context.Context, v string) (string, error) { return v, nil }), "o2", codec.String())
 		}, "g-repartition-source", `the name is taken by the source that GroupBy "g" made for its repartition topic; rename this MapValues`},
 		{"not aggregated", func(top *topology.Topology, in topology.Stream[string]) {
 			topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String()))
-			topology.To(in, "out", "out", codec.String())
+			topology.To(in, "out", codec.String())
 		}, "g", "GroupBy output goes nowhere; aggregate it with Count, Reduce or Aggregate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			top := topology.New("t")
-			tc.build(top, topology.Source(top, "in", "in", codec.String()))
+			top := topology.New()
+			tc.build(top, topology.Source(top, "in", codec.String()))
 			err := top.Validate()
 			var ve *topology.ValidationError
 			if !errors.As(err, &ve) || !strings.Contains(err.Error(), `node "`+tc.node+`"`) || !strings.Contains(err.Error(), tc.want) {
@@ -158,13 +158,13 @@ func keyOf(_ context.Context, _ []byte, v string) ([]byte, error) { return []byt
 // resolved name in From, so the runtime can size it after creating the
 // first.
 func TestChainedRepartitions(t *testing.T) {
-	top := topology.New("t")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	first := topology.Reduce(topology.GroupBy(in, "g1", keyOf, topology.Repartition(codec.String())), "latest", func(_ context.Context, _, v string) (string, error) { return v, nil },
 		state.Memory(), codec.String())
 	second := topology.GroupBy(topology.ToStream(first, "updates"), "g2", func(_ context.Context, k []byte, _ string) ([]byte, error) { return k[:1], nil },
 		topology.Repartition(codec.String()))
-	topology.ToTable(topology.Count(second, "c", state.Memory()), "out", "out", codec.JSON[int64]())
+	topology.ToTable(topology.Count(second, "c", state.Memory()), "out", codec.JSON[int64]())
 	e, err := engine.New(top, engine.AppID("app"))
 	if err != nil {
 		t.Fatal(err)
@@ -183,9 +183,9 @@ func TestChainedRepartitions(t *testing.T) {
 // sent Through a repartition topic: every key reaches one task, whichever
 // topic it came from.
 func TestThroughServesStoreOfTwoInputs(t *testing.T) {
-	top := topology.New("t").AddStore("seen", state.Memory())
-	a := topology.Source(top, "a", "clicks", codec.String())
-	b := topology.Source(top, "b", "views", codec.String())
+	top := topology.New().AddStore("seen", state.Memory())
+	a := topology.Source(top, "clicks", codec.String(), topology.Named("a"))
+	b := topology.Source(top, "views", codec.String(), topology.Named("b"))
 	both := topology.Through(topology.Merge("both", a, b), "by-user", topology.Repartition(codec.String()))
 	firsts := topology.Process(both, "first-seen", func(ctx processor.Context[string], r topology.Record[string]) error {
 		seen, err := processor.KV(ctx, "seen", state.StringKey(), codec.String())
@@ -198,7 +198,7 @@ func TestThroughServesStoreOfTwoInputs(t *testing.T) {
 		ctx.Emit(r)
 		return seen.Put(string(r.Key), r.Value)
 	}, topology.UseStores("seen"))
-	topology.To(firsts, "out", "first-seen", codec.String())
+	topology.To(firsts, "first-seen", codec.String(), topology.Named("out"))
 	if err := top.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +218,10 @@ func TestThroughServesStoreOfTwoInputs(t *testing.T) {
 // A user's Source that reads what turns out, under the app id, to be a
 // repartition topic is refused when the engine compiles for that app.
 func TestSourceOnRepartitionTopicRefused(t *testing.T) {
-	top := topology.New("t")
-	in := topology.Source(top, "in", "in", codec.String())
-	topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", "out", codec.JSON[int64]())
-	topology.To(topology.Source(top, "peek", "app-g-repartition", codec.String()), "copy", "copy", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
+	topology.ToTable(topology.Count(topology.GroupBy(in, "g", keyOf, topology.Repartition(codec.String())), "c", state.Memory()), "out", codec.JSON[int64]())
+	topology.To(topology.Source(top, "app-g-repartition", codec.String(), topology.Named("peek")), "copy", codec.String())
 	if err := top.Validate(); err != nil {
 		t.Fatalf("without an app id nothing collides: %v", err)
 	}

@@ -64,11 +64,11 @@ func TestCheckRetryTime(t *testing.T) {
 			if tc.def != nil {
 				opts = append(opts, topology.DefaultErrorPolicy(*tc.def))
 			}
-			top := topology.New("budget", opts...)
-			in := topology.Source(top, "in", "in", codec.String())
+			top := topology.New(opts...)
+			in := topology.Source(top, "in", codec.String())
 			enriched := topology.MapValues(in, "enrich", func(_ context.Context, v string) (string, error) { return v, nil })
 			kept := topology.Filter(enriched, "keep", func([]byte, string) bool { return true })
-			topology.To(kept, "out", "out", codec.String())
+			topology.To(kept, "out", codec.String())
 			for node, p := range tc.policies {
 				top.OnError(node, p)
 			}
@@ -119,9 +119,9 @@ func TestCheckRetryTime(t *testing.T) {
 }
 
 func TestCheckRetryTimeNeedsAPositiveLimit(t *testing.T) {
-	top := topology.New("budget")
-	in := topology.Source(top, "in", "in", codec.String())
-	topology.To(in, "out", "out", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
+	topology.To(in, "out", codec.String())
 	err := top.CheckRetryTime(0)
 	if err == nil || errors.Is(err, topology.ErrRetryTooLong) || !strings.Contains(err.Error(), "transaction timeout") {
 		t.Fatalf("want an error asking for the transaction timeout, got %v", err)
@@ -131,10 +131,10 @@ func TestCheckRetryTimeNeedsAPositiveLimit(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func ExampleTopology_CheckRetryTime() {
-	top := topology.New("orders")
-	in := topology.Source(top, "in", "orders", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "orders", codec.String(), topology.Named("in"))
 	priced := topology.MapValues(in, "price", func(_ context.Context, v string) (string, error) { return v, nil })
-	topology.To(priced, "out", "priced", codec.String())
+	topology.To(priced, "priced", codec.String(), topology.Named("out"))
 	top.OnError("price", topology.Retry(6, time.Second, topology.DeadLetter("orders-dlq")))
 	fmt.Println(top.CheckRetryTime(30 * time.Second))
 	// Output:

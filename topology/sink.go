@@ -10,8 +10,8 @@ import (
 	"github.com/eosflow/eosflow/processor"
 )
 
-// SinkOption tunes To and ToTopicFunc.
-type SinkOption[T any] interface{ applySink(*sinkConf[T]) }
+// SinkOption tunes To, ToTable and ToTopicFunc: Partitioner, or Named.
+type SinkOption[T any] interface{ sinkOption() }
 
 type sinkConf[T any] struct {
 	partitioner func(r Record[T], partitions int32) int32
@@ -19,7 +19,7 @@ type sinkConf[T any] struct {
 
 type sinkOpt[T any] func(*sinkConf[T])
 
-func (f sinkOpt[T]) applySink(c *sinkConf[T]) { f(c) }
+func (sinkOpt[T]) sinkOption() {}
 
 // Partitioner makes the sink choose each output's partition with fn, given
 // the record and the topic's partition count (read once per topic for the
@@ -33,18 +33,20 @@ func Partitioner[T any](fn func(r Record[T], partitions int32) int32) SinkOption
 	return sinkOpt[T](func(c *sinkConf[T]) { c.partitioner = fn })
 }
 
-// To writes s to topic, encoding values with c.
-func To[T any](s Stream[T], name, topic string, c codec.Codec[T], opts ...SinkOption[T]) {
-	n := sink(s, name, topic, c, nil, opts)
+// To writes s to topic, encoding values with c. The node is named after
+// the topic unless Named says otherwise.
+func To[T any](s Stream[T], topic string, c codec.Codec[T], opts ...SinkOption[T]) {
+	n := sink(s, topic, topic, c, nil, opts)
 	if n != nil && topic == "" {
-		n.t.problem(name, "sink has no topic; pass the topic to write, or use ToTopicFunc")
+		n.t.problem(n.name, "sink has no topic; pass the topic to write, or use ToTopicFunc")
 	}
 }
 
 // ToTopicFunc writes each record to the topic topicOf chooses for it; an
 // error, an empty topic or one that does not exist is an error of the
 // sink, handled by its error policy. ctx is cancelled on shutdown and when
-// the record's partition is revoked.
+// the record's partition is revoked. Having no one topic to be named
+// after, the node takes name.
 func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Context, r Record[T]) (string, error), c codec.Codec[T], opts ...SinkOption[T]) {
 	n := sink(s, name, "", c, topicOf, opts)
 	if n != nil {
@@ -54,13 +56,20 @@ func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Conte
 
 var errEmptyTopic = errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")
 
-func sink[T any](s Stream[T], name, topic string, c codec.Codec[T], topicOf func(context.Context, Record[T]) (string, error), opts []SinkOption[T]) *Node {
+// sink adds a sink node named def unless Named in opts says otherwise.
+func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(context.Context, Record[T]) (string, error), opts []SinkOption[T]) *Node {
 	var conf sinkConf[T]
-	for _, o := range opts {
-		if o != nil {
-			o.applySink(&conf)
-		}
+	t := s.topology()
+	if t == nil {
+		return nil // a zero Stream: no topology to add to
 	}
+	name := nodeOptions(t, def, "was made for a sink of another value type; build it for this sink's values", opts, func(o SinkOption[T]) bool {
+		f, ok := o.(sinkOpt[T])
+		if ok {
+			f(&conf)
+		}
+		return ok
+	})
 	var encode func(context.Context, T) ([]byte, error)
 	if c != nil {
 		encode = func(_ context.Context, v T) ([]byte, error) { return c.Encode(v) }

@@ -166,11 +166,11 @@ func splitWords(_ context.Context, _ []byte, line string) ([]topology.KV[string]
 }
 
 func wordCount(engine state.Engine) *topology.Topology {
-	top := topology.New("wordcount")
-	lines := topology.Source(top, "in", "lines", codec.String())
+	top := topology.New()
+	lines := topology.Source(top, "lines", codec.String(), topology.Named("in"))
 	words := topology.FlatMap(lines, "split", splitWords)
 	counts := topology.Count(topology.GroupByKey(words, "by-word", topology.Repartition(codec.String())), "counts", engine)
-	topology.To(topology.ToStream(counts, "count-updates"), "out", "word-counts", codec.JSON[int64]())
+	topology.To(topology.ToStream(counts, "count-updates"), "word-counts", codec.JSON[int64](), topology.Named("out"))
 	return top
 }
 
@@ -227,11 +227,11 @@ func TestCountPerKeyAndTask(t *testing.T) {
 // starts each key from init. Both emit every record's new aggregate,
 // keyed, and ToTable writes them to a topic.
 func TestReduceAndAggregate(t *testing.T) {
-	top := topology.New("agg")
-	in := topology.Source(top, "in", "amounts", codec.JSON[int]())
+	top := topology.New()
+	in := topology.Source(top, "amounts", codec.JSON[int](), topology.Named("in"))
 	g := topology.GroupByKey(in, "by-account")
 	maxes := topology.Reduce(g, "max", func(_ context.Context, acc, v int) (int, error) { return max(acc, v), nil }, state.Memory(), codec.JSON[int]())
-	topology.ToTable(maxes, "max-out", "max", codec.JSON[int]())
+	topology.ToTable(maxes, "max", codec.JSON[int](), topology.Named("max-out"))
 	type stats struct{ N, Sum int }
 	sums := topology.Aggregate(g, "stats", func() stats { return stats{} },
 		func(_ context.Context, key []byte, v int, acc stats) (stats, error) {
@@ -240,7 +240,7 @@ func TestReduceAndAggregate(t *testing.T) {
 			}
 			return stats{acc.N + 1, acc.Sum + v}, nil
 		}, state.Memory(), codec.JSON[stats]())
-	topology.ToTable(sums, "stats-out", "stats", codec.JSON[stats]())
+	topology.ToTable(sums, "stats", codec.JSON[stats](), topology.Named("stats-out"))
 	r := newRig(t, top)
 	var got []string
 	for _, rec := range []struct{ key, v string }{{"a", "5"}, {"b", "1"}, {"a", "3"}, {"a", "9"}} {
@@ -263,8 +263,8 @@ func TestReduceAndAggregate(t *testing.T) {
 // A Process node connected to a store reads and writes it through
 // processor.KV: here it passes on only the first record of each key.
 func TestProcessWithStore(t *testing.T) {
-	top := topology.New("dedupe")
-	in := topology.Source(top, "in", "events", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "events", codec.String(), topology.Named("in"))
 	top.AddStore("seen", state.Memory())
 	var views []*state.KV[string, int64]
 	firsts := topology.Process(in, "first", func(ctx processor.Context[string], r processor.Record[string]) error {
@@ -285,7 +285,7 @@ func TestProcessWithStore(t *testing.T) {
 		}
 		return nil
 	}, topology.UseStores("seen"))
-	topology.To(firsts, "out", "firsts", codec.String())
+	topology.To(firsts, "firsts", codec.String(), topology.Named("out"))
 	r := newRig(t, top)
 	var got []string
 	for _, k := range []string{"x", "y", "x", "x"} {
@@ -307,8 +307,8 @@ func TestProcessWithStore(t *testing.T) {
 // A node may use only the stores connected to it; the error names the
 // node and its stores, and goes to the node's policy.
 func TestStoreNotConnected(t *testing.T) {
-	top := topology.New("sneaky")
-	in := topology.Source(top, "in", "events", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "events", codec.String(), topology.Named("in"))
 	top.AddStore("mine", state.Memory()).AddStore("theirs", state.Memory())
 	var last error
 	use := func(ctx processor.Context[string], r processor.Record[string]) error {
@@ -322,7 +322,7 @@ func TestStoreNotConnected(t *testing.T) {
 	a := topology.Process(in, "a", use, topology.UseStores("mine"))
 	b := topology.Process(in, "b", use, topology.UseStores("theirs"))
 	c := topology.Process(in, "c", use)
-	topology.To(topology.Merge("m", a, b, c), "out", "out", codec.String())
+	topology.To(topology.Merge("m", a, b, c), "out", codec.String())
 	r := newRig(t, top)
 	_, _, err := r.send("events", 0, "k", "theirs")
 	if !errors.Is(err, processor.ErrStoreNotConnected) {
@@ -339,11 +339,11 @@ func TestStoreNotConnected(t *testing.T) {
 	}
 
 	// A node without stores says so, and its policy applies.
-	top2 := topology.New("no-stores")
-	in2 := topology.Source(top2, "in", "events", codec.String())
+	top2 := topology.New()
+	in2 := topology.Source(top2, "events", codec.String(), topology.Named("in"))
 	top2.AddStore("mine", state.Memory())
-	topology.To(topology.Process(in2, "user", use, topology.UseStores("mine")), "out", "out", codec.String())
-	topology.To(topology.Process(in2, "c", use), "out2", "out2", codec.String())
+	topology.To(topology.Process(in2, "user", use, topology.UseStores("mine")), "out", codec.String())
+	topology.To(topology.Process(in2, "c", use), "out2", codec.String())
 	top2.OnError("c", topology.DeadLetter("dlq"))
 	r2 := newRig(t, top2)
 	got, out, err := r2.send("events", 0, "k", "mine")
@@ -360,11 +360,11 @@ func TestStoreNotConnected(t *testing.T) {
 func TestAggregationNeedsKey(t *testing.T) {
 	var calls int
 	build := func(p topology.ErrorPolicy) *topology.Topology {
-		top := topology.New("keys")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		g := topology.GroupByKey(in, "g")
 		red := topology.Reduce(g, "r", func(_ context.Context, a, b string) (string, error) { calls++; return a + b, nil }, state.Memory(), codec.String())
-		topology.ToTable(red, "out", "out", codec.String())
+		topology.ToTable(red, "out", codec.String())
 		top.OnError("r", p)
 		return top
 	}
@@ -400,8 +400,8 @@ func TestAggregationCodecAndPolicy(t *testing.T) {
 		},
 	}
 	var attempts int
-	top := topology.New("codec")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	red := topology.Reduce(topology.GroupByKey(in, "g"), "last", func(_ context.Context, _, v string) (string, error) {
 		if v == "flaky" {
 			if attempts++; attempts < 3 {
@@ -410,7 +410,7 @@ func TestAggregationCodecAndPolicy(t *testing.T) {
 		}
 		return v, nil
 	}, state.Memory(), strict)
-	topology.ToTable(red, "out", "out", codec.String())
+	topology.ToTable(red, "out", codec.String())
 	top.OnError("last", topology.Retry(5, time.Millisecond, topology.DeadLetter("dlq")))
 	r := newRig(t, top)
 
@@ -527,9 +527,9 @@ func TestValidateStores(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			top := topology.New("x")
-			in := topology.Source(top, "in", "t", codec.String())
-			topology.To(tc.build(top, in), "sink", "out", codec.String())
+			top := topology.New()
+			in := topology.Source(top, "t", codec.String(), topology.Named("in"))
+			topology.To(tc.build(top, in), "out", codec.String(), topology.Named("sink"))
 			err := top.Validate()
 			if !errors.Is(err, topology.ErrInvalid) {
 				t.Fatalf("want ErrInvalid, got %v", err)
@@ -549,15 +549,15 @@ func TestValidateStores(t *testing.T) {
 
 	// A store used by several nodes of one input topic is fine, and so is
 	// a topic written and read back to feed one store from two inputs.
-	top := topology.New("ok")
-	a := topology.Source(top, "a", "ta", codec.String())
-	b := topology.Source(top, "b", "tb", codec.String())
-	topology.To(topology.Merge("m", a, b), "to-both", "both", codec.String())
-	both := topology.Source(top, "both", "both", codec.String())
+	top := topology.New()
+	a := topology.Source(top, "ta", codec.String(), topology.Named("a"))
+	b := topology.Source(top, "tb", codec.String(), topology.Named("b"))
+	topology.To(topology.Merge("m", a, b), "both", codec.String(), topology.Named("to-both"))
+	both := topology.Source(top, "both", codec.String())
 	top.AddStore("s", state.Memory())
 	x := topology.Process(both, "x", keep, topology.UseStores("s"))
 	y := topology.Process(x, "y", keep, topology.UseStores("s", "s"))
-	topology.To(y, "out", "out", codec.String())
+	topology.To(y, "out", codec.String())
 	if err := top.Validate(); err != nil {
 		t.Fatal(err)
 	}

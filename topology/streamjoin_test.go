@@ -17,13 +17,13 @@ import (
 // paymentsMatched joins orders with payments of the same order id within
 // 10 s of event time.
 func paymentsMatched(w topology.JoinWindow) *topology.Topology {
-	top := topology.New("match")
-	orders := topology.Source(top, "orders", "orders", codec.String())
-	payments := topology.Source(top, "payments", "payments", codec.String())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
+	payments := topology.Source(top, "payments", codec.String())
 	matched := topology.JoinStreams(orders, payments, "match", w, func(_ context.Context, _ []byte, o, p string) (string, error) {
 		return o + "+" + p, nil
 	}, state.Memory(), codec.String(), codec.String())
-	topology.To(matched, "out", "matched", codec.String())
+	topology.To(matched, "matched", codec.String(), topology.Named("out"))
 	return top
 }
 

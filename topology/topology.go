@@ -114,10 +114,11 @@ func (n *Node) Policy() ErrorPolicy {
 	return n.t.defaultPolicy
 }
 
-// Topology is a named pipeline graph. Create one with New, add nodes with
-// Source and the operator functions, then Validate.
+// Topology is a pipeline graph. Create one with New, add nodes with
+// Source and the operator functions, then Validate. It has no name of its
+// own: the runtime's app_id names the application, its group, its
+// transactional ids and its internal topics.
 type Topology struct {
-	name          string
 	nodes         []*Node
 	byName        map[string]*Node
 	byTopic       map[string]*Node
@@ -142,10 +143,9 @@ func DefaultErrorPolicy(p ErrorPolicy) Option {
 	return optFunc(func(t *Topology) { t.defaultPolicy = p })
 }
 
-// New starts an empty topology called name.
-func New(name string, opts ...Option) *Topology {
+// New starts an empty topology.
+func New(opts ...Option) *Topology {
 	t := &Topology{
-		name:          name,
 		byName:        map[string]*Node{},
 		byTopic:       map[string]*Node{},
 		defaultPolicy: Fail(),
@@ -157,9 +157,6 @@ func New(name string, opts ...Option) *Topology {
 	}
 	return t
 }
-
-// Name is the topology's name.
-func (t *Topology) Name() string { return t.name }
 
 // Nodes lists the nodes in the order they were added.
 func (t *Topology) Nodes() []*Node { return t.nodes }
@@ -216,6 +213,15 @@ func (t *Topology) problem(node, format string, args ...any) {
 	t.problems = append(t.problems, &ValidationError{Node: node, Problem: fmt.Sprintf(format, args...)})
 }
 
+// namedHint says how to tell apart two nodes named alike when either is a
+// source or sink, named after its topic by default.
+func namedHint(old *Node, kind Kind) string {
+	if old.kind == KindProcessor && kind == KindProcessor {
+		return ""
+	}
+	return ` (sources and sinks are named after their topic: name one with topology.Named("…"))`
+}
+
 // add registers a node, recording naming mistakes for Validate.
 func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Node {
 	n := &Node{t: t, index: len(t.nodes), name: name, kind: kind, op: op}
@@ -230,7 +236,7 @@ func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Nod
 		t.problem(name, "the name is taken by the source that %s %q made for its repartition topic; rename this %s",
 			t.byName[name].writer.op, t.byName[name].writer.name, op)
 	case t.byName[name] != nil:
-		t.problem(name, "duplicate node name (used by a %s and a %s); names must be unique", t.byName[name].op, op)
+		t.problem(name, "duplicate node name (used by a %s and a %s); names must be unique%s", t.byName[name].op, op, namedHint(t.byName[name], kind))
 	default:
 		t.byName[name] = n
 	}
@@ -243,7 +249,7 @@ func (t *Topology) add(name string, kind Kind, op string, parents ...*Node) *Nod
 			continue
 		}
 		if p.t != t {
-			t.problem(name, "input stream %q belongs to topology %q, not %q", p.name, p.t.name, t.name)
+			t.problem(name, "input stream %q belongs to another topology; build each pipeline on one", p.name)
 			continue
 		}
 		n.parents = append(n.parents, p)

@@ -49,8 +49,8 @@ func outputs(x *result) []string {
 }
 
 func TestOperators(t *testing.T) {
-	top := topology.New("ops")
-	in := topology.Source(top, "in", "words", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "words", codec.String(), topology.Named("in"))
 	upper := topology.MapValues(in, "upper", func(_ context.Context, v string) (string, error) { return strings.ToUpper(v), nil })
 	long := topology.Filter(upper, "long", func(_ []byte, v string) bool { return len(v) > 2 })
 	split := topology.FlatMap(long, "letters", func(_ context.Context, k []byte, v string) ([]topology.KV[string], error) {
@@ -71,7 +71,7 @@ func TestOperators(t *testing.T) {
 		ctx.Emit(topology.Record[string]{Key: r.Key, Value: fmt.Sprintf("%d@%s/%d/%d", r.Value, r.Topic, r.Partition, r.Offset)})
 		return nil
 	})
-	topology.To(withMeta, "out", "letters-out", codec.String())
+	topology.To(withMeta, "letters-out", codec.String(), topology.Named("out"))
 	topology.ToTopicFunc(branches[0], "by-key", func(_ context.Context, r topology.Record[int]) (string, error) { return "key-" + string(r.Key), nil }, codec.JSON[int]())
 
 	x, err := run(t, top, "words", "k1", "hello")
@@ -94,8 +94,8 @@ func TestOperators(t *testing.T) {
 
 func TestNodeErrorsAndRetry(t *testing.T) {
 	calls := 0
-	top := topology.New("retry")
-	in := topology.Source(top, "in", "t", codec.JSON[int]())
+	top := topology.New()
+	in := topology.Source(top, "t", codec.JSON[int](), topology.Named("in"))
 	flaky := topology.MapValues(in, "flaky", func(_ context.Context, v int) (int, error) {
 		calls++
 		if calls < 3 {
@@ -103,7 +103,7 @@ func TestNodeErrorsAndRetry(t *testing.T) {
 		}
 		return v * 2, nil
 	})
-	topology.To(flaky, "out", "o", codec.JSON[int]())
+	topology.To(flaky, "o", codec.JSON[int](), topology.Named("out"))
 	top.OnError("flaky", topology.Retry(3, time.Millisecond, topology.Fail()))
 
 	x, err := run(t, top, "t", "k", "21")
@@ -122,74 +122,74 @@ func TestNodeErrorsAndRetry(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	okSink := func(s topology.Stream[string]) { topology.To(s, "sink", "out", codec.String()) }
+	okSink := func(s topology.Stream[string]) { topology.To(s, "out", codec.String(), topology.Named("sink")) }
 	cases := []struct {
 		name  string
 		build func() *topology.Topology
 		node  string
 		want  string
 	}{
-		{"no source", func() *topology.Topology { return topology.New("empty") }, "", "has no source"},
+		{"no source", func() *topology.Topology { return topology.New() }, "", "has no source"},
 		{"no sink", func() *topology.Topology {
-			top := topology.New("x")
-			topology.Source(top, "in", "t", codec.String())
+			top := topology.New()
+			topology.Source(top, "t", codec.String(), topology.Named("in"))
 			return top
 		}, "", "has no sink"},
 		{"dangling operator", func() *topology.Topology {
-			top := topology.New("x")
-			in := topology.Source(top, "in", "t", codec.String())
+			top := topology.New()
+			in := topology.Source(top, "t", codec.String(), topology.Named("in"))
 			okSink(in)
 			topology.Filter(in, "lost", func([]byte, string) bool { return true })
 			return top
 		}, "lost", "goes nowhere"},
 		{"duplicate name", func() *topology.Topology {
-			top := topology.New("x")
-			in := topology.Source(top, "in", "t", codec.String())
+			top := topology.New()
+			in := topology.Source(top, "t", codec.String(), topology.Named("in"))
 			okSink(topology.MapValues(in, "in", func(_ context.Context, s string) (string, error) { return s, nil }))
 			return top
 		}, "in", "duplicate node name"},
 		{"missing codec", func() *topology.Topology {
-			top := topology.New("x")
-			in := topology.Source[string](top, "in", "t", nil)
+			top := topology.New()
+			in := topology.Source[string](top, "t", nil, topology.Named("in"))
 			okSink(in)
 			return top
 		}, "in", "no codec"},
 		{"missing sink codec", func() *topology.Topology {
-			top := topology.New("x")
-			in := topology.Source(top, "in", "t", codec.String())
-			topology.To[string](in, "sink", "out", nil)
+			top := topology.New()
+			in := topology.Source(top, "t", codec.String(), topology.Named("in"))
+			topology.To[string](in, "out", nil, topology.Named("sink"))
 			return top
 		}, "sink", "no codec"},
 		{"unknown node in OnError", func() *topology.Topology {
-			top := topology.New("x")
-			okSink(topology.Source(top, "in", "t", codec.String()))
+			top := topology.New()
+			okSink(topology.Source(top, "t", codec.String(), topology.Named("in")))
 			top.OnError("nope", topology.Skip())
 			return top
 		}, "nope", "unknown node"},
 		{"dead letter without topic", func() *topology.Topology {
-			top := topology.New("x")
-			okSink(topology.Source(top, "in", "t", codec.String()))
+			top := topology.New()
+			okSink(topology.Source(top, "t", codec.String(), topology.Named("in")))
 			top.OnError("in", topology.DeadLetter(""))
 			return top
 		}, "in", "no topic"},
 		{"topic read twice", func() *topology.Topology {
-			top := topology.New("x")
-			a := topology.Source(top, "a", "t", codec.String())
-			b := topology.Source(top, "b", "t", codec.String())
+			top := topology.New()
+			a := topology.Source(top, "t", codec.String(), topology.Named("a"))
+			b := topology.Source(top, "t", codec.String(), topology.Named("b"))
 			okSink(topology.Merge("m", a, b))
 			return top
-		}, "b", "already read by source"},
+		}, "b", "is already read by"},
 		{"stream of another topology", func() *topology.Topology {
-			other := topology.New("other")
-			foreign := topology.Source(other, "in", "t", codec.String())
-			top := topology.New("x")
-			mine := topology.Source(top, "mine", "u", codec.String())
+			other := topology.New()
+			foreign := topology.Source(other, "t", codec.String(), topology.Named("in"))
+			top := topology.New()
+			mine := topology.Source(top, "u", codec.String(), topology.Named("mine"))
 			okSink(topology.Merge("m", mine, foreign))
 			return top
-		}, "m", "belongs to topology"},
+		}, "m", "belongs to another topology"},
 		{"nil function", func() *topology.Topology {
-			top := topology.New("x")
-			okSink(topology.MapValues[string, string](topology.Source(top, "in", "t", codec.String()), "f", nil))
+			top := topology.New()
+			okSink(topology.MapValues[string, string](topology.Source(top, "t", codec.String(), topology.Named("in")), "f", nil))
 			return top
 		}, "f", "nil function"},
 	}
@@ -217,14 +217,14 @@ func TestValidate(t *testing.T) {
 }
 
 func ExampleTopology_Describe() {
-	top := topology.New("orders", topology.DefaultErrorPolicy(topology.DeadLetter("orders-dlq")))
-	in := topology.Source(top, "orders", "orders", codec.JSON[map[string]any]())
+	top := topology.New(topology.DefaultErrorPolicy(topology.DeadLetter("orders-dlq")))
+	in := topology.Source(top, "orders", codec.JSON[map[string]any]())
 	big := topology.Filter(in, "big", func(_ []byte, o map[string]any) bool { return o["total"].(float64) > 100 })
-	topology.To(big, "big-orders", "orders-big", codec.JSON[map[string]any]())
+	topology.To(big, "orders-big", codec.JSON[map[string]any](), topology.Named("big-orders"))
 	top.OnError("big", topology.Skip())
 	fmt.Print(top.Describe())
 	// Output:
-	// Topology: orders
+	// Topology
 	//   Sub-topology: 0
 	//     Source: orders (topic: orders, codec: json)
 	//       --> big
@@ -240,13 +240,13 @@ func ExampleTopology_Describe() {
 // Branch gives a record to the first predicate that accepts it, and drops a
 // record no predicate accepts.
 func TestBranchFirstMatchAndDrop(t *testing.T) {
-	top := topology.New("branch")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	parts := topology.Branch(in, "size",
 		func(_ []byte, v string) bool { return len(v) > 3 },
 		func(_ []byte, v string) bool { return len(v) > 1 })
-	topology.To(parts[0], "long", "long", codec.String())
-	topology.To(parts[1], "short", "short", codec.String())
+	topology.To(parts[0], "long", codec.String())
+	topology.To(parts[1], "short", codec.String())
 	for value, want := range map[string]string{"hello": "long:k=hello", "hi": "short:k=hi", "x": ""} {
 		x, err := run(t, top, "in", "k", value)
 		if err != nil {

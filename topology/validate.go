@@ -30,10 +30,10 @@ func (t *Topology) Validate() error {
 		}
 	}
 	if sources == 0 {
-		add("", "%q has no source; add one with topology.Source", t.name)
+		add("", "the topology has no source; add one with topology.Source")
 	}
 	if sinks == 0 {
-		add("", "%q has no sink; add one with topology.To", t.name)
+		add("", "the topology has no sink; add one with topology.To")
 	}
 	names := make([]string, 0, len(t.policies))
 	for name := range t.policies {

@@ -29,10 +29,10 @@ func (windowCodec) Decode([]byte) (topology.Windowed[int64], error) {
 }
 
 func windowCount(w topology.Windows) *topology.Topology {
-	top := topology.New("windows")
-	in := topology.Source(top, "in", "clicks", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-window", w, state.Memory())
-	topology.ToTable(counts, "out", "clicks-per-window", windowCodec{})
+	topology.ToTable(counts, "clicks-per-window", windowCodec{}, topology.Named("out"))
 	return top
 }
 
@@ -154,13 +154,13 @@ func TestLateRecordsDeadLettered(t *testing.T) {
 
 // SourceTimestamp sets event time from the value, not the Kafka record.
 func TestSourceTimestamp(t *testing.T) {
-	top := topology.New("t")
-	in := topology.Source(top, "in", "clicks", codec.String(), topology.SourceTimestamp(func(_ []byte, v string) time.Time {
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.SourceTimestamp(func(_ []byte, v string) time.Time {
 		var sec int64
 		fmt.Sscan(v, &sec)
 		return time.Unix(sec, 0)
-	}))
-	topology.ToTable(topology.CountWindows(topology.GroupByKey(in, "g"), "w", topology.Tumbling(time.Minute), state.Memory()), "out", "out", windowCodec{})
+	}), topology.Named("in"))
+	topology.ToTable(topology.CountWindows(topology.GroupByKey(in, "g"), "w", topology.Tumbling(time.Minute), state.Memory()), "out", windowCodec{})
 	r := newRig(t, top)
 	r.ts = time.Unix(1000, 0) // ignored
 	if got := r.must("clicks", 0, "a", "125"); !slices.Equal(got, []string{"out:a=[120,180)=1"}) {
@@ -210,10 +210,10 @@ func (sessionCodec) Decode([]byte) (topology.Windowed[int64], error) {
 }
 
 func sessionCount(w topology.Windows) *topology.Topology {
-	top := topology.New("sessions")
-	in := topology.Source(top, "in", "clicks", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-session", w, state.Memory())
-	topology.ToTable(counts, "out", "sessions", sessionCodec{})
+	topology.ToTable(counts, "sessions", sessionCodec{}, topology.Named("out"))
 	return top
 }
 
@@ -268,11 +268,11 @@ func TestSessionWindowsFinal(t *testing.T) {
 
 // AggregateWindows has no way to merge two sessions' aggregates.
 func TestSessionWindowsNeedAMerge(t *testing.T) {
-	top := topology.New("t")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	agg := topology.AggregateWindows(topology.GroupByKey(in, "g"), "a", topology.Session(time.Second), func() int { return 0 },
 		func(_ context.Context, _ []byte, _ string, n int) (int, error) { return n + 1, nil }, state.Memory(), codec.JSON[int]())
-	topology.ToTable(agg, "out", "out", codec.JSON[topology.Windowed[int]]())
+	topology.ToTable(agg, "out", codec.JSON[topology.Windowed[int]]())
 	if err := top.Validate(); err == nil || !strings.Contains(err.Error(), "cannot merge two sessions' aggregates") {
 		t.Fatalf("Validate() = %v", err)
 	}

@@ -62,10 +62,10 @@ func TestWindowedJSONDecodes(t *testing.T) {
 
 // windowJSON counts clicks in w and writes the results with codec.JSON.
 func windowJSON(w topology.Windows) *topology.Topology {
-	top := topology.New("windows-json")
-	in := topology.Source(top, "in", "clicks", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "counts", w, state.Memory())
-	topology.ToTable(counts, "out", "counts", codec.JSON[topology.Windowed[int64]]())
+	topology.ToTable(counts, "counts", codec.JSON[topology.Windowed[int64]](), topology.Named("out"))
 	return top
 }
 

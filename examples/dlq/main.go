@@ -40,12 +40,12 @@ type Payment struct {
 // pipeline copies payments to payments-valid. A record that does not
 // decode fails at its source node, whose policy dead-letters it.
 func pipeline() *topology.Topology {
-	top := topology.New("payments")
-	payments := topology.Source(top, "payments", "payments", codec.JSON[Payment]())
+	top := topology.New()
+	payments := topology.Source(top, "payments", codec.JSON[Payment]())
 	printed := topology.Peek(payments, "print", func(_ context.Context, _ []byte, p Payment) {
 		fmt.Printf("payment %s: %s %d cents\n", p.ID, p.Account, p.Cents)
 	})
-	topology.To(printed, "valid", "payments-valid", codec.JSON[Payment]())
+	topology.To(printed, "payments-valid", codec.JSON[Payment]())
 	top.OnError("payments", topology.DeadLetter("payments-dlq"))
 	return top
 }
@@ -60,8 +60,8 @@ type letter struct {
 // replay sends each dead letter back to its source topic as it was read
 // there: same key, value, timestamp and headers, less those DeadLetter added.
 func replay() *topology.Topology {
-	top := topology.New("payments-replay")
-	dead := topology.Source(top, "dead-letters", "payments-dlq", codec.Bytes())
+	top := topology.New()
+	dead := topology.Source(top, "payments-dlq", codec.Bytes())
 	letters := topology.Process(dead, "unwrap", func(ctx processor.Context[letter], r processor.Record[[]byte]) error {
 		dl, ok := processor.ParseDeadLetter(r.Headers)
 		if !ok {

@@ -48,16 +48,16 @@ type View struct {
 // pipeline joins clicks with the profiles table, both keyed by user, and
 // so co-partitioned: the same partition count, partitioned by key.
 func pipeline() *topology.Topology {
-	top := topology.New("enrich")
-	clicks := topology.Source(top, "clicks", "clicks", codec.JSON[Click]())
-	profiles := topology.TableFrom(top, "profiles", "profiles", codec.JSON[Profile](), state.Memory())
+	top := topology.New()
+	clicks := topology.Source(top, "clicks", codec.JSON[Click]())
+	profiles := topology.TableFrom(top, "profiles", codec.JSON[Profile](), state.Memory())
 	views := topology.Join(clicks, profiles, "with-profile", func(_ context.Context, _ []byte, c Click, p Profile) (View, error) {
 		return View{Page: c.Page, Name: p.Name, Plan: p.Plan}, nil
 	})
 	views = topology.Peek(views, "print", func(_ context.Context, _ []byte, v View) {
 		fmt.Printf("%s (%s) viewed %s\n", v.Name, v.Plan, v.Page)
 	})
-	topology.To(views, "out", "enriched-clicks", codec.JSON[View]())
+	topology.To(views, "enriched-clicks", codec.JSON[View]())
 	return top
 }
 

@@ -40,8 +40,8 @@ func isPageEvent(_ []byte, e Event) bool { return e.Type == "click" || e.Type ==
 
 // pipeline is the graph: one source, a branch, two sinks.
 func pipeline() *topology.Topology {
-	top := topology.New("fanout")
-	events := topology.Source(top, "events", "events", codec.JSON[Event]())
+	top := topology.New()
+	events := topology.Source(top, "events", codec.JSON[Event]())
 	branches := topology.Branch(events, "split", isPurchase, isPageEvent)
 	purchases, pages := branches[0], branches[1]
 
@@ -50,7 +50,7 @@ func pipeline() *topology.Topology {
 	purchases = topology.Peek(purchases, "print-purchase", func(_ context.Context, _ []byte, e Event) {
 		fmt.Printf("purchase: %s paid %d cents at store %d\n", e.User, e.Cents, e.Store)
 	})
-	topology.To(purchases, "purchases", "purchases", codec.JSON[Event](),
+	topology.To(purchases, "purchases", codec.JSON[Event](),
 		topology.Partitioner(func(r topology.Record[Event], partitions int32) int32 { return r.Value.Store % partitions }))
 
 	// Clicks and views go to a topic per type.

@@ -51,10 +51,10 @@ type Paid struct {
 // in event time: the grace covers that skew (here up to half an hour), or
 // the side behind would be late.
 func pipeline() *topology.Topology {
-	top := topology.New("match")
-	orders := topology.Source(top, "orders", "match-orders", codec.JSON[Order](),
+	top := topology.New()
+	orders := topology.Source(top, "match-orders", codec.JSON[Order](),
 		topology.SourceTimestamp(func(_ []byte, o Order) time.Time { return o.At }))
-	payments := topology.Source(top, "payments", "match-payments", codec.JSON[Payment](),
+	payments := topology.Source(top, "match-payments", codec.JSON[Payment](),
 		topology.SourceTimestamp(func(_ []byte, p Payment) time.Time { return p.At }))
 	paid := topology.JoinStreams(orders, payments, "match", topology.Within(10*time.Minute).Grace(30*time.Minute),
 		func(_ context.Context, _ []byte, o Order, p Payment) (Paid, error) { return Paid{o, p}, nil },
@@ -62,7 +62,7 @@ func pipeline() *topology.Topology {
 	paid = topology.Peek(paid, "print", func(_ context.Context, id []byte, p Paid) {
 		fmt.Printf("paid %s: %d cents, %s after the order\n", id, p.Payment.Cents, p.Payment.At.Sub(p.Order.At))
 	})
-	topology.To(paid, "out", "paid-orders", codec.JSON[Paid]())
+	topology.To(paid, "paid-orders", codec.JSON[Paid]())
 	return top
 }
 

@@ -91,14 +91,14 @@ func run(ctx context.Context, seed int) error {
 	}
 
 	// quickstart:begin
-	top := topology.New("orders")
-	orders := topology.Source(top, "orders", "orders", codec.JSON[Order]())
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.JSON[Order]())
 	big := topology.Filter(orders, "big", func(_ []byte, o Order) bool { return o.Total > 100 })
 	invoices := topology.MapValues(big, "price", price) // func(context.Context, Order) (Invoice, error)
 	printed := topology.Peek(invoices, "print", func(_ context.Context, _ []byte, inv Invoice) {
 		fmt.Printf("invoice %s: %s pays %.2f\n", inv.OrderID, inv.Customer, inv.Gross)
 	})
-	topology.To(printed, "invoices", "invoices", codec.JSON[Invoice]())
+	topology.To(printed, "invoices", codec.JSON[Invoice]())
 	top.OnError("price", topology.Retry(3, 50*time.Millisecond, topology.DeadLetter("orders-dlq")))
 
 	logger, err := eos.NewLogger(cfg) // JSON lines on stderr at log_level (EOS_LOG_LEVEL): the default

@@ -41,8 +41,8 @@ const grace = 10 * time.Second
 // pipeline counts the orders of each shop (the key) per minute of their
 // own time, and writes each minute's final count to orders-per-minute.
 func pipeline() *topology.Topology {
-	top := topology.New("perminute")
-	orders := topology.Source(top, "orders", "shop-orders", codec.JSON[Order](),
+	top := topology.New()
+	orders := topology.Source(top, "shop-orders", codec.JSON[Order](),
 		topology.SourceTimestamp(func(_ []byte, o Order) time.Time { return o.At }))
 	counts := topology.CountWindows(topology.GroupByKey(orders, "by-shop"), "per-minute",
 		topology.Tumbling(time.Minute).Grace(grace).FinalOnly(), state.Memory())
@@ -51,7 +51,7 @@ func pipeline() *topology.Topology {
 	})
 	// Keyed by shop; the window is in the value (see topology.Windowed):
 	// {"window":{"start":"2026-01-02T15:04:00.000Z","end":"2026-01-02T15:05:00.000Z"},"value":5}
-	topology.To(printed, "out", "orders-per-minute", codec.JSON[topology.Windowed[int64]]())
+	topology.To(printed, "orders-per-minute", codec.JSON[topology.Windowed[int64]]())
 	return top
 }
 

@@ -76,10 +76,10 @@ func Crunch(v []byte, rounds int) ([]byte, error) {
 // CPUTopology is the framework side of the cpu benchmark: input →
 // MapValues(Crunch in rounds rounds) → output, bytes in and out.
 func CPUTopology(name, input, output string, rounds int) *topology.Topology {
-	top := topology.New(name)
-	in := topology.Source(top, "in", input, codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	c := topology.MapValues(in, "crunch", func(_ context.Context, v []byte) ([]byte, error) { return Crunch(v, rounds) })
-	topology.To(c, "out", output, codec.Bytes())
+	topology.To(c, output, codec.Bytes(), topology.Named("out"))
 	return top
 }
 

@@ -36,11 +36,11 @@ const dedupRetention = time.Hour
 // input record, so that every record checks and marks a new id: against
 // Topology, the difference is what the operator and its store cost.
 func DedupTopology(name, input, output string, store topology.DedupStore, opts ...topology.DedupOption) *topology.Topology {
-	top := topology.New(name)
-	in := topology.Source(top, "in", input, codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	once := topology.Dedup(in, "dedup", dedupID, store, func(context.Context, topology.Record[[]byte]) error { return nil }, opts...)
 	up := topology.MapValues(once, "upper", func(_ context.Context, v []byte) ([]byte, error) { return Upper(v), nil })
-	topology.To(up, "out", output, codec.Bytes())
+	topology.To(up, output, codec.Bytes(), topology.Named("out"))
 	return top
 }
 

@@ -35,10 +35,10 @@ func Upper(v []byte) []byte {
 // Topology is the framework side of the benchmark: input → MapValues(Upper)
 // → output, bytes in and out.
 func Topology(name, input, output string) *topology.Topology {
-	top := topology.New(name)
-	in := topology.Source(top, "in", input, codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	up := topology.MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) { return Upper(v), nil })
-	topology.To(up, "out", output, codec.Bytes())
+	topology.To(up, output, codec.Bytes(), topology.Named("out"))
 	return top
 }
 
@@ -202,10 +202,10 @@ func decodeCount(b []byte) (int64, error) {
 // GroupByKey → Count in the store CountStore of engine e → ToTable(output),
 // every input record emitting its key with the key's new count (Int64BE).
 func CountTopology(name, input, output string, e state.Engine) *topology.Topology {
-	top := topology.New(name)
-	in := topology.Source(top, "in", input, codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), CountStore, e)
-	topology.ToTable(counts, "out", output, Int64BE())
+	topology.ToTable(counts, output, Int64BE(), topology.Named("out"))
 	return top
 }
 
@@ -245,10 +245,10 @@ func decodeWindowedCount(b []byte) (start, count int64, err error) {
 // update, or with w.FinalOnly() once per window when it closes. Event
 // time is the input record's timestamp.
 func WindowedTopology(name, input, output string, e state.Engine, w topology.Windows, size time.Duration) *topology.Topology {
-	top := topology.New(name)
-	in := topology.Source(top, "in", input, codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-key"), CountStore, w, e)
-	topology.ToTable(counts, "out", output, WindowedCount(size))
+	topology.ToTable(counts, output, WindowedCount(size), topology.Named("out"))
 	return top
 }
 

@@ -73,8 +73,8 @@ const effectTimeout = 5 * time.Second
 // keeping the key. before runs ahead of each record; nil skips it. opts
 // are the Dedup node's other options.
 func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx context.Context, id string) error, mode DedupMode, before func(), opts ...topology.DedupOption) *topology.Topology {
-	top := topology.New("verify-dedup")
-	src := topology.Source(top, "input", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
 		if before != nil {
 			before()
@@ -102,7 +102,7 @@ func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx co
 	up := topology.MapValues(effected, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "output", out, codec.Bytes())
+	topology.To(up, out, codec.Bytes(), topology.Named("output"))
 	return top
 }
 

@@ -38,18 +38,18 @@ const (
 // and writes "<order>+<payment>" under the key to out. before runs ahead
 // of each record of either topic; nil skips it.
 func JoinPipeline(orders, payments, out string, e state.Engine, before func()) *topology.Topology {
-	top := topology.New("verify-join")
+	top := topology.New()
 	pace := func(context.Context, []byte, string) {
 		if before != nil {
 			before()
 		}
 	}
-	ords := topology.Peek(topology.Source(top, "orders", orders, codec.String()), "pace-orders", pace)
-	pays := topology.Peek(topology.Source(top, "payments", payments, codec.String()), "pace-payments", pace)
+	ords := topology.Peek(topology.Source(top, orders, codec.String(), topology.Named("orders")), "pace-orders", pace)
+	pays := topology.Peek(topology.Source(top, payments, codec.String(), topology.Named("payments")), "pace-payments", pace)
 	matched := topology.JoinStreams(ords, pays, JoinNode, topology.Within(JoinWithin).Grace(JoinGrace),
 		func(_ context.Context, _ []byte, o, p string) (string, error) { return o + "+" + p, nil },
 		e, codec.String(), codec.String())
-	topology.To(matched, "output", out, codec.String())
+	topology.To(matched, out, codec.String(), topology.Named("output"))
 	return top
 }
 

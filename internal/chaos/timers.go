@@ -43,16 +43,16 @@ const (
 // before runs ahead of each record and onFire ahead of each firing; nil
 // skips them.
 func TimerPipeline(in, out, fired string, e state.Engine, before, onFire func()) *topology.Topology {
-	top := topology.New("verify-timers")
+	top := topology.New()
 	top.AddStore(FiresStore, e)
-	src := topology.Source(top, "input", in, codec.Bytes())
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	ticks := topology.ProcessWith(src, TimerNode, func() processor.Processor[[]byte, []byte] {
 		return &ticker{before: before, onFire: onFire}
 	}, topology.UseStores(FiresStore), topology.Timers())
-	topology.To(ticks, "output", out, codec.Bytes())
+	topology.To(ticks, out, codec.Bytes(), topology.Named("output"))
 	// A firing's record carries its task's partition: fired keeps it, so
 	// that each task's counts are read in their order.
-	topology.To(ticks, "fired", fired, codec.Bytes(), topology.Partitioner(func(r topology.Record[[]byte], _ int32) int32 { return r.Partition }))
+	topology.To(ticks, fired, codec.Bytes(), topology.Partitioner(func(r topology.Record[[]byte], _ int32) int32 { return r.Partition }), topology.Named("fired"))
 	return top
 }
 

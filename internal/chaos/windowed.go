@@ -41,8 +41,8 @@ const (
 // topology.Windowed[int64] under the key. Late records are dropped.
 // before runs ahead of each record; nil skips it.
 func WindowedPipeline(in, out string, e state.Engine, before func()) *topology.Topology {
-	top := topology.New("verify-windowed")
-	src := topology.Source(top, "input", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
 		if before != nil {
 			before()
@@ -50,7 +50,7 @@ func WindowedPipeline(in, out string, e state.Engine, before func()) *topology.T
 	})
 	counts := topology.CountWindows(topology.GroupByKey(paced, "by-key"), WindowStore,
 		topology.Tumbling(WindowSize).Grace(WindowGrace).FinalOnly(), e)
-	topology.ToTable(counts, "output", out, codec.JSON[topology.Windowed[int64]]())
+	topology.ToTable(counts, out, codec.JSON[topology.Windowed[int64]](), topology.Named("output"))
 	return top
 }
 

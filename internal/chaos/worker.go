@@ -419,15 +419,15 @@ func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 // record's key with the key's new count (decimal text, the JSON of an
 // int64) to out. before runs ahead of each record; nil skips it.
 func CountPipeline(in, out string, e state.Engine, before func()) *topology.Topology {
-	top := topology.New("verify-count")
-	src := topology.Source(top, "input", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
 		if before != nil {
 			before()
 		}
 	})
 	counts := topology.Count(topology.GroupByKey(paced, "by-key"), CountStore, e)
-	topology.ToTable(counts, "output", out, codec.JSON[int64]())
+	topology.ToTable(counts, out, codec.JSON[int64](), topology.Named("output"))
 	return top
 }
 
@@ -439,8 +439,8 @@ func CountPipeline(in, out string, e state.Engine, before func()) *topology.Topo
 // input's own keys play no part, so a key's records come from every input
 // partition. before runs ahead of each input record; nil skips it.
 func GroupedCountPipeline(in, out string, e state.Engine, before func()) *topology.Topology {
-	top := topology.New("verify-count-by-value")
-	src := topology.Source(top, "input", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
 		if before != nil {
 			before()
@@ -449,7 +449,7 @@ func GroupedCountPipeline(in, out string, e state.Engine, before func()) *topolo
 	byValue := topology.GroupBy(paced, GroupByNode, func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
 		topology.Repartition(codec.Bytes()))
 	counts := topology.Count(byValue, CountStore, e)
-	topology.ToTable(counts, "output", out, codec.JSON[int64]())
+	topology.ToTable(counts, out, codec.JSON[int64](), topology.Named("output"))
 	return top
 }
 
@@ -457,15 +457,15 @@ func GroupedCountPipeline(in, out string, e state.Engine, before func()) *topolo
 // value from in to out, keeping the key. before runs ahead of each record
 // (the workers pace themselves there); nil skips it.
 func Pipeline(in, out string, before func()) *topology.Topology {
-	top := topology.New("verify")
-	src := topology.Source(top, "input", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if before != nil {
 			before()
 		}
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "output", out, codec.Bytes())
+	topology.To(up, out, codec.Bytes(), topology.Named("output"))
 	return top
 }
 

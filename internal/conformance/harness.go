@@ -26,15 +26,15 @@ import (
 // Upper builds in → upper-case → out, failing (under the node's policy)
 // on records for which fail returns true.
 func Upper(in, out string, fail func(id int) bool) *topology.Topology {
-	top := topology.New("upper")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if id, _ := verdict.ID(v); fail != nil && fail(id) {
 			return nil, errors.New("injected failure")
 		}
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "out", out, codec.Bytes())
+	topology.To(up, out, codec.Bytes(), topology.Named("out"))
 	return top
 }
 

@@ -22,13 +22,13 @@ import (
 // <profile>" to out for each click whose user has a profile. The table
 // lives in a store "profiles" of engine e.
 func JoinTopology(clicks, profiles, out string, e state.Engine) *topology.Topology {
-	top := topology.New("join")
-	cs := topology.Source(top, "clicks", clicks, codec.String())
-	table := topology.TableFrom(top, "profiles", profiles, codec.String(), e)
+	top := topology.New()
+	cs := topology.Source(top, clicks, codec.String(), topology.Named("clicks"))
+	table := topology.TableFrom(top, profiles, codec.String(), e, topology.Named("profiles"))
 	joined := topology.Join(cs, table, "enrich", func(_ context.Context, _ []byte, click, profile string) (string, error) {
 		return click + " by " + profile, nil
 	})
-	topology.To(joined, "out", out, codec.String())
+	topology.To(joined, out, codec.String(), topology.Named("out"))
 	return top
 }
 

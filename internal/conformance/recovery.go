@@ -20,8 +20,8 @@ import (
 // SlowUpper is Upper with a pause per record, and a longer one for the
 // record with id slowID.
 func SlowUpper(in, out string, per time.Duration, slowID int, slowFor time.Duration) *topology.Topology {
-	top := topology.New("slow-upper")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		d := per
 		if id, _ := verdict.ID(v); id == slowID {
@@ -30,7 +30,7 @@ func SlowUpper(in, out string, per time.Duration, slowID int, slowFor time.Durat
 		time.Sleep(d)
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "out", out, codec.Bytes())
+	topology.To(up, out, codec.Bytes(), topology.Named("out"))
 	return top
 }
 
@@ -53,15 +53,15 @@ func SlowTransformCommitsInSmallBatches(t *testing.T, env *kafkatest.Env) {
 
 // bloat is Upper, except that record id big becomes 64 KiB larger.
 func bloat(in, out string, big int, policy topology.ErrorPolicy) *topology.Topology {
-	top := topology.New("bloat")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	up := topology.MapValues(src, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		if id, _ := verdict.ID(v); id == big {
 			return append(bytes.ToUpper(v), make([]byte, 64<<10)...), nil
 		}
 		return bytes.ToUpper(v), nil
 	})
-	topology.To(up, "out", out, codec.Bytes())
+	topology.To(up, out, codec.Bytes(), topology.Named("out"))
 	top.OnError("out", policy)
 	return top
 }

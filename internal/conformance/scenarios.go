@@ -375,12 +375,12 @@ func TopologyCodecsEndToEnd(t *testing.T, env *kafkatest.Env) {
 			t.Fatal(err)
 		}
 	}
-	top := topology.New("orders")
-	src := topology.Source(top, "orders", tp[0], codec.JSON[order]())
+	top := topology.New()
+	src := topology.Source(top, tp[0], codec.JSON[order](), topology.Named("orders"))
 	parts := topology.Branch(src, "size",
 		func(_ []byte, o order) bool { return o.Total >= 100 },
 		func([]byte, order) bool { return true })
-	topology.To(parts[0], "to-big", tp[1], codec.JSON[order]())
+	topology.To(parts[0], tp[1], codec.JSON[order](), topology.Named("to-big"))
 	topology.ToTopicFunc(parts[1], "to-small", func(context.Context, topology.Record[order]) (string, error) { return tp[2], nil }, codec.JSON[order]())
 	x := Start(t, env.Config(env.Name("orders"), "a", config.ExactlyOnce), top)
 	Until(t, 60*time.Second, "10 records", func() bool { return x.R.Stats().RecordsIn >= 10 })

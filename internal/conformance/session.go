@@ -36,11 +36,11 @@ const (
 // not only how many, so a record folded twice, into the wrong session or
 // into none shows. Late records are dropped.
 func SessionTopology(in, out string, e state.Engine) *topology.Topology {
-	top := topology.New("sessions")
-	src := topology.Source(top, "in", in, codec.JSON[[]int]())
+	top := topology.New()
+	src := topology.Source(top, in, codec.JSON[[]int](), topology.Named("in"))
 	ids := topology.ReduceWindows(topology.GroupByKey(src, "by-key"), "per-session",
 		topology.Session(sessionGap).Grace(sessionGrace).FinalOnly(), mergeIDs, e, codec.JSON[[]int]())
-	topology.ToTable(ids, "out", out, codec.JSON[topology.Windowed[[]int]]())
+	topology.ToTable(ids, out, codec.JSON[topology.Windowed[[]int]](), topology.Named("out"))
 	return top
 }
 

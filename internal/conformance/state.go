@@ -25,10 +25,10 @@ const SeedKeys = 97
 // CountTopology counts the records of each key of in (a store called
 // "counts" in engine e), writing each new count to out as JSON.
 func CountTopology(in, out string, e state.Engine) *topology.Topology {
-	top := topology.New("count")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(src, "by-key"), "counts", e)
-	topology.ToTable(counts, "out", out, codec.JSON[int64]())
+	topology.ToTable(counts, out, codec.JSON[int64](), topology.Named("out"))
 	return top
 }
 
@@ -113,11 +113,11 @@ func StatefulCountAcrossRestart(t *testing.T, env *kafkatest.Env, engine state.E
 // partitions as its tasks. Each new count goes to out as JSON, keyed by
 // the value.
 func GroupedCountTopology(in, out string, e state.Engine) *topology.Topology {
-	top := topology.New("count-by-value")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	g := topology.GroupBy(src, "by-value", func(_ context.Context, _, v []byte) ([]byte, error) { return v, nil },
 		topology.Repartition(codec.Bytes()))
-	topology.ToTable(topology.Count(g, "counts", e), "out", out, codec.JSON[int64]())
+	topology.ToTable(topology.Count(g, "counts", e), out, codec.JSON[int64](), topology.Named("out"))
 	return top
 }
 

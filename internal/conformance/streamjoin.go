@@ -23,12 +23,12 @@ const matchWithin = 5 * time.Second
 // out. The grace is long enough that no record of the scenario expires
 // or is late, whatever order the two topics are read in.
 func StreamJoinTopology(orders, payments, out string, e state.Engine) *topology.Topology {
-	top := topology.New("match")
-	ords := topology.Source(top, "orders", orders, codec.String())
-	ps := topology.Source(top, "payments", payments, codec.String())
+	top := topology.New()
+	ords := topology.Source(top, orders, codec.String(), topology.Named("orders"))
+	ps := topology.Source(top, payments, codec.String(), topology.Named("payments"))
 	matched := topology.JoinStreams(ords, ps, "match", topology.Within(matchWithin).Grace(time.Hour),
 		func(_ context.Context, _ []byte, o, p string) (string, error) { return o + "+" + p, nil }, e, codec.String(), codec.String())
-	topology.To(matched, "out", out, codec.String())
+	topology.To(matched, out, codec.String(), topology.Named("out"))
 	return top
 }
 

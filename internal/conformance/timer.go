@@ -67,12 +67,12 @@ func (perKeyCounts) Close() error { return nil }
 // to out: the stream-time timer whose outputs StreamTimeTimerExactlyOnce
 // compares with expectedFirings.
 func perKeyCountsTopology(in, out string, interval time.Duration) *topology.Topology {
-	top := topology.New("timed-counts")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	src := topology.Source(top, "in", in, codec.String())
+	src := topology.Source(top, in, codec.String(), topology.Named("in"))
 	counts := topology.ProcessWith(src, "per-key", func() processor.Processor[string, string] { return perKeyCounts{interval} },
 		topology.UseStores("counts"), topology.Timers())
-	topology.To(counts, "out", out, codec.String())
+	topology.To(counts, out, codec.String(), topology.Named("out"))
 	return top
 }
 
@@ -299,12 +299,12 @@ func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 // node remembers the task's partition from its records (and emits
 // nothing), which the timer reads from the store.
 func tickTopology(in, out, instance string, interval time.Duration) *topology.Topology {
-	top := topology.New("ticks")
+	top := topology.New()
 	top.AddStore("partition", state.Memory())
-	src := topology.Source(top, "in", in, codec.String())
+	src := topology.Source(top, in, codec.String(), topology.Named("in"))
 	ticked := topology.ProcessWith(src, "tick", func() processor.Processor[string, string] { return &ticker{instance, interval} },
 		topology.UseStores("partition"), topology.Timers())
-	topology.To(ticked, "out", out, codec.String())
+	topology.To(ticked, out, codec.String(), topology.Named("out"))
 	return top
 }
 

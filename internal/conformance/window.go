@@ -29,11 +29,11 @@ const (
 // engine e, and writes each window's final count once to out as JSON of
 // topology.Windowed[int64]. Late records are dropped.
 func WindowedCountTopology(in, out string, e state.Engine) *topology.Topology {
-	top := topology.New("windowed-count")
-	src := topology.Source(top, "in", in, codec.Bytes())
+	top := topology.New()
+	src := topology.Source(top, in, codec.Bytes(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(src, "by-key"), "per-window",
 		topology.Tumbling(windowSize).Grace(windowGrace).FinalOnly(), e)
-	topology.ToTable(counts, "out", out, codec.JSON[topology.Windowed[int64]]())
+	topology.ToTable(counts, out, codec.JSON[topology.Windowed[int64]](), topology.Named("out"))
 	return top
 }
 

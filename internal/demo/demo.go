@@ -305,15 +305,15 @@ func (orderCodec) Encode(o order) ([]byte, error) { return o.Value, nil }
 // pipeline: decode (poison → dead letter) → upper-case (injected errors →
 // abort and stop) → output.
 func pipeline(in, out, dlq string, fail func(id int) bool) *topology.Topology {
-	top := topology.New("demo")
-	src := topology.Source(top, "orders", in, codec.Codec[order](orderCodec{}))
+	top := topology.New()
+	src := topology.Source(top, in, codec.Codec[order](orderCodec{}), topology.Named("orders"))
 	up := topology.MapValues(src, "enrich", func(_ context.Context, o order) (order, error) {
 		if fail(o.ID) {
 			return o, fmt.Errorf("record %d: %w", o.ID, errInjected)
 		}
 		return order{ID: o.ID, Value: bytes.ToUpper(o.Value)}, nil
 	})
-	topology.To(up, "out", out, codec.Codec[order](orderCodec{}))
+	topology.To(up, out, codec.Codec[order](orderCodec{}))
 	top.OnError("orders", topology.DeadLetter(dlq))
 	return top
 }

@@ -45,15 +45,15 @@ func FuzzDeadLetter(f *testing.F) {
 		cfg := config.Default()
 		cfg.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: fuzzSecret}
 		nodeErr := fmt.Errorf("%s (config %v)", msg, cfg)
-		top := topology.New("p")
-		in := topology.Source(top, "in", "in", codec.Bytes())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.Bytes())
 		failing := topology.MapValues(in, "check", func(context.Context, []byte) ([]byte, error) {
 			if panics {
 				panic(nodeErr)
 			}
 			return nil, nodeErr
 		})
-		topology.To(failing, "out", "out", codec.Bytes())
+		topology.To(failing, "out", codec.Bytes())
 		top.OnError("check", topology.DeadLetter("dlq"))
 		e, err := engine.New(top)
 		if err != nil {

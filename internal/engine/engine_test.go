@@ -19,9 +19,9 @@ var errBoom = errors.New("boom")
 // build makes a topology whose "check" node fails on value "bad" and panics
 // on "panic", after a sibling branch has already emitted an output.
 func build(policy topology.ErrorPolicy, calls *int) *topology.Topology {
-	top := topology.New("p")
-	in := topology.Source(top, "in", "in", codec.String())
-	topology.To(in, "copy", "copies", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
+	topology.To(in, "copies", codec.String(), topology.Named("copy"))
 	checked := topology.MapValues(in, "check", func(_ context.Context, v string) (string, error) {
 		*calls++
 		switch v {
@@ -32,7 +32,7 @@ func build(policy topology.ErrorPolicy, calls *int) *topology.Topology {
 		}
 		return strings.ToUpper(v), nil
 	})
-	topology.To(checked, "out", "out", codec.String())
+	topology.To(checked, "out", codec.String())
 	top.OnError("check", policy)
 	return top
 }
@@ -135,7 +135,7 @@ func TestStatsAndInvalidTopology(t *testing.T) {
 	if _, err := p.Process(context.Background(), &kgo.Record{Topic: "other"}, func(*kgo.Record) {}); !errors.Is(err, engine.ErrNoSource) {
 		t.Fatalf("unknown topic: %v", err)
 	}
-	if _, err := engine.New(topology.New("empty")); !errors.Is(err, topology.ErrInvalid) {
+	if _, err := engine.New(topology.New()); !errors.Is(err, topology.ErrInvalid) {
 		t.Fatalf("invalid topology accepted: %v", err)
 	}
 }
@@ -200,8 +200,8 @@ func TestRetryStopsWhenContextEnds(t *testing.T) {
 }
 
 func BenchmarkProcess(b *testing.B) {
-	top := topology.New("bench")
-	in := topology.Source(top, "in", "in", codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.Bytes())
 	up := topology.MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) {
 		out := make([]byte, len(v))
 		for i, c := range v {
@@ -212,7 +212,7 @@ func BenchmarkProcess(b *testing.B) {
 		}
 		return out, nil
 	})
-	topology.To(up, "out", "out", codec.Bytes())
+	topology.To(up, "out", codec.Bytes())
 	p, err := engine.New(top)
 	if err != nil {
 		b.Fatal(err)

@@ -21,8 +21,8 @@ import (
 // count (policy p) fails updates for which fail says so, and a sibling
 // branch of the source fails records whose value is "bad" (same policy).
 func latestTop(p topology.ErrorPolicy, fail func(ctx context.Context, r processor.Record[int64]) error) *topology.Topology {
-	top := topology.New("latest")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), "counts", state.Memory(), topology.LatestPerCommit())
 	checked := topology.Process(topology.ToStream(counts, "updates"), "check", func(ctx processor.Context[int64], r processor.Record[int64]) error {
 		if err := fail(ctx, r); err != nil {
@@ -31,7 +31,7 @@ func latestTop(p topology.ErrorPolicy, fail func(ctx context.Context, r processo
 		ctx.Emit(r)
 		return nil
 	})
-	topology.To(checked, "out", "out", codec.JSON[int64]())
+	topology.To(checked, "out", codec.JSON[int64]())
 	sibling := topology.Filter(in, "sibling", func(_ []byte, v string) bool { return true })
 	bad := topology.MapValues(sibling, "bad", func(_ context.Context, v string) (string, error) {
 		if v == "bad" {
@@ -39,7 +39,7 @@ func latestTop(p topology.ErrorPolicy, fail func(ctx context.Context, r processo
 		}
 		return v, nil
 	})
-	topology.To(bad, "side", "side", codec.String())
+	topology.To(bad, "side", codec.String())
 	top.OnError("check", p).OnError("bad", p)
 	return top
 }

@@ -141,9 +141,9 @@ func checkReason(t *testing.T, msg string, is error) {
 }
 
 func BenchmarkProcessWithLimits(b *testing.B) {
-	top := topology.New("bench")
-	in := topology.Source(top, "in", "in", codec.Bytes())
-	topology.To(in, "out", "out", codec.Bytes())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.Bytes())
+	topology.To(in, "out", codec.Bytes())
 	p, err := engine.New(top, engine.OutputLimits(func(string) (int, bool, error) { return 1 << 20, true, nil }))
 	if err != nil {
 		b.Fatal(err)

@@ -19,8 +19,8 @@ import (
 // an error that names the children and goes to the node's policy; and a
 // failing record's emits are dropped.
 func TestProcessContext(t *testing.T) {
-	top := topology.New("p")
-	src := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.String())
 	routed := topology.Process(src, "route", func(ctx processor.Context[string], r processor.Record[string]) error {
 		if ctx.Node() != "route" || ctx.Err() != nil {
 			return fmt.Errorf("bad context: node %q err %v", ctx.Node(), ctx.Err())
@@ -34,8 +34,8 @@ func TestProcessContext(t *testing.T) {
 		}
 		return nil
 	})
-	topology.To(routed, "main", "main", codec.String())
-	topology.To(routed, "audit", "audit", codec.String())
+	topology.To(routed, "main", codec.String())
+	topology.To(routed, "audit", codec.String())
 	top.OnError("route", topology.DeadLetter("dlq"))
 	e, err := engine.New(top)
 	if err != nil {
@@ -65,9 +65,9 @@ func TestProcessContext(t *testing.T) {
 // A partitioner that picks a partition the topic lacks fails the sink
 // under its policy, naming the partition and the range.
 func TestPartitionerOutOfRange(t *testing.T) {
-	top := topology.New("p")
-	src := topology.Source(top, "in", "in", codec.String())
-	topology.To(src, "out", "out", codec.String(), topology.Partitioner(func(topology.Record[string], int32) int32 { return 9 }))
+	top := topology.New()
+	src := topology.Source(top, "in", codec.String())
+	topology.To(src, "out", codec.String(), topology.Partitioner(func(topology.Record[string], int32) int32 { return 9 }))
 	top.OnError("out", topology.DeadLetter("dlq"))
 	e, err := engine.New(top, engine.Partitions(func(string) (int32, error) { return 3, nil }))
 	if err != nil {
@@ -81,9 +81,9 @@ func TestPartitionerOutOfRange(t *testing.T) {
 	if msg := header(out[0], processor.HeaderError); !strings.Contains(msg, "chose 9") || !strings.Contains(msg, "0 to 2") {
 		t.Fatalf("error header %q should name the partition and the range", msg)
 	}
-	top2 := topology.New("p")
-	src = topology.Source(top2, "in", "in", codec.String())
-	topology.To(src, "out", "out", codec.String(), topology.Partitioner(func(topology.Record[string], int32) int32 { return -1 }))
+	top2 := topology.New()
+	src = topology.Source(top2, "in", codec.String())
+	topology.To(src, "out", codec.String(), topology.Partitioner(func(topology.Record[string], int32) int32 { return -1 }))
 	e, _ = engine.New(top2, engine.Partitions(func(string) (int32, error) { return 3, nil }))
 	if _, err := e.Process(context.Background(), &kgo.Record{Topic: "in", Value: []byte("v")}, func(*kgo.Record) {}); !errors.Is(err, processor.ErrPartitionOutOfRange) {
 		t.Fatalf("negative partition under Fail: %v", err)
@@ -94,8 +94,8 @@ func TestPartitionerOutOfRange(t *testing.T) {
 // timestamp when the emit has none), as every other operator's output
 // does, so a downstream sink sees where the record came from.
 func TestProcessEmitsKeepSourceCoordinates(t *testing.T) {
-	top := topology.New("p")
-	src := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.String())
 	made := topology.Process(src, "make", func(ctx processor.Context[string], r processor.Record[string]) error {
 		ctx.Emit(processor.Record[string]{Value: r.Value}) // built from scratch
 		return nil
@@ -121,11 +121,11 @@ func TestProcessEmitsKeepSourceCoordinates(t *testing.T) {
 // and the error names the failing node.
 func TestInitFailureClosesStartedProcessors(t *testing.T) {
 	first := &lifecycle{}
-	top := topology.New("p")
-	src := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	src := topology.Source(top, "in", codec.String())
 	a := topology.ProcessWith(src, "first", func() processor.Processor[string, string] { return first })
 	b := topology.ProcessWith(a, "second", func() processor.Processor[string, string] { return &lifecycle{initErr: errors.New("no database")} })
-	topology.To(b, "out", "out", codec.String())
+	topology.To(b, "out", codec.String())
 	e, err := engine.New(top)
 	if err != nil {
 		t.Fatal(err)

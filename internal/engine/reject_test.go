@@ -19,10 +19,10 @@ import (
 // sinks builds in → "out" (topic out) and in → "table" (topic table), both
 // sinks under policy.
 func sinks(policy topology.ErrorPolicy, opts ...topology.Option) *topology.Topology {
-	top := topology.New("limits", opts...)
-	in := topology.Source(top, "in", "in", codec.Bytes())
-	topology.To(in, "out", "out", codec.Bytes())
-	topology.To(in, "table", "table", codec.Bytes())
+	top := topology.New(opts...)
+	in := topology.Source(top, "in", codec.Bytes())
+	topology.To(in, "out", codec.Bytes())
+	topology.To(in, "table", codec.Bytes())
 	top.OnError("out", policy)
 	top.OnError("table", policy)
 	return top
@@ -110,16 +110,16 @@ func TestReject(t *testing.T) {
 
 func TestOutputNode(t *testing.T) {
 	// Two sinks write the same topic, so only OutputNode tells them apart.
-	top := topology.New("which")
-	in := topology.Source(top, "in", "in", codec.String())
-	topology.To(in, "first", "shared", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
+	topology.To(in, "shared", codec.String(), topology.Named("first"))
 	split := topology.FlatMap(in, "split", func(_ context.Context, k []byte, v string) ([]topology.KV[string], error) {
 		if v == "bad" {
 			return nil, errBoom
 		}
 		return []topology.KV[string]{{Key: k, Value: v + "1"}, {Key: k, Value: v + "2"}}, nil
 	})
-	topology.To(split, "second", "shared", codec.String())
+	topology.To(split, "shared", codec.String(), topology.Named("second"))
 	top.OnError("split", topology.DeadLetter("dlq"))
 	p, err := engine.New(top)
 	if err != nil {

@@ -50,10 +50,10 @@ func TestRetryStartsFromTheFirstAttemptsState(t *testing.T) {
 	}{{"first node fails once", 1, 0}, {"second node fails once", 0, 1}, {"both fail twice", 2, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
 			countFails, noteFails := tc.countFails, tc.noteFails
-			top := topology.New("retry")
+			top := topology.New()
 			top.AddStore("counts", state.Memory())
 			top.AddStore("notes", state.Memory())
-			in := topology.Source(top, "in", "in", codec.String())
+			in := topology.Source(top, "in", codec.String())
 			counted := topology.Process(in, "count", func(ctx processor.Context[string], r processor.Record[string]) error {
 				n, err := bump(ctx, "counts", r.Key)
 				if err != nil {
@@ -70,7 +70,7 @@ func TestRetryStartsFromTheFirstAttemptsState(t *testing.T) {
 				ctx.Emit(processor.Record[string]{Key: r.Key, Value: r.Value + "," + strconv.Itoa(n)})
 				return failing(&noteFails)
 			}, topology.UseStores("notes"))
-			topology.To(noted, "out", "out", codec.String())
+			topology.To(noted, "out", codec.String())
 			top.OnError("count", topology.Retry(3, time.Millisecond, topology.Fail()))
 			top.OnError("note", topology.Retry(3, time.Millisecond, topology.Fail()))
 			m := newMemStores(t)
@@ -127,12 +127,12 @@ func (p *retriedTicks) Close() error { return nil }
 // its first attempt found, as a Process function does.
 func TestRetriedTimerStartsFromTheFirstAttemptsState(t *testing.T) {
 	p := &retriedTicks{fails: 2}
-	top := topology.New("ticks")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	in := topology.Source(top, "in", "in", codec.String())
+	in := topology.Source(top, "in", codec.String())
 	ticked := topology.ProcessWith(in, "tick", func() processor.Processor[string, string] { return p },
 		topology.UseStores("counts"), topology.Timers())
-	topology.To(ticked, "out", "out", codec.String())
+	topology.To(ticked, "out", codec.String())
 	top.OnError("tick", topology.Retry(3, time.Millisecond, topology.Fail()))
 	m := newMemStores(t)
 	e, err := engine.New(top, engine.Stores(m.get), engine.Sleep(func(context.Context, time.Duration) error { return nil }))

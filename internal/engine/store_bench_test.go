@@ -21,8 +21,8 @@ func BenchmarkStoreAccess(b *testing.B) {
 			name = "kv"
 		}
 		b.Run(name, func(b *testing.B) {
-			top := topology.New("bench")
-			in := topology.Source(top, "in", "in", codec.Bytes())
+			top := topology.New()
+			in := topology.Source(top, "in", codec.Bytes())
 			top.AddStore("s", state.Memory())
 			out := topology.Process(in, "p", func(ctx processor.Context[[]byte], r processor.Record[[]byte]) error {
 				if typed {
@@ -40,7 +40,7 @@ func BenchmarkStoreAccess(b *testing.B) {
 				_, _, err = s.Get([]byte("k"))
 				return err
 			}, topology.UseStores("s"))
-			topology.To(out, "out", "out", codec.Bytes())
+			topology.To(out, "out", codec.Bytes())
 			st, err := state.Open(state.Memory(), b.TempDir(), "s", state.Task{Topic: "in"})
 			if err != nil {
 				b.Fatal(err)

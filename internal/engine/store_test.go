@@ -57,9 +57,9 @@ func (m *memStores) reassign() {
 // StoreSpecs lists the declared stores, each with the one topic whose
 // partitions are its tasks.
 func TestStoresOfTheRecordsTask(t *testing.T) {
-	top := topology.New("two")
-	a := topology.Source(top, "a", "ta", codec.String())
-	b := topology.Source(top, "b", "tb", codec.String())
+	top := topology.New()
+	a := topology.Source(top, "ta", codec.String(), topology.Named("a"))
+	b := topology.Source(top, "tb", codec.String(), topology.Named("b"))
 	top.AddStore("notes", state.Pebble())
 	noted := topology.Process(b, "note", func(ctx processor.Context[string], r processor.Record[string]) error {
 		s, err := ctx.Store("notes")
@@ -69,9 +69,9 @@ func TestStoresOfTheRecordsTask(t *testing.T) {
 		ctx.Emit(r)
 		return s.Put(r.Key, []byte(r.Value))
 	}, topology.UseStores("notes"))
-	topology.To(noted, "out-b", "out-b", codec.String())
+	topology.To(noted, "out-b", codec.String())
 	counts := topology.Count(topology.GroupByKey(a, "g"), "counts", state.Memory())
-	topology.ToTable(counts, "out-a", "out-a", codec.JSON[int64]())
+	topology.ToTable(counts, "out-a", codec.JSON[int64]())
 
 	m := newMemStores(t)
 	e, err := engine.New(top, engine.Stores(m.get))
@@ -103,10 +103,10 @@ func TestStoresOfTheRecordsTask(t *testing.T) {
 // saying so, whatever its policy; once the record's context has ended the
 // record is interrupted instead (a revoke may have closed the store).
 func TestStoresMissing(t *testing.T) {
-	top := topology.New("count")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	counts := topology.Count(topology.GroupByKey(in, "g"), "counts", state.Memory())
-	topology.ToTable(counts, "out", "out", codec.JSON[int64]())
+	topology.ToTable(counts, "out", codec.JSON[int64]())
 	top.OnError("counts", topology.Skip())
 	e, err := engine.New(top)
 	if err != nil {
@@ -137,8 +137,8 @@ func TestKVViews(t *testing.T) {
 	type wrapped struct{ codec.Codec[int64] }
 	type views struct{ json, fn, json2, w1, w2 *state.KV[string, int64] }
 	var seen []views
-	top := topology.New("kv")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	top.AddStore("s", state.Memory()).AddStore("w", state.Memory())
 	out := topology.Process(in, "p", func(ctx processor.Context[string], r processor.Record[string]) error {
 		var v views
@@ -161,7 +161,7 @@ func TestKVViews(t *testing.T) {
 		seen = append(seen, v)
 		return v.json.Put(r.Value, 1)
 	}, topology.UseStores("s", "w"))
-	topology.To(out, "out", "out", codec.String())
+	topology.To(out, "out", codec.String())
 	m := newMemStores(t)
 	e, err := engine.New(top, engine.Stores(m.get))
 	if err != nil {
@@ -194,14 +194,14 @@ func TestKVViews(t *testing.T) {
 // A store error that user code returns is the node's error, so its
 // policy applies.
 func TestProcessStoreErrorUnderPolicy(t *testing.T) {
-	top := topology.New("p")
-	in := topology.Source(top, "in", "in", codec.String())
+	top := topology.New()
+	in := topology.Source(top, "in", codec.String())
 	top.AddStore("s", state.Memory())
 	out := topology.Process(in, "p", func(ctx processor.Context[string], r processor.Record[string]) error {
 		_, err := ctx.Store("s")
 		return err
 	}, topology.UseStores("s"))
-	topology.To(out, "out", "out", codec.String())
+	topology.To(out, "out", codec.String())
 	top.OnError("p", topology.DeadLetter("dlq"))
 	e, err := engine.New(top, engine.Stores(func(string, state.Task) (*state.Store, error) { return nil, errors.New("no disk") }))
 	if err != nil {

@@ -70,12 +70,12 @@ func (p *ticker) tick(ctx processor.Context[string], now time.Time) error {
 func (p *ticker) Close() error { return nil }
 
 func tickerTop(p *ticker, policy topology.ErrorPolicy) *topology.Topology {
-	top := topology.New("timers")
+	top := topology.New()
 	top.AddStore("counts", state.Memory())
-	in := topology.Source(top, "in", "in", codec.String())
+	in := topology.Source(top, "in", codec.String())
 	counted := topology.ProcessWith(in, "count", func() processor.Processor[string, string] { return p },
 		topology.UseStores("counts"), topology.Timers())
-	topology.To(counted, "out", "out", codec.String())
+	topology.To(counted, "out", codec.String())
 	top.OnError("count", policy)
 	return top
 }
@@ -301,10 +301,10 @@ func TestWallClockTimerFiresEveryIntervalPerTask(t *testing.T) {
 // kind, and an InitContext the runtime did not make.
 func TestScheduleErrors(t *testing.T) {
 	build := func(init func(processor.InitContext) error, opts ...topology.ProcessOption) error {
-		top := topology.New("bad")
-		in := topology.Source(top, "in", "in", codec.String())
+		top := topology.New()
+		in := topology.Source(top, "in", codec.String())
 		out := topology.ProcessWith(in, "node", func() processor.Processor[string, string] { return initOnly(init) }, opts...)
-		topology.To(out, "out", "out", codec.String())
+		topology.To(out, "out", codec.String())
 		e, err := engine.New(top, engine.Stores(newMemStores(t).get))
 		if err != nil {
 			return err
