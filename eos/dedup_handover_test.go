@@ -142,6 +142,7 @@ func (e *handoverEffect) slow(ctx context.Context) error {
 // and is marked. Before, a revoke cancelled it at once, the effect
 // reported the cancellation, and the new owner applied it again.
 func TestDedupEffectOnceAcrossHandover(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name string
 		opt  topology.DedupOption

@@ -356,6 +356,7 @@ const resumeLog = "the group has no committed offset for a partition; resuming w
 // until the next commit. Before, the stall check counted the processed
 // records as waiting and stopped Run with a StallError.
 func TestExpiredOffsetsResumeFromTheMirrorWithoutStalling(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	conformance.Seed(t, env, "in", 50)

@@ -301,6 +301,7 @@ func TestMetricsNeedReadableRegistry(t *testing.T) {
 }
 
 func TestReadyzWhenFenced(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	conformance.Seed(t, env, "in", 20)
@@ -333,6 +334,7 @@ func TestReadyzWhenFenced(t *testing.T) {
 // records behind it, the lag against the last stable offset does not, and
 // only both together tell a stuck transaction from a slow pipeline.
 func TestLagAgainstStableOffset(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	conformance.Seed(t, env, "in", 10)

@@ -246,6 +246,7 @@ func TestCloseWaitsForTheOpenBatch(t *testing.T) {
 // never resolves), the runner says what it waits for, rebuilds, and then
 // stops with an error naming the partition and the commands to inspect it.
 func TestStalledOffsetFetchIsReported(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	conformance.Seed(t, env, "in", 50)
@@ -275,6 +276,7 @@ func TestStalledOffsetFetchIsReported(t *testing.T) {
 // Item 11: an outage longer than the old rebuild budget (about 6 s) is
 // ridden out; the pipeline stops only after recovery_timeout.
 func TestOutageIsRiddenOut(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "in", "out")
 	const n = 3000
@@ -404,6 +406,7 @@ func TestFailCommitsTheRecordsBeforeIt(t *testing.T) {
 // stalled: its committed offset stops before the commit marker, which no
 // consumer ever receives, so the last stable offset stays one ahead.
 func TestIdleOnTransactionalInputIsNotAStall(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	const n = 100

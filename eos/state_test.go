@@ -467,6 +467,7 @@ func runCounts(t *testing.T, env *kafkatest.Env, instance, stateDir string, n ui
 // restored in full (the planted key, standing for such a delete, is gone).
 // A store with nothing new to read is not wiped, however old.
 func TestStaleStoreIsWipedAndRestoredInFull(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	compact, retention := "compact", "300"
@@ -502,6 +503,7 @@ func TestStaleStoreIsWipedAndRestoredInFull(t *testing.T) {
 // needs next (records were deleted) is wiped and restored from the
 // partition's start, instead of stopping Run.
 func TestStoreBehindChangelogStartIsWiped(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "in", "out")
 	changelog := topology.ChangelogTopic("app", "counts")

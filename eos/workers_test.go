@@ -131,6 +131,7 @@ func TestWorkersStatefulCount(t *testing.T) {
 // the successor and, after the stopped worker's session times out, the
 // group finish every record once.
 func TestWorkersFencedWorkerStopsRun(t *testing.T) {
+	t.Parallel()
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 4, "in", "out")
 	const n = 20000
