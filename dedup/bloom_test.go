@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // bloomFixture is a RedisBloom of its own on the test's Redis, with a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/dedup/deduptest"
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // A backend is one Store implementation under test.

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // TestMain terminates the Redis and PostgreSQL containers the tests

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // TestPostgresPurgeDeletesOnlyExpiredRows checks the cleanup the article's

@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/dedupsize"
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/dedupsize"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // TestStoreSizesMatchServers marks 20,000 UUID ids in each store on the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
-	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/tools/conformance"
 )
 
 const statefulSetFile = "kubernetes/statefulset.yaml"

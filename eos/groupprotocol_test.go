@@ -9,10 +9,10 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"

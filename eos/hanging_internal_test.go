@@ -12,8 +12,8 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/txnrepair"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"

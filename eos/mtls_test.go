@@ -20,8 +20,8 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"

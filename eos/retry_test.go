@@ -9,11 +9,11 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
-	"github.com/eosflow/eosflow/internal/verdict"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/eosflow/eosflow/topology"
 )
 

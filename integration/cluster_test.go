@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 )
 
 // clusterEnv is the 3-broker cluster in EOS_KAFKA_CLUSTER_BROKERS with the

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 

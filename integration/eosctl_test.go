@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/tools/conformance"
 )
 
 // Under group_protocol consumer on Apache Kafka, an instance that stops

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
+	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 

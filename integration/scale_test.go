@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // EnvScaleFull selects the full-length form of TestManyInstances: each

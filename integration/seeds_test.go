@@ -3,7 +3,7 @@ package integration
 import (
 	"time"
 
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/bench"
-	"github.com/eosflow/eosflow/internal/dedupsize"
+	"github.com/eosflow/eosflow/tools/bench"
+	"github.com/eosflow/eosflow/tools/dedupsize"
 )
 
 // newBenchCmd runs one consume-transform-produce workload through every

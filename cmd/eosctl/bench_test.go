@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/eosflow/eosflow/internal/bench"
+	"github.com/eosflow/eosflow/tools/bench"
 )
 
 // A tiny bench on the embedded broker: every Go case once, in this

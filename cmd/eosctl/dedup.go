@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eosflow/eosflow/dedup"
-	"github.com/eosflow/eosflow/internal/dedupsize"
+	"github.com/eosflow/eosflow/tools/dedupsize"
 )
 
 // newDedupCmd groups the dedup store helpers.

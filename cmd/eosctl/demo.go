@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/demo"
+	"github.com/eosflow/eosflow/tools/demo"
 )
 
 // newDemoCmd runs the example pipeline under injected failures and prints

@@ -16,10 +16,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
-	"github.com/eosflow/eosflow/internal/leak"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/eosflow/eosflow/tools/leak"
 )
 
 // envRunEosctl makes the test binary run as eosctl (see TestMain), so a

@@ -22,8 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/conformance"
-	"github.com/eosflow/eosflow/internal/kafkatest"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
 )
 
 // servedPipeline runs in → upper-case → out as app "orders", instance

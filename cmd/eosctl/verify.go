@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // newVerifyCmd runs the sample pipeline as worker processes under injected

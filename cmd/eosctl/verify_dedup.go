@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // The sinks of verify --sink that go into a side effect through a dedup

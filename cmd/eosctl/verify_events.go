@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // eventClaim is what a passing run of an event-time pipeline (windowed,

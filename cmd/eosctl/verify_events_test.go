@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eosflow/eosflow/internal/chaos"
-	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/tools/chaos"
+	"github.com/eosflow/eosflow/tools/verdict"
 )
 
 func TestVerifyEventUsageErrors(t *testing.T) {

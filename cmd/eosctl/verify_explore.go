@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eosflow/eosflow/internal/sim"
+	"github.com/eosflow/eosflow/tools/sim"
 )
 
 // exploreFlags are verify's flags for seeded fault schedules.

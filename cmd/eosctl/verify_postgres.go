@@ -23,9 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/chaos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/sink/pgsink"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // The sinks verify --sink can run: the exactly-once Postgres sink, and its

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // scaleHelp is the part of verify's help about scale runs.

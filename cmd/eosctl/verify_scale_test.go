@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 func TestVerifyScaleUsageErrors(t *testing.T) {

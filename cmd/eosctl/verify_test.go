@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/internal/chaos"
-	"github.com/eosflow/eosflow/internal/verdict"
+	"github.com/eosflow/eosflow/tools/chaos"
+	"github.com/eosflow/eosflow/tools/verdict"
 )
 
 // The runs of verify itself (binary, worker processes, embedded and real
-// brokers) are tested in internal/chaos; these cover the command line.
+// brokers) are tested in tools/chaos; these cover the command line.
 
 func TestVerifyUsageErrors(t *testing.T) {
 	t.Setenv("EOS_BROKERS", "")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
-	"github.com/eosflow/eosflow/internal/chaos"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // processStarted is when this process started, as near as Go lets us

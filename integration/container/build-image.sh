@@ -11,7 +11,7 @@
 #    broker jars that integration/kafka/kafka.sh caches
 # 5. with --sinks, also builds localhost/postgres:15-local and localhost/redis:7-local from
 #    sinks/ (PostgreSQL 15 and Redis 7 from Debian, run like the official postgres and redis
-#    images), for the testcontainers-go requests of internal/servertest (EOS_POSTGRES_IMAGE,
+#    images), for the testcontainers-go requests of tools/servertest (EOS_POSTGRES_IMAGE,
 #    EOS_REDIS_IMAGE)
 # Existing images are reused; --force rebuilds the Kafka image (EOS_REBUILD_BASE=1: the base too).
 set -euo pipefail

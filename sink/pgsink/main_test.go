@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/eosflow/eosflow/internal/servertest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // TestMain terminates the PostgreSQL container the tests started when no

@@ -25,10 +25,10 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
-	"github.com/eosflow/eosflow/internal/kafkatest"
 	"github.com/eosflow/eosflow/internal/kafkautil"
-	"github.com/eosflow/eosflow/internal/servertest"
 	"github.com/eosflow/eosflow/sink/pgsink"
+	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/eosflow/eosflow/tools/servertest"
 )
 
 // pgURL returns the test database (servertest: EOS_POSTGRES_URL, else a
