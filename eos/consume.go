@@ -175,7 +175,7 @@ func (r *Runner) startSession(ctx context.Context, s session) (*zap.Logger, erro
 			// What the coordinator says of the last transaction must be
 			// read before InitProducerId moves it on: it alone proves
 			// which of that session's transactions committed.
-			r.noteOwnTxn(ctx)
+			r.hanging.noteOwnTxn(ctx)
 		}
 		id, epoch, err := r.producerID(ctx, s)
 		if err != nil {
@@ -183,12 +183,12 @@ func (r *Runner) startSession(ctx context.Context, s session) (*zap.Logger, erro
 		}
 		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
 		if r.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
-			r.pid, r.pidEpoch = id, epoch
+			r.hanging.pid, r.hanging.pidEpoch = id, epoch
 			// InitProducerId returns once the coordinator has aborted
 			// what the previous epoch left open; whatever a partition
 			// still holds open from it hangs (a broker crash lost the
 			// marker) and would stall the group or the output's readers.
-			if err := r.lookBeforeWriting(ctx); err != nil {
+			if err := r.hanging.lookBeforeWriting(ctx); err != nil {
 				return log, err
 			}
 		}
@@ -214,7 +214,7 @@ func (r *Runner) idlePoll(ctx context.Context, s session, lastBatch time.Time, l
 	}
 	s.idle()
 	if waited := time.Since(lastBatch); waited > r.stallBound() {
-		if err := r.checkStall(ctx, waited); err != nil {
+		if err := r.stall.checkStall(ctx, waited); err != nil {
 			return false, false, err
 		}
 		r.healthy()

@@ -42,13 +42,14 @@ func TestOffsetFloorFollowsTheLatestCommit(t *testing.T) {
 // *OffsetsBehindError.
 func TestStallCheckLeavesForgottenOffsetsToTheirWait(t *testing.T) {
 	r := &Runner{cfg: config.Config{AppID: "app", RecoveryTimeout: time.Minute}}
+	r.stall = newStallCheck(r)
 	r.floor.wait([]string{"in/0: none, committed 5"}, time.Minute)
-	if err := r.checkStall(context.Background(), time.Hour); err != nil {
+	if err := r.stall.checkStall(context.Background(), time.Hour); err != nil {
 		t.Fatalf("checkStall during the wait: %v", err)
 	}
 	r.floor.since = time.Now().Add(-2 * time.Minute)
 	var behind *OffsetsBehindError
-	if err := r.checkStall(context.Background(), time.Hour); !errors.As(err, &behind) || behind.Partitions[0] != "in/0: none, committed 5" {
+	if err := r.stall.checkStall(context.Background(), time.Hour); !errors.As(err, &behind) || behind.Partitions[0] != "in/0: none, committed 5" {
 		t.Fatalf("checkStall past recovery_timeout: %v; want an *OffsetsBehindError naming in/0", err)
 	}
 	r.floor.answered()

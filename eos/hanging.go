@@ -38,6 +38,65 @@ type hangingTxn struct {
 	current int16
 }
 
+// hangingRepair finds and settles the hanging transactions of the
+// partitions this app writes, and keeps what it learned: the proofs of
+// this instance's own transactions, and what its last look left
+// unproven, could not see, or was refused. Its config, logger and
+// timeouts are the Runner's as New left them, which nothing changes after;
+// what Run sets later (the admin client, the topics written) it reads
+// through functions.
+type hangingRepair struct {
+	cfg          config.Config
+	log          *zap.Logger
+	extra        []kgo.Opt           // the user's client options, for the evidence reads
+	clientLevel  func() kgo.LogLevel // the evidence readers' log level
+	admin        func() *kgo.Client  // the run's admin client; nil before preflight
+	coordTimeout time.Duration       // bounds asking the coordinator, as InitProducerId is
+	// writes returns the topics this instance writes in its transactions:
+	// the topology's outputs, and its internal topics (repartition topics,
+	// changelogs, the offsets mirror).
+	writes func() (outputs, internal []string)
+	// orphaned finds the other instances' hanging transactions (orphans.go).
+	orphaned func(context.Context, *kadm.Client, *evidence, []kadm.DescribedProducer) ([]hangingTxn, []string)
+
+	pid           int64                          // this session's producer id, and its epoch when the last repair looked (see joinGuard)
+	pidEpoch      int16                          // -1 before a transactional producer id is loaded
+	denied        string                         // why the last repairHanging could not look or complete: missing grants
+	ownTxns       map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator or an EndTxn answer proved; kept across sessions
+	ownEnded      []txnEpoch                     // those EndTxn answers proved, oldest first, to bound ownTxns (see noteOwnEnd)
+	unproven      []HangingTxn                   // hanging transactions no evidence decides, from the last repair
+	unprovenSince time.Time                      // since when some have been; zero when none
+	blind         error                          // why the last repair could not look everywhere (not a missing grant); nil when it could
+	txnFinder     *txnrepair.Finder              // the evidence search, over finderOn
+	finderOn      *kgo.Client                    // the admin client txnFinder uses
+}
+
+// newHangingRepair builds r's repair over r's configuration, logger,
+// client options and admin client.
+func newHangingRepair(r *Runner) *hangingRepair {
+	return &hangingRepair{
+		cfg: r.cfg, log: r.log, extra: r.extra, clientLevel: r.clientLogLevel,
+		admin:        func() *kgo.Client { return r.admin },
+		coordTimeout: r.endTimeout(),
+		writes: func() (outputs, internal []string) {
+			for topic := range r.repartitioned {
+				internal = append(internal, topic)
+			}
+			if r.state != nil {
+				for _, s := range r.state.specs {
+					internal = append(internal, topology.ChangelogTopic(r.cfg.AppID, s.Name))
+				}
+			}
+			if r.mirror != nil {
+				internal = append(internal, r.mirror.topic)
+			}
+			return r.top.OutputTopics(), internal
+		},
+		orphaned: r.orphaned,
+		pidEpoch: -1,
+	}
+}
+
 // repairHanging completes the transactions that partitions this app
 // writes still hold open although their producer has moved on, where the
 // evidence proves how their coordinator ended them. A coordinator ends a
@@ -53,34 +112,34 @@ type hangingTxn struct {
 // is left open and noted (see noteUnproven): an ABORT on a guess could
 // drop the outputs of a batch whose offsets committed, a COMMIT could
 // expose records that were aborted. It returns how many it completed.
-func (r *Runner) repairHanging(ctx context.Context) int {
-	if r.pidEpoch < 0 {
+func (hr *hangingRepair) repairHanging(ctx context.Context) int {
+	if hr.pidEpoch < 0 {
 		return 0 // no producer id loaded (not transactional)
 	}
-	r.hangingDenied = ""
-	adm := kadm.NewClient(r.admin)
-	producers, denied, err := r.appProducers(ctx, adm)
-	r.hangingBlind = nil
+	hr.denied = ""
+	adm := kadm.NewClient(hr.admin())
+	producers, denied, err := hr.appProducers(ctx, adm)
+	hr.blind = nil
 	if err != nil && !isAuthError(err) {
 		// Not a missing grant, which an operator settles, but a
 		// passing failure: until a look succeeds, this instance cannot
 		// know that none of its own transactions hangs (see ownUnproven).
-		r.hangingBlind = err
+		hr.blind = err
 	}
 	if producers == nil {
-		r.log.Warn("cannot describe the producers of the partitions this app writes to look for hanging transactions", zap.Error(err))
-		r.noteHangingDenied(denied, err)
+		hr.log.Warn("cannot describe the producers of the partitions this app writes to look for hanging transactions", zap.Error(err))
+		hr.noteHangingDenied(denied, err)
 		return 0
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchBound)
 	defer cancel()
-	ev := &evidence{r: r, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
-	cands, odenied := r.hangingCandidates(ctx, adm, ev)
+	ev := &evidence{hr: hr, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
+	cands, odenied := hr.hangingCandidates(ctx, adm, ev)
 	denied = append(denied, odenied...)
-	cands, ok := r.stillOpen(ctx, adm, cands)
+	cands, ok := hr.stillOpen(ctx, adm, cands)
 	if !ok {
-		r.hangingBlind = errors.New("the partitions of hanging transactions could not be described again")
-		r.noteHangingDenied(denied, nil)
+		hr.blind = errors.New("the partitions of hanging transactions could not be described again")
+		hr.noteHangingDenied(denied, nil)
 		return 0
 	}
 	done := 0
@@ -88,12 +147,12 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 	for _, h := range cands {
 		if !h.verdict.Proven() {
 			unproven = append(unproven, h)
-		} else if r.completeHanging(ctx, adm, h, &denied) {
+		} else if hr.completeHanging(ctx, adm, h, &denied) {
 			done++
 		}
 	}
-	r.noteUnproven(unproven)
-	r.noteHangingDenied(denied, nil)
+	hr.noteUnproven(unproven)
+	hr.noteHangingDenied(denied, nil)
 	return done
 }
 
@@ -102,26 +161,17 @@ func (r *Runner) repairHanging(ctx context.Context) int {
 // __consumer_offsets, and extra (topics a batch wrote that the topology
 // does not name: ToTopicFunc's). It also returns the grants it lacked. A look waits
 // for the brokers as long as start-up does (connect_timeout).
-func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client, extra ...string) (kadm.DescribedProducersTopics, []string, error) {
-	actx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+func (hr *hangingRepair) appProducers(ctx context.Context, adm *kadm.Client, extra ...string) (kadm.DescribedProducersTopics, []string, error) {
+	actx, cancel := context.WithTimeout(ctx, hr.cfg.ConnectTimeout)
 	defer cancel()
-	topics := append([]string{"__consumer_offsets"}, r.top.OutputTopics()...)
+	outputs, internal := hr.writes()
+	topics := append([]string{"__consumer_offsets"}, outputs...)
 	for _, t := range extra {
 		if !slices.Contains(topics, t) {
 			topics = append(topics, t)
 		}
 	}
-	for topic := range r.repartitioned {
-		topics = append(topics, topic)
-	}
-	if r.state != nil {
-		for _, s := range r.state.specs {
-			topics = append(topics, topology.ChangelogTopic(r.cfg.AppID, s.Name))
-		}
-	}
-	if r.mirror != nil {
-		topics = append(topics, r.mirror.topic)
-	}
+	topics = append(topics, internal...)
 	var denied []string
 	details, err := adm.ListTopics(actx, topics...)
 	if errors.Is(err, kerr.TopicAuthorizationFailed) {
@@ -172,19 +222,19 @@ func (r *Runner) appProducers(ctx context.Context, adm *kadm.Client, extra ...st
 // hang, with their verdicts: this instance's producer id at an epoch
 // older than this session's, and the app's other instances' that
 // orphaned finds. It also returns the grants it lacked.
-func (r *Runner) hangingCandidates(ctx context.Context, adm *kadm.Client, ev *evidence) ([]hangingTxn, []string) {
+func (hr *hangingRepair) hangingCandidates(ctx context.Context, adm *kadm.Client, ev *evidence) ([]hangingTxn, []string) {
 	var out []hangingTxn
 	var others []kadm.DescribedProducer
 	ev.all.EachProducer(func(p kadm.DescribedProducer) {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
-		case p.ProducerID == r.pid && p.ProducerEpoch < r.pidEpoch:
-			out = append(out, r.ownHanging(ev, p))
-		case p.ProducerID != r.pid:
+		case p.ProducerID == hr.pid && p.ProducerEpoch < hr.pidEpoch:
+			out = append(out, hr.ownHanging(ev, p))
+		case p.ProducerID != hr.pid:
 			others = append(others, p)
 		}
 	})
-	orphans, denied := r.orphaned(ctx, adm, ev, others)
+	orphans, denied := hr.orphaned(ctx, adm, ev, others)
 	return append(out, orphans...), denied
 }
 
@@ -192,10 +242,10 @@ func (r *Runner) hangingCandidates(ctx context.Context, adm *kadm.Client, ev *ev
 // partition p holds open after InitProducerId. What the coordinator said
 // before InitProducerId moved it on proves its outcome (see noteOwnTxn);
 // failing that, its log or the markers it wrote elsewhere.
-func (r *Runner) ownHanging(ev *evidence, p kadm.DescribedProducer) hangingTxn {
-	h := hangingTxn{DescribedProducer: p, txnID: r.cfg.TransactionalID(), current: r.pidEpoch,
-		why: fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, r.pidEpoch)}
-	if v, ok := r.ownTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]; ok {
+func (hr *hangingRepair) ownHanging(ev *evidence, p kadm.DescribedProducer) hangingTxn {
+	h := hangingTxn{DescribedProducer: p, txnID: hr.cfg.TransactionalID(), current: hr.pidEpoch,
+		why: fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, hr.pidEpoch)}
+	if v, ok := hr.ownTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]; ok {
 		h.verdict = v
 	} else {
 		h.verdict = ev.of(h.txnID, p)
@@ -207,7 +257,7 @@ func (r *Runner) ownHanging(ev *evidence, p kadm.DescribedProducer) hangingTxn {
 // coordinator ended it (see txnrepair.Finder.Search), over the producers
 // of all the partitions the app writes.
 type evidence struct {
-	r    *Runner
+	hr   *hangingRepair
 	ctx  context.Context
 	all  kadm.DescribedProducersTopics
 	seen map[txnEpoch]txnrepair.Verdict
@@ -218,26 +268,27 @@ func (e *evidence) of(txnID string, p kadm.DescribedProducer) txnrepair.Verdict 
 	k := txnEpoch{p.ProducerID, p.ProducerEpoch}
 	v, ok := e.seen[k]
 	if !ok {
-		v = e.r.finder().Search(e.ctx, txnID, e.all, p)
+		v = e.hr.finder().Search(e.ctx, txnID, e.all, p)
 		e.seen[k] = v
 	}
 	return v
 }
 
 // finder is the evidence search over this run's admin client.
-func (r *Runner) finder() *txnrepair.Finder {
-	if r.txnFinder == nil || r.txnFinderOn != r.admin {
+func (hr *hangingRepair) finder() *txnrepair.Finder {
+	admin := hr.admin()
+	if hr.txnFinder == nil || hr.finderOn != admin {
 		read := func(topic string, partition int32, offset int64) (*kgo.Client, error) {
-			opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
+			opts, err := kafkautil.ConnOptions(hr.cfg, hr.extra...)
 			if err != nil {
 				return nil, err
 			}
-			opts = append(opts, kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
+			opts = append(opts, kgo.WithLogger(kzap.New(hr.log.Named("kgo"), kzap.LevelFn(hr.clientLevel))))
 			return kgo.NewClient(append(opts, txnrepair.ReaderOpts(topic, partition, offset)...)...)
 		}
-		r.txnFinder, r.txnFinderOn = txnrepair.NewFinder(r.admin, read, r.log), r.admin
+		hr.txnFinder, hr.finderOn = txnrepair.NewFinder(admin, read, hr.log), admin
 	}
-	return r.txnFinder
+	return hr.txnFinder
 }
 
 // txnEpoch names one transaction of a producer under transaction
@@ -251,7 +302,7 @@ type txnEpoch struct {
 // coordinators and the searches, and keeps those that still hold the
 // same transaction open: a marker written meanwhile is seen rather than
 // raced. It reports false when the partitions cannot be described.
-func (r *Runner) stillOpen(ctx context.Context, adm *kadm.Client, cands []hangingTxn) ([]hangingTxn, bool) {
+func (hr *hangingRepair) stillOpen(ctx context.Context, adm *kadm.Client, cands []hangingTxn) ([]hangingTxn, bool) {
 	if len(cands) == 0 {
 		return nil, true
 	}
@@ -263,7 +314,7 @@ func (r *Runner) stillOpen(ctx context.Context, adm *kadm.Client, cands []hangin
 	defer cancel()
 	now, err := adm.DescribeProducers(nctx, again)
 	if err != nil {
-		r.log.Info("cannot describe the partitions of hanging transactions again; leaving them for the next check", zap.Error(err))
+		hr.log.Info("cannot describe the partitions of hanging transactions again; leaving them for the next check", zap.Error(err))
 		return nil, false
 	}
 	var out []hangingTxn
@@ -283,22 +334,22 @@ func (r *Runner) stillOpen(ctx context.Context, adm *kadm.Client, cands []hangin
 // completeHanging writes the marker of h's proven outcome, at the epoch
 // its coordinator would have used (txnrepair.Finder.RepairEpoch), and
 // reports whether it did; a missing grant is added to denied.
-func (r *Runner) completeHanging(ctx context.Context, adm *kadm.Client, h hangingTxn, denied *[]string) bool {
+func (hr *hangingRepair) completeHanging(ctx context.Context, adm *kadm.Client, h hangingTxn, denied *[]string) bool {
 	fields := []zap.Field{zap.String("transactional_id", h.txnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
 		zap.Int64("start_offset", h.CurrentTxnStartOffset), zap.Int64("producer_id", h.ProducerID), zap.Int16("stale_epoch", h.ProducerEpoch),
 		zap.String("marker", h.verdict.Marker()), zap.String("why", h.why), zap.String("proof", h.verdict.Where)}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := txnrepair.Complete(wctx, adm, h.DescribedProducer, h.verdict, r.finder().RepairEpoch(ctx, h.DescribedProducer, h.current))
+	err := txnrepair.Complete(wctx, adm, h.DescribedProducer, h.verdict, hr.finder().RepairEpoch(ctx, h.DescribedProducer, h.current))
 	if err != nil {
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) && !slices.Contains(*denied, "ClusterAction on the cluster") {
 			*denied = append(*denied, "ClusterAction on the cluster")
 		}
-		r.log.Warn("could not complete a hanging transaction whose outcome is proven; complete it with `eosctl txn "+
+		hr.log.Warn("could not complete a hanging transaction whose outcome is proven; complete it with `eosctl txn "+
 			strings.ToLower(h.verdict.Marker())+"`", append(fields, zap.Error(err))...)
 		return false
 	}
-	r.log.Warn("completed a hanging transaction left by a broker crash with the outcome its coordinator decided", fields...)
+	hr.log.Warn("completed a hanging transaction left by a broker crash with the outcome its coordinator decided", fields...)
 	return true
 }
 
@@ -307,24 +358,24 @@ func (r *Runner) completeHanging(ctx context.Context, adm *kadm.Client, h hangin
 // pipeline waits for proof (a coordinator, its log, a marker, or an
 // operator) up to recovery_timeout, and then stops with an error that
 // names them (see HangingTxn). Each wait is logged.
-func (r *Runner) noteUnproven(list []hangingTxn) {
+func (hr *hangingRepair) noteUnproven(list []hangingTxn) {
 	if len(list) == 0 {
-		r.unproven, r.unprovenSince = nil, time.Time{}
+		hr.unproven, hr.unprovenSince = nil, time.Time{}
 		return
 	}
-	if r.unprovenSince.IsZero() {
-		r.unprovenSince = time.Now()
+	if hr.unprovenSince.IsZero() {
+		hr.unprovenSince = time.Now()
 	}
-	r.unproven = r.unproven[:0]
+	hr.unproven = hr.unproven[:0]
 	for _, h := range list {
 		u := HangingTxn{TransactionalID: h.txnID, ProducerID: h.ProducerID, Epoch: h.ProducerEpoch,
 			Topic: h.Topic, Partition: h.Partition, StartOffset: h.CurrentTxnStartOffset}
-		r.unproven = append(r.unproven, u)
-		r.log.Warn("waiting for proof of how a hanging transaction ended; it stays open, since completing it on a guess could drop committed records or expose aborted ones",
+		hr.unproven = append(hr.unproven, u)
+		hr.log.Warn("waiting for proof of how a hanging transaction ended; it stays open, since completing it on a guess could drop committed records or expose aborted ones",
 			zap.String("transactional_id", h.txnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
 			zap.Int64("start_offset", h.CurrentTxnStartOffset), zap.Int64("producer_id", h.ProducerID), zap.Int16("epoch", h.ProducerEpoch),
 			zap.String("why", h.why), zap.Bool("a_read_failed", h.verdict.Unsure),
-			zap.Duration("waited", time.Since(r.unprovenSince).Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout),
+			zap.Duration("waited", time.Since(hr.unprovenSince).Round(time.Second)), zap.Duration("recovery_timeout", hr.cfg.RecoveryTimeout),
 			zap.String("inspect", u.inspect()))
 	}
 }
@@ -339,11 +390,11 @@ const blindLooks = 3
 // may write. A look that could not see every partition is retried in
 // place first: just after start-up a topic this instance created is not
 // yet known to every broker, and a rebuild would cost a rejoin.
-func (r *Runner) lookBeforeWriting(ctx context.Context) error {
+func (hr *hangingRepair) lookBeforeWriting(ctx context.Context) error {
 	for try := 1; ; try++ {
-		r.repairHanging(ctx)
-		err := r.ownUnproven()
-		if err == nil || r.hangingBlind == nil || try == blindLooks {
+		hr.repairHanging(ctx)
+		err := hr.ownUnproven()
+		if err == nil || hr.blind == nil || try == blindLooks {
 			return err
 		}
 		select {
@@ -359,22 +410,22 @@ func (r *Runner) lookBeforeWriting(ctx context.Context) error {
 // that it could not look: a session must not write while they may hang
 // (see HangingError), so it waits, each rebuild looking again, until
 // recovery_timeout.
-func (r *Runner) ownUnproven() error {
+func (hr *hangingRepair) ownUnproven() error {
 	var own []HangingTxn
-	for _, h := range r.unproven {
-		if h.ProducerID == r.pid {
+	for _, h := range hr.unproven {
+		if h.ProducerID == hr.pid {
 			own = append(own, h)
 		}
 	}
 	if len(own) == 0 {
-		if r.hangingBlind != nil {
-			r.log.Warn("cannot look yet for hanging transactions of this instance's earlier sessions; waiting before writing, as Kafka would join a new transaction to one still open",
-				zap.Error(r.hangingBlind), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout))
-			return &rebuildError{fmt.Errorf("looking for hanging transactions of this instance before writing: %w; inspect with `eosctl txn hanging`", r.hangingBlind)}
+		if hr.blind != nil {
+			hr.log.Warn("cannot look yet for hanging transactions of this instance's earlier sessions; waiting before writing, as Kafka would join a new transaction to one still open",
+				zap.Error(hr.blind), zap.Duration("recovery_timeout", hr.cfg.RecoveryTimeout))
+			return &rebuildError{fmt.Errorf("looking for hanging transactions of this instance before writing: %w; inspect with `eosctl txn hanging`", hr.blind)}
 		}
 		return nil
 	}
-	return &rebuildError{&HangingError{Hanging: own, Waited: time.Since(r.unprovenSince)}}
+	return &rebuildError{&HangingError{Hanging: own, Waited: time.Since(hr.unprovenSince)}}
 }
 
 // noteOwnTxn asks the coordinator of this instance's transactional id
@@ -385,14 +436,14 @@ func (r *Runner) ownUnproven() error {
 // across sessions (a transaction's outcome is final), so a session that
 // starts after a failed repair still has them. Bounded like
 // InitProducerId, which waits for the same coordinator.
-func (r *Runner) noteOwnTxn(ctx context.Context) {
-	if r.admin == nil {
+func (hr *hangingRepair) noteOwnTxn(ctx context.Context) {
+	if hr.admin() == nil {
 		return
 	}
-	dctx, cancel := context.WithTimeout(ctx, r.endTimeout())
+	dctx, cancel := context.WithTimeout(ctx, hr.coordTimeout)
 	defer cancel()
-	id := r.cfg.TransactionalID()
-	described, err := kadm.NewClient(r.admin).DescribeTransactions(dctx, id)
+	id := hr.cfg.TransactionalID()
+	described, err := kadm.NewClient(hr.admin()).DescribeTransactions(dctx, id)
 	d, ok := described[id]
 	if err == nil && ok {
 		err = d.Err
@@ -401,7 +452,7 @@ func (r *Runner) noteOwnTxn(ctx context.Context) {
 		return // a new instance: no transaction to prove
 	}
 	if err != nil || !ok {
-		r.log.Info("cannot read this instance's last transaction from its coordinator; a partition found still holding it open waits for other proof of its outcome",
+		hr.log.Info("cannot read this instance's last transaction from its coordinator; a partition found still holding it open waits for other proof of its outcome",
 			zap.String("transactional_id", id), zap.Error(err))
 		return
 	}
@@ -409,21 +460,21 @@ func (r *Runner) noteOwnTxn(ctx context.Context) {
 		return
 	}
 	prev := kadm.DescribedProducer{ProducerID: d.ProducerID, ProducerEpoch: d.ProducerEpoch - 1}
-	if v := r.finder().FromCoordinator(dctx, d, prev); v.Proven() {
-		if r.ownTxns == nil {
-			r.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
+	if v := hr.finder().FromCoordinator(dctx, d, prev); v.Proven() {
+		if hr.ownTxns == nil {
+			hr.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
 		}
-		r.ownTxns[txnEpoch{prev.ProducerID, prev.ProducerEpoch}] = v
+		hr.ownTxns[txnEpoch{prev.ProducerID, prev.ProducerEpoch}] = v
 	}
 }
 
 // groupInstances returns the instance ids of the group's members now;
 // none when the group cannot be described.
-func (r *Runner) groupInstances(ctx context.Context) map[string]bool {
+func (hr *hangingRepair) groupInstances(ctx context.Context) map[string]bool {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ids := map[string]bool{}
-	g, err := kafkautil.DescribeGroup(dctx, r.admin, r.cfg.AppID)
+	g, err := kafkautil.DescribeGroup(dctx, hr.admin(), hr.cfg.AppID)
 	if err != nil {
 		return ids
 	}
@@ -436,7 +487,7 @@ func (r *Runner) groupInstances(ctx context.Context) map[string]bool {
 // noteHangingDenied keeps, for the stall error, which grants kept this
 // instance from finding or completing its hanging transactions: without
 // them only an operator can end one, and the error must say so.
-func (r *Runner) noteHangingDenied(denied []string, err error) {
+func (hr *hangingRepair) noteHangingDenied(denied []string, err error) {
 	if errors.Is(err, kerr.TopicAuthorizationFailed) || errors.Is(err, kerr.ClusterAuthorizationFailed) {
 		// Refused before any producer was seen: name all it takes.
 		denied = []string{"Read on the topics it writes and on __consumer_offsets", "ClusterAction on the cluster"}
@@ -444,14 +495,14 @@ func (r *Runner) noteHangingDenied(denied []string, err error) {
 	if len(denied) == 0 {
 		return
 	}
-	r.hangingDenied = "this instance may not look for or complete its own hanging transactions (it needs " +
+	hr.denied = "this instance may not look for or complete its own hanging transactions (it needs " +
 		strings.Join(denied, ", ") + "); grant them, or settle the transaction with `eosctl txn hanging` and `eosctl txn commit` or `eosctl txn abort` as an admin"
-	r.log.Warn("cannot repair hanging transactions after a broker crash", zap.String("why", r.hangingDenied))
+	hr.log.Warn("cannot repair hanging transactions after a broker crash", zap.String("why", hr.denied))
 }
 
 // appTxnID reports whether txnID is one of this app's instances'.
-func (r *Runner) appTxnID(txnID string) bool {
-	return strings.HasPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)
+func (hr *hangingRepair) appTxnID(txnID string) bool {
+	return strings.HasPrefix(txnID, hr.cfg.AppID+config.TransactionalIDSeparator)
 }
 
 // isAuthError reports a refusal for want of a grant, which no retry

@@ -54,19 +54,19 @@ func TestHangingRepairNamesMissingGrants(t *testing.T) {
 			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 			cfg.SASL = config.SASL{Mechanism: config.SASLScramSHA512, Username: tc.user, Password: tc.password}
 			r := hangingRunner(t, cfg)
-			r.pid, r.pidEpoch = 1, 1
-			if n := r.repairHanging(context.Background()); n != 0 {
+			r.hanging.pid, r.hanging.pidEpoch = 1, 1
+			if n := r.hanging.repairHanging(context.Background()); n != 0 {
 				t.Fatalf("aborted %d transactions where none hang", n)
 			}
 			if !tc.denied {
-				if r.hangingDenied != "" {
-					t.Fatalf("a super user was told: %s", r.hangingDenied)
+				if r.hanging.denied != "" {
+					t.Fatalf("a super user was told: %s", r.hanging.denied)
 				}
 				return
 			}
 			for _, want := range []string{"__consumer_offsets", "eosctl txn hanging", "eosctl txn abort"} {
-				if !strings.Contains(r.hangingDenied, want) {
-					t.Errorf("%q does not name %q", r.hangingDenied, want)
+				if !strings.Contains(r.hanging.denied, want) {
+					t.Errorf("%q does not name %q", r.hanging.denied, want)
 				}
 			}
 		})
@@ -119,7 +119,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
-	r.pid, r.pidEpoch = gonePID+otherPID+donePID+1, 1 // another producer
+	r.hanging.pid, r.hanging.pidEpoch = gonePID+otherPID+donePID+1, 1 // another producer
 	lso := func() (stable, end int64) {
 		adm := kadm.NewClient(r.admin)
 		s, err1 := adm.ListCommittedOffsets(ctx, "out")
@@ -132,7 +132,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 		return so.Offset, eo.Offset
 	}
 
-	if n := r.repairHanging(ctx); n != 0 {
+	if n := r.hanging.repairHanging(ctx); n != 0 {
 		t.Fatalf("aborted %d transactions that their coordinators still track", n)
 	}
 	// The coordinators now say both producers moved on, as after skipped
@@ -160,7 +160,7 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	if s, e := lso(); s != 0 || e != 3 {
 		t.Fatalf("out's last stable offset %d, end %d: want 0 and 3, held back by the three open transactions", s, e)
 	}
-	if n := r.repairHanging(ctx); n != 1 {
+	if n := r.hanging.repairHanging(ctx); n != 1 {
 		t.Fatalf("ended %d transactions, want the app's orphan whose coordinator proves it committed", n)
 	}
 	if described == 0 {
@@ -170,8 +170,8 @@ func TestAbortHangingOrphanedTransactionOfTheApp(t *testing.T) {
 	// offset 1. Nothing proves how app:gone's ended (its coordinator is
 	// three epochs on): it stays open and holds the last stable offset.
 	assertLeftOpen(t, r, "out", 0, 0)
-	if len(r.unproven) != 1 || r.unproven[0].TransactionalID != "app:gone" {
-		t.Fatalf("unproven %v, want app:gone's transaction alone", r.unproven)
+	if len(r.hanging.unproven) != 1 || r.hanging.unproven[0].TransactionalID != "app:gone" {
+		t.Fatalf("unproven %v, want app:gone's transaction alone", r.hanging.unproven)
 	}
 	// An operator who learned that app:gone's aborted ends it; once the
 	// other app's transaction is gone too, read_committed sees the
@@ -206,6 +206,7 @@ func hangingRunner(t *testing.T, cfg config.Config) *Runner {
 		t.Fatal(err)
 	}
 	r.log = zaptest.NewLogger(t)
+	r.hanging.log = r.log
 	opts, err := cfg.KgoOpts()
 	if err != nil {
 		t.Fatal(err)
@@ -277,34 +278,34 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 				}
 				return resp, nil, true
 			})
-			r.noteOwnTxn(ctx)
+			r.hanging.noteOwnTxn(ctx)
 			if tc.state != "" && asked == 0 {
 				t.Fatal("the coordinator was never asked: the test proves nothing")
 			}
-			r.pid, r.pidEpoch = pid, coordEpoch+1 // after InitProducerId
+			r.hanging.pid, r.hanging.pidEpoch = pid, coordEpoch+1 // after InitProducerId
 			if tc.rebuild {
 				// The first session's repair failed; the next one finds
 				// the coordinator moved on by its InitProducerId.
-				state, coordEpoch = "Empty", r.pidEpoch
-				r.noteOwnTxn(ctx)
-				r.pidEpoch++
+				state, coordEpoch = "Empty", r.hanging.pidEpoch
+				r.hanging.noteOwnTxn(ctx)
+				r.hanging.pidEpoch++
 			}
 			if tc.unproven {
-				if n := r.repairHanging(ctx); n != 0 {
+				if n := r.hanging.repairHanging(ctx); n != 0 {
 					t.Fatalf("ended %d transactions whose outcome nothing proves, want 0", n)
 				}
 				assertLeftOpen(t, r, "out", 0, 0)
 				var herr *HangingError
-				if err := r.ownUnproven(); !errors.As(err, &herr) || !isRebuildable(err) || !strings.Contains(err.Error(), `"app:1"`) ||
+				if err := r.hanging.ownUnproven(); !errors.As(err, &herr) || !isRebuildable(err) || !strings.Contains(err.Error(), `"app:1"`) ||
 					!strings.Contains(err.Error(), "eosctl txn hanging --topic out --partition 0") {
 					t.Fatalf("the session goes on, or waits without naming the transaction and the command: %v", err)
 				}
 				return
 			}
-			if n := r.repairHanging(ctx); n != 1 {
+			if n := r.hanging.repairHanging(ctx); n != 1 {
 				t.Fatalf("ended %d transactions, want the one left open", n)
 			}
-			if err := r.ownUnproven(); err != nil {
+			if err := r.hanging.ownUnproven(); err != nil {
 				t.Fatalf("the session waits after the repair completed the transaction: %v", err)
 			}
 			adm := kadm.NewClient(r.admin)
@@ -328,10 +329,10 @@ func TestAbortHangingOwnTransactionCommittedByItsCoordinator(t *testing.T) {
 // the partition's last stable offset is still held there.
 func assertLeftOpen(t *testing.T, r *Runner, topic string, partition int32, start int64) {
 	t.Helper()
-	if !slices.ContainsFunc(r.unproven, func(h HangingTxn) bool {
+	if !slices.ContainsFunc(r.hanging.unproven, func(h HangingTxn) bool {
 		return h.Topic == topic && h.Partition == partition && h.StartOffset == start
 	}) {
-		t.Fatalf("the repair did not note the unproven transaction at %s/%d offset %d: %v", topic, partition, start, r.unproven)
+		t.Fatalf("the repair did not note the unproven transaction at %s/%d offset %d: %v", topic, partition, start, r.hanging.unproven)
 	}
 	so, err := kadm.NewClient(r.admin).ListCommittedOffsets(context.Background(), topic)
 	if err != nil {
@@ -436,7 +437,7 @@ func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
-	r.pid, r.pidEpoch = pid+1, 1
+	r.hanging.pid, r.hanging.pidEpoch = pid+1, 1
 
 	member, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("app"), kgo.InstanceID("2"), kgo.ConsumeTopics("in"))
 	if err != nil {
@@ -445,7 +446,7 @@ func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 	defer member.Close()
 	jctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for !r.groupInstances(jctx)["2"] {
+	for !r.hanging.groupInstances(jctx)["2"] {
 		if jctx.Err() != nil {
 			t.Fatal("instance 2 never joined the group: the test proves nothing")
 		}
@@ -453,7 +454,7 @@ func TestAbortHangingLeavesALiveInstanceItsOwnTransaction(t *testing.T) {
 		member.PollFetches(pctx) // joins on the first poll
 		pcancel()
 	}
-	if n := r.repairHanging(ctx); n != 0 {
+	if n := r.hanging.repairHanging(ctx); n != 0 {
 		t.Fatalf("ended %d transactions of a running instance, want 0: it decides them itself", n)
 	}
 }
@@ -642,9 +643,9 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 				return resp, nil, true
 			})
 			if tc.own {
-				r.pid, r.pidEpoch = pid, epoch+3 // after InitProducerId; nothing proved before it
+				r.hanging.pid, r.hanging.pidEpoch = pid, epoch+3 // after InitProducerId; nothing proved before it
 			} else {
-				r.pid, r.pidEpoch = pid+1, 1
+				r.hanging.pid, r.hanging.pidEpoch = pid+1, 1
 			}
 			if tc.fail {
 				// Fetches fail while the first repair searches: it cannot
@@ -660,7 +661,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 					failed.Add(1)
 					return nil, errors.New("injected fetch failure"), true
 				})
-				if n := r.repairHanging(ctx); n != 0 {
+				if n := r.hanging.repairHanging(ctx); n != 0 {
 					t.Fatalf("ended %d transactions while it could not read how they ended, want 0", n)
 				}
 				if failed.Load() == 0 {
@@ -669,7 +670,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 				failing.Store(false)
 			}
 			if tc.unproven {
-				if n := r.repairHanging(ctx); n != 0 {
+				if n := r.hanging.repairHanging(ctx); n != 0 {
 					t.Fatalf("ended %d transactions whose outcome no marker proves, want 0", n)
 				}
 				if described == 0 {
@@ -678,7 +679,7 @@ func TestAbortHangingFollowsTheMarkerOnItsOtherPartitions(t *testing.T) {
 				assertLeftOpen(t, r, "out", 0, 0)
 				return
 			}
-			if n := r.repairHanging(ctx); n != 1 {
+			if n := r.hanging.repairHanging(ctx); n != 1 {
 				t.Fatalf("ended %d transactions, want 1", n)
 			}
 			if described == 0 {
@@ -801,15 +802,15 @@ func TestAbortHangingReadsTheTransactionLog(t *testing.T) {
 				t.Fatal(err)
 			}
 			kafkatest.CoordinatorSays(c, pid, epoch+2, "CompleteAbort")
-			r.pid, r.pidEpoch = pid+1, 1 // another instance repairs
+			r.hanging.pid, r.hanging.pidEpoch = pid+1, 1 // another instance repairs
 			if tc.unproven {
-				if n := r.repairHanging(ctx); n != 0 {
+				if n := r.hanging.repairHanging(ctx); n != 0 {
 					t.Fatalf("ended %d transactions whose outcome nothing logged proves, want 0", n)
 				}
 				assertLeftOpen(t, r, "out", 0, 0)
 				return
 			}
-			if n := r.repairHanging(ctx); n != 1 {
+			if n := r.hanging.repairHanging(ctx); n != 1 {
 				t.Fatalf("ended %d transactions, want the one left open", n)
 			}
 			wait := 2 * time.Second // for a record that must not show
@@ -940,22 +941,22 @@ func TestSessionWaitsWhileItCannotLookForItsHangingTransactions(t *testing.T) {
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	cfg.ConnectTimeout = time.Second
 	r := hangingRunner(t, cfg)
-	r.pid, r.pidEpoch = pid+1, 1
+	r.hanging.pid, r.hanging.pidEpoch = pid+1, 1
 	var failing atomic.Bool
 	failing.Store(true)
 	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return failing.Load() })
 	ctx := context.Background()
-	r.repairHanging(ctx)
+	r.hanging.repairHanging(ctx)
 	if failed.Load() == 0 {
 		t.Fatal("no DescribeProducers failed: the test proves nothing")
 	}
-	err := r.ownUnproven()
+	err := r.hanging.ownUnproven()
 	if err == nil || !isRebuildable(err) || !strings.Contains(err.Error(), "NOT_LEADER") {
 		t.Fatalf("a session that could not look goes on, or waits without saying why: %v", err)
 	}
 	failing.Store(false)
-	r.repairHanging(ctx)
-	if err := r.ownUnproven(); err != nil {
+	r.hanging.repairHanging(ctx)
+	if err := r.hanging.ownUnproven(); err != nil {
 		t.Fatalf("the session still waits after a look succeeded: %v (epoch %d)", err, epoch)
 	}
 }
@@ -997,20 +998,21 @@ func TestSessionLooksAgainInPlaceBeforeRebuilding(t *testing.T) {
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	cfg.ConnectTimeout = 500 * time.Millisecond
 	r := hangingRunner(t, cfg)
-	r.pid, r.pidEpoch = pid+1, 1
+	r.hanging.pid, r.hanging.pidEpoch = pid+1, 1
 	core, logs := observer.New(zapcore.WarnLevel)
 	r.log = zap.New(core)
+	r.hanging.log = r.log
 	blind := func() int { return logs.FilterMessageSnippet("cannot look yet").Len() }
 	var always atomic.Bool
 	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return always.Load() || blind() == 0 })
-	if err := r.lookBeforeWriting(context.Background()); err != nil {
+	if err := r.hanging.lookBeforeWriting(context.Background()); err != nil {
 		t.Fatalf("a failed look ended the session instead of looking again: %v", err)
 	}
 	if blind() != 1 || failed.Load() == 0 {
 		t.Fatalf("%d looks could not see, %d describes failed; want 1 look: the test proves nothing", blind(), failed.Load())
 	}
 	always.Store(true)
-	err := r.lookBeforeWriting(context.Background())
+	err := r.hanging.lookBeforeWriting(context.Background())
 	if err == nil || !isRebuildable(err) || blind() != 1+blindLooks {
 		t.Fatalf("a look that keeps failing: %v after %d blind looks; want a rebuild after %d more", err, blind(), blindLooks)
 	}

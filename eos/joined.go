@@ -138,7 +138,7 @@ func (g *joinGuard) readEpoch(cl *kgo.Client, bound time.Duration) {
 		// A proof kept for this epoch was of a transaction that wrote
 		// nothing and so did not move the epoch on; from now on the
 		// epoch names this one.
-		delete(g.r.ownTxns, txnEpoch{id, epoch})
+		delete(g.r.hanging.ownTxns, txnEpoch{id, epoch})
 	}
 }
 
@@ -204,16 +204,16 @@ func (g *joinGuard) ended(ctx context.Context, cl *kgo.Client, committed, asked 
 // noteOwnEnd keeps o as the proven outcome of this instance's transaction
 // k, and forgets the oldest such proofs past ownEndedKept.
 func (r *Runner) noteOwnEnd(k txnEpoch, o txnrepair.Outcome) {
-	if r.ownTxns == nil {
-		r.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
+	if r.hanging.ownTxns == nil {
+		r.hanging.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
 	}
-	r.ownTxns[k] = txnrepair.Verdict{Outcome: o, Where: fmt.Sprintf("this instance's EndTxn at epoch %d, answered", k.epoch)}
-	r.ownEnded = append(r.ownEnded, k)
-	if n := len(r.ownEnded) - ownEndedKept; n > 0 {
-		for _, old := range r.ownEnded[:n] {
-			delete(r.ownTxns, old)
+	r.hanging.ownTxns[k] = txnrepair.Verdict{Outcome: o, Where: fmt.Sprintf("this instance's EndTxn at epoch %d, answered", k.epoch)}
+	r.hanging.ownEnded = append(r.hanging.ownEnded, k)
+	if n := len(r.hanging.ownEnded) - ownEndedKept; n > 0 {
+		for _, old := range r.hanging.ownEnded[:n] {
+			delete(r.hanging.ownTxns, old)
 		}
-		r.ownEnded = append(r.ownEnded[:0], r.ownEnded[n:]...)
+		r.hanging.ownEnded = append(r.hanging.ownEnded[:0], r.hanging.ownEnded[n:]...)
 	}
 }
 
@@ -303,10 +303,10 @@ func (r *Runner) noteBlindEnd(g *joinGuard, blind error, waited time.Duration, c
 // of this producer open on partitions this one has not written (case b),
 // then every partition this one wrote is checked for a join (case a).
 func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64) joinLook {
-	r.pid, r.pidEpoch = g.begun.id, g.begun.epoch
-	r.repairHanging(ctx)
+	r.hanging.pid, r.hanging.pidEpoch = g.begun.id, g.begun.epoch
+	r.hanging.repairHanging(ctx)
 	var look joinLook
-	for _, h := range r.unproven {
+	for _, h := range r.hanging.unproven {
 		if h.ProducerID == g.begun.id {
 			look.unproven = append(look.unproven, h)
 		}
@@ -318,14 +318,14 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 			written = append(written, tp.topic) // ToTopicFunc's are not the topology's
 		}
 	}
-	producers, _, err := r.appProducers(ctx, adm, written...)
-	look.blind = errors.Join(r.hangingBlind, err)
+	producers, _, err := r.hanging.appProducers(ctx, adm, written...)
+	look.blind = errors.Join(r.hanging.blind, err)
 	if producers == nil {
 		return look
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchBound)
 	defer cancel()
-	ev := &evidence{r: r, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
+	ev := &evidence{hr: r.hanging, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		if p.ProducerID != g.begun.id || p.ProducerEpoch != g.begun.epoch || p.CurrentTxnStartOffset < 0 {
 			return
@@ -357,12 +357,12 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 // join, even where epochs do not name transactions).
 func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
 	j := joinedTxn{DescribedProducer: p, older: -1}
-	pid, epoch, err := r.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
+	pid, epoch, err := r.hanging.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
 	if err != nil {
 		j.readErr, j.verdict = err, txnrepair.Verdict{Unsure: true}
 		return j, true
 	}
-	if pid == begun.id && epoch == begun.epoch && r.finder().TransactionsV2(ctx) {
+	if pid == begun.id && epoch == begun.epoch && r.hanging.finder().TransactionsV2(ctx) {
 		return j, false // this transaction's own record, one whose answer was lost
 	}
 	if pid != begun.id || epoch >= begun.epoch {
@@ -374,7 +374,7 @@ func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedPro
 	j.older = epoch
 	older := p
 	older.ProducerEpoch = epoch
-	if v, ok := r.ownTxns[txnEpoch{pid, epoch}]; ok {
+	if v, ok := r.hanging.ownTxns[txnEpoch{pid, epoch}]; ok {
 		j.verdict = v
 	} else {
 		j.verdict = ev.of(r.cfg.TransactionalID(), older)

@@ -388,17 +388,17 @@ func TestDecideJoined(t *testing.T) {
 
 // The EndTxn answers kept as proof are bounded to the recent ones.
 func TestOwnEndProofsAreBounded(t *testing.T) {
-	r := &Runner{}
+	r := &Runner{hanging: &hangingRepair{}}
 	for e := range int16(ownEndedKept + 10) {
 		r.noteOwnEnd(txnEpoch{1, e}, txnrepair.Committed)
 	}
-	if len(r.ownTxns) != ownEndedKept || len(r.ownEnded) != ownEndedKept {
-		t.Fatalf("kept %d proofs (%d in order), want %d", len(r.ownTxns), len(r.ownEnded), ownEndedKept)
+	if len(r.hanging.ownTxns) != ownEndedKept || len(r.hanging.ownEnded) != ownEndedKept {
+		t.Fatalf("kept %d proofs (%d in order), want %d", len(r.hanging.ownTxns), len(r.hanging.ownEnded), ownEndedKept)
 	}
-	if _, ok := r.ownTxns[txnEpoch{1, 9}]; ok {
+	if _, ok := r.hanging.ownTxns[txnEpoch{1, 9}]; ok {
 		t.Fatal("an old proof was kept")
 	}
-	if v := r.ownTxns[txnEpoch{1, ownEndedKept + 9}]; v.Outcome != txnrepair.Committed {
+	if v := r.hanging.ownTxns[txnEpoch{1, ownEndedKept + 9}]; v.Outcome != txnrepair.Committed {
 		t.Fatalf("the newest proof is %v", v)
 	}
 }
@@ -572,12 +572,12 @@ func TestEndAnswerIsNoProofAfterAFailedRequest(t *testing.T) {
 	g := &joinGuard{r: r, begun: producerEpoch{id: id, epoch: epoch}, begunOK: true}
 	g.suspect.Store(true)
 	g.ended(ctx, cl, true, true)
-	if v, ok := r.ownTxns[txnEpoch{id, epoch}]; ok {
+	if v, ok := r.hanging.ownTxns[txnEpoch{id, epoch}]; ok {
 		t.Fatalf("a commit answered after a failed request was kept as proof: %+v", v)
 	}
 	g.suspect.Store(false)
 	g.ended(ctx, cl, true, true)
-	if v := r.ownTxns[txnEpoch{id, epoch}]; v.Outcome != txnrepair.Committed {
+	if v := r.hanging.ownTxns[txnEpoch{id, epoch}]; v.Outcome != txnrepair.Committed {
 		t.Fatalf("a commit answered with no failed request is not kept as proof: %+v", v)
 	}
 }

@@ -34,7 +34,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, ev *evidence, o
 	var instances map[string]bool // the group's, described once, when first asked
 	live := func(txnID string) bool {
 		if instances == nil {
-			instances = r.groupInstances(ctx)
+			instances = r.hanging.groupInstances(ctx)
 		}
 		return instances[strings.TrimPrefix(txnID, r.cfg.AppID+config.TransactionalIDSeparator)]
 	}
@@ -52,7 +52,7 @@ func (r *Runner) orphaned(ctx context.Context, adm *kadm.Client, ev *evidence, o
 		}
 		h := hangingTxn{DescribedProducer: p, txnID: d.TxnID, current: d.ProducerEpoch,
 			why: fmt.Sprintf("a transaction of %s at epoch %d, whose coordinator is at epoch %d (%s) and writes it no marker", d.TxnID, p.ProducerEpoch, d.ProducerEpoch, d.State)}
-		if h.verdict = r.finder().FromCoordinator(ctx, d, p); !h.verdict.Proven() {
+		if h.verdict = r.hanging.finder().FromCoordinator(ctx, d, p); !h.verdict.Proven() {
 			h.verdict = ev.of(d.TxnID, p)
 		}
 		if !h.verdict.Proven() && (d.State == "Empty" || d.State == "Ongoing") && live(d.TxnID) {
@@ -115,7 +115,7 @@ func (r *Runner) appCoordinators(ctx context.Context, adm *kadm.Client, open []k
 	var ids []string
 	for _, l := range listed {
 		known[l.ProducerID] = true
-		if r.appTxnID(l.TxnID) {
+		if r.hanging.appTxnID(l.TxnID) {
 			ids = append(ids, l.TxnID)
 		}
 	}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
-	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -116,51 +115,42 @@ type Runner struct {
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
-	admin             *kgo.Client                    // preflight's client, kept for admin requests
-	limits            map[string]topicLimits         // output topics' limits, when known
-	maxRecordBytes    func(topic string) int32       // output topics' max.message.bytes, when known
-	pollMax           int                            // records per poll, sized by adaptPollSize
-	pending           *pendingBatch                  // a batch whose commit outcome is unknown
-	stalls            int                            // stalls in a row without a commit
-	failingSince      time.Time                      // first failure since the pipeline was last healthy; zero when healthy
-	slowSeen          *string                        // record that last carried a batch past transaction_timeout
-	attribute         bool                           // tag outputs with their input record (after a rejected output)
-	rejectionSeen     bool                           // an output was rejected since the last commit
-	rejected          map[string]rejection           // input records whose outputs the broker refused
-	ownMembers        map[string]bool                // group member ids this Runner's clients had
-	floor             offsetFloor                    // offsets its own commits reached; see offsetFloor
-	mirror            *offsetsMirror                 // exactly-once: where commits mirror their input offsets; nil otherwise
-	pid               int64                          // this session's producer id, and its epoch when the last repair looked (see joinGuard)
-	pidEpoch          int16                          // -1 before a transactional producer id is loaded
-	hangingDenied     string                         // why the last repairHanging could not look or complete: missing grants
-	ownTxns           map[txnEpoch]txnrepair.Verdict // own transactions whose outcome the coordinator or an EndTxn answer proved; kept across sessions
-	ownEnded          []txnEpoch                     // those EndTxn answers proved, oldest first, to bound ownTxns (see noteOwnEnd)
-	unproven          []HangingTxn                   // hanging transactions no evidence decides, from the last repair
-	unprovenSince     time.Time                      // since when some have been; zero when none
-	hangingBlind      error                          // why the last repair could not look everywhere (not a missing grant); nil when it could
-	txnFinder         *txnrepair.Finder              // the evidence search, over txnFinderOn
-	txnFinderOn       *kgo.Client                    // the admin client txnFinder uses
-	deadLetterRefused error                          // a dead letter the broker refused: Run stops
-	partitionCounts   map[string]int32               // output topics' partition counts, when asked
-	state             *taskStores                    // the topology's state stores; nil without
-	restorePending    map[state.Task]bool            // tasks whose records wait for a restore
-	deleteRetention   map[string]time.Duration       // changelogs' delete.retention.ms, where read
-	missing           map[string]time.Time           // topics chosen per record found missing, and when
-	staticOutputs     map[string]bool                // output topics known before running, checked by preflight
-	inputs            []string                       // the topics consumed: the sources' and the repartition topics
-	repartitioned     map[string]bool                // the repartition topics
-	purgeEvery        time.Duration                  // PurgeInterval
-	purgeMu           sync.Mutex                     // guards purgeTo
-	purgeCtx          context.Context                // ends with Run
-	purgeTo           kadm.Offsets                   // committed offsets of repartition topics not yet purged to
-	lastPurge         time.Time                      // when the last purge started
-	purging           atomic.Bool                    // a purge is running
-	purgeWG           sync.WaitGroup                 // the running purge, waited for before the admin client closes
-	timerInfo         runnerTimers                   // the topology's timers; see timer.go
-	idleWake          pollWake                       // ends an idle poll when tasks are assigned; see timer.go
-	tracing           *tracing                       // Tracing, if given
-	abortNoted        bool                           // the current batch's abort was counted, under abortReason
-	revokesAtEnd      int64                          // contexts.callbacks when the last End began (rewindRest)
+	admin             *kgo.Client              // preflight's client, kept for admin requests
+	limits            map[string]topicLimits   // output topics' limits, when known
+	maxRecordBytes    func(topic string) int32 // output topics' max.message.bytes, when known
+	pollMax           int                      // records per poll, sized by adaptPollSize
+	pending           *pendingBatch            // a batch whose commit outcome is unknown
+	failingSince      time.Time                // first failure since the pipeline was last healthy; zero when healthy
+	slowSeen          *string                  // record that last carried a batch past transaction_timeout
+	attribute         bool                     // tag outputs with their input record (after a rejected output)
+	rejectionSeen     bool                     // an output was rejected since the last commit
+	rejected          map[string]rejection     // input records whose outputs the broker refused
+	ownMembers        map[string]bool          // group member ids this Runner's clients had
+	floor             offsetFloor              // offsets its own commits reached; see offsetFloor
+	mirror            *offsetsMirror           // exactly-once: where commits mirror their input offsets; nil otherwise
+	hanging           *hangingRepair           // finds and settles hanging transactions; nil for a parent of workers
+	stall             *stallCheck              // tells a stalled pipeline from an idle one; nil for a parent of workers
+	deadLetterRefused error                    // a dead letter the broker refused: Run stops
+	partitionCounts   map[string]int32         // output topics' partition counts, when asked
+	state             *taskStores              // the topology's state stores; nil without
+	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
+	deleteRetention   map[string]time.Duration // changelogs' delete.retention.ms, where read
+	missing           map[string]time.Time     // topics chosen per record found missing, and when
+	staticOutputs     map[string]bool          // output topics known before running, checked by preflight
+	inputs            []string                 // the topics consumed: the sources' and the repartition topics
+	repartitioned     map[string]bool          // the repartition topics
+	purgeEvery        time.Duration            // PurgeInterval
+	purgeMu           sync.Mutex               // guards purgeTo
+	purgeCtx          context.Context          // ends with Run
+	purgeTo           kadm.Offsets             // committed offsets of repartition topics not yet purged to
+	lastPurge         time.Time                // when the last purge started
+	purging           atomic.Bool              // a purge is running
+	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
+	timerInfo         runnerTimers             // the topology's timers; see timer.go
+	idleWake          pollWake                 // ends an idle poll when tasks are assigned; see timer.go
+	tracing           *tracing                 // Tracing, if given
+	abortNoted        bool                     // the current batch's abort was counted, under abortReason
+	revokesAtEnd      int64                    // contexts.callbacks when the last End began (rewindRest)
 	// flaggedAtEnd is contexts.revokes when the last End began: a batch
 	// begun since is doomed by any revoke counted after it (see onRevoked).
 	flaggedAtEnd int64
@@ -234,7 +224,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if n := cfg.WorkerCount(); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}
-	r := &Runner{cfg: cfg, top: t, ownMembers: make(map[string]bool), pidEpoch: -1, purgeEvery: DefaultPurgeInterval,
+	r := &Runner{cfg: cfg, top: t, ownMembers: make(map[string]bool), purgeEvery: DefaultPurgeInterval,
 		deleteRetention: map[string]time.Duration{}}
 	for _, o := range opts {
 		o.apply(r)
@@ -277,6 +267,8 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		}
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
+	r.hanging = newHangingRepair(r)
+	r.stall = newStallCheck(r)
 	if r.registerer == nil && cfg.MetricsAddr != "" {
 		r.registerer = ownRegistry()
 	}
@@ -500,7 +492,7 @@ func (r *Runner) slotFreed(ctx context.Context) bool {
 // recovery_timeout.
 func (r *Runner) healthy() {
 	r.failingSince = time.Time{}
-	r.stalls = 0
+	r.stall.stalls = 0
 	r.slowSeen = nil
 }
 
