@@ -10,9 +10,10 @@ import (
 	"testing"
 )
 
-// The library's import graph holds no tooling: no package outside tools,
-// cmd, examples and integration imports tools/ or a tool's dependency, in
-// its non-test files.
+// The library holds no tooling: no package outside tools, cmd, examples
+// and integration imports tools/ or a tool's dependency directly, in its
+// non-test files (the library's own packages are all checked, so the
+// tooling cannot come in through one of them either).
 func TestNoLibraryPackageImportsTooling(t *testing.T) {
 	banned := []string{
 		"github.com/eosflow/eosflow/tools",

@@ -20,58 +20,7 @@ import (
 // when it cannot tell (an open transaction, an unreadable offset), and is
 // "" once it can. The group has consumed the topic when both are zero.
 func repartitionLeft(ctx context.Context, adm *kadm.Client, base []kgo.Opt, group, topic string) (left int, why string) {
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, fmt.Sprintf("the end offsets of %s (%v)", topic, err)
-	}
-	if len(ends[topic]) == 0 {
-		return 0, fmt.Sprintf("the workers to create %s", topic)
-	}
-	stable, err := adm.ListCommittedOffsets(ctx, topic)
-	if err == nil {
-		err = stable.Error()
-	}
-	if err != nil {
-		return 0, fmt.Sprintf("the last stable offsets of %s (%v)", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		return 0, fmt.Sprintf("the start offsets of %s (%v)", topic, err)
-	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		committed, err = nil, nil // no commit yet: everything is left
-	}
-	if err != nil {
-		return 0, fmt.Sprintf("the committed offsets of group %s (%v)", group, err)
-	}
-	from := map[int32]kgo.Offset{}
-	end := map[int32]int64{}
-	ends.Each(func(e kadm.ListedOffset) {
-		if why != "" {
-			return
-		}
-		if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset != e.Offset {
-			why = fmt.Sprintf("an open transaction on %s/%d (last stable offset %d, end %d)", topic, e.Partition, s.Offset, e.Offset)
-			return
-		}
-		at := int64(0)
-		if s, ok := starts.Lookup(topic, e.Partition); ok {
-			at = s.Offset
-		}
-		if c, ok := committed.Lookup(topic, e.Partition); ok && c.Err == nil && c.At > at {
-			at = c.At
-		}
-		if at < e.Offset {
-			from[e.Partition], end[e.Partition] = kgo.NewOffset().At(at), e.Offset
-		}
-	})
+	from, end, why := repartitionUnread(ctx, adm, group, topic)
 	if why != "" || len(from) == 0 {
 		return 0, why
 	}
@@ -112,4 +61,62 @@ func repartitionLeft(ctx context.Context, adm *kadm.Client, base []kgo.Opt, grou
 		return 0, fmt.Sprintf("reading %d partitions of %s to their end (%v)", len(end), topic, ctx.Err())
 	}
 	return left, ""
+}
+
+// repartitionUnread is where group's reading of topic stands: from, per
+// partition with committed records left, the offset to read from, and
+// end, its end; why says what it waits for when it cannot tell.
+func repartitionUnread(ctx context.Context, adm *kadm.Client, group, topic string) (from map[int32]kgo.Offset, end map[int32]int64, why string) {
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Sprintf("the end offsets of %s (%v)", topic, err)
+	}
+	if len(ends[topic]) == 0 {
+		return nil, nil, fmt.Sprintf("the workers to create %s", topic)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, topic)
+	if err == nil {
+		err = stable.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Sprintf("the last stable offsets of %s (%v)", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, nil, fmt.Sprintf("the start offsets of %s (%v)", topic, err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		committed, err = nil, nil // no commit yet: everything is left
+	}
+	if err != nil {
+		return nil, nil, fmt.Sprintf("the committed offsets of group %s (%v)", group, err)
+	}
+	from, end = map[int32]kgo.Offset{}, map[int32]int64{}
+	ends.Each(func(e kadm.ListedOffset) {
+		if why != "" {
+			return
+		}
+		if s, ok := stable.Lookup(topic, e.Partition); !ok || s.Offset != e.Offset {
+			why = fmt.Sprintf("an open transaction on %s/%d (last stable offset %d, end %d)", topic, e.Partition, s.Offset, e.Offset)
+			return
+		}
+		at := int64(0)
+		if s, ok := starts.Lookup(topic, e.Partition); ok {
+			at = s.Offset
+		}
+		if c, ok := committed.Lookup(topic, e.Partition); ok && c.Err == nil && c.At > at {
+			at = c.At
+		}
+		if at < e.Offset {
+			from[e.Partition], end[e.Partition] = kgo.NewOffset().At(at), e.Offset
+		}
+	})
+	return from, end, why
 }

@@ -392,29 +392,7 @@ func (s *scaler) observe(smp groupSample) {
 		return
 	}
 	st := s.step()
-	moved := false
-	for _, p := range s.parts {
-		off, ok := smp.committed[p]
-		if !ok || off <= s.lastOff[p] {
-			continue
-		}
-		if gap := smp.at.Sub(s.lastAt[p]); gap > st.LongestPause {
-			st.LongestPause, st.PausedPartition = gap, p.String()
-		}
-		s.lastOff[p], s.lastAt[p] = off, smp.at
-		moved = true
-	}
-	if moved {
-		if gap := smp.at.Sub(s.lastAny); gap > st.GroupPause {
-			st.GroupPause = gap
-		}
-		s.lastAny = smp.at
-	}
-	for _, p := range s.parts {
-		if !s.left(p) { // nothing to wait for: it cannot pause
-			s.lastAt[p] = smp.at
-		}
-	}
+	s.pauses(st, smp)
 	c := s.cur
 	if !c.settledAt.IsZero() || c.timedOut {
 		return
@@ -464,6 +442,34 @@ func (s *scaler) observe(smp groupSample) {
 		st.Rebalance = smp.at.Sub(c.began)
 		st.Settled = true
 		c.waiting = ""
+	}
+}
+
+// pauses takes the sample's commits in: the longest pause of a partition
+// and of the whole group in the step.
+func (s *scaler) pauses(st *ScaleStep, smp groupSample) {
+	moved := false
+	for _, p := range s.parts {
+		off, ok := smp.committed[p]
+		if !ok || off <= s.lastOff[p] {
+			continue
+		}
+		if gap := smp.at.Sub(s.lastAt[p]); gap > st.LongestPause {
+			st.LongestPause, st.PausedPartition = gap, p.String()
+		}
+		s.lastOff[p], s.lastAt[p] = off, smp.at
+		moved = true
+	}
+	if moved {
+		if gap := smp.at.Sub(s.lastAny); gap > st.GroupPause {
+			st.GroupPause = gap
+		}
+		s.lastAny = smp.at
+	}
+	for _, p := range s.parts {
+		if !s.left(p) { // nothing to wait for: it cannot pause
+			s.lastAt[p] = smp.at
+		}
 	}
 }
 

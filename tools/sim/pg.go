@@ -148,9 +148,15 @@ func (s *sim) onPgCommit(idx int, w *wire) (action, int) {
 // pgCaughtUp reports whether the sink's offsets in the database cover
 // the whole input.
 func (s *sim) pgCaughtUp(ctx context.Context) bool {
+	stored, err := s.storedOffsets(ctx)
+	if err != nil {
+		return false
+	}
 	var next int64
-	err := s.pg.QueryRow(ctx, `SELECT coalesce(sum(greatest(next_offset, 0)), 0) FROM `+s.tables.offsets+` WHERE group_id = $1`, appID).Scan(&next)
-	return err == nil && next >= int64(s.inputs)
+	for _, n := range stored {
+		next += max(n, 0)
+	}
+	return next >= int64(s.inputs)
 }
 
 // judgeRows checks, per input partition, that each record is one row
@@ -194,19 +200,34 @@ func (s *sim) partitionRows(ctx context.Context) (map[int32]partRows, error) {
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	rows, err = s.pg.Query(ctx, `SELECT partition, next_offset FROM `+s.tables.offsets+` WHERE group_id = $1 AND topic = $2`, appID, input)
+	stored, err := s.storedOffsets(ctx)
 	if err != nil {
 		return nil, err
 	}
+	for p, next := range stored {
+		g := out[p]
+		g.stored = next
+		out[p] = g
+	}
+	return out, nil
+}
+
+// storedOffsets reads the sink's next offset per input partition, as
+// the database holds it (negative: claimed, nothing committed yet).
+func (s *sim) storedOffsets(ctx context.Context) (map[int32]int64, error) {
+	rows, err := s.pg.Query(ctx, `SELECT partition, next_offset FROM `+s.tables.offsets+` WHERE group_id = $1 AND topic = $2`, appID, input)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int32]int64{}
 	for rows.Next() {
 		var p int32
 		var next int64
 		if err := rows.Scan(&p, &next); err != nil {
 			return nil, err
 		}
-		g := out[p]
-		g.stored = next
-		out[p] = g
+		out[p] = next
 	}
 	return out, rows.Err()
 }

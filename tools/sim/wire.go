@@ -76,14 +76,7 @@ func (w *wire) kill() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.dead = true
-	for c := range w.conns {
-		c.Conn.Close()
-	}
-	for c := range w.others {
-		c.Conn.Close()
-	}
-	clear(w.conns)
-	clear(w.others)
+	w.cutLocked(true)
 }
 
 // cutAll cuts every broker connection of an incarnation, as a broker
@@ -91,13 +84,25 @@ func (w *wire) kill() {
 func (w *wire) cutAll() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closing {
-		return
+	if !w.closing {
+		w.cutLocked(false)
 	}
+}
+
+// cutLocked closes the broker connections, and the database's too if db,
+// under w.mu. It closes the raw connections: their Close would forget
+// each, taking w.mu again.
+func (w *wire) cutLocked(db bool) {
 	for c := range w.conns {
 		c.Conn.Close()
 	}
 	clear(w.conns)
+	if db {
+		for c := range w.others {
+			c.Conn.Close()
+		}
+		clear(w.others)
+	}
 }
 
 // effectLanded records that the side effect of id ran, its mark to come,
