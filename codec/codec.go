@@ -6,6 +6,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 )
@@ -76,6 +77,24 @@ func (jsonCodec[T]) Decode(b []byte) (T, error) {
 	return v, nil
 }
 
+type int64Codec struct{}
+
+// Int64 encodes an int64 as 8 big-endian bytes, as Kafka's LongSerializer
+// (Serdes.Long) writes it, so Java clients read the same numbers. Count
+// keeps its counts in this form.
+func Int64() Codec[int64] { return int64Codec{} }
+
+func (int64Codec) Encode(v int64) ([]byte, error) {
+	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
+}
+
+func (int64Codec) Decode(b []byte) (int64, error) {
+	if len(b) != 8 {
+		return 0, fmt.Errorf("codec: int64 has %d bytes, want 8 (big-endian, as Kafka's LongSerializer writes)", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), nil
+}
+
 // Name returns a short description of c for topology descriptions.
 func Name[T any](c Codec[T]) string {
 	switch any(c).(type) {
@@ -85,6 +104,8 @@ func Name[T any](c Codec[T]) string {
 		return "string"
 	case jsonCodec[T]:
 		return "json"
+	case int64Codec:
+		return "int64"
 	case nil:
 		return "<nil>"
 	}

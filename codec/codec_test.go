@@ -75,3 +75,25 @@ func TestIsBytes(t *testing.T) {
 		t.Error("only Bytes() passes values through by definition")
 	}
 }
+
+// Int64 writes what Kafka's LongSerializer writes, and refuses what is
+// not 8 bytes.
+func TestInt64IsLongSerializerBytes(t *testing.T) {
+	c := codec.Int64()
+	b, err := c.Encode(258)
+	if err != nil || !bytes.Equal(b, []byte{0, 0, 0, 0, 0, 0, 1, 2}) {
+		t.Fatalf("Encode(258) = %x, %v", b, err)
+	}
+	if v, err := c.Decode(b); err != nil || v != 258 {
+		t.Errorf("Decode = %d, %v", v, err)
+	}
+	if b, _ := c.Encode(-1); !bytes.Equal(b, []byte{255, 255, 255, 255, 255, 255, 255, 255}) {
+		t.Errorf("Encode(-1) = %x", b)
+	}
+	if _, err := c.Decode([]byte("258")); err == nil {
+		t.Error("a 3-byte value decoded")
+	}
+	if codec.Name(c) != "int64" {
+		t.Errorf("Name = %q", codec.Name(c))
+	}
+}

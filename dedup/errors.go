@@ -5,29 +5,32 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // ErrInvalid means a constructor or call got an argument it cannot use (an
 // empty id, a ttl below MinTTL, a malformed URL or table name); nothing was
 // sent to the store.
-var ErrInvalid = errors.New("dedup: invalid argument")
+var ErrInvalid = check.ErrInvalid
 
 // ErrStore matches every *StoreError: the store did not answer or refused the
 // command. Whether the message is then processed (fail open) or not (fail
 // closed) is the caller's decision.
 var ErrStore = errors.New("dedup: store failed")
 
-// ErrCannotForget is returned by RedisBloom's Forget: a Bloom filter
+// ErrCannotForget is returned by redisdedup.Bloom's Forget: a Bloom filter
 // cannot remove an id, as its bits are shared with other ids. Mark after
 // the effect succeeded instead, or use an exact store.
 var ErrCannotForget = errors.New("dedup: a Bloom filter cannot forget an id")
 
-// ErrClosed is returned by every call on a closed Redis or Postgres store.
+// ErrClosed is returned by every call on a closed Redis or Postgres store
+// (redisdedup, pgdedup).
 var ErrClosed = errors.New("dedup: store closed")
 
-// StoreError is a failed call to a Redis or Postgres store. It names the store,
-// the address it talked to and the id, so a log line says which server to look
-// at.
+// StoreError is a failed call to a Redis or Postgres store (redisdedup,
+// pgdedup). It names the store, the address it talked to and the id, so a
+// log line says which server to look at.
 type StoreError struct {
 	Store string // "redis" or "postgres"
 	Addr  string // host:port

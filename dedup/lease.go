@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/eosflow/eosflow/dedup/lease"
@@ -16,8 +15,8 @@ import (
 // for it to become done, or takes it over once the lease has expired (its
 // owner died mid-effect); the effect then runs again, which is the honest
 // contract for an owner that died mid-effect: at least once, never zero
-// times. Memory, Redis, RedisSortedSet and Postgres are Leasers;
-// RedisBloom is not (a Bloom filter cannot drop an id).
+// times. Memory and the stores of redisdedup (Store, SortedSet) and pgdedup
+// are Leasers; redisdedup.Bloom is not (a Bloom filter cannot drop an id).
 type Leaser interface {
 	Store
 	// Claim marks id pending for owner until lease from now, with ttl
@@ -47,17 +46,3 @@ const (
 	Pending = lease.Pending
 	Done    = lease.Done
 )
-
-// checkClaim validates the arguments of Claim.
-func checkClaim(id, owner string, lease, ttl time.Duration) error {
-	if err := check(id, ttl); err != nil {
-		return err
-	}
-	if owner == "" {
-		return fmt.Errorf("%w: empty owner for id %q: name the instance that runs the effect", ErrInvalid, id)
-	}
-	if lease < MinTTL {
-		return fmt.Errorf("%w: lease %v for id %q: use at least %v, longer than the longest pause of a process", ErrInvalid, lease, id, MinTTL)
-	}
-	return nil
-}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // DefaultMaxEntries bounds a Memory store when no MaxEntries option is given:
@@ -42,8 +44,8 @@ func Clock(now func() time.Time) MemoryOption {
 // Memory is a Store in this process's memory, bounded by MaxEntries, for
 // tests and single-instance pipelines. What it risks: everything is forgotten
 // when the process exits, so redeliveries after a restart repeat their
-// effects, and a second instance has a store of its own. Use Redis or Postgres
-// when more than one process consumes the topic.
+// effects, and a second instance has a store of its own. Use a store of
+// redisdedup or pgdedup when more than one process consumes the topic.
 type Memory struct {
 	mu        sync.Mutex
 	cfg       memoryConfig
@@ -79,7 +81,7 @@ func NewMemory(opts ...MemoryOption) (*Memory, error) {
 // Mark records id for ttl; see Store. Expired ids are dropped as it goes, so
 // the map holds at most MaxEntries live ids.
 func (m *Memory) Mark(_ context.Context, id string, ttl time.Duration) (bool, error) {
-	if err := check(id, ttl); err != nil {
+	if err := check.Mark(id, ttl); err != nil {
 		return false, err
 	}
 	now := m.cfg.now()
@@ -95,7 +97,7 @@ func (m *Memory) Mark(_ context.Context, id string, ttl time.Duration) (bool, er
 
 // Seen reports whether id is remembered and not expired.
 func (m *Memory) Seen(_ context.Context, id string) (bool, error) {
-	if err := checkID(id); err != nil {
+	if err := check.ID(id); err != nil {
 		return false, err
 	}
 	now := m.cfg.now()
@@ -107,7 +109,7 @@ func (m *Memory) Seen(_ context.Context, id string) (bool, error) {
 
 // Forget removes id.
 func (m *Memory) Forget(_ context.Context, id string) error {
-	if err := checkID(id); err != nil {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -120,7 +122,7 @@ func (m *Memory) Forget(_ context.Context, id string) error {
 
 // Claim marks id pending for owner; see Leaser.
 func (m *Memory) Claim(_ context.Context, id, owner string, lease, ttl time.Duration) (Claim, error) {
-	if err := checkClaim(id, owner, lease, ttl); err != nil {
+	if err := check.Claim(id, owner, lease, ttl); err != nil {
 		return Claim{}, err
 	}
 	now := m.cfg.now()
@@ -138,13 +140,13 @@ func (m *Memory) Claim(_ context.Context, id, owner string, lease, ttl time.Dura
 	default: // its own, or an expired lease: renew or take over
 		m.extend(e, now, ttl)
 	}
-	e.owner, e.lease = owner, now.Add(time.Duration(millis(lease))*time.Millisecond)
+	e.owner, e.lease = owner, now.Add(time.Duration(check.Millis(lease))*time.Millisecond)
 	return Claim{State: Claimed}, nil
 }
 
 // Complete marks id done; see Leaser.
 func (m *Memory) Complete(_ context.Context, id string, ttl time.Duration) error {
-	if err := check(id, ttl); err != nil {
+	if err := check.Mark(id, ttl); err != nil {
 		return err
 	}
 	now := m.cfg.now()
@@ -163,7 +165,7 @@ func (m *Memory) Complete(_ context.Context, id string, ttl time.Duration) error
 
 // Release removes id if it is pending for owner; see Leaser.
 func (m *Memory) Release(_ context.Context, id, owner string) error {
-	if err := checkID(id); err != nil {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -181,7 +183,7 @@ func (m *Memory) add(id string, now time.Time, ttl time.Duration) *memEntry {
 		m.remove(m.byExpiry[0])
 		m.evictions++
 	}
-	e := &memEntry{id: id, expires: now.Add(time.Duration(millis(ttl)) * time.Millisecond)}
+	e := &memEntry{id: id, expires: now.Add(time.Duration(check.Millis(ttl)) * time.Millisecond)}
 	m.ids[id] = e
 	heap.Push(&m.byExpiry, e)
 	return e
@@ -189,7 +191,7 @@ func (m *Memory) add(id string, now time.Time, ttl time.Duration) *memEntry {
 
 // extend makes e live for ttl from now.
 func (m *Memory) extend(e *memEntry, now time.Time, ttl time.Duration) {
-	e.expires = now.Add(time.Duration(millis(ttl)) * time.Millisecond)
+	e.expires = now.Add(time.Duration(check.Millis(ttl)) * time.Millisecond)
 	heap.Fix(&m.byExpiry, e.index)
 }
 

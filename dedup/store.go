@@ -2,7 +2,6 @@ package dedup
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -23,52 +22,32 @@ type Store interface {
 	Forget(ctx context.Context, id string) error
 }
 
-// DefaultTimeout bounds each call of the Redis and Postgres stores (and the
-// connection it may need) when no Timeout option is given, so that a store
-// that does not answer returns an error instead of stalling the pipeline.
+// Approximate is a Store that can report an id it never saw as seen (a
+// false positive), at about FalsePositiveRate of new ids, as a Bloom filter
+// does (redisdedup.Bloom). topology.Dedup refuses such a store unless told
+// that losing those ids' effects is acceptable.
+type Approximate interface {
+	Store
+	// FalsePositiveRate is the configured chance that an id never marked
+	// is reported as seen, such as 0.01.
+	FalsePositiveRate() float64
+}
+
+// Retainer is a Store that keeps every id for a retention fixed when it was
+// built, whatever a Mark's ttl, and refuses a longer ttl (redisdedup.Bloom).
+type Retainer interface {
+	Store
+	// Retention is how long an id is remembered at least, the longest ttl
+	// Mark accepts.
+	Retention() time.Duration
+}
+
+// DefaultTimeout bounds each call of the Redis and Postgres stores
+// (redisdedup, pgdedup), and the connection it may need, when no Timeout
+// option is given, so that a store that does not answer returns an error
+// instead of stalling the pipeline.
 const DefaultTimeout = 5 * time.Second
 
-// MinTTL is the shortest time to live a Mark accepts: the stores keep expiries
-// in milliseconds.
+// MinTTL is the shortest time to live a Mark accepts: the stores keep
+// expiries in milliseconds.
 const MinTTL = time.Millisecond
-
-// check validates the arguments every store's Mark takes.
-func check(id string, ttl time.Duration) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	if ttl < MinTTL {
-		return fmt.Errorf("%w: ttl %v for id %q: use at least %v; keep ids twice the longest redelivery window", ErrInvalid, ttl, id, MinTTL)
-	}
-	return nil
-}
-
-func checkID(id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty id: every message needs an id that is the same on each delivery", ErrInvalid)
-	}
-	return nil
-}
-
-// millis rounds ttl up to whole milliseconds, so a mark never lives shorter
-// than asked.
-func millis(ttl time.Duration) int64 {
-	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
-}
-
-// Timeout bounds each call of a Redis or Postgres store, including the
-// connection it may need to open, overriding DefaultTimeout (5s). A caller's
-// earlier context deadline still wins.
-func Timeout(d time.Duration) timeoutOption { return timeoutOption(d) }
-
-type timeoutOption time.Duration
-
-func (o timeoutOption) applyRedis(c *redisConfig)       { c.timeout = time.Duration(o) }
-func (o timeoutOption) applyPostgres(c *postgresConfig) { c.timeout = time.Duration(o) }
-
-func checkTimeout(d time.Duration) error {
-	if d <= 0 {
-		return fmt.Errorf("%w: timeout %v: use a positive duration such as %v", ErrInvalid, d, DefaultTimeout)
-	}
-	return nil
-}

@@ -19,6 +19,8 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/pgdedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
@@ -161,7 +163,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 				if url == "" {
 					t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
 				}
-				store, err := dedup.NewRedis(url, dedup.Prefix(fmt.Sprintf("eosflow:handover-test:%d:", time.Now().UnixNano())))
+				store, err := redisdedup.New(url, redisdedup.Prefix(fmt.Sprintf("eosflow:handover-test:%d:", time.Now().UnixNano())))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -174,7 +176,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 					t.Skip("EOS_REDIS_URL is not set: run integration/redis/redis.sh start and export EOS_REDIS_URL=$(integration/redis/redis.sh url)")
 				}
 				key := fmt.Sprintf("eosflow:handover-test:%d", time.Now().UnixNano())
-				store, err := dedup.NewRedisSortedSet(url, key)
+				store, err := redisdedup.NewSortedSet(url, key)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -194,7 +196,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 				if url == "" {
 					t.Skip("EOS_POSTGRES_URL is not set: run integration/postgres/pg.sh start and export EOS_POSTGRES_URL=$(integration/postgres/pg.sh url)")
 				}
-				store, err := dedup.NewPostgres(t.Context(), url, dedup.Table(fmt.Sprintf("eosflow_handover_%d", time.Now().UnixNano())))
+				store, err := pgdedup.New(t.Context(), url, pgdedup.Table(fmt.Sprintf("eosflow_handover_%d", time.Now().UnixNano())))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -205,7 +207,7 @@ func TestDedupEffectOnceAcrossHandover(t *testing.T) {
 	}
 }
 
-func testHandover(t *testing.T, store topology.DedupStore, mode topology.DedupOption, kind effectKind) {
+func testHandover(t *testing.T, store dedup.Store, mode topology.DedupOption, kind effectKind) {
 	const perPartition = 20
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 2, "in", "out")

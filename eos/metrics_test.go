@@ -17,6 +17,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
@@ -595,7 +596,7 @@ func TestReadyzWhileStopping(t *testing.T) {
 // pebble, its files and memtables (more than nothing). It is gone once Run
 // returned and closed the stores.
 func TestMetricsStoreBytes(t *testing.T) {
-	for _, e := range []state.Engine{state.Memory(), state.Pebble()} {
+	for _, e := range []state.Engine{state.Memory(), pebble.New()} {
 		t.Run(e.String(), func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")

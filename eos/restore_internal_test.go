@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -114,7 +115,7 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir, task := t.TempDir(), state.Task{Topic: "in", Partition: 0}
-	s, err := state.Open(state.Pebble(), dir, "s", task)
+	s, err := state.Open(pebble.New(), dir, "s", task)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.admin.Close()
-	r.state = newTaskStores([]graph.Store{{Name: "s", Engine: state.Pebble(), Source: "in"}}, nil, dir, "app", zap.NewNop())
+	r.state = newTaskStores([]graph.Store{{Name: "s", Engine: pebble.New(), Source: "in"}}, nil, dir, "app", zap.NewNop())
 	defer r.state.closeAll()
 	if err := r.restore(ctx, []state.Task{task}); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/processor"
-	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/leak"
@@ -240,7 +240,7 @@ func TestPasswordNeverLeaksFromPipelines(t *testing.T) {
 		cfg.LogLevel = "debug"
 		cfg.StateDir = t.TempDir()
 		reg := prometheus.NewRegistry()
-		x := conformance.Start(t, cfg, conformance.GroupedCountTopology("words", "counts", state.Pebble()),
+		x := conformance.Start(t, cfg, conformance.GroupedCountTopology("words", "counts", pebble.New()),
 			eos.Logger(debugLogger(&logs)), eos.Metrics(reg), eos.PurgeInterval(0))
 		// Each record is read twice: from words, then from the
 		// repartition topic.

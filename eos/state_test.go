@@ -19,6 +19,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/verdict"
@@ -40,7 +41,7 @@ func TestStatefulCountExactlyOnce(t *testing.T) {
 		name    string
 		engine  state.Engine
 		grouped bool
-	}{{"memory", state.Memory(), false}, {"pebble", state.Pebble(), false}, {"groupby-memory", state.Memory(), true}} {
+	}{{"memory", state.Memory(), false}, {"pebble", pebble.New(), false}, {"groupby-memory", state.Memory(), true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 3, "in", "out")
@@ -319,7 +320,7 @@ func TestCoPartitionedTopicsMustMatch(t *testing.T) {
 func TestStreamTableJoinUnderFailedCommits(t *testing.T) {
 	env := kafkatest.Fake(t)
 	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 4})
-	conformance.StreamTableJoinExactlyOnce(t, env, state.Pebble())
+	conformance.StreamTableJoinExactlyOnce(t, env, pebble.New())
 	if h.Hits() == 0 {
 		t.Fatal("no commit was failed")
 	}
@@ -330,7 +331,7 @@ func TestStreamTableJoinUnderFailedCommits(t *testing.T) {
 func TestStreamJoinUnderFailedCommits(t *testing.T) {
 	env := kafkatest.Fake(t)
 	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 4})
-	conformance.StreamJoinExactlyOnce(t, env, state.Pebble())
+	conformance.StreamJoinExactlyOnce(t, env, pebble.New())
 	if h.Hits() == 0 {
 		t.Fatal("no commit was failed")
 	}
@@ -345,7 +346,7 @@ func TestAssignedTasksRestoreBeforeTheBatch(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		engine state.Engine
-	}{{"memory", state.Memory()}, {"pebble", state.Pebble()}} {
+	}{{"memory", state.Memory()}, {"pebble", pebble.New()}} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 6, "in", "out")
@@ -412,7 +413,7 @@ func TestRepartitionBeforeJoinTakesTheTablesPartitions(t *testing.T) {
 // the changelog no longer has; it returns the store's offset before.
 func plantKey(t *testing.T, stateDir, instance, key string) int64 {
 	t.Helper()
-	s, err := state.Open(state.Pebble(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := state.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +434,7 @@ func plantKey(t *testing.T, stateDir, instance, key string) int64 {
 // hasKey reports whether instance's pebble store "counts" of in/0 holds key.
 func hasKey(t *testing.T, stateDir, instance, key string) bool {
 	t.Helper()
-	s, err := state.Open(state.Pebble(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := state.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +453,7 @@ func runCounts(t *testing.T, env *kafkatest.Env, instance, stateDir string, n ui
 	cfg := env.Config("app", instance, config.ExactlyOnce)
 	cfg.MaxBatchRecords = 100
 	cfg.StateDir = stateDir
-	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", pebble.New()))
 	x.WaitCommitted(t, n, 60*time.Second)
 	x.Stop()
 	if err := x.Wait(t, 30*time.Second); err != nil {
@@ -602,7 +603,7 @@ func TestStoreAheadOfItsChangelogIsWiped(t *testing.T) {
 	phantom := binary.BigEndian.AppendUint64(nil, 1000)
 	lost := abortChangelogWrite(t, env, changelog, key, phantom)
 
-	s, err := state.Open(state.Pebble(), filepath.Join(dir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := state.Open(pebble.New(), filepath.Join(dir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -649,7 +650,7 @@ func TestStoreDropsABatchWhoseMarkersWereLost(t *testing.T) {
 	cfg.StateDir = t.TempDir()
 	const n = 100
 	conformance.SeedRange(t, env, "in", 0, n)
-	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", pebble.New()))
 	x.WaitCommitted(t, n, 60*time.Second)
 
 	// Batch N: its EndTxn reaches the broker as an abort, which ends the
@@ -680,7 +681,7 @@ func TestStoreDropsABatchWhoseMarkersWereLost(t *testing.T) {
 	}
 
 	produceKey(t, env, "in", "lost")
-	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", pebble.New()))
 	y.WaitCommitted(t, 1, 60*time.Second)
 	y.Stop()
 	if err := y.Wait(t, 30*time.Second); err != nil {
@@ -688,7 +689,7 @@ func TestStoreDropsABatchWhoseMarkersWereLost(t *testing.T) {
 	}
 	t.Logf("first run %+v; second run %+v", x.R.Stats(), y.R.Stats())
 	fold := checkCountsFollow(t, env, changelog)
-	s, err := state.Open(state.Pebble(), filepath.Join(cfg.StateDir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := state.Open(pebble.New(), filepath.Join(cfg.StateDir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -791,7 +792,7 @@ func TestStoreAheadOfARecreatedChangelogStopsRun(t *testing.T) {
 	conformance.SeedRange(t, env, "in", n, n+10) // the runtime makes the changelog again
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	cfg.StateDir = dir
-	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", pebble.New()))
 	err := x.Wait(t, 60*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "last copy of that state") {
 		t.Fatalf("Run returned %v; want it stopped on the store ahead of its recreated changelog", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
@@ -97,7 +98,7 @@ func TestWorkersProcessEveryRecordOnce(t *testing.T) {
 // A stateful count under workers: 2 is exactly once, and each worker
 // keeps its stores in a directory of its own.
 func TestWorkersStatefulCount(t *testing.T) {
-	for _, engine := range []state.Engine{state.Memory(), state.Pebble()} {
+	for _, engine := range []state.Engine{state.Memory(), pebble.New()} {
 		t.Run(engine.String(), func(t *testing.T) {
 			env := kafkatest.Fake(t)
 			env.CreateTopics(t, 4, "in", "out")
@@ -114,7 +115,7 @@ func TestWorkersStatefulCount(t *testing.T) {
 			if per := x.R.WorkerStats(); per[0].RecordsIn == 0 || per[1].RecordsIn == 0 {
 				t.Fatalf("per-worker stats %+v: want both workers to count", per)
 			}
-			if engine.String() == state.Pebble().String() {
+			if engine.String() == pebble.New().String() {
 				for i := range 2 {
 					dir := filepath.Join(cfg.StateDir, "count", cfg.WorkerInstanceID(i))
 					if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {

@@ -45,7 +45,7 @@ func Example() {
 		got = append(got, fmt.Sprintf("%s=%d", r.Key, r.Value))
 	}
 	fmt.Println(strings.Join(got, " "))
-	n, _ := eostest.Store(d, "counts", codec.String(), eostest.CountCodec()).Get("be")
+	n, _ := eostest.Store(d, "counts", codec.String(), codec.Int64()).Get("be")
 	fmt.Println("be:", n)
 	// Output:
 	// to=1 be=1 or=1 not=1 to=2 be=2

@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/eostest"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -20,7 +21,7 @@ import (
 func clickCounts(policy topology.ErrorPolicy, opts ...topology.AggregateOption) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
-	counts := topology.Count(topology.GroupByKey(in, "by-user"), "counts", state.Pebble(), opts...)
+	counts := topology.Count(topology.GroupByKey(in, "by-user"), "counts", pebble.New(), opts...)
 	checked := topology.Process(topology.ToStream(counts, "updates"), "check", func(ctx processor.Context[int64], r processor.Record[int64]) error {
 		if string(r.Key) == "mallory" {
 			return errors.New("mallory is not counted")
@@ -48,7 +49,7 @@ func TestCountWithStore(t *testing.T) {
 	d := eostest.New(t, clickCounts(topology.Fail()), eostest.Partitions("clicks", 3))
 	in := eostest.Input(d, "clicks", codec.String())
 	out := eostest.Output(d, "click-counts", codec.JSON[int64]())
-	counts := eostest.Store(d, "counts", codec.String(), eostest.CountCodec())
+	counts := eostest.Store(d, "counts", codec.String(), codec.Int64())
 	counts.Put("ada", 10)
 	for _, user := range []string{"ada", "bob", "ada", "cy", "ada"} {
 		pipe(t, in, user, "click")
@@ -83,7 +84,7 @@ func TestFailPolicyLeavesStoreUnchanged(t *testing.T) {
 	d := eostest.New(t, clickCounts(topology.Fail()))
 	in := eostest.Input(d, "clicks", codec.String())
 	out := eostest.Output(d, "click-counts", codec.JSON[int64]())
-	counts := eostest.Store(d, "counts", codec.String(), eostest.CountCodec())
+	counts := eostest.Store(d, "counts", codec.String(), codec.Int64())
 	counts.Put("mallory", 5)
 	pipe(t, in, "ada", "click")
 	err := in.Pipe("mallory", "click")
@@ -108,7 +109,7 @@ func TestBatchHoldsBack(t *testing.T) {
 	d := eostest.New(t, clickCounts(topology.Fail(), topology.LatestPerCommit()))
 	in := eostest.Input(d, "clicks", codec.String())
 	out := eostest.Output(d, "click-counts", codec.JSON[int64]())
-	counts := eostest.Store(d, "counts", codec.String(), eostest.CountCodec())
+	counts := eostest.Store(d, "counts", codec.String(), codec.Int64())
 	err := d.Batch(func() error {
 		for _, user := range []string{"ada", "ada", "ada", "bob"} {
 			pipe(t, in, user, "click")
@@ -146,7 +147,7 @@ func TestBatchAbortsOnFailure(t *testing.T) {
 	d := eostest.New(t, clickCounts(topology.Fail()))
 	in := eostest.Input(d, "clicks", codec.String())
 	out := eostest.Output(d, "click-counts", codec.JSON[int64]())
-	counts := eostest.Store(d, "counts", codec.String(), eostest.CountCodec())
+	counts := eostest.Store(d, "counts", codec.String(), codec.Int64())
 	var failed, after error
 	err := d.Batch(func() error {
 		pipe(t, in, "ada", "click")
@@ -207,7 +208,7 @@ func TestRepartitionedCount(t *testing.T) {
 			t.Errorf("%s in partition %d of %s, want %d (3 partitions, as its input)", r.Key, r.Partition, rt, want)
 		}
 	}
-	if n, ok := eostest.Store(d, "counts", codec.String(), eostest.CountCodec()).Get("ada"); !ok || n != 3 {
+	if n, ok := eostest.Store(d, "counts", codec.String(), codec.Int64()).Get("ada"); !ok || n != 3 {
 		t.Errorf("store: ada = %d, %v", n, ok)
 	}
 }

@@ -1,9 +1,6 @@
 package eostest
 
 import (
-	"encoding/binary"
-	"fmt"
-
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
@@ -31,7 +28,7 @@ type Entry[K, V any] struct {
 
 // Store returns a typed view of the store called name, which the
 // topology declares (an aggregation's store is named after its node).
-// Count and CountWindows keep their counts as CountCodec encodes them.
+// Count and CountWindows keep their counts as codec.Int64 encodes them.
 func Store[K, V any](d *Driver, name string, key codec.Codec[K], value codec.Codec[V]) *StateStore[K, V] {
 	d.helper()
 	var names []string
@@ -183,21 +180,4 @@ func (s *StateStore[K, V]) value(kb, b []byte) V {
 		s.d.failf("store %q: decoding the value of key %q: %v", s.spec.Name, kb, err)
 	}
 	return v
-}
-
-// CountCodec is the codec of the values Count and CountWindows keep in
-// their stores: 8 big-endian bytes, as Kafka's LongSerializer writes them.
-func CountCodec() codec.Codec[int64] { return countCodec{} }
-
-type countCodec struct{}
-
-func (countCodec) Encode(v int64) ([]byte, error) {
-	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
-}
-
-func (countCodec) Decode(b []byte) (int64, error) {
-	if len(b) != 8 {
-		return 0, fmt.Errorf("eostest: a count has 8 bytes, not %d", len(b))
-	}
-	return int64(binary.BigEndian.Uint64(b)), nil
 }

@@ -1,23 +1,25 @@
-package state
+package state_test
 
 import (
 	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/eosflow/eosflow/state"
 )
 
 // smallRecords is a changelog of n records with 9-byte keys and 16-byte
 // values over n/4 keys, every tenth a delete.
-func smallRecords(n int) []Write {
-	out := make([]Write, n)
+func smallRecords(n int) []state.Write {
+	out := make([]state.Write, n)
 	for i := range out {
 		k := binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i*7919%(n/4)))
 		if i%10 == 9 {
-			out[i] = Write{Key: k}
+			out[i] = state.Write{Key: k}
 			continue
 		}
-		out[i] = Write{Key: k, Value: []byte(fmt.Sprintf("value-%010d", i))}
+		out[i] = state.Write{Key: k, Value: []byte(fmt.Sprintf("value-%010d", i))}
 	}
 	return out
 }
@@ -27,11 +29,11 @@ func smallRecords(n int) []Write {
 func BenchmarkRestore(b *testing.B) {
 	const n, batch = 1_000_000, 10_000
 	log := smallRecords(n)
-	for _, ec := range engineCases() {
+	for _, ec := range benchCases() {
 		b.Run(ec.name, func(b *testing.B) {
 			var elapsed time.Duration
 			for b.Loop() {
-				s, err := Open(ec.engine(), b.TempDir(), "counts", task)
+				s, err := state.Open(ec.engine(), b.TempDir(), "counts", task)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -51,12 +53,16 @@ func BenchmarkRestore(b *testing.B) {
 	}
 }
 
+// benchCases are the engines benchmarked here; state/pebble benchmarks
+// its own.
+func benchCases() []engineCase { return []engineCase{{name: "memory", engine: state.Memory}} }
+
 func benchKey(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i)) }
 
 // benchStore has keys 0..n-1 committed and, when overlay, rewritten in
 // the overlay too.
-func benchStore(b *testing.B, ec engineCase, n int, overlay bool) *Store {
-	s, err := Open(ec.engine(), b.TempDir(), "counts", task)
+func benchStore(b *testing.B, ec engineCase, n int, overlay bool) *state.Store {
+	s, err := state.Open(ec.engine(), b.TempDir(), "counts", task)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +89,7 @@ func BenchmarkGet(b *testing.B) {
 	for i := range keys {
 		keys[i] = benchKey(i * 7919 % n)
 	}
-	for _, ec := range engineCases() {
+	for _, ec := range benchCases() {
 		for _, where := range []string{"overlay", "engine"} {
 			b.Run(ec.name+"/"+where, func(b *testing.B) {
 				s := benchStore(b, ec, n, where == "overlay")
@@ -108,7 +114,7 @@ func BenchmarkGet(b *testing.B) {
 // measures the engine write at batch end.
 func BenchmarkPut(b *testing.B) {
 	const n = 10_000
-	for _, ec := range engineCases() {
+	for _, ec := range benchCases() {
 		b.Run(ec.name, func(b *testing.B) {
 			s := benchStore(b, ec, 0, false)
 			v := []byte("overlay-value!!!")
@@ -127,7 +133,7 @@ func BenchmarkPut(b *testing.B) {
 // 100k key space, every tenth a delete); ns/op is per batch.
 func BenchmarkCommit(b *testing.B) {
 	const n, batch = 100_000, 1000
-	for _, ec := range engineCases() {
+	for _, ec := range benchCases() {
 		b.Run(ec.name, func(b *testing.B) {
 			s := benchStore(b, ec, 0, false)
 			v := []byte("overlay-value!!!")

@@ -1,4 +1,4 @@
-package state
+package state_test
 
 import (
 	"errors"
@@ -7,19 +7,25 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 )
 
 // engineCase is one engine under the conformance suite.
 type engineCase struct {
 	name       string
-	engine     func() Engine
+	engine     func() state.Engine
 	persistent bool // data and offset survive Close and reopen
 }
 
+// engineCases: kept runs the reopen cases without a disk, pebble on a
+// real store on disk.
 func engineCases() []engineCase {
 	return []engineCase{
-		{name: "memory", engine: Memory},
-		{name: "pebble", engine: func() Engine { return Pebble() }, persistent: true},
+		{name: "memory", engine: state.Memory},
+		{name: "kept", engine: state.NewKept, persistent: true},
+		{name: "pebble", engine: func() state.Engine { return pebble.New() }, persistent: true},
 	}
 }
 
@@ -30,12 +36,12 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-var task = Task{Topic: "orders", Partition: 3}
+var task = state.Task{Topic: "orders", Partition: 3}
 
 // fixture opens a store of ec in a fresh directory and reopens it there.
 type fixture struct {
 	t   *testing.T
-	e   Engine
+	e   state.Engine
 	dir string
 }
 
@@ -43,9 +49,9 @@ func newFixture(t *testing.T, ec engineCase) *fixture {
 	return &fixture{t: t, e: ec.engine(), dir: t.TempDir()}
 }
 
-func (f *fixture) open() *Store {
+func (f *fixture) open() *state.Store {
 	f.t.Helper()
-	s, err := Open(f.e, f.dir, "counts", task)
+	s, err := state.Open(f.e, f.dir, "counts", task)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -82,7 +88,7 @@ func conformance(t *testing.T, ec engineCase) {
 	}
 }
 
-func mustGet(t *testing.T, s *Store, key string) (string, bool) {
+func mustGet(t *testing.T, s *state.Store, key string) (string, bool) {
 	t.Helper()
 	v, ok, err := s.Get([]byte(key))
 	if err != nil {
@@ -91,7 +97,7 @@ func mustGet(t *testing.T, s *Store, key string) (string, bool) {
 	return string(v), ok
 }
 
-func wantGet(t *testing.T, s *Store, key, want string, wantOK bool) {
+func wantGet(t *testing.T, s *state.Store, key, want string, wantOK bool) {
 	t.Helper()
 	v, ok := mustGet(t, s, key)
 	if ok != wantOK || v != want {
@@ -106,7 +112,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func put(t *testing.T, s *Store, kv ...string) {
+func put(t *testing.T, s *state.Store, kv ...string) {
 	t.Helper()
 	for i := 0; i < len(kv); i += 2 {
 		must(t, s.Put([]byte(kv[i]), []byte(kv[i+1])))
@@ -114,7 +120,7 @@ func put(t *testing.T, s *Store, kv ...string) {
 }
 
 // entries collects a Range as "k=v" strings.
-func entries(t *testing.T, s *Store, start, end []byte) []string {
+func entries(t *testing.T, s *state.Store, start, end []byte) []string {
 	t.Helper()
 	var out []string
 	for e, err := range s.Range(start, end) {
@@ -127,9 +133,9 @@ func entries(t *testing.T, s *Store, start, end []byte) []string {
 }
 
 // committed reads the engine alone, without the overlay.
-func committed(t *testing.T, s *Store, key string) (string, bool) {
+func committed(t *testing.T, s *state.Store, key string) (string, bool) {
 	t.Helper()
-	v, ok, err := s.b.Get([]byte(key))
+	v, ok, err := state.CommittedGet(s, []byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +144,7 @@ func committed(t *testing.T, s *Store, key string) (string, bool) {
 
 func testFresh(t *testing.T, ec engineCase) {
 	s := newFixture(t, ec).open()
-	if s.Offset() != NoOffset {
+	if s.Offset() != state.NoOffset {
 		t.Fatalf("Offset = %d, want NoOffset", s.Offset())
 	}
 	wantGet(t, s, "a", "", false)
@@ -300,7 +306,7 @@ func testCommit(t *testing.T, ec engineCase) {
 	must(t, s.Close())
 	r := f.open()
 	if !ec.persistent {
-		if r.Offset() != NoOffset || len(entries(t, r, nil, nil)) != 0 {
+		if r.Offset() != state.NoOffset || len(entries(t, r, nil, nil)) != 0 {
 			t.Fatal("a memory store kept data across reopen")
 		}
 		return
@@ -324,7 +330,7 @@ func testCrashBeforeCommit(t *testing.T, ec engineCase) {
 	r := f.open()
 	want, wantOff, wantA := []string{"a=1"}, int64(7), true
 	if !ec.persistent {
-		want, wantOff, wantA = nil, NoOffset, false
+		want, wantOff, wantA = nil, state.NoOffset, false
 	}
 	if r.Offset() != wantOff {
 		t.Fatalf("Offset = %d, want %d", r.Offset(), wantOff)
@@ -357,22 +363,22 @@ func testAbort(t *testing.T, ec engineCase) {
 }
 
 // changelog is a random stream of puts and deletes over a few keys.
-func changelog(n int, seed uint64) []Write {
+func changelog(n int, seed uint64) []state.Write {
 	r := rand.New(rand.NewPCG(seed, 0))
-	out := make([]Write, n)
+	out := make([]state.Write, n)
 	for i := range out {
 		k := []byte(fmt.Sprintf("k%03d", r.IntN(50)))
 		if r.IntN(4) == 0 {
-			out[i] = Write{Key: k}
+			out[i] = state.Write{Key: k}
 			continue
 		}
-		out[i] = Write{Key: k, Value: []byte(fmt.Sprint(i))}
+		out[i] = state.Write{Key: k, Value: []byte(fmt.Sprint(i))}
 	}
 	return out
 }
 
 // model applies writes to a map and lists it like entries does.
-func model(writes []Write) []string {
+func model(writes []state.Write) []string {
 	m := map[string]string{}
 	for _, w := range writes {
 		if w.Value == nil {
@@ -424,14 +430,14 @@ func testRestore(t *testing.T, ec engineCase) {
 
 func testOffsetOrder(t *testing.T, ec engineCase) {
 	s := newFixture(t, ec).open()
-	must(t, s.Restore([]Write{{Key: []byte("a"), Value: []byte("1")}}, 10))
-	err := s.Restore([]Write{{Key: []byte("a"), Value: []byte("2")}}, 10)
-	var oe *OffsetError
-	if !errors.As(err, &oe) || !errors.Is(err, ErrOffset) || oe.Applied != 10 || oe.Got != 10 || oe.Store != "counts" {
+	must(t, s.Restore([]state.Write{{Key: []byte("a"), Value: []byte("1")}}, 10))
+	err := s.Restore([]state.Write{{Key: []byte("a"), Value: []byte("2")}}, 10)
+	var oe *state.OffsetError
+	if !errors.As(err, &oe) || !errors.Is(err, state.ErrOffset) || oe.Applied != 10 || oe.Got != 10 || oe.Store != "counts" {
 		t.Fatalf("Restore(10) after 10 = %v, want an *OffsetError", err)
 	}
 	put(t, s, "a", "3")
-	if err := s.Commit(9); !errors.Is(err, ErrOffset) {
+	if err := s.Commit(9); !errors.Is(err, state.ErrOffset) {
 		t.Fatalf("Commit(9) after 10 = %v, want ErrOffset", err)
 	}
 	wantGet(t, s, "a", "3", true) // a refused commit keeps the overlay
@@ -444,7 +450,7 @@ func testOffsetOrder(t *testing.T, ec engineCase) {
 func testRestoreBatchOpen(t *testing.T, ec engineCase) {
 	s := newFixture(t, ec).open()
 	put(t, s, "a", "1")
-	if err := s.Restore(nil, 0); !errors.Is(err, ErrBatchOpen) {
+	if err := s.Restore(nil, 0); !errors.Is(err, state.ErrBatchOpen) {
 		t.Fatalf("Restore with an open batch = %v, want ErrBatchOpen", err)
 	}
 	s.Abort()
@@ -463,9 +469,9 @@ func testCopies(t *testing.T, ec engineCase) {
 	got, _, _ := s.Get([]byte("a"))
 	got[0] = 'x'
 	wantGet(t, s, "a", "1", true)
-	w := Write{Key: []byte("b"), Value: []byte("2")}
+	w := state.Write{Key: []byte("b"), Value: []byte("2")}
 	must(t, s.Commit(0))
-	must(t, s.Restore([]Write{w}, 1))
+	must(t, s.Restore([]state.Write{w}, 1))
 	w.Key[0], w.Value[0] = 'q', 'q' // fetched records' buffers get reused
 	wantGet(t, s, "b", "2", true)
 	for e, err := range s.Range(nil, nil) {
@@ -492,7 +498,7 @@ func testClosed(t *testing.T, ec engineCase) {
 		checks["Range"] = err
 	}
 	for name, err := range checks {
-		if !errors.Is(err, ErrClosed) {
+		if !errors.Is(err, state.ErrClosed) {
 			t.Errorf("%s on a closed store = %v, want ErrClosed", name, err)
 		}
 	}
@@ -520,7 +526,7 @@ func testConcurrent(t *testing.T, ec engineCase) {
 		wg.Go(func() {
 			for !stopped() {
 				seen := map[string]bool{}
-				err := s.b.Range(nil, nil, func(_, v []byte) bool { seen[string(v)] = true; return true })
+				err := state.CommittedRange(s, nil, nil, func(_, v []byte) bool { seen[string(v)] = true; return true })
 				if err != nil {
 					errs <- err
 					return
@@ -569,19 +575,19 @@ func testWipe(t *testing.T, ec engineCase) {
 	put(t, s, "a", "1", "b", "2")
 	must(t, s.Commit(7))
 	put(t, s, "c", "3")
-	if err := s.Wipe(); !errors.Is(err, ErrBatchOpen) {
+	if err := s.Wipe(); !errors.Is(err, state.ErrBatchOpen) {
 		t.Fatalf("Wipe with an open batch = %v, want ErrBatchOpen", err)
 	}
 	s.Abort()
 	must(t, s.Wipe())
-	if s.Offset() != NoOffset {
+	if s.Offset() != state.NoOffset {
 		t.Fatalf("Offset after Wipe = %d, want NoOffset", s.Offset())
 	}
 	if got := entries(t, s, nil, nil); len(got) != 0 {
 		t.Fatalf("entries after Wipe = %q", got)
 	}
 	// A wiped store restores from the start: offsets begin again.
-	must(t, s.Restore([]Write{{Key: []byte("z"), Value: []byte("9")}}, 0))
+	must(t, s.Restore([]state.Write{{Key: []byte("z"), Value: []byte("9")}}, 0))
 	if !ec.persistent {
 		return
 	}
@@ -598,13 +604,13 @@ func testWipe(t *testing.T, ec engineCase) {
 func testUnchecked(t *testing.T, ec engineCase) {
 	f := newFixture(t, ec)
 	s := f.open()
-	want := func(s *Store, off, checked int64, unchecked ...int64) {
+	want := func(s *state.Store, off, checked int64, unchecked ...int64) {
 		t.Helper()
 		if at := s.Position(); at.Offset != off || at.Checked != checked || !slices.Equal(at.Unchecked, unchecked) {
 			t.Fatalf("Position = %+v, want offset %d, checked %d, unchecked %v", at, off, checked, unchecked)
 		}
 	}
-	reopen := func(s *Store) *Store {
+	reopen := func(s *state.Store) *state.Store {
 		t.Helper()
 		if !ec.persistent {
 			return s
@@ -612,8 +618,8 @@ func testUnchecked(t *testing.T, ec engineCase) {
 		must(t, s.Close())
 		return f.open()
 	}
-	want(s, NoOffset, NoOffset)
-	must(t, s.Restore([]Write{{Key: []byte("a"), Value: []byte("1")}}, 1)) // read back: committed
+	want(s, state.NoOffset, state.NoOffset)
+	must(t, s.Restore([]state.Write{{Key: []byte("a"), Value: []byte("1")}}, 1)) // read back: committed
 	want(s, 1, 1)
 	put(t, s, "a", "2")
 	must(t, s.Commit(3))
@@ -622,7 +628,7 @@ func testUnchecked(t *testing.T, ec engineCase) {
 	s = reopen(s)
 	want(s, 7, 1, 3, 7)
 	put(t, s, "c", "1")
-	if err := s.Checked(); !errors.Is(err, ErrBatchOpen) {
+	if err := s.Checked(); !errors.Is(err, state.ErrBatchOpen) {
 		t.Fatalf("Checked with an open batch = %v, want ErrBatchOpen", err)
 	}
 	s.Abort()
@@ -631,41 +637,41 @@ func testUnchecked(t *testing.T, ec engineCase) {
 	want(s, 7, 7)
 	put(t, s, "c", "1")
 	must(t, s.Commit(9))
-	must(t, s.Restore([]Write{{Key: []byte("d"), Value: []byte("1")}}, 12)) // 9 still unchecked
+	must(t, s.Restore([]state.Write{{Key: []byte("d"), Value: []byte("1")}}, 12)) // 9 still unchecked
 	s = reopen(s)
 	want(s, 12, 7, 9)
 	must(t, s.Wipe())
 	s = reopen(s)
-	want(s, NoOffset, NoOffset)
+	want(s, state.NoOffset, state.NoOffset)
 }
 
 // The memory engine's size follows every kind of write: a new key adds its
 // key and value, an overwrite replaces the old value's bytes, a delete
 // takes the key's bytes away, a wipe empties it.
 func TestMemorySizeBytes(t *testing.T) {
-	b, err := Memory().Open("", "s", Task{Topic: "in"})
+	b, err := state.Memory().Open("", "s", state.Task{Topic: "in"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sized := b.(Sized)
+	sized := b.(state.Sized)
 	steps := []struct {
-		writes []Write
+		writes []state.Write
 		want   int64
 	}{
-		{[]Write{{Key: []byte("a"), Value: []byte("123")}, {Key: []byte("bb"), Value: []byte("4")}}, 4 + 3},
-		{[]Write{{Key: []byte("a"), Value: []byte("1")}}, 2 + 3},
-		{[]Write{{Key: []byte("bb")}}, 2},
-		{[]Write{{Key: []byte("zz")}}, 2}, // deleting a missing key
+		{[]state.Write{{Key: []byte("a"), Value: []byte("123")}, {Key: []byte("bb"), Value: []byte("4")}}, 4 + 3},
+		{[]state.Write{{Key: []byte("a"), Value: []byte("1")}}, 2 + 3},
+		{[]state.Write{{Key: []byte("bb")}}, 2},
+		{[]state.Write{{Key: []byte("zz")}}, 2}, // deleting a missing key
 	}
 	for i, s := range steps {
-		if err := b.Apply(s.writes, Position{Offset: int64(i), Checked: int64(i)}); err != nil {
+		if err := b.Apply(s.writes, state.Position{Offset: int64(i), Checked: int64(i)}); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := sized.SizeBytes(); got != s.want {
 			t.Fatalf("step %d: %d bytes, want %d", i, got, s.want)
 		}
 	}
-	if err := b.(Wiper).Wipe(); err != nil {
+	if err := b.(state.Wiper).Wipe(); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := sized.SizeBytes(); got != 0 {

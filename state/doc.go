@@ -13,7 +13,9 @@
 // changelog, starting after Offset, with Restore.
 //
 // Engines are values chosen by the user: Memory keeps the data in memory
-// and restores it fully on every assignment; Pebble keeps it on disk and
-// restores only what the changelog gained since its last applied offset.
+// and restores it fully on every assignment; pebble.New, in package
+// state/pebble, keeps it on disk and restores only what the changelog
+// gained since its last applied offset. That engine lives apart so that a
+// pipeline with memory stores only does not link pebble.
 // KV adds typed keys and values through the project's codecs.
 package state

@@ -39,7 +39,8 @@ type Entry[K, V any] struct {
 }
 
 // Engine opens the Backend of one store of one task. Users choose an
-// engine as a value (Memory(), Pebble()); the runtime calls Open through
+// engine as a value (Memory(), or pebble.New() from package state/pebble
+// for stores on disk); the runtime calls Open through
 // the package-level Open when a task is assigned and closes the Store
 // when it is revoked.
 type Engine interface {

@@ -17,8 +17,8 @@ var ErrClosed = errors.New("state: store closed")
 var ErrBatchOpen = errors.New("state: restore while a batch has uncommitted writes: commit or abort it first")
 
 // ErrInUse means Inspect found a store that a running instance has open:
-// pebble allows one process per database, so its offset cannot be read
-// until that instance stops or the task moves elsewhere.
+// an engine such as pebble allows one process per database, so its offset
+// cannot be read until that instance stops or the task moves elsewhere.
 var ErrInUse = errors.New("state: store in use by a running instance")
 
 // ErrOffset matches every *OffsetError.

@@ -8,11 +8,26 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
-
-	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
+
+// Persistent is an Engine whose stores outlive the process, each in its
+// own directory StoreDir(dir, name, task) under the state directory, so
+// that Inspect can list them without starting the pipeline.
+type Persistent interface {
+	Engine
+	// AppliedOffset reads the changelog offset that the store at path
+	// last applied (NoOffset if none) without taking the store from an
+	// instance that has it open: the error wraps ErrInUse if one does.
+	// ok is false when path holds no store of this engine.
+	AppliedOffset(path string) (offset int64, ok bool, err error)
+}
+
+// StoreDir is the directory of store name of task under the state
+// directory dir, <dir>/<topic>-<partition>/<name>: where a Persistent
+// engine keeps it, and where Inspect looks.
+func StoreDir(dir, name string, task Task) string {
+	return filepath.Join(dir, task.dirName(), name)
+}
 
 // StoreInfo is one persistent store found on disk by Inspect: which store
 // of which task it is, and the changelog offset it applied, so an operator
@@ -21,7 +36,7 @@ import (
 type StoreInfo struct {
 	Name string // the store's name in the topology
 	Task Task   // the input partition that owns it
-	Dir  string // its pebble directory
+	Dir  string // its directory (StoreDir)
 	// Offset is the last changelog offset the store applied (NoOffset if
 	// none); valid only when Err is nil.
 	Offset int64
@@ -30,15 +45,13 @@ type StoreInfo struct {
 	Err error
 }
 
-// Inspect lists the pebble stores under dir, the state directory of one
-// instance (config.Config.StateDirFor: <state_dir>/<app_id>/<instance_id>),
-// laid out as Pebble lays them out (<topic>-<partition>/<store>), sorted
-// by task then name. Each store is opened read-only just long enough to
-// read its applied offset; a store that a running instance holds is
-// reported with ErrInUse in its Err rather than failing the whole call.
-// A dir that does not exist holds no stores. Directories that are not
-// pebble databases are skipped.
-func Inspect(dir string) ([]StoreInfo, error) {
+// Inspect lists the stores of engine e under dir, the state directory of
+// one instance (config.Config.StateDirFor: <state_dir>/<app_id>/<instance_id>),
+// laid out as StoreDir lays them out, sorted by task then name. A store
+// that a running instance holds is reported with ErrInUse in its Err
+// rather than failing the whole call. A dir that does not exist holds no
+// stores. Directories that are not stores of e are skipped.
+func Inspect(e Persistent, dir string) ([]StoreInfo, error) {
 	tasks, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -60,13 +73,10 @@ func Inspect(dir string) ([]StoreInfo, error) {
 			if !sd.IsDir() || validName("store name", sd.Name()) != nil {
 				continue
 			}
-			path := filepath.Join(dir, td.Name(), sd.Name())
-			if desc, err := pebble.Peek(path, vfs.Default); err != nil || !desc.Exists {
-				continue
+			info := StoreInfo{Name: sd.Name(), Task: task, Dir: StoreDir(dir, sd.Name(), task)}
+			if info.Offset, ok, info.Err = e.AppliedOffset(info.Dir); ok {
+				out = append(out, info)
 			}
-			info := StoreInfo{Name: sd.Name(), Task: task, Dir: path, Offset: NoOffset}
-			info.Offset, info.Err = appliedOffset(path)
-			out = append(out, info)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -94,29 +104,4 @@ func parseTaskDir(name string) (Task, bool) {
 		return Task{}, false
 	}
 	return Task{Topic: name[:i], Partition: int32(p)}, true
-}
-
-// appliedOffset opens the pebble database at path read-only and reads the
-// offset the engine stored with its data.
-func appliedOffset(path string) (int64, error) {
-	db, err := pebble.Open(path, &pebble.Options{ReadOnly: true, ErrorIfNotExists: true, Logger: quiet{}})
-	if err != nil {
-		if locked(err) {
-			return NoOffset, fmt.Errorf("%w: %s", ErrInUse, path)
-		}
-		return NoOffset, err
-	}
-	defer db.Close()
-	return (&pebbleBackend{db: db}).offset()
-}
-
-// The errors fcntl gives when another process holds a lock.
-var errLockBusy, errLockDenied error = syscall.EAGAIN, syscall.EACCES
-
-// locked reports whether err is pebble's failure to take the directory
-// lock: another process holds it (EAGAIN or EACCES from fcntl, depending
-// on the system), or this one does.
-func locked(err error) bool {
-	return errors.Is(err, errLockBusy) || errors.Is(err, errLockDenied) ||
-		strings.Contains(err.Error(), "lock held by current process")
 }

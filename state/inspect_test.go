@@ -1,113 +1,68 @@
 package state
 
 import (
-	"bufio"
 	"errors"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
-// commitAt makes store name of task under dir hold one key applied at
-// offset (NoOffset: opened, never written), and closes it.
-func commitAt(t *testing.T, dir, name string, task Task, offset int64) {
-	t.Helper()
-	s, err := Open(Pebble(), dir, name, task)
-	must(t, err)
-	if offset != NoOffset {
-		put(t, s, "k", "v")
-		must(t, s.Commit(offset))
+// fileEngine is a Persistent whose store is a directory holding a file
+// "offset" with the applied offset, or "busy" while a holder has it.
+type fileEngine struct{ Engine }
+
+func (fileEngine) AppliedOffset(path string) (int64, bool, error) {
+	if _, err := os.Stat(filepath.Join(path, "busy")); err == nil {
+		return NoOffset, true, fmt.Errorf("%w: %s", ErrInUse, path)
 	}
-	must(t, s.Close())
+	b, err := os.ReadFile(filepath.Join(path, "offset"))
+	if errors.Is(err, os.ErrNotExist) {
+		return NoOffset, false, nil
+	}
+	if err != nil {
+		return NoOffset, true, err
+	}
+	off, err := strconv.ParseInt(string(b), 10, 64)
+	return off, true, err
 }
 
-func TestInspect(t *testing.T) {
+func TestInspectWalksStoreDirs(t *testing.T) {
 	dir := t.TempDir()
-	commitAt(t, dir, "counts", Task{Topic: "orders", Partition: 1}, 41)
-	commitAt(t, dir, "counts", Task{Topic: "orders", Partition: 0}, 7)
-	commitAt(t, dir, "sessions", Task{Topic: "orders", Partition: 0}, NoOffset)
-	commitAt(t, dir, "totals", Task{Topic: "eu-orders-v2", Partition: 12}, 3)
-	// Neither a task directory nor a store: skipped.
-	must(t, os.MkdirAll(filepath.Join(dir, "orders-0", "not-pebble"), 0o755))
-	must(t, os.MkdirAll(filepath.Join(dir, "lost+found"), 0o755))
-	must(t, os.WriteFile(filepath.Join(dir, "orders-x"), nil, 0o644))
+	write := func(name string, task Task, file, content string) {
+		t.Helper()
+		path := StoreDir(dir, name, task)
+		must(t, os.MkdirAll(path, 0o755))
+		must(t, os.WriteFile(filepath.Join(path, file), []byte(content), 0o644))
+	}
+	write("totals", Task{Topic: "eu-orders-v2", Partition: 12}, "offset", "3")
+	write("counts", Task{Topic: "orders", Partition: 1}, "offset", "41")
+	write("counts", Task{Topic: "orders", Partition: 0}, "offset", "7")
+	write("held", Task{Topic: "orders", Partition: 0}, "busy", "")
+	write("other", Task{Topic: "orders", Partition: 0}, "README", "not a store of the engine")
+	must(t, os.MkdirAll(filepath.Join(dir, "lost+found", "x"), 0o755))      // not a task directory
+	must(t, os.MkdirAll(filepath.Join(dir, "orders-0", "bad name"), 0o755)) // not a store name
 
-	open, err := Open(Pebble(), dir, "held", Task{Topic: "orders", Partition: 2})
+	got, err := Inspect(fileEngine{}, dir)
 	must(t, err)
-	defer open.Close()
-
-	got, err := Inspect(dir)
-	must(t, err)
-	want := []struct {
-		name   string
-		task   Task
-		offset int64
-		inUse  bool
-	}{
-		{"totals", Task{"eu-orders-v2", 12}, 3, false},
-		{"counts", Task{"orders", 0}, 7, false},
-		{"sessions", Task{"orders", 0}, NoOffset, false},
-		{"counts", Task{"orders", 1}, 41, false},
-		{"held", Task{"orders", 2}, NoOffset, true},
+	want := []StoreInfo{
+		{Name: "totals", Task: Task{Topic: "eu-orders-v2", Partition: 12}, Offset: 3},
+		{Name: "counts", Task: Task{Topic: "orders", Partition: 0}, Offset: 7},
+		{Name: "held", Task: Task{Topic: "orders", Partition: 0}, Offset: NoOffset},
+		{Name: "counts", Task: Task{Topic: "orders", Partition: 1}, Offset: 41},
 	}
 	if len(got) != len(want) {
-		t.Fatalf("Inspect found %d stores, want %d: %+v", len(got), len(want), got)
+		t.Fatalf("Inspect found %+v, want %d stores", got, len(want))
 	}
 	for i, w := range want {
 		g := got[i]
-		if g.Name != w.name || g.Task != w.task || g.Offset != w.offset || errors.Is(g.Err, ErrInUse) != w.inUse ||
-			(!w.inUse && g.Err != nil) || g.Dir != filepath.Join(dir, w.task.dirName(), w.name) {
+		if g.Name != w.Name || g.Task != w.Task || g.Offset != w.Offset || g.Dir != StoreDir(dir, w.Name, w.Task) ||
+			errors.Is(g.Err, ErrInUse) != (w.Name == "held") || (w.Name != "held" && g.Err != nil) {
 			t.Errorf("store %d: got %+v, want %+v", i, g, w)
 		}
 	}
-	// Inspecting did not take the store away from its user.
-	put(t, open, "k", "v")
-	must(t, open.Commit(0))
-}
-
-func TestInspectMissingDir(t *testing.T) {
-	got, err := Inspect(filepath.Join(t.TempDir(), "nope"))
-	if err != nil || len(got) != 0 {
+	if got, err := Inspect(fileEngine{}, filepath.Join(dir, "nope")); err != nil || len(got) != 0 {
 		t.Fatalf("Inspect of a missing dir = %+v, %v; want nothing", got, err)
-	}
-}
-
-// A store another process holds is reported as in use, not as a failure:
-// the lock is taken with fcntl, whose error differs from the in-process
-// one.
-func TestInspectStoreHeldByAnotherProcess(t *testing.T) {
-	if dir := os.Getenv("STATE_TEST_HOLD_DIR"); dir != "" {
-		s, err := Open(Pebble(), dir, "counts", task)
-		must(t, err)
-		os.Stdout.WriteString("held\n")
-		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin
-		must(t, s.Close())
-		return
-	}
-	dir := t.TempDir()
-	commitAt(t, dir, "counts", task, 5)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestInspectStoreHeldByAnotherProcess$")
-	cmd.Env = append(os.Environ(), "STATE_TEST_HOLD_DIR="+dir)
-	stdin, err := cmd.StdinPipe()
-	must(t, err)
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	must(t, cmd.Start())
-	defer func() { stdin.Close(); _ = cmd.Wait() }()
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "held\n" {
-		t.Fatalf("helper process: %q, %v", line, err)
-	}
-	got, err := Inspect(dir)
-	must(t, err)
-	if len(got) != 1 || !errors.Is(got[0].Err, ErrInUse) {
-		t.Fatalf("Inspect = %+v, want the store reported in use", got)
-	}
-	stdin.Close()
-	must(t, cmd.Wait())
-	got, err = Inspect(dir)
-	must(t, err)
-	if len(got) != 1 || got[0].Err != nil || got[0].Offset != 5 {
-		t.Fatalf("after the holder stopped: %+v, want offset 5", got)
 	}
 }

@@ -2,7 +2,6 @@ package topology
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 
 	"github.com/eosflow/eosflow/codec"
@@ -93,7 +92,7 @@ func GroupByKey[T any](s Stream[T], name string, opts ...GroupOption) Grouped[T]
 // says what a failure after the aggregation does then.
 func Count[T any](g Grouped[T], name string, engine state.Engine, opts ...AggregateOption) Table[int64] {
 	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
-	return aggregate(g, name, "Count", engine, countCodec{}, add, opts)
+	return aggregate(g, name, "Count", engine, codec.Int64(), add, opts)
 }
 
 // Reduce combines the values of each key with fn, in a store of engine
@@ -252,19 +251,4 @@ func ToStream[V any](tbl Table[V], name string) Stream[V] {
 // named after the topic unless Named says otherwise.
 func ToTable[V any](tbl Table[V], topic string, c codec.Codec[V], opts ...SinkOption[V]) {
 	To(tbl.s, topic, c, opts...)
-}
-
-// countCodec stores counts as 8 big-endian bytes, as Kafka's
-// LongSerializer writes them, so a changelog reads the same from Java.
-type countCodec struct{}
-
-func (countCodec) Encode(v int64) ([]byte, error) {
-	return binary.BigEndian.AppendUint64(nil, uint64(v)), nil
-}
-
-func (countCodec) Decode(b []byte) (int64, error) {
-	if len(b) != 8 {
-		return 0, fmt.Errorf("count has %d bytes, want 8", len(b))
-	}
-	return int64(binary.BigEndian.Uint64(b)), nil
 }

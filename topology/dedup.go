@@ -10,49 +10,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/eosflow/eosflow/dedup/lease"
+	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/internal/graph"
 )
-
-// DedupStore is what Dedup needs of a store; every store of package dedup
-// (Memory, Redis, RedisSortedSet, Postgres, RedisBloom) is one. It is
-// declared here, not imported, so a pipeline without Dedup does not link the
-// Redis and Postgres clients.
-//
-// A store may be approximate, like dedup.RedisBloom: a Bloom filter reports
-// some ids it never saw as seen (a false positive), and Dedup then skips
-// their effects. Such a store has a FalsePositiveRate() float64 method, and
-// Validate refuses it unless AcceptFalsePositives is given, and always with
-// MarkBefore, as a filter cannot forget a failed effect's mark. A store with
-// a Retention() time.Duration method keeps ids for that long whatever the
-// ttl: Validate refuses a DedupRetention above it.
-type DedupStore interface {
-	// Mark records id for ttl; first is true for exactly one caller while
-	// the id lives.
-	Mark(ctx context.Context, id string, ttl time.Duration) (first bool, err error)
-	// Seen reports whether id is remembered.
-	Seen(ctx context.Context, id string) (bool, error)
-	// Forget removes id.
-	Forget(ctx context.Context, id string) error
-}
-
-// leaseStore is a DedupStore that can hold an id pending while its effect
-// runs (dedup.Leaser): either mode then claims the id with a lease, and an
-// instance that finds it pending waits for it instead of skipping or
-// repeating the effect.
-type leaseStore interface {
-	Claim(ctx context.Context, id, owner string, d, ttl time.Duration) (lease.Claim, error)
-	Complete(ctx context.Context, id string, ttl time.Duration) error
-	Release(ctx context.Context, id, owner string) error
-}
-
-// approximateStore is a DedupStore that can report an id it never saw as
-// seen, at this rate.
-type approximateStore interface{ FalsePositiveRate() float64 }
-
-// retentionStore is a DedupStore that keeps ids for a retention fixed when
-// it was built, and refuses a longer ttl.
-type retentionStore interface{ Retention() time.Duration }
 
 // dedupTimeout bounds the Forget after a failed effect, which runs even when
 // the record's context ended.
@@ -84,21 +44,22 @@ func (f dedupOpt) applyDedup(c *dedupConf) { f(c) }
 
 // MarkBefore marks an id before its effect runs, so that even two instances
 // racing on one id run the effect once. With a store that holds leases
-// (dedup.Leaser: Memory, Redis, RedisSortedSet, Postgres) the mark is first written as
-// pending for this instance, with a lease (DedupLease), and becomes done
-// when the effect returned: an instance that finds it pending (a partition
-// that moved while the effect ran past rebalance_timeout) waits for it,
-// and never skips it; once the lease expired (the owner died mid-effect)
-// it takes the mark over and runs the effect again. So an effect whose
-// owner died mid-effect runs at least once, never zero times. With a store
-// without leases, what it risks is a lost effect: if the process dies after
-// the mark and before the effect finished, the redelivered record finds its
-// id marked and skips the effect. The same happens when a Mark's answer is
-// lost (a timeout) and the node's Retry policy (FailClosed) calls Mark
-// again: the retry finds the first call's mark. When the effect returns an
-// error (or panics) the mark is forgotten (released), so a failure that is
-// not a crash does not lose the effect; if that fails, it is reported to
-// onErr (FailOpen) or joined to the effect's error (FailClosed).
+// (dedup.Leaser: every store but redisdedup.Bloom) the mark is first
+// written as pending for this instance, with a lease (DedupLease), and
+// becomes done when the effect returned: an instance that finds it
+// pending (a partition that moved while the effect ran past
+// rebalance_timeout) waits for it, and never skips it; once the lease
+// expired (the owner died mid-effect) it takes the mark over and runs the
+// effect again. So an effect whose owner died mid-effect runs at least
+// once, never zero times. With a store without leases, what it risks is a
+// lost effect: if the process dies after the mark and before the effect
+// finished, the redelivered record finds its id marked and skips the
+// effect. The same happens when a Mark's answer is lost (a timeout) and
+// the node's Retry policy (FailClosed) calls Mark again: the retry finds
+// the first call's mark. When the effect returns an error (or panics) the
+// mark is forgotten (released), so a failure that is not a crash does not
+// lose the effect; if that fails, it is reported to onErr (FailOpen) or
+// joined to the effect's error (FailClosed).
 func MarkBefore() DedupOption { return dedupOpt(func(c *dedupConf) { c.after = false }) }
 
 // MarkAfter marks an id only after its effect succeeded; this is the
@@ -163,13 +124,13 @@ func FailClosed() DedupOption {
 	return dedupOpt(func(c *dedupConf) { c.failClosed, c.onErr = true, nil })
 }
 
-// AcceptFalsePositives lets Dedup use an approximate store, such as
-// dedup.RedisBloom, which Validate refuses by default. What it risks is a
-// lost effect per false positive: the store reports about its
-// FalsePositiveRate of new ids as already seen, and Dedup skips their
-// effects (the records still pass on). Give it where losing those effects
-// is acceptable and the store's small memory is worth it; otherwise use an
-// exact store.
+// AcceptFalsePositives lets Dedup use an approximate store
+// (dedup.Approximate), such as redisdedup.Bloom, which Validate refuses by
+// default. What it risks is a lost effect per false positive: the store
+// reports about its FalsePositiveRate of new ids as already seen, and Dedup
+// skips their effects (the records still pass on). Give it where losing
+// those effects is acceptable and the store's small memory is worth it;
+// otherwise use an exact store.
 func AcceptFalsePositives() DedupOption {
 	return dedupOpt(func(c *dedupConf) { c.acceptFP = true })
 }
@@ -190,12 +151,19 @@ func AcceptFalsePositives() DedupOption {
 // effect runs under the node's error policy (top.OnError), like the
 // function of MapValues; ctx is cancelled on shutdown and when the record's
 // partition is revoked, and the revoke waits (up to rebalance_timeout) for
-// the effect to return before the partition goes to its new owner. The default mode is MarkAfter with FailOpen; see
-// MarkBefore, MarkAfter, FailOpen and FailClosed for what each risks. An
-// approximate store (dedup.RedisBloom) needs AcceptFalsePositives and
-// MarkAfter. An empty id is an error of the node (ErrEmptyDedupID), handled
-// by its policy.
-func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store DedupStore, effect func(ctx context.Context, r Record[T]) error, opts ...DedupOption) Stream[T] {
+// the effect to return before the partition goes to its new owner. The
+// default mode is MarkAfter with FailOpen; see MarkBefore, MarkAfter,
+// FailOpen and FailClosed for what each risks.
+//
+// Every store of dedup, redisdedup and pgdedup is a dedup.Store. A store
+// that holds leases (dedup.Leaser) lets either mode claim the id while the
+// effect runs. An approximate store (dedup.Approximate, such as
+// redisdedup.Bloom) needs AcceptFalsePositives and MarkAfter, as a Bloom
+// filter skips the effects of its false positives and cannot forget a
+// failed effect's mark. A store with a fixed retention (dedup.Retainer)
+// refuses a DedupRetention above it. An empty id is an error of the node
+// (ErrEmptyDedupID), handled by its policy.
+func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store dedup.Store, effect func(ctx context.Context, r Record[T]) error, opts ...DedupOption) Stream[T] {
 	conf := dedupConf{after: true, retention: DefaultDedupRetention, lease: DefaultDedupLease}
 	for _, o := range opts {
 		if o != nil {
@@ -206,7 +174,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	var base *dedupNode[T]
 	n := attach(s, name, KindProcessor, "Dedup", func(n *Node) func(graph.Exec, Record[T]) error {
 		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner()}
-		d.leases, _ = store.(leaseStore)
+		d.leases, _ = store.(dedup.Leaser)
 		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
 		base = d
 		// With leases both modes claim the id for the effect's run, so
@@ -238,7 +206,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	}
 	t.nilFunc(n, id == nil || effect == nil)
 	if store == nil {
-		t.problem(name, "Dedup has no store; pass dedup.NewMemory(), dedup.NewRedis(url) or dedup.NewPostgres(ctx, url)")
+		t.problem(name, "Dedup has no store; pass dedup.NewMemory(), redisdedup.New(url) or pgdedup.New(ctx, url)")
 	}
 	if conf.retention < time.Millisecond {
 		t.problem(name, "Dedup retention %v is below 1ms; keep ids twice the longest redelivery window", conf.retention)
@@ -246,7 +214,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 	if conf.lease < time.Millisecond {
 		t.problem(name, "Dedup lease %v is below 1ms; make it longer than the longest pause of a process", conf.lease)
 	}
-	if rs, ok := store.(retentionStore); ok && conf.retention > rs.Retention() {
+	if rs, ok := store.(dedup.Retainer); ok && conf.retention > rs.Retention() {
 		t.problem(name, "Dedup retention %v is longer than the store's %v, and every Mark would fail; pass topology.DedupRetention(%v), or build the store with a retention of at least %v", conf.retention, rs.Retention(), rs.Retention(), conf.retention)
 	}
 	mode := "mark after"
@@ -258,10 +226,10 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 		fail = "fail closed"
 	}
 	n.dedup = fmt.Sprintf("%s, retention %v, %s", mode, conf.retention, fail)
-	if as, ok := store.(approximateStore); ok {
+	if as, ok := store.(dedup.Approximate); ok {
 		rate := as.FalsePositiveRate()
 		if !conf.acceptFP {
-			t.problem(name, "Dedup store is a Bloom filter: about 1 in %.0f new ids looks already seen and its effect is skipped; pass topology.AcceptFalsePositives() if losing those effects is acceptable, or use an exact store (dedup.NewRedis, dedup.NewPostgres)", 1/rate)
+			t.problem(name, "Dedup store is a Bloom filter: about 1 in %.0f new ids looks already seen and its effect is skipped; pass topology.AcceptFalsePositives() if losing those effects is acceptable, or use an exact store (redisdedup.New, pgdedup.New)", 1/rate)
 		}
 		if !conf.after {
 			t.problem(name, "Dedup with MarkBefore needs a store that can forget the mark of a failed effect, and a Bloom filter cannot: the effect's redelivery would be skipped; use MarkAfter (the default) with it, or an exact store")
@@ -274,13 +242,13 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store D
 type dedupNode[T any] struct {
 	n      *Node
 	id     func(Record[T]) string
-	store  DedupStore
+	store  dedup.Store
 	effect func(context.Context, Record[T]) error
 	apply  func(context.Context, Record[T]) (struct{}, error) // effect, in the shape call takes
 	conf   dedupConf
 	// leases is store, when it holds pending marks (both modes claim
 	// with a lease); owner names this node's claims.
-	leases leaseStore
+	leases dedup.Leaser
 	owner  string
 }
 
@@ -443,11 +411,11 @@ func (d *dedupNode[T]) claim(ctx context.Context, id string) (bool, error) {
 		switch {
 		case err != nil:
 			return false, err
-		case c.State == lease.Claimed:
+		case c.State == dedup.Claimed:
 			return true, nil
-		case c.State == lease.Done:
+		case c.State == dedup.Done:
 			return false, nil
-		case c.State != lease.Pending:
+		case c.State != dedup.Pending:
 			return false, fmt.Errorf("dedup store answered claim of %q with state %v; want claimed, pending or done", id, c.State)
 		}
 		wait := time.NewTimer(min(c.Left+time.Millisecond, dedupLeasePoll))

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eosflow/eosflow/dedup/lease"
+	"github.com/eosflow/eosflow/dedup"
 )
 
 // holdLease renews the lease on id's pending mark every third of the lease
@@ -52,7 +52,7 @@ func (d *dedupNode[T]) renew(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dedupTimeout)
 	defer cancel()
 	c, err := d.leases.Claim(ctx, id, d.owner, d.conf.lease, d.conf.retention)
-	if err != nil || c.State == lease.Claimed {
+	if err != nil || c.State == dedup.Claimed {
 		return nil // renewed, or to be tried again at the next tick
 	}
 	return fmt.Errorf("dedup node %s: the lease on %q was lost while its effect still ran (found %v, owner %q): "+

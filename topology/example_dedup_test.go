@@ -7,6 +7,7 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -16,7 +17,7 @@ import (
 // if the process dies between mark and charge; marking after (the default)
 // risks charging twice instead.
 func ExampleDedup() {
-	store, err := dedup.NewMemory() // dedup.NewRedis(url) or dedup.NewPostgres(ctx, url) across instances
+	store, err := dedup.NewMemory() // redisdedup.New(url) or pgdedup.New(ctx, url) across instances
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +50,7 @@ func ExampleDedup() {
 // and about 1 in 100 new views is taken for a repeat and not counted.
 // Without AcceptFalsePositives, Validate refuses the store.
 func ExampleAcceptFalsePositives() {
-	store, err := dedup.NewRedisBloom("redis://127.0.0.1:6379/0", "views", dedup.BloomOptions{
+	store, err := redisdedup.NewBloom("redis://127.0.0.1:6379/0", "views", dedup.BloomOptions{
 		Entries: 10_000_000, FalsePositiveRate: 0.01, Retention: time.Hour,
 	})
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/eosflow/eosflow/codec"
-	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -15,7 +15,7 @@ import (
 func ExampleLatestPerCommit() {
 	top := topology.New()
 	views := topology.Source(top, "page-views", codec.Bytes()) // key = the page
-	counts := topology.Count(topology.GroupByKey(views, "by-page"), "view-counts", state.Pebble(), topology.LatestPerCommit())
+	counts := topology.Count(topology.GroupByKey(views, "by-page"), "view-counts", pebble.New(), topology.LatestPerCommit())
 	topology.ToTable(counts, "page-view-counts", codec.JSON[int64]())
 	fmt.Print(top.Describe())
 	// Output:

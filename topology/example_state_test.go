@@ -8,6 +8,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -75,7 +76,7 @@ func ExampleAggregate() {
 		func(_ context.Context, _ []byte, amount float64, acc totals) (totals, error) {
 			return totals{Orders: acc.Orders + 1, Sum: acc.Sum + amount}, nil
 		},
-		state.Pebble(), codec.JSON[totals]())
+		pebble.New(), codec.JSON[totals]())
 	topology.ToTable(sums, "customer-totals", codec.JSON[totals]())
 	top.OnError("customer-totals", topology.Skip()) // e.g. orders without a customer key
 	fmt.Print(top.Describe())
@@ -148,7 +149,7 @@ func ExampleGroupBy() {
 	byCustomer := topology.GroupBy(orders, "by-customer", func(_ context.Context, _ []byte, o order) ([]byte, error) {
 		return []byte(o.Customer), nil
 	}, topology.Repartition(codec.JSON[order]()))
-	topology.ToTable(topology.Count(byCustomer, "per-customer", state.Pebble()), "orders-per-customer", codec.JSON[int64]())
+	topology.ToTable(topology.Count(byCustomer, "per-customer", pebble.New()), "orders-per-customer", codec.JSON[int64]())
 	fmt.Println(top.Validate())
 	fmt.Print(top.Describe())
 	// Output:

@@ -13,6 +13,7 @@ import (
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -185,7 +186,7 @@ func wordTask(word string) (string, int32) {
 // that owns the word; a commit keeps the counts and an abort drops the
 // batch's.
 func TestCountPerKeyAndTask(t *testing.T) {
-	for _, eng := range []state.Engine{state.Memory(), state.Pebble()} {
+	for _, eng := range []state.Engine{state.Memory(), pebble.New()} {
 		t.Run(eng.String(), func(t *testing.T) {
 			r := newRig(t, wordCount(eng))
 			if got, want := r.must("lines", 0, "", "to be or not to be"), []string{
@@ -475,7 +476,7 @@ func TestValidateStores(t *testing.T) {
 			return topology.Process(in, "p", keep, topology.UseStores("known", "unknown"))
 		}, "p", `uses store "unknown", which is not declared; declare it with AddStore (declared stores: [known])`},
 		{"duplicate store", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
-			top.AddStore("s", state.Memory()).AddStore("s", state.Pebble())
+			top.AddStore("s", state.Memory()).AddStore("s", pebble.New())
 			return topology.Process(in, "p", keep, topology.UseStores("s"))
 		}, "", `duplicate store name "s" (already declared by AddStore)`},
 		{"store named like an aggregation", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
@@ -508,7 +509,7 @@ func TestValidateStores(t *testing.T) {
 		{"nil engine", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
 			c := topology.Count(topology.GroupByKey(in, "g"), "c", nil)
 			return topology.MapValues(topology.ToStream(c, "ts"), "str", func(_ context.Context, n int64) (string, error) { return fmt.Sprint(n), nil })
-		}, "c", `store "c" has a nil engine; pass state.Memory() or state.Pebble()`},
+		}, "c", `store "c" has a nil engine; pass state.Memory() or pebble.New() (package state/pebble)`},
 		{"nil reduce function", func(top *topology.Topology, in topology.Stream[string]) topology.Stream[string] {
 			return topology.ToStream(topology.Reduce(topology.GroupByKey(in, "g"), "r", nil, state.Memory(), codec.String()), "ts")
 		}, "r", "Reduce has a nil function"},

@@ -16,7 +16,7 @@ type storeDecl struct {
 }
 
 // AddStore declares the state store name, kept by engine (state.Memory(),
-// state.Pebble()), for Process and ProcessWith nodes to use: connect it to
+// state/pebble.New()), for Process and ProcessWith nodes to use: connect it to
 // them with UseStores. Each task (input partition) gets its own store,
 // backed by the changelog topic ChangelogTopic names. Mistakes (an empty,
 // duplicate or invalid name, a nil engine) are reported by Validate.
@@ -35,7 +35,7 @@ func (t *Topology) declareStore(name string, e state.Engine, owner *Node) {
 		t.problem(node, "%s", p)
 	}
 	if e == nil {
-		t.problem(node, "store %q has a nil engine; pass state.Memory() or state.Pebble()", name)
+		t.problem(node, "store %q has a nil engine; pass state.Memory() or pebble.New() (package state/pebble)", name)
 	}
 	if old := t.storeByName[name]; old != nil {
 		t.problem(node, "duplicate store name %q (already declared by %s); store names must be unique", name, old.declaredBy())

@@ -211,7 +211,7 @@ type Windowed[V any] struct {
 func CountWindows[T any](g Grouped[T], name string, w Windows, engine state.Engine) Table[Windowed[int64]] {
 	add := func(_ context.Context, in aggIn[T, int64]) (int64, error) { return in.acc + 1, nil }
 	sum := func(_ context.Context, a, b int64) (int64, error) { return a + b, nil }
-	return windowed(g, name, "CountWindows", w, engine, countCodec{}, add, sum)
+	return windowed(g, name, "CountWindows", w, engine, codec.Int64(), add, sum)
 }
 
 // ReduceWindows combines the values of each key in each window with fn,

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 )
@@ -57,7 +57,7 @@ func TestAppDescribeStatefulPipeline(t *testing.T) {
 	conformance.Seed(t, env, "in", n)
 	cfg := env.Config("orders", "worker-0", config.ExactlyOnce)
 	cfg.StateDir = t.TempDir()
-	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Pebble()))
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", pebble.New()))
 	x.WaitCommitted(t, n, 60*time.Second)
 
 	file := filepath.Join(t.TempDir(), "pipeline.yaml")

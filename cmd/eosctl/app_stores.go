@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -76,7 +77,7 @@ func (d *appDescriber) stores(base string, internal []internalTopicJSON) ([]stor
 		if !inst.IsDir() {
 			continue
 		}
-		infos, err := state.Inspect(filepath.Join(base, inst.Name()))
+		infos, err := pebble.Inspect(filepath.Join(base, inst.Name()))
 		if err != nil {
 			return nil, fmt.Errorf("%w — check --state-dir", err)
 		}

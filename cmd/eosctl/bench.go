@@ -46,9 +46,9 @@ same broker, one after the other:
   exactly-once/dedup-memory   exactly-once with a topology.Dedup node in front
                          whose effect does nothing, ids in dedup.NewMemory():
                          the difference to exactly-once is the operator's cost
-  exactly-once/dedup-redis    the same with dedup.NewRedis (a claim and a completion per id) on
+  exactly-once/dedup-redis    the same with redisdedup.New (a claim and a completion per id) on
                          --redis-url; runs by default only when it is set
-  exactly-once/dedup-bloom    the same with dedup.NewRedisBloom sized for the
+  exactly-once/dedup-bloom    the same with redisdedup.NewBloom sized for the
                          run's ids at 1% (topology.AcceptFalsePositives)
                          Below the table each dedup row is set against
                          exactly-once: records/s ratio, µs and CPU µs per
@@ -95,7 +95,7 @@ Kafka's LongSerializer writes), over --keys keys (default 10000 here), so that
 counts accumulate. Its cases:
 
   exactly-once/memory    this framework, exactly-once, state.Memory()
-  exactly-once/pebble    the same with state.Pebble() in a fresh temp directory
+  exactly-once/pebble    the same with pebble.New() in a fresh temp directory
   kafka-streams          groupByKey().count() (RocksDB), exactly_once_v2, record
                          cache off (statestore.cache.max.bytes=0): every update
                          emitted, as the framework does
@@ -119,11 +119,11 @@ known. Each output is the key with 16 bytes: the window's start (unix ms) and
 its count, big-endian. Its cases:
 
   exactly-once/memory    this framework, every update emitted, state.Memory()
-  exactly-once/pebble    the same with state.Pebble()
+  exactly-once/pebble    the same with pebble.New()
   kafka-streams          windowedBy(TimeWindows.ofSizeAndGrace).count(), record
                          cache off: every update, as the framework does
   final/memory           FinalOnly(): each window once, when it closes
-  final/pebble           the same with state.Pebble()
+  final/pebble           the same with pebble.New()
   kafka-streams/final    suppress(untilWindowCloses(unbounded())), cache off
 
 The reader checks every window: every update, its counts rising one by one to

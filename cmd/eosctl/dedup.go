@@ -46,7 +46,7 @@ longest redelivery window.
 
 With --store redis, redis-sorted-set or postgres it also sizes that store
 with the per-entry costs measured on Redis 7 and PostgreSQL 15, and prints
-the settings to run it with. With --store bloom it sizes dedup.NewRedisBloom:
+the settings to run it with. With --store bloom it sizes redisdedup.NewBloom:
 two generations of a filter for the window's ids, each at half --fp-rate.`,
 		Example: "  eosctl dedup size --rate 10000 --window 168h --id-bytes 36 --sorted-set-window 1h\n  eosctl dedup size --rate 2000 --window 24h --id-bytes 36 --store redis",
 		Args:    usageArgs(cobra.NoArgs),
@@ -97,7 +97,7 @@ two generations of a filter for the window's ids, each at half --fp-rate.`,
 	f.Float64Var(&p.FalsePositiveRate, "fp-rate", dedupsize.DefaultFalsePositiveRate, "Bloom filter false-positive rate")
 	f.DurationVar(&p.SortedSetWindow, "sorted-set-window", 0, "retention of the sorted-set alternative (default --window)"+durationFlagHelp)
 	f.StringVar(&store, "store", "", "also size this store and print its settings: redis, redis-sorted-set, postgres or bloom")
-	f.StringVar(&prefix, "prefix", "eosflow:dedup:", "key prefix of --store redis (dedup.Prefix), counted in each key's bytes")
+	f.StringVar(&prefix, "prefix", "eosflow:dedup:", "key prefix of --store redis (redisdedup.Prefix), counted in each key's bytes")
 	for _, n := range []string{"rate", "window", "id-bytes"} {
 		_ = c.MarkFlagRequired(n)
 	}
@@ -146,21 +146,21 @@ func storeSettings(out *dedupSizeJSON, store, prefix string, p dedupsize.Params)
 	case "redis":
 		out.Settings = []string{head,
 			fmt.Sprintf("redis.conf: maxmemory %.0fmb (the ids and 25%% headroom), maxmemory-policy noeviction (an evicted id repeats its effect)", sz.Bytes*1.25/1e6),
-			fmt.Sprintf("eosflow: dedup.NewRedis(url, dedup.Prefix(%q)), %s; keys expire by themselves", prefix, retention)}
+			fmt.Sprintf("eosflow: redisdedup.New(url, redisdedup.Prefix(%q)), %s; keys expire by themselves", prefix, retention)}
 	case "redis-sorted-set":
 		out.Settings = []string{head,
 			fmt.Sprintf("redis.conf: maxmemory %.0fmb (the set and 25%% headroom), maxmemory-policy noeviction", sz.Bytes*1.25/1e6),
-			fmt.Sprintf("eosflow: dedup.NewRedisSortedSet(url, key), DedupRetention(%s); call Purge (ZREMRANGEBYSCORE) every %s or the set keeps growing", goDuration(p.SortedSetWindow), goDuration(purgeEvery(p.SortedSetWindow))),
+			fmt.Sprintf("eosflow: redisdedup.NewSortedSet(url, key), DedupRetention(%s); call Purge (ZREMRANGEBYSCORE) every %s or the set keeps growing", goDuration(p.SortedSetWindow), goDuration(purgeEvery(p.SortedSetWindow))),
 			"one key holds every id: in Redis Cluster it lives on one shard"}
 	case "postgres":
 		out.Settings = []string{head,
 			fmt.Sprintf("postgres: %s of table and index in %s (eosflow_dedup); one write per message, %.0f/s", dedupsize.HumanBytes(sz.Bytes), window, p.Rate),
-			fmt.Sprintf("eosflow: dedup.NewPostgres(ctx, url), %s; call Purge every %s so expired rows go and autovacuum can reuse their space", retention, goDuration(purgeEvery(p.Window)))}
+			fmt.Sprintf("eosflow: pgdedup.New(ctx, url), %s; call Purge every %s so expired rows go and autovacuum can reuse their space", retention, goDuration(purgeEvery(p.Window)))}
 	}
 	return nil
 }
 
-// bloomSettings sizes dedup.NewRedisBloom for the window's ids: two
+// bloomSettings sizes redisdedup.NewBloom for the window's ids: two
 // generations, each sized for rate × window ids at half the rate, and says
 // what its false positives cost.
 func bloomSettings(out *dedupSizeJSON, p dedupsize.Params) {
@@ -176,7 +176,7 @@ func bloomSettings(out *dedupSizeJSON, p dedupsize.Params) {
 	}
 	out.Settings = []string{head,
 		fmt.Sprintf("redis.conf: maxmemory %.0fmb (both generations and 25%% headroom), maxmemory-policy noeviction", mem*1.25/1e6),
-		fmt.Sprintf("eosflow: dedup.NewRedisBloom(url, name, dedup.BloomOptions{Entries: %.0f, FalsePositiveRate: %g, Retention: %s}), topology.DedupRetention(%s), topology.AcceptFalsePositives(); ids are remembered %s to %s",
+		fmt.Sprintf("eosflow: redisdedup.NewBloom(url, name, dedup.BloomOptions{Entries: %.0f, FalsePositiveRate: %g, Retention: %s}), topology.DedupRetention(%s), topology.AcceptFalsePositives(); ids are remembered %s to %s",
 			entries, p.FalsePositiveRate, goDuration(p.Window), goDuration(p.Window), p.Window, 2*p.Window),
 		fmt.Sprintf("false positives drop messages: about 1 in %.0f new ids is reported as seen and its effect skipped, more when over %s ids come in %s", 1/p.FalsePositiveRate, count(entries), p.Window),
 	}

@@ -70,11 +70,11 @@ func TestDedupSizeUsage(t *testing.T) {
 // servers) and the settings that keep it from losing ids.
 func TestDedupSizeStore(t *testing.T) {
 	for store, want := range map[string][]string{
-		"redis":            {"maxmemory-policy noeviction", `dedup.Prefix("eosflow:dedup:")`, "DedupRetention(24*time.Hour)"},
+		"redis":            {"maxmemory-policy noeviction", `redisdedup.Prefix("eosflow:dedup:")`, "DedupRetention(24*time.Hour)"},
 		"redis-sorted-set": {"ZREMRANGEBYSCORE", "Cluster"},
-		"postgres":         {"dedup.NewPostgres", "Purge every"},
+		"postgres":         {"pgdedup.New", "Purge every"},
 		"bloom": {"k = 8 hashes", "172.8M ids", "maxmemory", "noeviction",
-			"dedup.NewRedisBloom(url, name, dedup.BloomOptions{Entries: 172800000, FalsePositiveRate: 0.01, Retention: 24*time.Hour}), topology.DedupRetention(24*time.Hour), topology.AcceptFalsePositives()",
+			"redisdedup.NewBloom(url, name, dedup.BloomOptions{Entries: 172800000, FalsePositiveRate: 0.01, Retention: 24*time.Hour}), topology.DedupRetention(24*time.Hour), topology.AcceptFalsePositives()",
 			"1 in 100 new ids"},
 	} {
 		out, errOut, code := runCLI(t, nil, "dedup", "size", "--rate", "2000", "--window", "24h", "--id-bytes", "36", "--store", store)

@@ -122,8 +122,8 @@ a duplicate row exits 1. --sink postgres-at-least-once is its control and
 must fail with duplicates.
 
 --sink redis-dedup verifies the article's dedup-store pattern for a side
-effect outside Kafka: the workers run topology.Dedup with a dedup.Redis
-store on the Redis at --redis-url, and the effect adds 1 to the record's
+effect outside Kafka: the workers run topology.Dedup with a redisdedup.Store
+on the Redis at --redis-url, and the effect adds 1 to the record's
 seeded id in a Redis hash (HINCRBY), then upper-case the record to the
 output as --pipeline upper does. Under the same faults, injected aborts
 included (an aborted batch is processed again, its effects already done),
@@ -137,7 +137,7 @@ one record:
     missing effect (effects_missing 0) and at most one repeated run per
     SIGKILL (effects_extra_runs <= effects_bound),
   --dedup-mode before (topology.MarkBefore) holds the mark pending under a
-    lease (dedup.Redis is a Leaser) that another worker takes over once a
+    lease (redisdedup.Store is a Leaser) that another worker takes over once a
     killed worker's lease expired: it passes only with no missing effect
     and at most one repeated run per SIGKILL.
 The output is judged as --pipeline upper's, exactly once. --sink

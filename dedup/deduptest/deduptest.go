@@ -1,6 +1,7 @@
 // Package deduptest is the conformance suite of dedup.Store and
 // dedup.Leaser: the promises topology.Dedup relies on, which a store of
-// your own can prove as the stores of package dedup do, from a test:
+// your own can prove as the stores of dedup, redisdedup and pgdedup do,
+// from a test:
 //
 //	func TestConformance(t *testing.T) {
 //		deduptest.Run(t, deduptest.Backend{Open: func(t *testing.T) dedup.Store { return newMyStore(t) }})

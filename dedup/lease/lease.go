@@ -1,7 +1,6 @@
 // Package lease holds the answer of a dedup store's Claim (see
-// dedup.Leaser), in a package of its own with no dependencies, so that
-// topology.Dedup can use a store's leases without linking the Redis and
-// Postgres clients of package dedup.
+// dedup.Leaser, which re-exports it as dedup.Claim), in a package of its
+// own with no dependencies.
 package lease
 
 import (

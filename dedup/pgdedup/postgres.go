@@ -1,4 +1,8 @@
-package dedup
+// Package pgdedup holds the dedup store on PostgreSQL (New): a table with a
+// unique id and an expiry, a durable dedup.Store and dedup.Leaser. It is a
+// package of its own so that a pipeline that does not use PostgreSQL does
+// not link its client. See package dedup for what each store risks.
+package pgdedup
 
 import (
 	"context"
@@ -12,34 +16,43 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
-// DefaultTable is the table a Postgres store keeps its ids in, when no Table
-// option is given.
+// Store is a dedup.Leaser, checked when compiling.
+var _ dedup.Leaser = (*Store)(nil)
+
+// DefaultTable is the table a Store keeps its ids in, when no Table option
+// is given.
 const DefaultTable = "eosflow_dedup"
 
-// PostgresOption configures NewPostgres.
-type PostgresOption interface{ applyPostgres(*postgresConfig) }
+// Option configures New.
+type Option func(*config)
 
-type postgresConfig struct {
+type config struct {
 	table   string
 	timeout time.Duration
 }
 
-type postgresOptionFunc func(*postgresConfig)
-
-func (f postgresOptionFunc) applyPostgres(c *postgresConfig) { f(c) }
-
 // Table names the table of ids, overriding DefaultTable ("eosflow_dedup"); it
 // may be schema-qualified (schema.table). One table per pipeline keeps their
 // ids apart.
-func Table(name string) PostgresOption {
-	return postgresOptionFunc(func(c *postgresConfig) { c.table = name })
+func Table(name string) Option {
+	return func(c *config) { c.table = name }
+}
+
+// Timeout bounds each call of the store, including the connection it may
+// need to open, overriding dedup.DefaultTimeout (5s). A caller's earlier
+// context deadline still wins.
+func Timeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
 }
 
 var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Postgres is a Store in a PostgreSQL table (id text primary key, expires_at
+// Store is a dedup.Store in a PostgreSQL table (id text primary key, expires_at
 // timestamptz): the unique key makes INSERT ... ON CONFLICT decide which mark
 // is first, and a row whose expires_at has passed counts as absent, so an
 // expired id can be marked again before Purge deletes it. Expiry follows the
@@ -56,10 +69,10 @@ var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z
 // After the server restarts, a call on a pooled connection that died with it
 // can fail once (unexpected EOF); it is not retried, since a Mark whose answer
 // was lost may have been applied. The next call gets a new connection.
-type Postgres struct {
+type Store struct {
 	pool   *pgxpool.Pool
 	addr   string
-	cfg    postgresConfig
+	cfg    config
 	table  string // sanitized
 	closed atomic.Bool
 
@@ -68,28 +81,28 @@ type Postgres struct {
 	claimSQL, holderSQL, completeSQL, releaseSQL string
 }
 
-// NewPostgres connects to the database at url (postgres://user@host:port/db?...)
+// New connects to the database at url (postgres://user@host:port/db?...)
 // and creates the table and its expiry index if they are missing, so that a
 // wrong address or missing privileges fail at start, within Timeout.
-func NewPostgres(ctx context.Context, url string, opts ...PostgresOption) (*Postgres, error) {
-	cfg := postgresConfig{table: DefaultTable, timeout: DefaultTimeout}
+func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	cfg := config{table: DefaultTable, timeout: dedup.DefaultTimeout}
 	for _, o := range opts {
-		o.applyPostgres(&cfg)
+		o(&cfg)
 	}
-	if err := checkTimeout(cfg.timeout); err != nil {
+	if err := check.Timeout(cfg.timeout, dedup.DefaultTimeout); err != nil {
 		return nil, err
 	}
 	if !tableName.MatchString(cfg.table) {
-		return nil, fmt.Errorf("%w: table name %q: use letters, digits and underscores, optionally schema.table", ErrInvalid, cfg.table)
+		return nil, fmt.Errorf("%w: table name %q: use letters, digits and underscores, optionally schema.table", dedup.ErrInvalid, cfg.table)
 	}
 	pc, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("%w: postgres url: %v: want postgres://user@host:port/db", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: postgres url: %v: want postgres://user@host:port/db", dedup.ErrInvalid, err)
 	}
 	if pc.ConnConfig.ConnectTimeout == 0 || pc.ConnConfig.ConnectTimeout > cfg.timeout {
 		pc.ConnConfig.ConnectTimeout = cfg.timeout
 	}
-	p := &Postgres{
+	p := &Store{
 		addr:  net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port))),
 		cfg:   cfg,
 		table: pgx.Identifier(splitTable(cfg.table)).Sanitize(),
@@ -127,7 +140,7 @@ func splitTable(name string) []string {
 
 // createTable creates the table and index under a transaction-scoped advisory
 // lock, because concurrent CREATE TABLE IF NOT EXISTS can still collide.
-func (p *Postgres) createTable(ctx context.Context) error {
+func (p *Store) createTable(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	index := pgx.Identifier{splitTable(p.cfg.table)[len(splitTable(p.cfg.table))-1] + "_expires_at"}.Sanitize()
@@ -156,14 +169,14 @@ func (p *Postgres) createTable(ctx context.Context) error {
 }
 
 // Addr is the host:port the store talks to.
-func (p *Postgres) Addr() string { return p.addr }
+func (p *Store) Addr() string { return p.addr }
 
 // Mark inserts the id, or takes over its row when that row has expired; a row
 // that still lives makes the statement return nothing. Postgres serializes
 // concurrent inserts of one key on its unique index, so exactly one of them
 // gets a row back.
-func (p *Postgres) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	if err := check(id, ttl); err != nil {
+func (p *Store) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := check.Mark(id, ttl); err != nil {
 		return false, err
 	}
 	ctx, cancel, err := p.begin(ctx)
@@ -172,7 +185,7 @@ func (p *Postgres) Mark(ctx context.Context, id string, ttl time.Duration) (bool
 	}
 	defer cancel()
 	var first bool
-	err = p.pool.QueryRow(ctx, p.markSQL, id, millis(ttl)).Scan(&first)
+	err = p.pool.QueryRow(ctx, p.markSQL, id, check.Millis(ttl)).Scan(&first)
 	switch {
 	case err == nil:
 		return true, nil
@@ -184,8 +197,8 @@ func (p *Postgres) Mark(ctx context.Context, id string, ttl time.Duration) (bool
 }
 
 // Seen reports whether the id has a row that has not expired.
-func (p *Postgres) Seen(ctx context.Context, id string) (bool, error) {
-	if err := checkID(id); err != nil {
+func (p *Store) Seen(ctx context.Context, id string) (bool, error) {
+	if err := check.ID(id); err != nil {
 		return false, err
 	}
 	ctx, cancel, err := p.begin(ctx)
@@ -201,8 +214,8 @@ func (p *Postgres) Seen(ctx context.Context, id string) (bool, error) {
 }
 
 // Forget deletes the id's row.
-func (p *Postgres) Forget(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+func (p *Store) Forget(ctx context.Context, id string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	ctx, cancel, err := p.begin(ctx)
@@ -220,7 +233,7 @@ func (p *Postgres) Forget(ctx context.Context, id string) error {
 // as absent, so Purge only reclaims space; run it periodically (every few
 // minutes, or a tenth of the retention) from one instance, as the article's
 // TTL cleanup does for Redis sorted sets.
-func (p *Postgres) Purge(ctx context.Context) (int64, error) {
+func (p *Store) Purge(ctx context.Context) (int64, error) {
 	ctx, cancel, err := p.begin(ctx)
 	if err != nil {
 		return 0, err
@@ -234,7 +247,7 @@ func (p *Postgres) Purge(ctx context.Context) (int64, error) {
 }
 
 // Ping checks that the database answers, for a readiness check.
-func (p *Postgres) Ping(ctx context.Context) error {
+func (p *Store) Ping(ctx context.Context) error {
 	ctx, cancel, err := p.begin(ctx)
 	if err != nil {
 		return err
@@ -248,7 +261,7 @@ func (p *Postgres) Ping(ctx context.Context) error {
 
 // Close closes the pool's connections, waiting for calls in flight; it is
 // idempotent.
-func (p *Postgres) Close() error {
+func (p *Store) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
@@ -256,14 +269,14 @@ func (p *Postgres) Close() error {
 	return nil
 }
 
-func (p *Postgres) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+func (p *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if p.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, dedup.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	return ctx, cancel, nil
 }
 
-func (p *Postgres) fail(op, id string, err error) error {
-	return &StoreError{Store: "postgres", Addr: p.addr, Op: op, ID: id, Err: err}
+func (p *Store) fail(op, id string, err error) error {
+	return &dedup.StoreError{Store: "postgres", Addr: p.addr, Op: op, ID: id, Err: err}
 }

@@ -1,4 +1,4 @@
-package dedup
+package pgdedup
 
 import (
 	"context"
@@ -7,11 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // A row with an owner is a pending mark, leased until lease_until by the
 // database's clock; a row without one is done.
-func (p *Postgres) leaseStatements() {
+func (p *Store) leaseStatements() {
 	p.claimSQL = `INSERT INTO ` + p.table + ` AS d (id, expires_at, owner, lease_until)
 VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond', $3, clock_timestamp() + $4 * interval '1 millisecond')
 ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until
@@ -33,23 +36,23 @@ const claimTries = 5
 // Claim inserts the id pending for owner, or takes its row over when it
 // expired, is owner's own or its lease expired; otherwise it reads who
 // holds it. The unique index serializes concurrent claims of one id.
-func (p *Postgres) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (Claim, error) {
-	if err := checkClaim(id, owner, lease, ttl); err != nil {
-		return Claim{}, err
+func (p *Store) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (dedup.Claim, error) {
+	if err := check.Claim(id, owner, lease, ttl); err != nil {
+		return dedup.Claim{}, err
 	}
 	ctx, cancel, err := p.begin(ctx)
 	if err != nil {
-		return Claim{}, err
+		return dedup.Claim{}, err
 	}
 	defer cancel()
 	for range claimTries {
 		var ok bool
-		err := p.pool.QueryRow(ctx, p.claimSQL, id, millis(ttl), owner, millis(lease)).Scan(&ok)
+		err := p.pool.QueryRow(ctx, p.claimSQL, id, check.Millis(ttl), owner, check.Millis(lease)).Scan(&ok)
 		switch {
 		case err == nil:
-			return Claim{State: Claimed}, nil
+			return dedup.Claim{State: dedup.Claimed}, nil
 		case !errors.Is(err, pgx.ErrNoRows):
-			return Claim{}, p.fail("claim", id, err)
+			return dedup.Claim{}, p.fail("claim", id, err)
 		}
 		var holder *string
 		var left int64
@@ -58,19 +61,19 @@ func (p *Postgres) Claim(ctx context.Context, id, owner string, lease, ttl time.
 		case errors.Is(err, pgx.ErrNoRows):
 			continue // gone since: claim again
 		case err != nil:
-			return Claim{}, p.fail("claim", id, err)
+			return dedup.Claim{}, p.fail("claim", id, err)
 		case holder == nil:
-			return Claim{State: Done}, nil
+			return dedup.Claim{State: dedup.Done}, nil
 		case left > 0:
-			return Claim{State: Pending, Owner: *holder, Left: time.Duration(left) * time.Millisecond}, nil
+			return dedup.Claim{State: dedup.Pending, Owner: *holder, Left: time.Duration(left) * time.Millisecond}, nil
 		}
 	}
-	return Claim{}, p.fail("claim", id, fmt.Errorf("the row changed under %d claims in a row; claim again", claimTries))
+	return dedup.Claim{}, p.fail("claim", id, fmt.Errorf("the row changed under %d claims in a row; claim again", claimTries))
 }
 
-// Complete marks id done; see Leaser.
-func (p *Postgres) Complete(ctx context.Context, id string, ttl time.Duration) error {
-	if err := check(id, ttl); err != nil {
+// Complete marks id done; see dedup.Leaser.
+func (p *Store) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	if err := check.Mark(id, ttl); err != nil {
 		return err
 	}
 	ctx, cancel, err := p.begin(ctx)
@@ -78,15 +81,15 @@ func (p *Postgres) Complete(ctx context.Context, id string, ttl time.Duration) e
 		return err
 	}
 	defer cancel()
-	if _, err := p.pool.Exec(ctx, p.completeSQL, id, millis(ttl)); err != nil {
+	if _, err := p.pool.Exec(ctx, p.completeSQL, id, check.Millis(ttl)); err != nil {
 		return p.fail("complete", id, err)
 	}
 	return nil
 }
 
-// Release deletes id's row if it is pending for owner; see Leaser.
-func (p *Postgres) Release(ctx context.Context, id, owner string) error {
-	if err := checkID(id); err != nil {
+// Release deletes id's row if it is pending for owner; see dedup.Leaser.
+func (p *Store) Release(ctx context.Context, id, owner string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	ctx, cancel, err := p.begin(ctx)

@@ -1,15 +1,17 @@
-package dedup
+package redisdedup
 
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/bits-and-blooms/bloom/v3"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // The filter's scripts read the time from the Redis server, so instances
@@ -68,111 +70,12 @@ return 1`)
 return 0`)
 )
 
-// BloomOptions size the filter of NewRedisBloom. Every instance sharing a
-// filter must use the same ones.
-type BloomOptions struct {
-	// Entries is how many ids are marked per Retention: each generation
-	// is sized for that many. Count the ids marked in the busiest
-	// Retention (rate × Retention); more than that and the false-positive
-	// rate climbs fast (twice as many: about 12 times the rate at 1%).
-	Entries int64
-	// FalsePositiveRate is the chance that an id never marked is reported
-	// as seen, such as 0.01. Each generation is sized for half of it, so an
-	// id checked against two full generations stays within this rate.
-	FalsePositiveRate float64
-	// Retention is how long an id is remembered at least; it is forgotten
-	// within twice that. Mark refuses a ttl longer than it.
-	Retention time.Duration
-}
-
-// BloomParams describe a RedisBloom filter, so that its false-positive rate
-// and its memory can be stated and checked.
-type BloomParams struct {
-	// Entries, FalsePositiveRate and Retention are the configured
-	// BloomOptions.
-	Entries           int64
-	FalsePositiveRate float64
-	Retention         time.Duration
-	// Bits (m) and Hashes (k) are one generation's filter, sized for
-	// Entries at FalsePositiveRate/2: an id sets or checks Hashes bits.
-	Bits   uint64
-	Hashes int
-	// Bytes is one generation's bitmap, ⌈Bits/8⌉. Redis holds two
-	// generations at most: see MemoryBytes.
-	Bytes int64
-}
-
-// MemoryBytes is what the filter takes in Redis at most, two generations'
-// bitmaps, for the maxmemory setting. Redis's allocator (jemalloc) rounds
-// each bitmap up to its size class: up to a quarter more.
-func (p BloomParams) MemoryBytes() int64 { return RedisBloomGenerations * p.Bytes }
-
-// RedisBloomGenerations is how many filters a RedisBloom keeps in Redis at
-// once: the current time slice's and the one before.
-const RedisBloomGenerations = 2
-
-// MaxRedisBloomBits is the largest generation one Redis string holds:
-// SETBIT takes offsets below 2³² (a 512 MB string).
-const MaxRedisBloomBits = 1 << 32
-
-// SizeBloom sizes one generation of a RedisBloom for entries ids at
-// false-positive rate fp, without the checks of BloomOptions.Params: for
-// capacity planning, where a size beyond Redis's limit is an answer too.
-// A generation is sized for half the rate, as an id is checked against
-// two generations and each may say "seen" wrongly: 1 - (1 - fp/2)² < fp.
-// m and k come from the filter library (bloom.EstimateParameters), the
-// target lowered until a full generation's rate, (1 - e^(-kn/m))^k, is at
-// most fp/2: the library's whole k costs a little over its formula's.
-func SizeBloom(entries, fp float64) BloomParams {
-	// Clamp before converting: a float64 beyond uint's range converts
-	// to an undefined value, and no Redis string holds such a filter.
-	n := uint(min(max(math.Ceil(entries), 1), 1<<52))
-	var m, k uint
-	// A few steps suffice; the bound stops a fp outside (0, 1), which
-	// Params refuses first.
-	target := fp / 2
-	for range 1000 {
-		m, k = bloom.EstimateParameters(n, target)
-		if FullRate(float64(m), int(k), float64(n)) <= fp/2 {
-			break
-		}
-		target *= 0.995
-	}
-	return BloomParams{Entries: int64(n), FalsePositiveRate: fp, Bits: uint64(m), Hashes: int(k), Bytes: int64((m + 7) / 8)}
-}
-
-// FullRate is the false-positive rate of a Bloom filter of m bits and k
-// hashes holding n ids: (1 - e^(-kn/m))^k.
-func FullRate(m float64, k int, n float64) float64 {
-	return math.Pow(1-math.Exp(-float64(k)*n/m), float64(k))
-}
-
-// Params validates o and computes the filter it describes, without a
-// server: for sizing a Redis before building the store.
-func (o BloomOptions) Params() (BloomParams, error) {
-	switch {
-	case o.Entries <= 0:
-		return BloomParams{}, fmt.Errorf("%w: bloom entries %d: give the ids marked per retention window (rate × retention), such as 10000000", ErrInvalid, o.Entries)
-	case !(o.FalsePositiveRate > 0 && o.FalsePositiveRate < 1):
-		return BloomParams{}, fmt.Errorf("%w: bloom false-positive rate %v: must be between 0 and 1, such as 0.01 (1 in 100 new ids reported as seen)", ErrInvalid, o.FalsePositiveRate)
-	case o.Retention < MinTTL:
-		return BloomParams{}, fmt.Errorf("%w: bloom retention %v: use at least %v; keep ids twice the longest redelivery window", ErrInvalid, o.Retention, MinTTL)
-	}
-	p := SizeBloom(float64(o.Entries), o.FalsePositiveRate)
-	if p.Bits > MaxRedisBloomBits {
-		return BloomParams{}, fmt.Errorf("%w: bloom filter of %d entries at false-positive rate %v needs %.0f MB per generation, beyond the 512 MB a Redis string holds: lower Entries (a shorter Retention) or raise FalsePositiveRate",
-			ErrInvalid, o.Entries, o.FalsePositiveRate, math.Ceil(float64(p.Bytes)/1e6))
-	}
-	p.Entries, p.Retention = o.Entries, o.Retention
-	return p, nil
-}
-
-// RedisBloom is a Store whose ids live in a Bloom filter in Redis bitmaps,
+// Bloom is a dedup.Store whose ids live in a Bloom filter in Redis bitmaps,
 // shared by every instance (after a rebalance another instance sees the
 // partition's redeliveries, so a filter in one process would miss them).
 // Its memory is fixed, whatever the ids' length: at a 1% false-positive
 // rate, two generations of 11 bits for each id marked per Retention, about
-// 2.8 bytes, where the Redis store takes 104 bytes beyond each id's own.
+// 2.8 bytes, where the key-per-id Store takes 104 bytes beyond each id's own.
 //
 // What it risks: a false positive. The filter may report an id it never
 // saw as seen, and the caller then skips that message's effect: about
@@ -184,69 +87,69 @@ func (o BloomOptions) Params() (BloomParams, error) {
 // so time is cut into generations of one Retention each, a Mark checks
 // the current and the previous generation and sets the id's bits in the
 // current one, and a generation expires once it is no longer checked. For
-// the same reason Forget fails (ErrCannotForget): mark after the effect.
+// the same reason Forget fails (dedup.ErrCannotForget): mark after the effect.
 // What Redis risks applies too (a restart without persistence, or an
 // evicting maxmemory-policy, forgets every id); size maxmemory with
 // Params().MemoryBytes() and use noeviction. The scripts build the
 // generation keys from the server's clock, so the filter needs one Redis
 // server, not Redis Cluster.
-type RedisBloom struct {
+type Bloom struct {
 	client  *redis.Client
 	addr    string
 	key     string
-	params  BloomParams
-	cfg     redisConfig
+	params  dedup.BloomParams
+	cfg     config
 	closed  atomic.Bool
 	closeFn func() error
 }
 
-// NewRedisBloom returns a Bloom filter store named name on the Redis at url
-// (redis://host:port/db): its generations are the keys prefix + name +
-// ":" + a generation number. Options are those of NewRedis. It does not
+// NewBloom returns a Bloom filter store named name on the Redis at url
+// (redis://host:port/db), sized by o: its generations are the keys prefix +
+// name + ":" + a generation number. Options are those of New. It does not
 // connect yet.
-func NewRedisBloom(url, name string, o BloomOptions, opts ...RedisOption) (*RedisBloom, error) {
+func NewBloom(url, name string, o dedup.BloomOptions, opts ...Option) (*Bloom, error) {
 	if name == "" {
-		return nil, fmt.Errorf("%w: empty bloom filter name: name one per pipeline, such as %q", ErrInvalid, "my-app")
+		return nil, fmt.Errorf("%w: empty bloom filter name: name one per pipeline, such as %q", dedup.ErrInvalid, "my-app")
 	}
 	p, err := o.Params()
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewRedis(url, opts...)
+	r, err := New(url, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &RedisBloom{client: r.client, addr: r.addr, key: r.cfg.prefix + name, params: p, cfg: r.cfg, closeFn: r.client.Close}, nil
+	return &Bloom{client: r.client, addr: r.addr, key: r.cfg.prefix + name, params: p, cfg: r.cfg, closeFn: r.client.Close}, nil
 }
 
 // Addr is the host:port the store talks to.
-func (b *RedisBloom) Addr() string { return b.addr }
+func (b *Bloom) Addr() string { return b.addr }
 
 // Params describes the filter: the configured options, its bits and hashes
 // per generation, its memory.
-func (b *RedisBloom) Params() BloomParams { return b.params }
+func (b *Bloom) Params() dedup.BloomParams { return b.params }
 
 // FalsePositiveRate is the configured chance that an id never marked is
 // reported as seen. Its presence tells topology.Dedup that the store is
 // approximate.
-func (b *RedisBloom) FalsePositiveRate() float64 { return b.params.FalsePositiveRate }
+func (b *Bloom) FalsePositiveRate() float64 { return b.params.FalsePositiveRate }
 
 // Retention is how long an id is remembered at least, the longest ttl
 // Mark accepts.
-func (b *RedisBloom) Retention() time.Duration { return b.params.Retention }
+func (b *Bloom) Retention() time.Duration { return b.params.Retention }
 
 // Mark sets id's bits in the current generation unless all of them are
 // set in the current or the previous one; one script does both, so
 // exactly one concurrent caller sets them. ttl must not exceed the
 // Retention; the id is kept between Retention and twice that, whatever
 // ttl says.
-func (b *RedisBloom) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	if err := check(id, ttl); err != nil {
+func (b *Bloom) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := check.Mark(id, ttl); err != nil {
 		return false, err
 	}
 	if ttl > b.params.Retention {
 		return false, fmt.Errorf("%w: ttl %v for id %q is longer than the bloom filter's retention %v: pass a ttl of at most %v (topology.DedupRetention), or build the store with a Retention of at least %v",
-			ErrInvalid, ttl, id, b.params.Retention, b.params.Retention, ttl)
+			dedup.ErrInvalid, ttl, id, b.params.Retention, b.params.Retention, ttl)
 	}
 	n, err := b.run(ctx, "mark", id, bloomMark)
 	return n == 1, err
@@ -255,28 +158,28 @@ func (b *RedisBloom) Mark(ctx context.Context, id string, ttl time.Duration) (bo
 // Seen reports whether all of id's bits are set in the current or the
 // previous generation: true for every id marked within the Retention, and
 // for about FalsePositiveRate of the others.
-func (b *RedisBloom) Seen(ctx context.Context, id string) (bool, error) {
-	if err := checkID(id); err != nil {
+func (b *Bloom) Seen(ctx context.Context, id string) (bool, error) {
+	if err := check.ID(id); err != nil {
 		return false, err
 	}
 	n, err := b.run(ctx, "seen", id, bloomSeen)
 	return n == 1, err
 }
 
-// Forget returns an error wrapping ErrCannotForget: clearing id's bits
+// Forget returns an error wrapping dedup.ErrCannotForget: clearing id's bits
 // would clear other ids' too.
-func (b *RedisBloom) Forget(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+func (b *Bloom) Forget(ctx context.Context, id string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	if b.closed.Load() {
-		return ErrClosed
+		return dedup.ErrClosed
 	}
-	return fmt.Errorf("%w: id %q: its bits are shared with other ids; mark after the effect succeeded (topology.MarkAfter) instead of forgetting a failed one, or use an exact store (NewRedis, NewPostgres)", ErrCannotForget, id)
+	return fmt.Errorf("%w: id %q: its bits are shared with other ids; mark after the effect succeeded (topology.MarkAfter) instead of forgetting a failed one, or use an exact store (redisdedup.New, pgdedup.New)", dedup.ErrCannotForget, id)
 }
 
 // Ping checks that the server answers, for a readiness check at start.
-func (b *RedisBloom) Ping(ctx context.Context) error {
+func (b *Bloom) Ping(ctx context.Context) error {
 	ctx, cancel, err := b.begin(ctx)
 	if err != nil {
 		return err
@@ -289,7 +192,7 @@ func (b *RedisBloom) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections; it is idempotent.
-func (b *RedisBloom) Close() error {
+func (b *Bloom) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
@@ -297,7 +200,7 @@ func (b *RedisBloom) Close() error {
 }
 
 // run runs script s for id with the filter's shape and id's bit positions.
-func (b *RedisBloom) run(ctx context.Context, op, id string, s *redis.Script) (int64, error) {
+func (b *Bloom) run(ctx context.Context, op, id string, s *redis.Script) (int64, error) {
 	ctx, cancel, err := b.begin(ctx)
 	if err != nil {
 		return 0, err
@@ -312,25 +215,25 @@ func (b *RedisBloom) run(ctx context.Context, op, id string, s *redis.Script) (i
 
 // args are the scripts' ARGV: retention in milliseconds, bits, and id's k
 // bit positions (the library's hashes, modulo m).
-func (b *RedisBloom) args(id string) []any {
+func (b *Bloom) args(id string) []any {
 	m := b.params.Bits
 	locs := bloom.Locations([]byte(id), uint(b.params.Hashes))
 	args := make([]any, 0, 2+len(locs))
-	args = append(args, millis(b.params.Retention), strconv.FormatUint(m, 10))
+	args = append(args, check.Millis(b.params.Retention), strconv.FormatUint(m, 10))
 	for _, l := range locs {
 		args = append(args, strconv.FormatUint(l%m, 10))
 	}
 	return args
 }
 
-func (b *RedisBloom) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+func (b *Bloom) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if b.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, dedup.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.timeout)
 	return ctx, cancel, nil
 }
 
-func (b *RedisBloom) fail(op, id string, err error) error {
-	return &StoreError{Store: "redis", Addr: b.addr, Op: op, ID: id, Err: err}
+func (b *Bloom) fail(op, id string, err error) error {
+	return &dedup.StoreError{Store: "redis", Addr: b.addr, Op: op, ID: id, Err: err}
 }

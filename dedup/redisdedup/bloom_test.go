@@ -1,4 +1,4 @@
-package dedup_test
+package redisdedup_test
 
 import (
 	"context"
@@ -15,13 +15,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/tools/servertest"
 )
 
-// bloomFixture is a RedisBloom of its own on the test's Redis, with a
+// bloomFixture is a Bloom of its own on the test's Redis, with a
 // plain client to look at its keys.
 type bloomFixture struct {
-	store  *dedup.RedisBloom
+	store  *redisdedup.Bloom
 	client *redis.Client
 	keys   string // the generations' key prefix
 }
@@ -31,7 +32,7 @@ func newBloomFixture(t *testing.T, o dedup.BloomOptions) *bloomFixture {
 	url := servertest.RedisURL(t)
 	const prefix = "eosflow:dedup-test:"
 	name := fmt.Sprintf("%s:%d", t.Name(), time.Now().UnixNano())
-	b, err := dedup.NewRedisBloom(url, name, o, dedup.Prefix(prefix))
+	b, err := redisdedup.NewBloom(url, name, o, redisdedup.Prefix(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,25 +206,13 @@ func TestBloomMemoryMatchesParams(t *testing.T) {
 	}
 }
 
-// Article's example: 10 million ids at 1% is about 12 MB in one filter;
-// the store keeps two generations, each at 0.5%.
-func ExampleBloomOptions_Params() {
-	p, err := dedup.BloomOptions{Entries: 10_000_000, FalsePositiveRate: 0.01, Retention: time.Hour}.Params()
-	if err != nil {
-		panic(err)
-	}
-	fmt.Printf("m = %d bits, k = %d hashes, %.1f MB per generation, %.1f MB in Redis\n", p.Bits, p.Hashes, float64(p.Bytes)/1e6, float64(p.MemoryBytes())/1e6)
-	// Output:
-	// m = 110381864 bits, k = 8 hashes, 13.8 MB per generation, 27.6 MB in Redis
-}
-
 // A Bloom filter shared by every instance of a pipeline: 10 million ids an
-// hour at 1% false positives in two generations of 13.8 MB, where the Redis
-// store would take about 1.5 GB (36-byte ids). About 1 in 100 new ids is reported as seen, and
-// its effect skipped; topology.Dedup refuses the store unless
+// hour at 1% false positives in two generations of 13.8 MB, where the
+// key-per-id Store would take about 1.5 GB (36-byte ids). About 1 in 100
+// new ids is reported as seen, and its effect skipped; topology.Dedup refuses the store unless
 // topology.AcceptFalsePositives() says that is acceptable.
-func ExampleNewRedisBloom() {
-	store, err := dedup.NewRedisBloom("redis://127.0.0.1:6379/0", "clicks", dedup.BloomOptions{
+func ExampleNewBloom() {
+	store, err := redisdedup.NewBloom("redis://127.0.0.1:6379/0", "clicks", dedup.BloomOptions{
 		Entries:           10_000_000, // ids marked per Retention, at the busiest
 		FalsePositiveRate: 0.01,
 		Retention:         time.Hour, // ids are remembered 1h to 2h
@@ -250,7 +239,7 @@ func ExampleNewRedisBloom() {
 	// p = 0.01, 110381864 bits and 8 hashes per generation, 27.6 MB of bitmaps in Redis
 }
 
-func TestNewRedisBloomRejectsBadArguments(t *testing.T) {
+func TestNewBloomRejectsBadArguments(t *testing.T) {
 	ok := dedup.BloomOptions{Entries: 1000, FalsePositiveRate: 0.01, Retention: time.Hour}
 	for _, c := range []struct {
 		name string
@@ -272,9 +261,9 @@ func TestNewRedisBloomRejectsBadArguments(t *testing.T) {
 		if c.o != nil {
 			c.o(&o)
 		}
-		_, err := dedup.NewRedisBloom(c.url, c.name, o)
+		_, err := redisdedup.NewBloom(c.url, c.name, o)
 		if !errors.Is(err, dedup.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("NewRedisBloom(%q, %q, %+v): err = %v, want ErrInvalid saying %q", c.url, c.name, o, err, c.want)
+			t.Errorf("NewBloom(%q, %q, %+v): err = %v, want ErrInvalid saying %q", c.url, c.name, o, err, c.want)
 		}
 	}
 	// The largest filter that fits: 2³² bits in a 512 MB string.
@@ -286,7 +275,7 @@ func TestNewRedisBloomRejectsBadArguments(t *testing.T) {
 // A ttl beyond the filter's retention is refused: the id could be forgotten
 // before it.
 func TestBloomMarkRefusesTTLBeyondRetention(t *testing.T) {
-	b, err := dedup.NewRedisBloom("redis://127.0.0.1:1/0", "a", dedup.BloomOptions{Entries: 1000, FalsePositiveRate: 0.01, Retention: time.Hour})
+	b, err := redisdedup.NewBloom("redis://127.0.0.1:1/0", "a", dedup.BloomOptions{Entries: 1000, FalsePositiveRate: 0.01, Retention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +297,7 @@ func TestBloomMarkRefusesTTLBeyondRetention(t *testing.T) {
 		"Ping":   func() error { return b.Ping(t.Context()) },
 	} {
 		if err := call(); !errors.Is(err, dedup.ErrClosed) {
-			t.Errorf("%s on a closed RedisBloom: %v, want ErrClosed", op, err)
+			t.Errorf("%s on a closed Bloom: %v, want ErrClosed", op, err)
 		}
 	}
 }
@@ -334,7 +323,7 @@ func TestBloomRefusesAFilterOfOtherOptions(t *testing.T) {
 		t.Fatalf("Mark = %v, %v", first, err)
 	}
 	name := strings.TrimPrefix(strings.TrimSuffix(f.keys, ":"), "eosflow:dedup-test:")
-	other, err := dedup.NewRedisBloom(servertest.RedisURL(t), name, dedup.BloomOptions{Entries: 2000, FalsePositiveRate: 0.01, Retention: time.Hour}, dedup.Prefix("eosflow:dedup-test:"))
+	other, err := redisdedup.NewBloom(servertest.RedisURL(t), name, dedup.BloomOptions{Entries: 2000, FalsePositiveRate: 0.01, Retention: time.Hour}, redisdedup.Prefix("eosflow:dedup-test:"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,31 +336,5 @@ func TestBloomRefusesAFilterOfOtherOptions(t *testing.T) {
 		if !errors.Is(err, dedup.ErrStore) || !strings.Contains(err.Error(), "same BloomOptions") {
 			t.Errorf("%s on a filter written with other options: %v, want a StoreError saying to use the same BloomOptions", op, err)
 		}
-	}
-}
-
-// TestSizeBloomTwoGenerationsStayWithinTheRate: each generation of a
-// dedup.RedisBloom is sized for half the rate, so an id checked against two
-// full generations is a false positive at most at the configured rate (by
-// the textbook formula (1 - e^(-kn/m))^k), and one generation alone at
-// about half of it.
-func TestSizeBloomTwoGenerationsStayWithinTheRate(t *testing.T) {
-	for _, fp := range []float64{0.1, 0.05, 0.01, 0.001, 1e-6} {
-		for _, n := range []float64{1000, 50_000, 10e6} {
-			g := dedup.SizeBloom(n, fp)
-			one := dedup.FullRate(float64(g.Bits), g.Hashes, n)
-			two := 1 - (1-one)*(1-one)
-			if one > fp/2 || one < fp/4 || two > fp {
-				t.Errorf("SizeBloom(%v, %v) = %d bits, %d hashes: one full generation %.3g, two %.3g; want at most %v and %v", n, fp, int64(g.Bits), g.Hashes, one, two, fp/2, fp)
-			}
-			if g.FalsePositiveRate != fp || float64(g.Bytes) != math.Ceil(float64(g.Bits)/8) || g.MemoryBytes() != 2*g.Bytes {
-				t.Errorf("SizeBloom(%v, %v) = %+v", n, fp, g)
-			}
-		}
-	}
-	// The article's 10 million ids at 1%: 12 MB in one filter at 1%,
-	// 13.8 MB per generation at 0.5%.
-	if g := dedup.SizeBloom(10e6, 0.01); math.Round(float64(g.Bytes)/1e5) != 138 || g.Hashes != 8 {
-		t.Errorf("SizeBloom(10M, 1%%) = %d bytes, %d hashes; want 13.8 MB, 8", g.Bytes, g.Hashes)
 	}
 }

@@ -1,4 +1,4 @@
-package dedup_test
+package redisdedup_test
 
 import (
 	"os"
@@ -7,6 +7,6 @@ import (
 	"github.com/eosflow/eosflow/tools/servertest"
 )
 
-// TestMain terminates the Redis and PostgreSQL containers the tests
-// started when no server was named (servertest).
+// TestMain terminates the Redis container the tests started when no server
+// was named (servertest).
 func TestMain(m *testing.M) { os.Exit(servertest.Main(m)) }

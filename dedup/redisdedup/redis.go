@@ -1,4 +1,10 @@
-package dedup
+// Package redisdedup holds the dedup stores on Redis: one key per id (New),
+// the article's sorted set (NewSortedSet), and a Bloom filter in bitmaps
+// (NewBloom). Each implements dedup.Store; New's and NewSortedSet's are
+// dedup.Leasers. It is a package of its own so that a pipeline that does
+// not use Redis does not link the Redis client. See package dedup for what
+// each store risks.
+package redisdedup
 
 import (
 	"context"
@@ -8,31 +14,45 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // DefaultPrefix starts every key a Redis store writes, when no Prefix option
 // is given, so the ids share a Redis database with other data safely.
 const DefaultPrefix = "eosflow:dedup:"
 
-// RedisOption configures NewRedis.
-type RedisOption interface{ applyRedis(*redisConfig) }
+// What each store promises topology.Dedup, checked when compiling.
+var (
+	_ dedup.Leaser      = (*Store)(nil)
+	_ dedup.Leaser      = (*SortedSet)(nil)
+	_ dedup.Approximate = (*Bloom)(nil)
+	_ dedup.Retainer    = (*Bloom)(nil)
+)
 
-type redisConfig struct {
+// Option configures New, NewSortedSet and NewBloom.
+type Option func(*config)
+
+type config struct {
 	prefix  string
 	timeout time.Duration
 }
 
-type redisOptionFunc func(*redisConfig)
-
-func (f redisOptionFunc) applyRedis(c *redisConfig) { f(c) }
-
 // Prefix starts every key with p, overriding DefaultPrefix
 // ("eosflow:dedup:"): one prefix per pipeline keeps their ids apart.
-func Prefix(p string) RedisOption {
-	return redisOptionFunc(func(c *redisConfig) { c.prefix = p })
+func Prefix(p string) Option {
+	return func(c *config) { c.prefix = p }
 }
 
-// Redis is a Store on a Redis server: one key per id, written with
+// Timeout bounds each call of a store, including the connection it may
+// need to open, overriding dedup.DefaultTimeout (5s). A caller's earlier
+// context deadline still wins.
+func Timeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
+}
+
+// Store is a dedup.Store on a Redis server: one key per id, written with
 // SET key 1 NX PX ttl (the article's SETNX with expiry), so Redis expires ids
 // by itself and one command both checks and marks. Every instance of a
 // pipeline can share it.
@@ -43,30 +63,30 @@ func Prefix(p string) RedisOption {
 // a forgotten id repeats its effect. Use noeviction and size memory with
 // `eosctl dedup size`. Against a failover replica that had not received the
 // latest writes, a mark can be lost the same way.
-type Redis struct {
+type Store struct {
 	client  *redis.Client
 	addr    string
-	cfg     redisConfig
+	cfg     config
 	closed  atomic.Bool
 	closeFn func() error
 }
 
-// NewRedis returns a store on the Redis at url (redis://[user:pass@]host:port/db
+// New returns a store on the Redis at url (redis://[user:pass@]host:port/db
 // or rediss:// for TLS). It does not connect yet: the first call does, and
 // Ping checks the server at start.
-func NewRedis(url string, opts ...RedisOption) (*Redis, error) {
-	cfg := redisConfig{prefix: DefaultPrefix, timeout: DefaultTimeout}
+func New(url string, opts ...Option) (*Store, error) {
+	cfg := config{prefix: DefaultPrefix, timeout: dedup.DefaultTimeout}
 	for _, o := range opts {
-		o.applyRedis(&cfg)
+		o(&cfg)
 	}
-	if err := checkTimeout(cfg.timeout); err != nil {
+	if err := check.Timeout(cfg.timeout, dedup.DefaultTimeout); err != nil {
 		return nil, err
 	}
 	ro, err := redis.ParseURL(url)
 	if err != nil {
 		// The parse error quotes the URL, password included: say what
 		// is wrong without it.
-		return nil, fmt.Errorf("%w: the redis url does not parse (not repeated here: it may hold a password); want redis://[user:password@]host:port/db, with a password's special characters percent-encoded", ErrInvalid)
+		return nil, fmt.Errorf("%w: the redis url does not parse (not repeated here: it may hold a password); want redis://[user:password@]host:port/db, with a password's special characters percent-encoded", dedup.ErrInvalid)
 	}
 	// Bound connecting and each command by the timeout, so a server that
 	// does not answer is an error, not a stalled pipeline; a refused
@@ -80,16 +100,16 @@ func NewRedis(url string, opts ...RedisOption) (*Redis, error) {
 	ro.DialerRetries = 1
 	ro.MaxRetries = -1
 	c := redis.NewClient(ro)
-	return &Redis{client: c, addr: ro.Addr, cfg: cfg, closeFn: c.Close}, nil
+	return &Store{client: c, addr: ro.Addr, cfg: cfg, closeFn: c.Close}, nil
 }
 
 // Addr is the host:port the store talks to.
-func (r *Redis) Addr() string { return r.addr }
+func (r *Store) Addr() string { return r.addr }
 
 // Mark runs SET key 1 NX PX ttl: Redis executes one command at a time, so
 // exactly one concurrent caller gets OK.
-func (r *Redis) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	if err := check(id, ttl); err != nil {
+func (r *Store) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := check.Mark(id, ttl); err != nil {
 		return false, err
 	}
 	ctx, cancel, err := r.begin(ctx)
@@ -97,7 +117,7 @@ func (r *Redis) Mark(ctx context.Context, id string, ttl time.Duration) (bool, e
 		return false, err
 	}
 	defer cancel()
-	err = r.client.SetArgs(ctx, r.cfg.prefix+id, "1", redis.SetArgs{Mode: "NX", TTL: time.Duration(millis(ttl)) * time.Millisecond}).Err()
+	err = r.client.SetArgs(ctx, r.cfg.prefix+id, "1", redis.SetArgs{Mode: "NX", TTL: time.Duration(check.Millis(ttl)) * time.Millisecond}).Err()
 	switch {
 	case err == nil:
 		return true, nil
@@ -109,8 +129,8 @@ func (r *Redis) Mark(ctx context.Context, id string, ttl time.Duration) (bool, e
 }
 
 // Seen runs EXISTS key; Redis never reports an expired key.
-func (r *Redis) Seen(ctx context.Context, id string) (bool, error) {
-	if err := checkID(id); err != nil {
+func (r *Store) Seen(ctx context.Context, id string) (bool, error) {
+	if err := check.ID(id); err != nil {
 		return false, err
 	}
 	ctx, cancel, err := r.begin(ctx)
@@ -126,8 +146,8 @@ func (r *Redis) Seen(ctx context.Context, id string) (bool, error) {
 }
 
 // Forget runs DEL key.
-func (r *Redis) Forget(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+func (r *Store) Forget(ctx context.Context, id string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	ctx, cancel, err := r.begin(ctx)
@@ -142,7 +162,7 @@ func (r *Redis) Forget(ctx context.Context, id string) error {
 }
 
 // Ping checks that the server answers, for a readiness check at start.
-func (r *Redis) Ping(ctx context.Context) error {
+func (r *Store) Ping(ctx context.Context) error {
 	ctx, cancel, err := r.begin(ctx)
 	if err != nil {
 		return err
@@ -155,21 +175,21 @@ func (r *Redis) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections; it is idempotent.
-func (r *Redis) Close() error {
+func (r *Store) Close() error {
 	if r.closed.Swap(true) {
 		return nil
 	}
 	return r.closeFn()
 }
 
-func (r *Redis) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+func (r *Store) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if r.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, dedup.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	return ctx, cancel, nil
 }
 
-func (r *Redis) fail(op, id string, err error) error {
-	return &StoreError{Store: "redis", Addr: r.addr, Op: op, ID: id, Err: err}
+func (r *Store) fail(op, id string, err error) error {
+	return &dedup.StoreError{Store: "redis", Addr: r.addr, Op: op, ID: id, Err: err}
 }

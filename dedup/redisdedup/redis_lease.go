@@ -1,4 +1,4 @@
-package dedup
+package redisdedup
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // A Redis key holds "1" for a done id, and "p:<lease end, ms by the
@@ -37,29 +40,29 @@ if untilms and holder == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 0`)
 )
 
-// Claim marks id pending for owner, in one script; see Leaser.
-func (r *Redis) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (Claim, error) {
-	if err := checkClaim(id, owner, lease, ttl); err != nil {
-		return Claim{}, err
+// Claim marks id pending for owner, in one script; see dedup.Leaser.
+func (r *Store) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (dedup.Claim, error) {
+	if err := check.Claim(id, owner, lease, ttl); err != nil {
+		return dedup.Claim{}, err
 	}
 	ctx, cancel, err := r.begin(ctx)
 	if err != nil {
-		return Claim{}, err
+		return dedup.Claim{}, err
 	}
 	defer cancel()
-	res, err := redisClaim.Run(ctx, r.client, []string{r.cfg.prefix + id}, owner, millis(lease), millis(ttl)).Slice()
+	res, err := redisClaim.Run(ctx, r.client, []string{r.cfg.prefix + id}, owner, check.Millis(lease), check.Millis(ttl)).Slice()
 	if err == nil {
-		var c Claim
+		var c dedup.Claim
 		if c, err = claimAnswer(res); err == nil {
 			return c, nil
 		}
 	}
-	return Claim{}, r.fail("claim", id, err)
+	return dedup.Claim{}, r.fail("claim", id, err)
 }
 
-// Complete marks id done; see Leaser.
-func (r *Redis) Complete(ctx context.Context, id string, ttl time.Duration) error {
-	if err := check(id, ttl); err != nil {
+// Complete marks id done; see dedup.Leaser.
+func (r *Store) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	if err := check.Mark(id, ttl); err != nil {
 		return err
 	}
 	ctx, cancel, err := r.begin(ctx)
@@ -67,15 +70,15 @@ func (r *Redis) Complete(ctx context.Context, id string, ttl time.Duration) erro
 		return err
 	}
 	defer cancel()
-	if err := r.client.Set(ctx, r.cfg.prefix+id, "1", time.Duration(millis(ttl))*time.Millisecond).Err(); err != nil {
+	if err := r.client.Set(ctx, r.cfg.prefix+id, "1", time.Duration(check.Millis(ttl))*time.Millisecond).Err(); err != nil {
 		return r.fail("complete", id, err)
 	}
 	return nil
 }
 
-// Release removes id if it is pending for owner; see Leaser.
-func (r *Redis) Release(ctx context.Context, id, owner string) error {
-	if err := checkID(id); err != nil {
+// Release removes id if it is pending for owner; see dedup.Leaser.
+func (r *Store) Release(ctx context.Context, id, owner string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	ctx, cancel, err := r.begin(ctx)
@@ -90,12 +93,12 @@ func (r *Redis) Release(ctx context.Context, id, owner string) error {
 }
 
 // claimAnswer reads a claim script's {state, owner, ms left}.
-func claimAnswer(res []any) (Claim, error) {
+func claimAnswer(res []any) (dedup.Claim, error) {
 	if len(res) != 3 {
-		return Claim{}, fmt.Errorf("the claim script answered %v, want 3 values", res)
+		return dedup.Claim{}, fmt.Errorf("the claim script answered %v, want 3 values", res)
 	}
 	state, _ := res[0].(int64)
 	holder, _ := res[1].(string)
 	left, _ := res[2].(int64)
-	return Claim{State: ClaimState(state), Owner: holder, Left: time.Duration(left) * time.Millisecond}, nil
+	return dedup.Claim{State: dedup.ClaimState(state), Owner: holder, Left: time.Duration(left) * time.Millisecond}, nil
 }

@@ -1,4 +1,4 @@
-package dedup_test
+package redisdedup_test
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/tools/dedupsize"
 	"github.com/eosflow/eosflow/tools/servertest"
 )
 
-// TestStoreSizesMatchServers marks 20,000 UUID ids in each store on the
-// real servers and compares the memory or disk they took with what
+// TestStoreSizesMatchServers marks 20,000 UUID ids in a Store and in a
+// SortedSet on a real Redis and compares the memory they took with what
 // `eosctl dedup size --store` estimates: more than 25% off fails.
 func TestStoreSizesMatchServers(t *testing.T) {
 	const n = 20000
@@ -47,9 +47,9 @@ func TestStoreSizesMatchServers(t *testing.T) {
 			before := usedMemory(t, c)
 			var store dedup.Store
 			if kind == "redis" {
-				store, err = dedup.NewRedis(url, dedup.Prefix(prefix))
+				store, err = redisdedup.New(url, redisdedup.Prefix(prefix))
 			} else {
-				store, err = dedup.NewRedisSortedSet(url, prefix+"zset")
+				store, err = redisdedup.NewSortedSet(url, prefix+"zset")
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -70,33 +70,6 @@ func TestStoreSizesMatchServers(t *testing.T) {
 			}
 			dropRedisPrefix(t, c, prefix)
 		}
-	})
-	t.Run("postgres", func(t *testing.T) {
-		url := servertest.PostgresURL(t)
-		table := fmt.Sprintf("eosflow_dedup_size_%d", time.Now().UnixNano())
-		p, err := dedup.NewPostgres(t.Context(), url, dedup.Table(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close()
-		conn, err := pgx.Connect(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			conn.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
-			conn.Close(context.Background())
-		}()
-		for range n {
-			if _, err := p.Mark(t.Context(), uuid.NewString(), time.Hour); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var size int64
-		if err := conn.QueryRow(t.Context(), "SELECT pg_total_relation_size($1)", table).Scan(&size); err != nil {
-			t.Fatal(err)
-		}
-		check(t, "postgres", 36, float64(size))
 	})
 }
 

@@ -1,4 +1,4 @@
-package dedup
+package redisdedup
 
 import (
 	"context"
@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
 // The sorted set's scripts take the time from the Redis server, so instances
@@ -36,7 +39,7 @@ end
 return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)`)
 )
 
-// RedisSortedSet is a Store in one Redis sorted set, the article's variant:
+// SortedSet is a dedup.Store in one Redis sorted set, the article's variant:
 // each id is a member scored with its expiry time, a Lua script checks and
 // adds it in one step (ZSCORE, then ZADD), and Purge removes expired members
 // with ZREMRANGEBYSCORE. One key holds every id, so the ids can be listed,
@@ -48,50 +51,50 @@ return redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)`)
 // effects), and, as nothing expires by itself, a set that grows until Purge
 // runs; expired members already count as absent. All ids live on one key,
 // so in Redis Cluster one node holds and serves them all: use one set per
-// pipeline, or the Redis store, when that node would be too hot.
-type RedisSortedSet struct {
+// pipeline, or the key-per-id Store, when that node would be too hot.
+type SortedSet struct {
 	client  *redis.Client
 	addr    string
 	key     string
-	cfg     redisConfig
+	cfg     config
 	closed  atomic.Bool
 	closeFn func() error
 }
 
-// NewRedisSortedSet returns a store on the sorted set key of the Redis at
-// url (redis://host:port/db). Options are those of NewRedis; Prefix does not
-// apply, the key names the set. It does not connect yet.
-func NewRedisSortedSet(url, key string, opts ...RedisOption) (*RedisSortedSet, error) {
+// NewSortedSet returns a store on the sorted set key of the Redis at url
+// (redis://host:port/db). Options are those of New; Prefix does not apply,
+// the key names the set. It does not connect yet.
+func NewSortedSet(url, key string, opts ...Option) (*SortedSet, error) {
 	if key == "" {
-		return nil, fmt.Errorf("%w: empty sorted set key: name one per pipeline, such as %q", ErrInvalid, DefaultPrefix+"my-app")
+		return nil, fmt.Errorf("%w: empty sorted set key: name one per pipeline, such as %q", dedup.ErrInvalid, DefaultPrefix+"my-app")
 	}
 	if strings.ContainsAny(key, "{}") && !hasHashTag(key) {
-		return nil, fmt.Errorf("%w: sorted set key %q has braces but no hash tag, so its pending hash could not share its hash slot: drop the braces, or tag it whole, such as %q", ErrInvalid, key, "{"+strings.NewReplacer("{", "", "}", "").Replace(key)+"}")
+		return nil, fmt.Errorf("%w: sorted set key %q has braces but no hash tag, so its pending hash could not share its hash slot: drop the braces, or tag it whole, such as %q", dedup.ErrInvalid, key, "{"+strings.NewReplacer("{", "", "}", "").Replace(key)+"}")
 	}
-	r, err := NewRedis(url, opts...)
+	r, err := New(url, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &RedisSortedSet{client: r.client, addr: r.addr, key: key, cfg: r.cfg, closeFn: r.client.Close}, nil
+	return &SortedSet{client: r.client, addr: r.addr, key: key, cfg: r.cfg, closeFn: r.client.Close}, nil
 }
 
 // Addr is the host:port the store talks to.
-func (z *RedisSortedSet) Addr() string { return z.addr }
+func (z *SortedSet) Addr() string { return z.addr }
 
 // Mark adds id with score now+ttl unless it is a member whose score is still
 // in the future; Redis runs a script without interleaving other commands, so
 // exactly one concurrent caller adds it.
-func (z *RedisSortedSet) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
-	if err := check(id, ttl); err != nil {
+func (z *SortedSet) Mark(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := check.Mark(id, ttl); err != nil {
 		return false, err
 	}
-	n, err := z.run(ctx, "mark", id, zMark, id, millis(ttl))
+	n, err := z.run(ctx, "mark", id, zMark, id, check.Millis(ttl))
 	return n == 1, err
 }
 
 // Seen reports whether id is a member that has not expired.
-func (z *RedisSortedSet) Seen(ctx context.Context, id string) (bool, error) {
-	if err := checkID(id); err != nil {
+func (z *SortedSet) Seen(ctx context.Context, id string) (bool, error) {
+	if err := check.ID(id); err != nil {
 		return false, err
 	}
 	n, err := z.run(ctx, "seen", id, zSeen, id)
@@ -99,8 +102,8 @@ func (z *RedisSortedSet) Seen(ctx context.Context, id string) (bool, error) {
 }
 
 // Forget removes id from the set (ZREM), pending or done.
-func (z *RedisSortedSet) Forget(ctx context.Context, id string) error {
-	if err := checkID(id); err != nil {
+func (z *SortedSet) Forget(ctx context.Context, id string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	ctx, cancel, err := z.begin(ctx)
@@ -122,12 +125,12 @@ func (z *RedisSortedSet) Forget(ctx context.Context, id string) error {
 // Purge removes expired members and returns how many: the article's periodic
 // ZREMRANGEBYSCORE cleanup. Run it from one instance, every few minutes or a
 // tenth of the retention, whichever is shorter.
-func (z *RedisSortedSet) Purge(ctx context.Context) (int64, error) {
+func (z *SortedSet) Purge(ctx context.Context) (int64, error) {
 	return z.run(ctx, "purge", "", zPurge)
 }
 
 // Ping checks that the server answers, for a readiness check at start.
-func (z *RedisSortedSet) Ping(ctx context.Context) error {
+func (z *SortedSet) Ping(ctx context.Context) error {
 	ctx, cancel, err := z.begin(ctx)
 	if err != nil {
 		return err
@@ -140,14 +143,14 @@ func (z *RedisSortedSet) Ping(ctx context.Context) error {
 }
 
 // Close closes the connections; it is idempotent.
-func (z *RedisSortedSet) Close() error {
+func (z *SortedSet) Close() error {
 	if z.closed.Swap(true) {
 		return nil
 	}
 	return z.closeFn()
 }
 
-func (z *RedisSortedSet) run(ctx context.Context, op, id string, s *redis.Script, args ...any) (int64, error) {
+func (z *SortedSet) run(ctx context.Context, op, id string, s *redis.Script, args ...any) (int64, error) {
 	ctx, cancel, err := z.begin(ctx)
 	if err != nil {
 		return 0, err
@@ -160,14 +163,14 @@ func (z *RedisSortedSet) run(ctx context.Context, op, id string, s *redis.Script
 	return n, nil
 }
 
-func (z *RedisSortedSet) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
+func (z *SortedSet) begin(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if z.closed.Load() {
-		return nil, nil, ErrClosed
+		return nil, nil, dedup.ErrClosed
 	}
 	ctx, cancel := context.WithTimeout(ctx, z.cfg.timeout)
 	return ctx, cancel, nil
 }
 
-func (z *RedisSortedSet) fail(op, id string, err error) error {
-	return &StoreError{Store: "redis", Addr: z.addr, Op: op, ID: id, Err: err}
+func (z *SortedSet) fail(op, id string, err error) error {
+	return &dedup.StoreError{Store: "redis", Addr: z.addr, Op: op, ID: id, Err: err}
 }

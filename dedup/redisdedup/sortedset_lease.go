@@ -1,4 +1,4 @@
-package dedup
+package redisdedup
 
 import (
 	"context"
@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/internal/check"
 )
 
-// A pending id of a RedisSortedSet is a member of the set, scored with its
+// A pending id of a SortedSet is a member of the set, scored with its
 // mark's expiry like a done one, plus a field of the set's pending hash:
 // "<lease end, ms by the server's clock>:<owner>". A member without a field
 // is done. Both keys share a hash slot, so the scripts also run on Redis
@@ -43,7 +46,7 @@ return 1`)
 
 // zPendingKey names the hash of a set's pending ids, in the set's hash slot:
 // the set's own hash tag if it has one, else the set's name as the tag
-// (NewRedisSortedSet refuses a key with braces but no tag).
+// (NewSortedSet refuses a key with braces but no tag).
 func zPendingKey(key string) string {
 	if hasHashTag(key) {
 		return key + ":pending"
@@ -58,38 +61,38 @@ func hasHashTag(key string) bool {
 	return i >= 0 && strings.IndexByte(key[i+1:], '}') > 0
 }
 
-// Claim marks id pending for owner, in one script; see Leaser.
-func (z *RedisSortedSet) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (Claim, error) {
-	if err := checkClaim(id, owner, lease, ttl); err != nil {
-		return Claim{}, err
+// Claim marks id pending for owner, in one script; see dedup.Leaser.
+func (z *SortedSet) Claim(ctx context.Context, id, owner string, lease, ttl time.Duration) (dedup.Claim, error) {
+	if err := check.Claim(id, owner, lease, ttl); err != nil {
+		return dedup.Claim{}, err
 	}
 	ctx, cancel, err := z.begin(ctx)
 	if err != nil {
-		return Claim{}, err
+		return dedup.Claim{}, err
 	}
 	defer cancel()
-	res, err := zClaim.Run(ctx, z.client, []string{z.key, zPendingKey(z.key)}, id, owner, millis(lease), millis(ttl)).Slice()
+	res, err := zClaim.Run(ctx, z.client, []string{z.key, zPendingKey(z.key)}, id, owner, check.Millis(lease), check.Millis(ttl)).Slice()
 	if err == nil {
-		var c Claim
+		var c dedup.Claim
 		if c, err = claimAnswer(res); err == nil {
 			return c, nil
 		}
 	}
-	return Claim{}, z.fail("claim", id, err)
+	return dedup.Claim{}, z.fail("claim", id, err)
 }
 
-// Complete marks id done, whoever holds it; see Leaser.
-func (z *RedisSortedSet) Complete(ctx context.Context, id string, ttl time.Duration) error {
-	if err := check(id, ttl); err != nil {
+// Complete marks id done, whoever holds it; see dedup.Leaser.
+func (z *SortedSet) Complete(ctx context.Context, id string, ttl time.Duration) error {
+	if err := check.Mark(id, ttl); err != nil {
 		return err
 	}
-	_, err := z.run(ctx, "complete", id, zComplete, id, millis(ttl))
+	_, err := z.run(ctx, "complete", id, zComplete, id, check.Millis(ttl))
 	return err
 }
 
-// Release removes id if it is pending for owner; see Leaser.
-func (z *RedisSortedSet) Release(ctx context.Context, id, owner string) error {
-	if err := checkID(id); err != nil {
+// Release removes id if it is pending for owner; see dedup.Leaser.
+func (z *SortedSet) Release(ctx context.Context, id, owner string) error {
+	if err := check.ID(id); err != nil {
 		return err
 	}
 	_, err := z.run(ctx, "release", id, zRelease, id, owner)

@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -60,7 +61,7 @@ func TestStoresOfTheRecordsTask(t *testing.T) {
 	top := topology.New()
 	a := topology.Source(top, "ta", codec.String(), topology.Named("a"))
 	b := topology.Source(top, "tb", codec.String(), topology.Named("b"))
-	top.AddStore("notes", state.Pebble())
+	top.AddStore("notes", pebble.New())
 	noted := topology.Process(b, "note", func(ctx processor.Context[string], r processor.Record[string]) error {
 		s, err := ctx.Store("notes")
 		if err != nil {

@@ -1,15 +1,15 @@
 // Package statetest is the conformance suite of a state.Engine and the
 // Backends it opens: what the runtime relies on when it restores, reads
 // and applies a store's batches. An engine of your own proves itself as
-// Memory and Pebble do, from a test:
+// state.Memory and pebble.New (package state/pebble) do, from a test:
 //
 //	func TestConformance(t *testing.T) {
 //		statetest.Run(t, statetest.Engine{New: func() state.Engine { return myEngine{} }, Persistent: true})
 //	}
 //
 // The suite cannot crash a process: that Apply is atomic across a crash
-// is for the engine's own tests to show (Pebble's drop unsynced writes
-// with pebble's vfs.NewCrashableMem).
+// is for the engine's own tests to show (state/pebble's drop unsynced
+// writes with pebble's vfs.NewCrashableMem).
 package statetest
 
 import (

@@ -10,12 +10,10 @@ import (
 	"github.com/eosflow/eosflow/state/statetest"
 )
 
-// Both engines of package state keep the promises.
-func TestEngines(t *testing.T) {
-	t.Run("memory", func(t *testing.T) { statetest.Run(t, statetest.Engine{New: state.Memory}) })
-	t.Run("pebble", func(t *testing.T) {
-		statetest.Run(t, statetest.Engine{New: func() state.Engine { return state.Pebble() }, Persistent: true})
-	})
+// The memory engine keeps the promises; state/pebble's tests run the
+// suite on the pebble engine.
+func TestMemory(t *testing.T) {
+	statetest.Run(t, statetest.Engine{New: state.Memory})
 }
 
 // A memory engine claimed persistent fails: its stores come back empty.

@@ -49,8 +49,8 @@ const (
 	// DedupMemoryCase, DedupRedisCase and DedupBloomCase are exactly-once
 	// with a topology.Dedup node in front of the upper-casing whose effect
 	// does nothing, so that the difference to ExactlyOnce is what the
-	// operator and its store cost: dedup.NewMemory, dedup.NewRedis (a claim and
-	// a completion per id) and dedup.NewRedisBloom (sized for the run's ids at 1%, with
+	// operator and its store cost: dedup.NewMemory, redisdedup.New (a claim and
+	// a completion per id) and redisdedup.NewBloom (sized for the run's ids at 1%, with
 	// topology.AcceptFalsePositives). The Redis ones need Options.RedisURL.
 	DedupMemoryCase = "exactly-once/dedup-memory"
 	DedupRedisCase  = "exactly-once/dedup-redis"
@@ -73,7 +73,7 @@ const (
 	// franz-go and Kafka Streams compare on it.
 	PipelineUpper = "upper"
 	// PipelineCount counts the records of each key and emits each key's
-	// new count (Int64BE): stateful, so exactly-once with a state engine
+	// new count (codec.Int64): stateful, so exactly-once with a state engine
 	// against Kafka Streams' groupByKey().count().
 	PipelineCount = "count"
 	// PipelineWindowed counts the records of each key in tumbling windows
@@ -134,7 +134,7 @@ func stateful(pipeline string) bool { return pipeline == PipelineCount || pipeli
 // with its default cache, which coalesces a key's updates between commits.
 const (
 	CountMemory        = "exactly-once/memory" // state.Memory
-	CountPebble        = "exactly-once/pebble" // state.Pebble in a fresh directory
+	CountPebble        = "exactly-once/pebble" // pebble.New in a fresh directory
 	KafkaStreamsCached = "kafka-streams/cached"
 	// RestoreMemory and RestorePebble time a fresh instance restoring
 	// Options.RestoreKeys changelog records from the broker.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -152,23 +153,9 @@ func TestOptionsValidate(t *testing.T) {
 	}
 }
 
-func TestInt64BEIsLongSerializerBytes(t *testing.T) {
-	c := Int64BE()
-	b, err := c.Encode(258)
-	if err != nil || !bytes.Equal(b, []byte{0, 0, 0, 0, 0, 0, 1, 2}) {
-		t.Fatalf("Encode(258) = %x, %v", b, err)
-	}
-	if v, err := c.Decode(b); err != nil || v != 258 {
-		t.Errorf("Decode = %d, %v", v, err)
-	}
-	if _, err := c.Decode([]byte("258")); err == nil {
-		t.Error("a 3-byte count decoded")
-	}
-}
-
 // countOut is an output of the count pipeline: key k<k>, count c.
 func countOut(k int, c int64) *kgo.Record {
-	v, _ := Int64BE().Encode(c)
+	v, _ := codec.Int64().Encode(c)
 	return &kgo.Record{Key: key(k, 1<<30), Value: v}
 }
 

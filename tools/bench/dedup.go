@@ -10,14 +10,15 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/topology"
 )
 
 // Dedup stores of the dedup cases, by name (WorkerSpec.Dedup).
 const (
 	DedupMemory = "memory" // dedup.NewMemory
-	DedupRedis  = "redis"  // dedup.NewRedis: SET key 1 NX PX ttl per id
-	DedupBloom  = "bloom"  // dedup.NewRedisBloom, sized for the run's ids
+	DedupRedis  = "redis"  // redisdedup.New: SET key 1 NX PX ttl per id
+	DedupBloom  = "bloom"  // redisdedup.NewBloom, sized for the run's ids
 )
 
 // DedupBloomRate is the false-positive rate the Bloom filter of the
@@ -35,7 +36,7 @@ const dedupRetention = time.Hour
 // MapValues(Upper) → output. The id is the value's "id=<n>", unique per
 // input record, so that every record checks and marks a new id: against
 // Topology, the difference is what the operator and its store cost.
-func DedupTopology(name, input, output string, store topology.DedupStore, opts ...topology.DedupOption) *topology.Topology {
+func DedupTopology(name, input, output string, store dedup.Store, opts ...topology.DedupOption) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	once := topology.Dedup(in, "dedup", dedupID, store, func(context.Context, topology.Record[[]byte]) error { return nil }, opts...)
@@ -56,7 +57,7 @@ func dedupID(r topology.Record[[]byte]) string {
 // dedupStore is a worker's store for DedupTopology, with the options it
 // needs and what releases it.
 type dedupStore struct {
-	topology.DedupStore
+	dedup.Store
 	opts  []topology.DedupOption
 	close func()
 }
@@ -70,7 +71,7 @@ func openDedupStore(ctx context.Context, spec WorkerSpec) (*dedupStore, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &dedupStore{DedupStore: m, opts: opts, close: func() {}}, nil
+		return &dedupStore{Store: m, opts: opts, close: func() {}}, nil
 	}
 	url := spec.RedisURL
 	if url == "" {
@@ -79,10 +80,10 @@ func openDedupStore(ctx context.Context, spec WorkerSpec) (*dedupStore, error) {
 	if spec.DedupName == "" {
 		return nil, fmt.Errorf("bench worker: dedup store %s needs a name for the run's keys (dedup_name)", spec.Dedup)
 	}
-	prefix := dedup.Prefix(redisPrefix(spec.DedupName))
+	prefix := redisdedup.Prefix(redisPrefix(spec.DedupName))
 	var (
 		store interface {
-			topology.DedupStore
+			dedup.Store
 			Ping(context.Context) error
 			Close() error
 		}
@@ -90,9 +91,9 @@ func openDedupStore(ctx context.Context, spec WorkerSpec) (*dedupStore, error) {
 	)
 	switch spec.Dedup {
 	case DedupRedis:
-		store, err = dedup.NewRedis(url, prefix)
+		store, err = redisdedup.New(url, prefix)
 	case DedupBloom:
-		store, err = dedup.NewRedisBloom(url, "bloom", dedup.BloomOptions{
+		store, err = redisdedup.NewBloom(url, "bloom", dedup.BloomOptions{
 			Entries: int64(max(spec.DedupEntries, 1)), FalsePositiveRate: DedupBloomRate, Retention: dedupRetention,
 		}, prefix)
 		opts = append(opts, topology.AcceptFalsePositives())
@@ -108,7 +109,7 @@ func openDedupStore(ctx context.Context, spec WorkerSpec) (*dedupStore, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("bench worker: dedup store %s: %w; check --redis-url, or start one with integration/redis/redis.sh start", spec.Dedup, err)
 	}
-	return &dedupStore{DedupStore: store, opts: opts, close: func() { _ = store.Close() }}, nil
+	return &dedupStore{Store: store, opts: opts, close: func() { _ = store.Close() }}, nil
 }
 
 // redisPrefix starts every Redis key of the run named name.

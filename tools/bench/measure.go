@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/codec"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -255,7 +256,7 @@ func (a *idAccount) record(o *observer, r *kgo.Record, now time.Time) {
 }
 
 // countAccount accounts for the count pipeline's outputs: key "k<n>" with
-// the key's new count (Int64BE). Input record id has key id%keys, so the
+// the key's new count (codec.Int64). Input record id has key id%keys, so the
 // c-th count of key k stands for input id k+(c-1-base)*keys, and a count
 // that reaches c accounts for every record of the key up to it, also when
 // updates in between were coalesced (Kafka Streams' record cache). A count
@@ -290,7 +291,7 @@ func newCountAccount(keys, phase1, latency int, base int32) *countAccount {
 
 func (a *countAccount) record(o *observer, r *kgo.Record, now time.Time) {
 	k, ok := parseKey(r.Key)
-	c, err := decodeCount(r.Value)
+	c, err := codec.Int64().Decode(r.Value)
 	if !ok || k >= a.keys || err != nil || c > 1<<31-1 {
 		o.unknown++
 		return

@@ -181,31 +181,14 @@ func fatalFetchError(fs kgo.Fetches) error {
 // Kafka Streams gives the changelog of Materialized.as("counts") too.
 const CountStore = "counts"
 
-// Int64BE encodes counts as 8 big-endian bytes, the bytes Kafka's
-// LongSerializer writes, so that the count outputs of the framework and of
-// Kafka Streams compare byte for byte.
-func Int64BE() codec.Codec[int64] {
-	return codec.Func[int64]{
-		EncodeFunc: func(v int64) ([]byte, error) { return binary.BigEndian.AppendUint64(nil, uint64(v)), nil },
-		DecodeFunc: decodeCount,
-	}
-}
-
-func decodeCount(b []byte) (int64, error) {
-	if len(b) != 8 {
-		return 0, fmt.Errorf("a count has 8 bytes (big-endian, as LongSerializer writes), got %d", len(b))
-	}
-	return int64(binary.BigEndian.Uint64(b)), nil
-}
-
 // CountTopology is the framework side of the stateful benchmark: input →
 // GroupByKey → Count in the store CountStore of engine e → ToTable(output),
-// every input record emitting its key with the key's new count (Int64BE).
+// every input record emitting its key with the key's new count (codec.Int64).
 func CountTopology(name, input, output string, e state.Engine) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), CountStore, e)
-	topology.ToTable(counts, output, Int64BE(), topology.Named("out"))
+	topology.ToTable(counts, output, codec.Int64(), topology.Named("out"))
 	return top
 }
 

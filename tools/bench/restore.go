@@ -21,7 +21,7 @@ func (h *harness) restoreTriggers() int {
 
 // runRestore measures restore case c on the real restore path: the
 // store's changelog is filled with RestoreKeys distinct keys "k<i>", each
-// with a count of 1 (Int64BE), partitioned as the input is; the input gets
+// with a count of 1 (codec.Int64), partitioned as the input is; the input gets
 // one record for each of the first restoreTriggers keys; then a fresh
 // instance of c's engine (pebble: an empty state directory) starts, must
 // restore every changelog record before it counts, and reports when

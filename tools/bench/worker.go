@@ -18,6 +18,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -192,7 +193,7 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 			return err
 		}
 		defer store.close()
-		top = DedupTopology(cfg.AppID, spec.Input, spec.Output, store.DedupStore, store.opts...)
+		top = DedupTopology(cfg.AppID, spec.Input, spec.Output, store.Store, store.opts...)
 	case PipelineCPU:
 		if spec.State != "" || spec.RestoreRecords > 0 || spec.Dedup != "" {
 			return fmt.Errorf("bench worker: pipeline %s keeps no state and no dedup store; drop them", PipelineCPU)
@@ -264,7 +265,7 @@ func engine(name string) (state.Engine, error) {
 	case StateMemory:
 		return state.Memory(), nil
 	case StatePebble:
-		return state.Pebble(), nil
+		return pebble.New(), nil
 	}
 	return nil, fmt.Errorf("bench worker: state engine %q is not one of %s, %s", name, StateMemory, StatePebble)
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/dedup"
+	"github.com/eosflow/eosflow/dedup/redisdedup"
 	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/eosflow/eosflow/topology"
 )
 
 // PipelineDedup is the article's dedup-store pattern (DedupPipeline): every
 // record runs a side effect outside Kafka, an HINCRBY of its id in a Redis
-// hash, behind topology.Dedup with a dedup.Redis store, then is upper-cased
+// hash, behind topology.Dedup with a redisdedup.Store, then is upper-cased
 // to the output like PipelineUpper. The output is judged record by record;
 // the hash is judged id by id (DedupVerdict).
 const PipelineDedup PipelineKind = "dedup"
@@ -72,7 +73,7 @@ const effectTimeout = 5 * time.Second
 // effect runs for every record), and the value goes upper-cased to out,
 // keeping the key. before runs ahead of each record; nil skips it. opts
 // are the Dedup node's other options.
-func DedupPipeline(in, out string, store topology.DedupStore, effect func(ctx context.Context, id string) error, mode DedupMode, before func(), opts ...topology.DedupOption) *topology.Topology {
+func DedupPipeline(in, out string, store dedup.Store, effect func(ctx context.Context, id string) error, mode DedupMode, before func(), opts ...topology.DedupOption) *topology.Topology {
 	top := topology.New()
 	src := topology.Source(top, in, codec.Bytes(), topology.Named("input"))
 	paced := topology.Peek(src, "pace", func(context.Context, []byte, []byte) {
@@ -117,7 +118,7 @@ func (o WorkerOptions) dedupTopology(before func()) (top *topology.Topology, clo
 	case o.DedupMode != "" && !o.DedupMode.valid():
 		return nil, nil, fmt.Errorf("chaos: dedup mode %q is not one of %v", o.DedupMode, dedupModes)
 	}
-	store, err := dedup.NewRedis(o.RedisURL, dedup.Prefix(o.DedupPrefix))
+	store, err := redisdedup.New(o.RedisURL, redisdedup.Prefix(o.DedupPrefix))
 	if err != nil {
 		return nil, nil, err
 	}

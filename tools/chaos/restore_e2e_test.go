@@ -183,7 +183,7 @@ func (r *restoreRig) judge(t *testing.T) {
 	}
 }
 
-// A pebble store runs without a write-ahead log (see state.Pebble): a
+// A pebble store runs without a write-ahead log (see pebble.New): a
 // SIGKILL loses what it applied since its last flush, data and offset
 // together, and a clean stop flushes. So a worker stopped cleanly, started
 // again and SIGKILLed mid-run restores, on its next start, exactly the

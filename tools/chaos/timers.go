@@ -1,8 +1,6 @@
 package chaos
 
 import (
-	"encoding/binary"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -89,7 +87,8 @@ func (t *ticker) fire(kind string) processor.TimerFunc[[]byte] {
 		if t.onFire != nil {
 			t.onFire()
 		}
-		fires, err := processor.KV(ctx, FiresStore, codec.String(), countCodec{})
+		// Count's own codec, so that one fold reads both pipelines' changelogs.
+		fires, err := processor.KV(ctx, FiresStore, codec.String(), codec.Int64())
 		if err != nil {
 			return err
 		}
@@ -102,19 +101,4 @@ func (t *ticker) fire(kind string) processor.TimerFunc[[]byte] {
 		}
 		return ctx.EmitTo("fired", processor.Record[[]byte]{Key: []byte(kind), Value: strconv.AppendInt(nil, n+1, 10)})
 	}
-}
-
-// countCodec stores a count as Count's store does, eight bytes big-endian,
-// so that one fold reads both pipelines' changelogs.
-type countCodec struct{}
-
-func (countCodec) Encode(n int64) ([]byte, error) {
-	return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
-}
-
-func (countCodec) Decode(b []byte) (int64, error) {
-	if len(b) != 8 {
-		return 0, fmt.Errorf("count has %d bytes, want 8", len(b))
-	}
-	return int64(binary.BigEndian.Uint64(b)), nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -331,7 +332,7 @@ type StateKind string
 
 const (
 	StateMemory StateKind = "memory" // state.Memory: restored in full on every assignment
-	StatePebble StateKind = "pebble" // state.Pebble: on disk, resumes from the offset it kept
+	StatePebble StateKind = "pebble" // pebble.New: on disk, resumes from the offset it kept
 )
 
 // Grouping names what PipelineCount counts the records by.
@@ -361,7 +362,7 @@ func (k StateKind) engine() (state.Engine, error) {
 	case StateMemory, "":
 		return state.Memory(), nil
 	case StatePebble:
-		return state.Pebble(), nil
+		return pebble.New(), nil
 	}
 	return nil, fmt.Errorf("chaos: state %q is not one of %s, %s", k, StateMemory, StatePebble)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/eosflow/eosflow/topology"
@@ -42,13 +43,13 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"SlowTransformCommitsInSmallBatches", SlowTransformCommitsInSmallBatches},
 		{"OversizedOutputGoesThroughPolicy", OversizedOutputGoesThroughPolicy},
 		{"StatefulCountAcrossRestartMemory", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Memory()) }},
-		{"StatefulCountAcrossRestartPebble", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, state.Pebble()) }},
+		{"StatefulCountAcrossRestartPebble", func(t *testing.T, env *kafkatest.Env) { StatefulCountAcrossRestart(t, env, pebble.New()) }},
 		{"StatefulRebalanceThreeInstances", func(t *testing.T, env *kafkatest.Env) { StatefulRebalance(t, env, 3) }},
 		{"GroupByCountsExactlyOnce", GroupByCountsExactlyOnce},
 		{"StreamTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamTableJoinExactlyOnce(t, env, state.Memory()) }},
 		{"StreamJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamJoinExactlyOnce(t, env, state.Memory()) }},
-		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, state.Pebble()) }},
-		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, state.Pebble()) }},
+		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
+		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
 		{"StreamTimeTimerExactlyOnce", StreamTimeTimerExactlyOnce},
 		{"WallClockTimerFiresWithoutInput", WallClockTimerFiresWithoutInput},
 		{"WallClockTimersStopOnRevoke", WallClockTimersStopOnRevoke},

@@ -172,20 +172,20 @@ func HumanBytes(b float64) string {
 
 // Measured per-entry costs of eosflow's dedup stores beyond the id's own
 // bytes, on Redis 7.0 (jemalloc) and PostgreSQL 15 with 36-byte UUID ids;
-// TestStoreSizesMatchServers in package dedup measures them again against
+// TestStoreSizesMatchServers in redisdedup and pgdedup measures them again against
 // the real servers and fails when an estimate is off by more than 25%.
 const (
-	// RedisKeyOverhead is a dedup.NewRedis entry (SET prefix+id 1 NX PX):
+	// RedisKeyOverhead is a redisdedup.New entry (SET prefix+id 1 NX PX):
 	// the key's dict entry, its string header, the shared value and the
 	// expires entry. The key prefix counts as id bytes.
 	RedisKeyOverhead = 104
-	// RedisSortedSetMemberOverhead is a dedup.NewRedisSortedSet member:
+	// RedisSortedSetMemberOverhead is a redisdedup.NewSortedSet member:
 	// the score, the skiplist node and the dict entry. The article's
 	// figure (SortedSetEntryOverhead, 44) is about half of what Redis 7
 	// takes. Both Redis figures move by about 10% with where the
 	// hash tables are in their doubling.
 	RedisSortedSetMemberOverhead = 96
-	// PostgresRowOverhead is a dedup.NewPostgres row with its primary-key
+	// PostgresRowOverhead is a pgdedup.New row with its primary-key
 	// index entry: tuple header, item pointer, expires_at and page slack.
 	PostgresRowOverhead = 143
 )

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 )
 
 // The read-back check can fail: a store reopened with batches applied on
@@ -16,7 +17,7 @@ func TestABatchOnEndsWordBeforeTheReadBackIsReported(t *testing.T) {
 	task := state.Task{Topic: input, Partition: 0}
 	var reported [][]int64
 	open := func() state.Backend {
-		e := applyEngine{state.Pebble(state.FS(fs)), func() error { return nil }, func(_ string, _ state.Task, inherited []int64, _ int64) {
+		e := applyEngine{pebble.New(pebble.FS(fs)), func() error { return nil }, func(_ string, _ state.Task, inherited []int64, _ int64) {
 			reported = append(reported, inherited)
 		}}
 		b, err := e.Open("/s", "st", task)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/chaos"
 	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -26,7 +27,7 @@ func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
 		disk := s.disk(0)
 		dir := filepath.Join(stateDir, appID, memberID(0))
 		for p := range s.cfg.Partitions {
-			st, err := state.Open(state.Pebble(state.FS(disk)), dir, chaos.CountStore, state.Task{Topic: input, Partition: p})
+			st, err := state.Open(pebble.New(pebble.FS(disk)), dir, chaos.CountStore, state.Task{Topic: input, Partition: p})
 			if err != nil {
 				return err
 			}
@@ -157,7 +158,7 @@ func TestTheStoreAuditCatchesAKeyTheChangelogNeverCommitted(t *testing.T) {
 	var tampered bool
 	tamper := func(s *sim) error {
 		dir := filepath.Join(stateDir, appID, memberID(0))
-		st, err := state.Open(state.Pebble(state.FS(s.disk(0))), dir, chaos.WindowStore, state.Task{Topic: input, Partition: 0})
+		st, err := state.Open(pebble.New(pebble.FS(s.disk(0))), dir, chaos.WindowStore, state.Task{Topic: input, Partition: 0})
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/sink/pgsink"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/chaos"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -183,7 +184,7 @@ func (s *sim) engine(idx int, w *wire, e state.Engine) state.Engine {
 // pebble is the pebble engine on member idx's crashable disk, its writes
 // reaching point Apply.
 func (s *sim) pebble(idx int, w *wire) state.Engine {
-	return s.engine(idx, w, state.Pebble(state.FS(s.disk(idx)), state.MemTableSize(256<<10)))
+	return s.engine(idx, w, pebble.New(pebble.FS(s.disk(idx)), pebble.MemTableSize(256<<10)))
 }
 
 // stop ends an incarnation: cleanly with Close, or as a crash (every

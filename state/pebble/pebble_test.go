@@ -1,4 +1,4 @@
-package state
+package pebble
 
 import (
 	"errors"
@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/eosflow/eosflow/state"
 )
 
 // TestPebbleCrash commits batches, then opens a crash image of the
@@ -22,8 +23,8 @@ func TestPebbleCrash(t *testing.T) {
 	for _, unsynced := range []int{0, 30, 100} {
 		t.Run(fmt.Sprintf("unsynced %d%%", unsynced), func(t *testing.T) {
 			fs := vfs.NewCrashableMem()
-			e := &pebbleEngine{fs: fs, memTableSize: 256 << 10}
-			s, err := Open(e, "/state", "counts", task)
+			e := &engine{fs: fs, memTableSize: 256 << 10}
+			s, err := state.Open(e, "/state", "counts", task)
 			must(t, err)
 			defer s.Close()
 			log := changelog(6000, 7)
@@ -44,7 +45,7 @@ func TestPebbleCrash(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(unsynced), 1))
 			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rng})
 
-			r, err := Open(&pebbleEngine{fs: crashed}, "/state", "counts", task)
+			r, err := state.Open(&engine{fs: crashed}, "/state", "counts", task)
 			must(t, err)
 			defer r.Close()
 			off := r.Offset()
@@ -74,7 +75,7 @@ func pad(v []byte) []byte {
 func TestPebbleLayout(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"counts", "sessions"} {
-		s, err := Open(Pebble(CacheSize(1<<20), MemTableSize(1<<20)), dir, name, task)
+		s, err := state.Open(New(CacheSize(1<<20), MemTableSize(1<<20)), dir, name, task)
 		must(t, err)
 		put(t, s, "k", name)
 		must(t, s.Commit(0))
@@ -84,7 +85,7 @@ func TestPebbleLayout(t *testing.T) {
 		if m, _ := filepath.Glob(filepath.Join(dir, "orders-3", name, "MANIFEST-*")); len(m) == 0 {
 			t.Errorf("store %s: no pebble database in <dir>/orders-3/%s", name, name)
 		}
-		s, err := Open(Pebble(), dir, name, task)
+		s, err := state.Open(New(), dir, name, task)
 		must(t, err)
 		wantGet(t, s, "k", name, true) // the stores do not share data
 		must(t, s.Close())
@@ -93,7 +94,7 @@ func TestPebbleLayout(t *testing.T) {
 
 // TestPebbleKeyspace puts keys that look like the engine's own.
 func TestPebbleKeyspace(t *testing.T) {
-	s, err := Open(Pebble(), t.TempDir(), "counts", task)
+	s, err := state.Open(New(), t.TempDir(), "counts", task)
 	must(t, err)
 	defer s.Close()
 	keys := []string{"", "m", "moffset", "offset", "d", "\x00", "\xff\xff"}
@@ -109,44 +110,26 @@ func TestPebbleKeyspace(t *testing.T) {
 	}
 }
 
+// The engine needs a state directory it can write to; Open names the
+// store whose engine failed.
 func TestOpenErrors(t *testing.T) {
+	if _, err := state.Open(New(), "", "s", task); !errors.Is(err, state.ErrInvalid) {
+		t.Fatalf("Open without a state directory = %v, want state.ErrInvalid", err)
+	}
 	file := filepath.Join(t.TempDir(), "file")
 	must(t, os.WriteFile(file, nil, 0o644))
-	cases := []struct {
-		name    string
-		e       Engine
-		dir     string
-		store   string
-		task    Task
-		wantErr error
-	}{
-		{"nil engine", nil, "d", "s", task, ErrInvalid},
-		{"empty store name", Memory(), "d", "", task, ErrInvalid},
-		{"dotdot store name", Memory(), "d", "..", task, ErrInvalid},
-		{"slash in store name", Memory(), "d", "a/b", task, ErrInvalid},
-		{"slash in topic", Memory(), "d", "s", Task{Topic: "../x"}, ErrInvalid},
-		{"negative partition", Memory(), "d", "s", Task{Topic: "t", Partition: -1}, ErrInvalid},
-		{"pebble without dir", Pebble(), "", "s", task, ErrInvalid},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if _, err := Open(c.e, c.dir, c.store, c.task); !errors.Is(err, c.wantErr) {
-				t.Fatalf("Open = %v, want %v", err, c.wantErr)
-			}
-		})
-	}
-	_, err := Open(Pebble(), file, "s", task) // the state directory is a file
-	var se *StoreError
+	_, err := state.Open(New(), file, "s", task) // the state directory is a file
+	var se *state.StoreError
 	if !errors.As(err, &se) || se.Store != "s" || se.Task != task {
-		t.Fatalf("Open under a file = %v, want a *StoreError naming the store", err)
+		t.Fatalf("Open under a file = %v, want a *state.StoreError naming the store", err)
 	}
 }
 
-// Pebble records when it last applied, with the data: the runtime reads
+// The engine records when it last applied, with the data: the runtime reads
 // it to tell a store too old to catch up from a compacted changelog.
 func TestPebbleAppliedAt(t *testing.T) {
 	dir := t.TempDir()
-	s, err := Open(Pebble(), dir, "counts", task)
+	s, err := state.Open(New(), dir, "counts", task)
 	must(t, err)
 	if at, err := s.AppliedAt(); err != nil || !at.IsZero() {
 		t.Fatalf("AppliedAt of a fresh store = %v, %v; want the zero time", at, err)
@@ -155,7 +138,7 @@ func TestPebbleAppliedAt(t *testing.T) {
 	put(t, s, "a", "1")
 	must(t, s.Commit(3))
 	must(t, s.Close())
-	s, err = Open(Pebble(), dir, "counts", task)
+	s, err = state.Open(New(), dir, "counts", task)
 	must(t, err)
 	defer s.Close()
 	at, err := s.AppliedAt()
@@ -174,18 +157,18 @@ func TestPebbleAppliedAt(t *testing.T) {
 // restore did then; the rest of the position is read as it was written.
 func TestPebblePositionWithoutCheck(t *testing.T) {
 	dir := t.TempDir()
-	b, err := Pebble().Open(dir, "counts", task)
+	b, err := New().Open(dir, "counts", task)
 	must(t, err)
-	pb := b.(*pebbleBackend)
-	must(t, pb.Apply([]Write{{Key: []byte("a"), Value: []byte("1")}}, Position{Offset: 9, Checked: 4, Unchecked: []int64{6, 9}}))
+	pb := b.(*backend)
+	must(t, pb.Apply([]state.Write{{Key: []byte("a"), Value: []byte("1")}}, state.Position{Offset: 9, Checked: 4, Unchecked: []int64{6, 9}}))
 	if at, err := pb.Position(); err != nil || at.Offset != 9 || at.Checked != 4 || !slices.Equal(at.Unchecked, []int64{6, 9}) {
 		t.Fatalf("Position = %+v, %v; want offset 9, checked 4, unchecked [6 9]", at, err)
 	}
-	must(t, pb.db.Delete(checkKey, pebble.NoSync)) // as an older version left it
+	must(t, pb.db.Delete(checkKey, pebbledb.NoSync)) // as an older version left it
 	if at, err := pb.Position(); err != nil || at.Offset != 9 || at.Checked != 8 || !slices.Equal(at.Unchecked, []int64{9}) {
 		t.Fatalf("Position without a check = %+v, %v; want offset 9, checked 8, unchecked [9]", at, err)
 	}
-	must(t, pb.db.Set(checkKey, []byte{1, 2, 3}, pebble.NoSync))
+	must(t, pb.db.Set(checkKey, []byte{1, 2, 3}, pebbledb.NoSync))
 	if _, err := pb.Position(); err == nil {
 		t.Fatal("a check of 3 bytes was read without an error")
 	}
