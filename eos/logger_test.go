@@ -17,16 +17,20 @@ import (
 )
 
 // Without eos.Logger the runtime logs JSON lines to stderr at log_level:
-// at debug its debug lines show, at warn none of its info lines do.
+// at debug its debug lines show, at info the partitions it was assigned,
+// at warn none of its info lines do.
 func TestWithoutALoggerTheRuntimeLogsToStderrAtLogLevel(t *testing.T) {
 	for _, tc := range []struct {
 		level      string
 		info, dbug bool
-	}{{"debug", true, true}, {"warn", false, false}} {
+	}{{"debug", true, true}, {"info", true, false}, {"warn", false, false}} {
 		t.Run(tc.level, func(t *testing.T) {
-			levels := stderrLevels(t, func() { runBriefly(t, tc.level) })
+			levels, msgs := stderrLines(t, func() { runBriefly(t, tc.level) })
 			if levels["info"] != tc.info || levels["debug"] != tc.dbug {
 				t.Fatalf("log_level %s: levels logged to stderr %v; want info %v, debug %v", tc.level, levels, tc.info, tc.dbug)
+			}
+			if msgs["partitions assigned"] != tc.info {
+				t.Fatalf("log_level %s: a line says the partitions assigned: %v, want %v (messages %v)", tc.level, msgs["partitions assigned"], tc.info, msgs)
 			}
 		})
 	}
@@ -57,9 +61,10 @@ func runBriefly(t *testing.T, level string) {
 	}
 }
 
-// stderrLevels runs fn with stderr going to a pipe, and returns the levels
-// of the JSON lines written there; a line that is not JSON fails the test.
-func stderrLevels(t *testing.T, fn func()) map[string]bool {
+// stderrLines runs fn with stderr going to a pipe, and returns the levels
+// and messages of the JSON lines written there; a line that is not JSON
+// fails the test.
+func stderrLines(t *testing.T, fn func()) (levels, msgs map[string]bool) {
 	t.Helper()
 	rd, wr, err := os.Pipe()
 	if err != nil {
@@ -76,14 +81,15 @@ func stderrLevels(t *testing.T, fn func()) map[string]bool {
 	}()
 	wr.Close()
 	<-copied
-	levels := map[string]bool{}
+	levels, msgs = map[string]bool{}, map[string]bool{}
 	sc := bufio.NewScanner(&out)
+	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var line struct{ Level string }
+		var line struct{ Level, Msg string }
 		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
 			t.Fatalf("stderr line %q is not JSON: %v", sc.Text(), err)
 		}
-		levels[line.Level] = true
+		levels[line.Level], msgs[line.Msg] = true, true
 	}
-	return levels
+	return levels, msgs
 }

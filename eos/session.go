@@ -601,6 +601,10 @@ func (s *plainSession) close() {
 
 // onAssigned and onRevoked are the rebalance callbacks.
 func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string][]int32) {
+	// At info, so an operator sees the member joined and how much it got;
+	// the partitions themselves at debug, as there may be hundreds.
+	r.log.Info("partitions assigned", zap.Any("per_topic", counts(got)))
+	r.log.Debug("partitions assigned, in full", zap.Any("partitions", got))
 	r.contexts.assign(ctx, cl, got)
 	r.health.assign(got)
 	if r.state != nil {
@@ -625,6 +629,15 @@ func (r *Runner) onRevoked(ctx context.Context, cl *kgo.Client, gone map[string]
 // onLost is onRevoked for partitions lost; the session flags every loss.
 func (r *Runner) onLost(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	r.revoked(ctx, cl, lost, none(lost))
+}
+
+// counts is how many partitions of each topic tps holds.
+func counts(tps map[string][]int32) map[string]int {
+	out := make(map[string]int, len(tps))
+	for t, ps := range tps {
+		out[t] = len(ps)
+	}
+	return out
 }
 
 // none reports whether tps holds no partition.
