@@ -28,9 +28,12 @@ func TableFrom[V any](t *Topology, topic string, c codec.Codec[V], engine state.
 	name := nodeOptions(t, topic, "does not apply to a table; TableFrom takes only Named", opts, func(SourceOption[V]) bool { return false })
 	n := readTopic(t, name, topic, "TableFrom")
 	n.codec = codec.Name(c)
+	name = n.name
 	p := &port[V]{}
-	n.stores = []string{name}
-	t.declareStore(name, engine, n)
+	if topic != "" { // else the topic is its one problem, not a store
+		n.stores = []string{name}
+		t.declareStore(name, engine, n)
+	}
 	if c == nil {
 		t.problem(name, "table has no codec; pass codec.JSON[T]() or your own")
 		return Table[V]{s: Stream[V]{n: n, p: p}}

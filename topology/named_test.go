@@ -81,3 +81,26 @@ func TestAnOptionForAnotherValueTypeIsAProblem(t *testing.T) {
 
 func isA(_ []byte, v string) bool  { return v == "a" }
 func notA(_ []byte, v string) bool { return v != "a" }
+
+// A source, table or sink without a topic has that one problem, not also
+// an empty name.
+func TestNoTopicIsTheOneProblem(t *testing.T) {
+	top := topology.New()
+	in := topology.Source(top, "", codec.String())
+	topology.TableFrom(top, "", codec.String(), state.Memory())
+	topology.To(in, "", codec.String())
+	err := top.Validate()
+	if err == nil {
+		t.Fatal("no problem reported")
+	}
+	for _, want := range []string{"Source has no topic", "TableFrom has no topic", "sink has no topic"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q in %v", want, err)
+		}
+	}
+	for _, not := range []string{"empty name", "store"} {
+		if strings.Contains(err.Error(), not) {
+			t.Errorf("a problem besides the topic (%q): %v", not, err)
+		}
+	}
+}

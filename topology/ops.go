@@ -157,7 +157,7 @@ func Source[T any](t *Topology, topic string, c codec.Codec[T], opts ...SourceOp
 	n.codec = codec.Name(c)
 	p := &port[T]{}
 	if c == nil {
-		t.problem(name, "source has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
+		t.problem(n.name, "source has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
 		return Stream[T]{n: n, p: p}
 	}
 	decode := func(_ context.Context, b []byte) (T, error) { return c.Decode(b) }
@@ -180,8 +180,12 @@ func Source[T any](t *Topology, topic string, c codec.Codec[T], opts ...SourceOp
 	return Stream[T]{n: n, p: p}
 }
 
-// readTopic adds the node of op that reads topic.
+// readTopic adds the node of op that reads topic. Without a topic or a
+// name, the node is named after op, so its one problem is the topic.
 func readTopic(t *Topology, name, topic, op string) *Node {
+	if name == "" && topic == "" {
+		name = op + "(no topic)"
+	}
 	n := t.add(name, KindSource, op)
 	n.topic = topic
 	switch {

@@ -70,6 +70,9 @@ func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(
 		}
 		return ok
 	})
+	if name == "" && topic == "" && topicOf == nil {
+		name = "To(no topic)" // so that its one problem is the topic
+	}
 	var encode func(context.Context, T) ([]byte, error)
 	if c != nil {
 		encode = func(_ context.Context, v T) ([]byte, error) { return c.Encode(v) }
