@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
 )
 
 // smallRecords is a changelog of n records with 9-byte keys and 16-byte
@@ -55,7 +56,10 @@ func BenchmarkRestore(b *testing.B) {
 
 // benchCases are the engines benchmarked here; state/pebble benchmarks
 // its own.
-func benchCases() []engineCase { return []engineCase{{name: "memory", engine: state.Memory}} }
+// benchCases are the engines benchmarked side by side.
+func benchCases() []engineCase {
+	return []engineCase{{name: "memory", engine: state.Memory}, {name: "pebble", engine: func() state.Engine { return pebble.New() }}}
+}
 
 func benchKey(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i)) }
 
