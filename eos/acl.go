@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -117,13 +119,39 @@ func principal(c config.Config) string {
 	return ""
 }
 
-// authError turns an authorization failure into an *AuthorizationError
-// naming the grant that fixes it. topics are the topics the refused
-// request named; without them a topic refusal blames every output topic,
-// as only producing fails without naming its topic. Other errors are
-// returned as they are.
-func (r *Runner) authError(err error, topics ...string) error {
-	return r.authErrorOp(err, "", topics...)
+// authz turns the brokers' authorization refusals into an
+// *AuthorizationError naming the grants that fix them. It holds what the
+// app reads, writes and keeps, fixed when the Runner is made.
+type authz struct {
+	cfg          config.Config
+	consumed     []string // the topics consumed: the sources' and the repartition topics
+	inputs       []string // the sources' topics, for the doctor command
+	outputs      []string
+	stores       []string
+	repartitions []string // the GroupBy and Through nodes
+}
+
+// newAuthz is the authz of an app whose engine is proc and whose stores
+// are specs.
+func newAuthz(cfg config.Config, top *topology.Topology, proc *engine.Engine, consumed []string) *authz {
+	a := &authz{cfg: cfg, consumed: consumed, inputs: top.InputTopics(), outputs: top.OutputTopics()}
+	for _, s := range proc.StoreSpecs() {
+		a.stores = append(a.stores, s.Name)
+	}
+	for _, rp := range proc.Repartitions() {
+		// The topic is app_id-NODE-repartition; doctor wants the node.
+		node := strings.TrimSuffix(strings.TrimPrefix(rp.Topic, cfg.AppID+"-"), "-repartition")
+		a.repartitions = append(a.repartitions, node)
+	}
+	return a
+}
+
+// err is errOp for a refusal whose operation the caller does not know.
+// topics are the topics the refused request named; without them a topic
+// refusal blames every output topic, as only producing fails without
+// naming its topic. Other errors are returned as they are.
+func (a *authz) err(err error, topics ...string) error {
+	return a.errOp(err, "", topics...)
 }
 
 // topicError is an error about one topic, such as a refused produce.
@@ -136,32 +164,22 @@ type topicError struct {
 func (e *topicError) Error() string { return "topic " + e.topic + ": " + e.err.Error() }
 func (e *topicError) Unwrap() error { return e.err }
 
-// authErrorOp is authError for a topic operation known to the caller
+// errOp is err for a topic operation known to the caller
 // (Create, Read, Write); with op "" a topic the app consumes needs Read
 // and any other Write.
-func (r *Runner) authErrorOp(err error, op string, topics ...string) error {
+func (a *authz) errOp(err error, op string, topics ...string) error {
 	var ae *AuthorizationError
 	if err == nil || errors.As(err, &ae) || !isFatal(err) {
 		return err
 	}
-	e := &AuthorizationError{Principal: principal(r.cfg), AppID: r.cfg.AppID, Brokers: r.cfg.Brokers, Err: err,
-		Inputs: r.top.InputTopics(), Outputs: r.top.OutputTopics()}
-	if r.state != nil {
-		for _, s := range r.state.specs {
-			e.Stores = append(e.Stores, s.Name)
-		}
-	}
-	for _, rp := range r.proc.Repartitions() {
-		// The topic is app_id-NODE-repartition; doctor wants the node.
-		node := strings.TrimSuffix(strings.TrimPrefix(rp.Topic, r.cfg.AppID+"-"), "-repartition")
-		e.Repartitions = append(e.Repartitions, node)
-	}
+	e := &AuthorizationError{Principal: principal(a.cfg), AppID: a.cfg.AppID, Brokers: a.cfg.Brokers, Err: err,
+		Inputs: a.inputs, Outputs: a.outputs, Stores: a.stores, Repartitions: a.repartitions}
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-		e.Err = fmt.Errorf("transactional id %q: %w", r.cfg.TransactionalID(), err)
-		e.Missing = []ACL{{Operation: "Write", Resource: "transactional-id", Name: r.cfg.AppID + config.TransactionalIDSeparator, Prefixed: true}}
+		e.Err = fmt.Errorf("transactional id %q: %w", a.cfg.TransactionalID(), err)
+		e.Missing = []ACL{{Operation: "Write", Resource: "transactional-id", Name: a.cfg.AppID + config.TransactionalIDSeparator, Prefixed: true}}
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
-		e.Missing = []ACL{{Operation: "Read", Resource: "group", Name: r.cfg.AppID}}
+		e.Missing = []ACL{{Operation: "Read", Resource: "group", Name: a.cfg.AppID}}
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		e.Missing = []ACL{{Operation: "IdempotentWrite", Resource: "cluster"}}
 	default: // topics
@@ -173,13 +191,13 @@ func (r *Runner) authErrorOp(err error, op string, topics ...string) error {
 			}
 		}
 		if len(topics) == 0 {
-			topics = r.top.OutputTopics()
+			topics = a.outputs
 		}
 		for _, t := range topics {
 			op := op
 			switch {
 			case op != "":
-			case slices.Contains(r.inputs, t):
+			case slices.Contains(a.consumed, t):
 				op = "Read"
 			default:
 				op = "Write"

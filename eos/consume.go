@@ -143,7 +143,7 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			r.state.sync()
 			// Every assigned task catches up now, with no transaction
 			// open, so that no batch is cut short to restore one.
-			if err := r.restore(ctx, r.state.unready()); err != nil {
+			if err := r.changelogs.restore(ctx, r.state.unready()); err != nil {
 				return progressed, err
 			}
 		}
@@ -233,7 +233,7 @@ func (r *Runner) afterBatch(ctx context.Context) error {
 			tasks = append(tasks, t)
 		}
 		clear(r.restorePending)
-		if err := r.restore(ctx, r.state.owned(tasks)); err != nil {
+		if err := r.changelogs.restore(ctx, r.state.owned(tasks)); err != nil {
 			return err
 		}
 	}
@@ -252,7 +252,7 @@ func (r *Runner) afterBatch(ctx context.Context) error {
 func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
 		if isFenced(err) {
-			return false, r.classifyFence(ctx, err, 0, s.client())
+			return false, r.members.classifyFence(ctx, err, 0, s.client())
 		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
@@ -633,7 +633,7 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	committed, endErr := b.endTxn(commit)
 	gen := b.noteEnd(commit, committed, endErr)
 	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
-		endErr = r.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
+		endErr = r.members.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
 	}
 	r.noteRejection(b.s)
 	if r.deadLetterRefused != nil {
@@ -718,9 +718,7 @@ func (b *batch) noteEnd(commit, committed bool, endErr error) int32 {
 		}
 	}
 	member, gen := b.s.client().GroupMetadata()
-	if member != "" {
-		r.ownMembers[member] = true
-	}
+	r.members.note(member)
 	return gen
 }
 
@@ -815,7 +813,7 @@ func (r *Runner) advance(s session, offsets map[string]map[int32]kgo.EpochOffset
 	} else {
 		r.floor.raise(offsets)
 	}
-	r.notePurge(offsets)
+	r.purge.note(offsets)
 	if r.attribute && !r.rejectionSeen {
 		r.attribute = false
 	}
@@ -967,9 +965,9 @@ func (r *Runner) fetchError(fs kgo.Fetches) error {
 		case errors.Is(fe.Err, kerr.InvalidSessionTimeout):
 			return r.rejectedSetting(fe.Err)
 		case isFatal(fe.Err) && fe.Topic == "":
-			return r.authError(fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err), r.inputs...)
+			return r.authz.err(fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err), r.inputs...)
 		case isFatal(fe.Err):
-			return r.authError(fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err), fe.Topic)
+			return r.authz.err(fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err), fe.Topic)
 		}
 	}
 	return nil

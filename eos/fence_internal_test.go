@@ -28,21 +28,21 @@ func TestInstanceTakenOnlyInASettledGroup(t *testing.T) {
 	groupHolds(c, "member-after-rejoin", func() string { asked++; return state })
 	r, cl := fenceRunner(t, c)
 	ctx := context.Background()
-	if taken, settled := r.instanceTaken(ctx, cl); taken || settled {
+	if taken, settled := r.members.instanceTaken(ctx, cl); taken || settled {
 		t.Fatalf("a rebalancing group: taken %v, settled %v; want neither", taken, settled)
 	}
 	if asked == 0 {
 		t.Fatal("the group was never described: the test proves nothing")
 	}
 	state = "CompletingRebalance"
-	if taken, settled := r.instanceTaken(ctx, cl); taken || settled {
+	if taken, settled := r.members.instanceTaken(ctx, cl); taken || settled {
 		t.Fatalf("a group completing a rebalance: taken %v, settled %v; want neither", taken, settled)
 	}
 	state = "Stable"
-	if taken, settled := r.instanceTaken(ctx, cl); !taken || !settled {
+	if taken, settled := r.members.instanceTaken(ctx, cl); !taken || !settled {
 		t.Fatalf("a Stable group's member with this instance id, never this Runner's: taken %v, settled %v; want both", taken, settled)
 	}
-	if taken, known := r.slotTaken(ctx); !taken || !known {
+	if taken, known := r.members.slotTaken(ctx); !taken || !known {
 		t.Fatalf("slotTaken = %v, %v; want the slot taken", taken, known)
 	}
 }
@@ -64,7 +64,7 @@ func TestClassifyFenceWaitsForARebalancingGroup(t *testing.T) {
 	r, cl := fenceRunner(t, c)
 	fence := kerr.InvalidProducerEpoch
 	start := time.Now()
-	got := r.classifyFence(context.Background(), fence, r.cfg.TransactionTimeout+time.Second, cl)
+	got := r.members.classifyFence(context.Background(), fence, r.cfg.TransactionTimeout+time.Second, cl)
 	if !errors.Is(got, fence) {
 		t.Fatalf("classifyFence = %v; want the fence itself (a successor took over), not a redo", got)
 	}
@@ -89,12 +89,12 @@ func TestClassifyFenceKeepsSayingItWaitsForARebalance(t *testing.T) {
 	groupHolds(c, "successor", func() string { return "PreparingRebalance" })
 	r, cl := fenceRunner(t, c)
 	core, logs := observer.New(zap.InfoLevel)
-	r.log = zap.New(core)
+	r.members.log = zap.New(core)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceSettleLog+3*time.Second)
 	defer cancel()
 	// Open past transaction_timeout: no successor is looked for first,
 	// only the rebalance waited out.
-	_ = r.classifyFence(ctx, kerr.InvalidProducerEpoch, r.cfg.TransactionTimeout+time.Second, cl)
+	_ = r.members.classifyFence(ctx, kerr.InvalidProducerEpoch, r.cfg.TransactionTimeout+time.Second, cl)
 	const waiting = "producer fenced while the group rebalances; waiting for it to settle to tell a successor with this instance_id from this instance's own rejoin"
 	if n := logs.FilterMessage(waiting).Len(); n < 3 {
 		t.Fatalf("%d lines say what the wait is for in %v; want one every %v", n, 2*fenceSettleLog+3*time.Second, fenceSettleLog)
@@ -155,11 +155,11 @@ func TestClassifyFenceSaysWhatItLooksFor(t *testing.T) {
 	c := fenceCluster(t)
 	r, cl := fenceRunner(t, c)
 	core, logs := observer.New(zap.InfoLevel)
-	r.log = zap.New(core)
+	r.members.log = zap.New(core)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- r.classifyFence(ctx, kerr.ProducerFenced, time.Second, cl) }()
+	go func() { done <- r.members.classifyFence(ctx, kerr.ProducerFenced, time.Second, cl) }()
 	deadline := time.Now().Add(time.Second)
 	for logs.FilterMessageSnippet("looking in the group for a newer instance").Len() == 0 {
 		if time.Now().After(deadline) {

@@ -1,7 +1,6 @@
 package eos
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,7 +11,6 @@ import (
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 )
 
 // offsetFloor holds, per input partition, the offset this process saw its
@@ -200,140 +198,33 @@ func (e *OffsetsBehindError) base() string {
 		e.Group, mirror, strings.Join(e.Partitions, "; "), e.Waited.Round(time.Second), e.Group, mirror)
 }
 
-// adjustFetched is the client's AdjustFetchOffsetsFn: offsets fetched below
-// the floor are not used; the group's offsets are asked again until they
-// reach it, for up to recovery_timeout, and then Run stops.
-func (r *Runner) adjustFetched(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	defer r.floor.pause()
-	offsets, err := r.checkFetched(ctx, fetched)
-	if err == nil && r.state != nil {
-		// New tasks' wall-clock timers wait for their offsets; an idle
-		// poll would keep them waiting until it ends.
-		r.idleWake.wake()
-	}
-	return offsets, err
-}
-
-// checkFetched is adjustFetched's check, waiting as long as it must.
-func (r *Runner) checkFetched(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	mirrored, err := r.learnMirror(ctx, fetched)
-	if err != nil {
-		return nil, err
-	}
-	fetched = r.resumeFromMirror(fetched, mirrored)
-	behind := r.floor.behind(fetched)
-	if len(behind) == 0 {
-		r.floor.answered()
-		return fetched, nil
-	}
-	since := r.floor.wait(behind, r.cfg.RebalanceTimeout)
-	r.log.Warn("the group's coordinator answered committed offsets below those the app's last commits reached; waiting for it to load the group before consuming them",
-		zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Duration("bound", r.cfg.RecoveryTimeout))
-	for next := time.Now().Add(10 * time.Second); ; {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(time.Second):
-		}
-		again, ferr := r.fetchCommitted(ctx, fetched)
-		r.floor.failed(ferr)
-		if ferr == nil {
-			if behind = r.floor.behind(again); len(behind) == 0 {
-				r.floor.answered()
-				r.log.Info("the group's committed offsets are back", zap.Duration("waited", time.Since(since)))
-				return again, nil
-			}
-			r.floor.wait(behind, r.cfg.RebalanceTimeout)
-		}
-		if err := r.floorBound(); err != nil {
-			return nil, err
-		}
-		if time.Now().After(next) {
-			r.log.Warn("still waiting for the group's committed offsets", zap.Strings("partitions", behind), zap.Duration("waited", time.Since(since)), zap.Error(ferr))
-			next = time.Now().Add(10 * time.Second)
-		}
-	}
-}
-
-// resumeFromMirror starts each partition the group answered no committed
-// offset for where the mirror says its last commit reached: written in
-// the same transactions as the group's offsets, the mirror is what the
-// group held before its coordinator forgot it, or before the offsets
-// expired (offsets.retention.minutes) while the app was stopped. An
-// offset the group does answer is never replaced: one below the mirror's
-// (a reset on purpose, or a broker's stale answer) waits in checkFetched.
-func (r *Runner) resumeFromMirror(fetched map[string]map[int32]kgo.Offset, mirrored map[string]map[int32]kgo.EpochOffset) map[string]map[int32]kgo.Offset {
-	for topic, ps := range fetched {
-		for p, o := range ps {
-			m, ok := mirrored[topic][p]
-			if !ok || o.EpochOffset().Offset >= 0 || !r.mirror.provenTopic(topic) {
-				continue
-			}
-			r.log.Warn("the group has no committed offset for a partition; resuming where the offsets mirror says its last commit reached",
-				zap.String("topic", topic), zap.Int32("partition", p), zap.Int64("offset", m.Offset), zap.String("mirror", r.mirror.topic),
-				zap.String("if_deleted_on_purpose", fmt.Sprintf("to process the input again, stop the app and also delete the mirror: eosctl topic delete %s --yes", r.mirror.topic)))
-			ps[p] = kgo.NewOffset().At(m.Offset).WithEpoch(m.Epoch)
-		}
-	}
-	return fetched
-}
-
-// floorBound returns an *OffsetsBehindError once the wait of adjustFetched
+// bound returns an *OffsetsBehindError once the wait of adjustFetched
 // that runs now has lasted past recovery_timeout.
-func (r *Runner) floorBound() error {
-	behind, since, err := r.floor.waiting()
+func (f *offsetFloor) bound(group string, recovery time.Duration) error {
+	behind, since, err := f.waiting()
 	if len(behind) == 0 {
 		return nil
 	}
-	if waited := time.Since(since); waited > r.cfg.RecoveryTimeout {
-		return &OffsetsBehindError{Group: r.cfg.AppID, Partitions: behind, Waited: waited, Err: err, Unread: r.floor.waitingUnread()}
+	if waited := time.Since(since); waited > recovery {
+		return &OffsetsBehindError{Group: group, Partitions: behind, Waited: waited, Err: err, Unread: f.waitingUnread()}
 	}
 	return nil
-}
-
-// fetchCommitted asks the group's committed offsets of the partitions of
-// fetched again, keeping each kgo reset offset where none is committed.
-func (r *Runner) fetchCommitted(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
-	topics := make([]string, 0, len(fetched))
-	for t := range fetched {
-		topics = append(topics, t)
-	}
-	resp, err := kadm.NewClient(r.admin).FetchOffsetsForTopics(kadm.RequireStable(ctx), r.cfg.AppID, topics...)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]map[int32]kgo.Offset, len(fetched))
-	for topic, ps := range fetched {
-		out[topic] = make(map[int32]kgo.Offset, len(ps))
-		for p, o := range ps {
-			got, ok := resp.Lookup(topic, p)
-			switch {
-			case ok && got.Err != nil:
-				return nil, fmt.Errorf("%s/%d: %w", topic, p, got.Err)
-			case ok && got.At >= 0:
-				out[topic][p] = kgo.NewOffset().At(got.At).WithEpoch(got.LeaderEpoch)
-			default:
-				out[topic][p] = o
-			}
-		}
-	}
-	return out, nil
 }
 
 // errBelowFloor: a committed offset answered below this process's own.
 var errBelowFloor = errors.New("the group's coordinator answered an offset below one this process committed")
 
-// committedBelowFloor returns an error when the group's committed offsets,
+// committedBelow returns an error when the group's committed offsets,
 // as answered for any partition of offsets, lie below the floor: that is no
 // answer about a commit, but a broker that has not loaded the group.
-func (r *Runner) committedBelowFloor(committed kadm.OffsetResponses, offsets map[string]map[int32]kgo.EpochOffset) error {
+func (f *offsetFloor) committedBelow(committed kadm.OffsetResponses, offsets map[string]map[int32]kgo.EpochOffset) error {
 	for topic, ps := range offsets {
 		for p := range ps {
 			got, ok := committed.Lookup(topic, p)
 			if !ok || got.Err != nil {
 				continue // unsettled anyway
 			}
-			if floor, is := r.floor.below(topic, p, got.At); is {
+			if floor, is := f.below(topic, p, got.At); is {
 				return fmt.Errorf("%s/%d at %s, below %d: %w", topic, p, describeOffset(got.At), floor, errBelowFloor)
 			}
 		}

@@ -50,18 +50,18 @@ func TestTakeOverInstanceRemovesOwnDeadSession(t *testing.T) {
 		return g.Member("pod")
 	}
 	heartbeat(0)
-	r.ownMembers["own-session"] = true
+	r.members.own["own-session"] = true
 	if m, ok := member(); !ok || m.Epoch < 0 {
 		t.Fatalf("the own session's member is not active in the group: %+v (present %v)", m, ok)
 	}
-	r.takeOverInstance(ctx)
+	r.members.takeOverInstance(ctx)
 	if m, ok := member(); ok {
 		t.Fatalf("the dead member of this Runner's own session is still in the group: %+v", m)
 	}
 
 	heartbeat(0)
 	heartbeat(-2) // left for now, as franz-go's close of a static member does
-	r.takeOverInstance(ctx)
+	r.members.takeOverInstance(ctx)
 	if m, ok := member(); !ok || m.Epoch != -2 {
 		t.Fatalf("a member that left for now was touched: %+v (present %v)", m, ok)
 	}

@@ -393,7 +393,7 @@ func (r *Runner) decideJoined(g *joinGuard, joined []joinedTxn, commit bool) (bo
 	// the offsets mirror, which every transaction writes too.
 	joined = slices.Clone(joined)
 	slices.SortStableFunc(joined, func(a, b joinedTxn) int {
-		return cmp.Or(cmp.Compare(r.isMirror(a.Topic), r.isMirror(b.Topic)), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		return cmp.Or(cmp.Compare(r.mirror.sortKey(a.Topic), r.mirror.sortKey(b.Topic)), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	may := commit
 	for _, j := range joined {

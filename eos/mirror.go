@@ -93,9 +93,10 @@ func (m *offsetsMirror) provenTopic(topic string) bool {
 	return m.ids[topic] != kadm.TopicID{}
 }
 
-// isMirror returns 1 for the offsets mirror's topic, else 0 (a sort key).
-func (r *Runner) isMirror(topic string) int {
-	if r.mirror != nil && topic == r.mirror.topic {
+// sortKey returns 1 for the offsets mirror's topic, else 0, so that the
+// mirror sorts last; m may be nil.
+func (m *offsetsMirror) sortKey(topic string) int {
+	if m != nil && topic == m.topic {
 		return 1
 	}
 	return 0
@@ -123,18 +124,18 @@ func mirrorConfigs() map[string]*string {
 	return map[string]*string{"cleanup.policy": &compact, "segment.ms": &hour, "delete.retention.ms": &hour}
 }
 
-// ensureMirror makes the offsets mirror of an exactly-once Runner exist,
-// with a partition for every partition of its inputs, checks the app may
-// read and write it, and reads the inputs' topic ids.
-func (r *Runner) ensureMirror(ctx context.Context, adm *kadm.Client) error {
-	topic := topology.OffsetsTopic(r.cfg.AppID)
-	details, err := adm.ListTopics(ctx, append([]string{topic}, r.inputs...)...)
+// openMirror makes the offsets mirror of an exactly-once app exist, with
+// a partition for every partition of its inputs, checks the app may read
+// and write it, and reads the inputs' topic ids.
+func openMirror(ctx context.Context, adm *kadm.Client, appID string, inputs []string, az *authz, log *zap.Logger) (*offsetsMirror, error) {
+	topic := topology.OffsetsTopic(appID)
+	details, err := adm.ListTopics(ctx, append([]string{topic}, inputs...)...)
 	if err != nil {
-		return r.authErrorOp(r.unreachable(fmt.Errorf("eos: listing the input topics and the offsets mirror %s: %w", topic, err)), "Describe", topic)
+		return nil, az.errOp(unreachable(fmt.Errorf("eos: listing the input topics and the offsets mirror %s: %w", topic, err)), "Describe", topic)
 	}
 	m := &offsetsMirror{topic: topic, ids: map[string]kadm.TopicID{}}
 	want := 0
-	for _, t := range r.inputs {
+	for _, t := range inputs {
 		if d, ok := details[t]; ok && d.Err == nil {
 			m.ids[t] = d.ID
 			want = max(want, len(d.Partitions))
@@ -145,32 +146,31 @@ func (r *Runner) ensureMirror(ctx context.Context, adm *kadm.Client) error {
 	case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 		err := kafkautil.RequestTopics(ctx, adm, int32(want), -1, mirrorConfigs(), topic)
 		if isFatal(err) {
-			return r.authErrorOp(fmt.Errorf("creating the offsets mirror %s: %w", topic, err), "Create", topic)
+			return nil, az.errOp(fmt.Errorf("creating the offsets mirror %s: %w", topic, err), "Create", topic)
 		}
 		if err != nil {
-			return r.unreachable(fmt.Errorf("eos: creating the offsets mirror %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want))
+			return nil, unreachable(fmt.Errorf("eos: creating the offsets mirror %s: %w; create it with `eosctl topic create %s --partitions %d --topic-config cleanup.policy=compact`", topic, err, topic, want))
 		}
-		r.log.Info("created the offsets mirror topic", zap.String("topic", topic), zap.Int("partitions", want))
+		log.Info("created the offsets mirror topic", zap.String("topic", topic), zap.Int("partitions", want))
 	case isFatal(d.Err):
-		return r.authErrorOp(fmt.Errorf("the offsets mirror %s: %w", topic, d.Err), "Describe", topic)
+		return nil, az.errOp(fmt.Errorf("the offsets mirror %s: %w", topic, d.Err), "Describe", topic)
 	case d.Err != nil:
-		return fmt.Errorf("eos: the offsets mirror %s: %w", topic, d.Err)
+		return nil, fmt.Errorf("eos: the offsets mirror %s: %w", topic, d.Err)
 	case len(d.Partitions) < want:
-		if err := r.growMirror(ctx, adm, topic, len(d.Partitions), want); err != nil {
-			return err
+		if err := growMirror(ctx, adm, log, topic, len(d.Partitions), want); err != nil {
+			return nil, err
 		}
 		if d, err := adm.ListTopics(ctx, topic); err == nil && d[topic].Err == nil {
 			want = len(d[topic].Partitions) // as many as there are, added or not
 		}
 	}
 	m.partitions = int32(want)
-	r.mirror = m
-	return r.mirrorGrants(ctx, adm)
+	return m, mirrorGrants(ctx, adm, topic, az)
 }
 
 // growMirror adds partitions to the mirror up to want; another instance
 // or worker doing it at the same time is no failure.
-func (r *Runner) growMirror(ctx context.Context, adm *kadm.Client, topic string, have, want int) error {
+func growMirror(ctx context.Context, adm *kadm.Client, log *zap.Logger, topic string, have, want int) error {
 	resp, err := adm.UpdatePartitions(ctx, want, topic)
 	if err == nil {
 		err = resp.Error()
@@ -183,7 +183,7 @@ func (r *Runner) growMirror(ctx context.Context, adm *kadm.Client, topic string,
 	if isFatal(err) {
 		// Not fatal to the app: the inputs' new partitions go unmirrored
 		// (see records) until someone who may adds them.
-		r.log.Warn("the offsets mirror has fewer partitions than the inputs, and this app may not add them; the new input partitions go unmirrored until they are added",
+		log.Warn("the offsets mirror has fewer partitions than the inputs, and this app may not add them; the new input partitions go unmirrored until they are added",
 			zap.String("topic", topic), zap.Int("partitions", have), zap.Int("inputs", want), zap.Error(err),
 			zap.String("fix", fmt.Sprintf("kafka-topics.sh --alter --topic %s --partitions %d, or grant Alter on it", topic, want)))
 		return nil
@@ -192,7 +192,7 @@ func (r *Runner) growMirror(ctx context.Context, adm *kadm.Client, topic string,
 		return fmt.Errorf("eos: the offsets mirror %s has %d partitions, fewer than the inputs' %d, and adding partitions failed: %w; add them with `kafka-topics.sh --alter --topic %s --partitions %d`",
 			topic, have, want, err, topic, want)
 	}
-	r.log.Info("added partitions to the offsets mirror topic", zap.String("topic", topic), zap.Int("partitions", want))
+	log.Info("added partitions to the offsets mirror topic", zap.String("topic", topic), zap.Int("partitions", want))
 	return nil
 }
 
@@ -201,19 +201,18 @@ func (r *Runner) growMirror(ctx context.Context, adm *kadm.Client, topic string,
 // that finds records there. It waits for a topic just created to show in
 // the metadata. Brokers that do not report authorized operations are not
 // checked.
-func (r *Runner) mirrorGrants(ctx context.Context, adm *kadm.Client) error {
-	topic := r.mirror.topic
+func mirrorGrants(ctx context.Context, adm *kadm.Client, topic string, az *authz) error {
 	for {
 		// WithAuthorizedOps asks the brokers, not the client's cache.
 		details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), topic)
 		if err != nil {
-			return r.authErrorOp(r.unreachable(fmt.Errorf("eos: listing the offsets mirror %s: %w", topic, err)), "Describe", topic)
+			return az.errOp(unreachable(fmt.Errorf("eos: listing the offsets mirror %s: %w", topic, err)), "Describe", topic)
 		}
 		d := details[topic]
 		if errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 			select {
 			case <-ctx.Done():
-				return r.unreachable(fmt.Errorf("eos: the offsets mirror %s, just created, is not in the brokers' metadata: %w", topic, ctx.Err()))
+				return unreachable(fmt.Errorf("eos: the offsets mirror %s, just created, is not in the brokers' metadata: %w", topic, ctx.Err()))
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
@@ -226,7 +225,7 @@ func (r *Runner) mirrorGrants(ctx context.Context, adm *kadm.Client) error {
 			name string
 		}{{kadm.OpRead, "Read"}, {kadm.OpWrite, "Write"}} {
 			if !slices.Contains(d.AuthorizedOperations, need.op) {
-				return r.authErrorOp(fmt.Errorf("the offsets mirror %s: %w", topic, kerr.TopicAuthorizationFailed), need.name, topic)
+				return az.errOp(fmt.Errorf("the offsets mirror %s: %w", topic, kerr.TopicAuthorizationFailed), need.name, topic)
 			}
 		}
 		return nil

@@ -56,7 +56,7 @@ func TestReadMirrorFindsEachTopicsLatest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	fetched := map[string]map[int32]kgo.Offset{"a": {0: kgo.NewOffset(), 1: kgo.NewOffset()}, "b": {0: kgo.NewOffset()}}
-	got, err := r.readMirror(ctx, fetched)
+	got, err := r.resume.readMirror(ctx, fetched)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,35 +25,35 @@ const mirrorReadBound = 30 * time.Second
 // fetched's partitions reached, and raises the floor to it. It tries until
 // it can read the mirror, for up to recovery_timeout: consuming from the
 // group's offsets unchecked could process records again.
-func (r *Runner) learnMirror(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.EpochOffset, error) {
-	if r.mirror == nil || len(fetched) == 0 {
+func (rc *resumeCheck) learnMirror(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.EpochOffset, error) {
+	if rc.mirror() == nil || len(fetched) == 0 {
 		return nil, nil
 	}
 	var since time.Time
 	for next := time.Now(); ; {
 		rctx, cancel := context.WithTimeout(ctx, mirrorReadBound)
-		got, err := r.readMirror(rctx, fetched)
+		got, err := rc.readMirror(rctx, fetched)
 		cancel()
 		switch {
 		case err == nil:
-			r.floor.raiseTo(got)
+			rc.floor.raiseTo(got)
 			if !since.IsZero() {
-				r.log.Info("read the offsets mirror", zap.String("topic", r.mirror.topic), zap.Duration("waited", time.Since(since)))
+				rc.log.Info("read the offsets mirror", zap.String("topic", rc.mirrorTopic), zap.Duration("waited", time.Since(since)))
 			}
 			return got, nil
 		case ctx.Err() != nil:
 			return nil, ctx.Err()
 		case isFatal(err):
-			return nil, r.authErrorOp(fmt.Errorf("reading the offsets mirror %s: %w", r.mirror.topic, err), "Read", r.mirror.topic)
+			return nil, rc.authz.errOp(fmt.Errorf("reading the offsets mirror %s: %w", rc.mirrorTopic, err), "Read", rc.mirrorTopic)
 		}
-		since = r.floor.waitUnread(mirrorParts(r.mirror.topic, fetched), r.cfg.RebalanceTimeout)
-		r.floor.failed(err)
+		since = rc.floor.waitUnread(mirrorParts(rc.mirrorTopic, fetched), rc.cfg.RebalanceTimeout)
+		rc.floor.failed(err)
 		if time.Now().After(next) {
-			r.log.Warn("cannot read the offsets mirror; waiting, since the group's offsets alone may be a broker's that forgot them",
-				zap.String("topic", r.mirror.topic), zap.Duration("waited", time.Since(since)), zap.Duration("bound", r.cfg.RecoveryTimeout), zap.Error(err))
+			rc.log.Warn("cannot read the offsets mirror; waiting, since the group's offsets alone may be a broker's that forgot them",
+				zap.String("topic", rc.mirrorTopic), zap.Duration("waited", time.Since(since)), zap.Duration("bound", rc.cfg.RecoveryTimeout), zap.Error(err))
 			next = time.Now().Add(10 * time.Second)
 		}
-		if err := r.floorBound(); err != nil {
+		if err := rc.floor.bound(rc.cfg.AppID, rc.cfg.RecoveryTimeout); err != nil {
 			return nil, err
 		}
 		select {
@@ -89,12 +89,12 @@ const mirrorWindow = 256
 // from its last stable offset, in growing windows, until every input topic
 // it needs is found or the partition's start is reached. A mirror
 // partition that does not exist (an input grew) holds nothing.
-func (r *Runner) readMirror(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.EpochOffset, error) {
-	starts, ends, err := r.mirrorBounds(ctx, resuming(fetched))
+func (rc *resumeCheck) readMirror(ctx context.Context, fetched map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.EpochOffset, error) {
+	starts, ends, err := rc.mirrorBounds(ctx, resuming(fetched))
 	if err != nil {
 		return nil, err
 	}
-	topic := r.mirror.topic
+	topic := rc.mirrorTopic
 	need := map[int32]int{} // mirror partition → input topics to find there
 	for _, ps := range fetched {
 		for p := range ps {
@@ -118,7 +118,7 @@ func (r *Runner) readMirror(ctx context.Context, fetched map[string]map[int32]kg
 				need[p] = -1 // read from its start: nothing more to find
 			}
 		}
-		if err := r.consumeMirror(ctx, consume, end, fetched, out); err != nil {
+		if err := rc.consumeMirror(ctx, consume, end, fetched, out); err != nil {
 			return nil, err
 		}
 		for p, n := range need {
@@ -146,24 +146,24 @@ func found(out map[string]map[int32]kgo.EpochOffset, p int32) int {
 // are given up to transaction_timeout to end: one whose EndTxn committed
 // but whose markers a restarted broker has not written yet holds the
 // newest offsets.
-func (r *Runner) mirrorBounds(ctx context.Context, resume bool) (starts, ends kadm.ListedOffsets, err error) {
-	adm := kadm.NewClient(r.admin)
-	if starts, err = adm.ListStartOffsets(ctx, r.mirror.topic); err != nil {
+func (rc *resumeCheck) mirrorBounds(ctx context.Context, resume bool) (starts, ends kadm.ListedOffsets, err error) {
+	adm := kadm.NewClient(rc.admin())
+	if starts, err = adm.ListStartOffsets(ctx, rc.mirrorTopic); err != nil {
 		return nil, nil, err
 	}
 	var high kadm.ListedOffsets
 	if resume {
-		if high, err = adm.ListEndOffsets(ctx, r.mirror.topic); err != nil {
+		if high, err = adm.ListEndOffsets(ctx, rc.mirrorTopic); err != nil {
 			return nil, nil, err
 		}
 	}
 	for begin := time.Now(); ; {
-		if ends, err = adm.ListCommittedOffsets(ctx, r.mirror.topic); err != nil || !resume || settled(ends, high) {
+		if ends, err = adm.ListCommittedOffsets(ctx, rc.mirrorTopic); err != nil || !resume || settled(ends, high) {
 			return starts, ends, err
 		}
-		if time.Since(begin) > r.cfg.TransactionTimeout {
-			r.log.Warn("transactions stay open on the offsets mirror; resuming from what it holds committed", zap.String("topic", r.mirror.topic),
-				zap.Duration("waited", time.Since(begin)), zap.String("inspect", "eosctl txn hanging --topic "+r.mirror.topic))
+		if time.Since(begin) > rc.cfg.TransactionTimeout {
+			rc.log.Warn("transactions stay open on the offsets mirror; resuming from what it holds committed", zap.String("topic", rc.mirrorTopic),
+				zap.Duration("waited", time.Since(begin)), zap.String("inspect", "eosctl txn hanging --topic "+rc.mirrorTopic))
 			return starts, ends, nil
 		}
 		select {
@@ -217,14 +217,14 @@ func bounds(starts, ends kadm.ListedOffsets, topic string, p int32) (start, end 
 // consumeMirror reads each partition of consume until a record (a marker
 // included) at or past its end comes, keeping in out the last committed
 // offset of each of fetched's partitions.
-func (r *Runner) consumeMirror(ctx context.Context, consume map[int32]kgo.Offset, end map[int32]int64, fetched map[string]map[int32]kgo.Offset, out map[string]map[int32]kgo.EpochOffset) error {
-	opts, err := kafkautil.ConnOptions(r.cfg, r.extra...)
+func (rc *resumeCheck) consumeMirror(ctx context.Context, consume map[int32]kgo.Offset, end map[int32]int64, fetched map[string]map[int32]kgo.Offset, out map[string]map[int32]kgo.EpochOffset) error {
+	opts, err := kafkautil.ConnOptions(rc.cfg, rc.extra...)
 	if err != nil {
 		return err
 	}
-	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{r.mirror.topic: consume}),
+	opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{rc.mirrorTopic: consume}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.WithLogger(kzap.New(r.log.Named("kgo"), kzap.LevelFn(r.clientLogLevel))))
+		kgo.WithLogger(kzap.New(rc.log.Named("kgo"), kzap.LevelFn(rc.clientLevel))))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
@@ -234,7 +234,7 @@ func (r *Runner) consumeMirror(ctx context.Context, consume map[int32]kgo.Offset
 	for left > 0 {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w with partitions %s of %s left to read", ctx.Err(), unread(end), r.mirror.topic)
+			return fmt.Errorf("%w with partitions %s of %s left to read", ctx.Err(), unread(end), rc.mirrorTopic)
 		}
 		if err := fatalFetch(fs); err != nil {
 			return err
@@ -245,7 +245,7 @@ func (r *Runner) consumeMirror(ctx context.Context, consume map[int32]kgo.Offset
 				return
 			}
 			if !rec.Attrs.IsControl() {
-				r.mirror.take(rec, fetched, out)
+				rc.mirror().take(rec, fetched, out)
 			}
 			if rec.Offset >= e-1 {
 				end[rec.Partition] = -1

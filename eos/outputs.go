@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
-	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,20 +23,39 @@ type topicLimits struct {
 	compacted bool // cleanup.policy includes compact: records need keys
 }
 
-// outputLimit is the engine's OutputLimits hook: outputs the broker
+// outputTopics knows what the brokers accept on the output topics: their
+// limits, read by preflight, and, for topics chosen per record, whether
+// they exist and how many partitions they have, asked once each. The
+// engine consults it before producing, so an output the broker would
+// refuse goes through its sink's error policy instead of aborting the
+// whole batch. Only the batch loop uses it.
+type outputTopics struct {
+	cfg    config.Config
+	log    *zap.Logger
+	admin  func() *kgo.Client     // preflight's client, once made
+	static map[string]bool        // output topics known before running, checked by preflight
+	limits map[string]topicLimits // output topics' limits, when known
+	// maxRecordBytes is the output topics' max.message.bytes, when known,
+	// for the producer's own size check.
+	maxRecordBytes  func(topic string) int32
+	partitionCounts map[string]int32     // output topics' partition counts, when asked
+	missing         map[string]time.Time // topics chosen per record found missing, and when
+}
+
+// limit is the engine's OutputLimits hook: outputs the broker
 // would refuse go through their sink's error policy before they are
 // produced, instead of aborting the whole batch. A topic chosen per record
 // (ToTopicFunc) is looked up the first time it is used: if it does not
 // exist, the output is the sink's error naming it, rather than a produce
 // that fails until the batch aborts.
-func (r *Runner) outputLimit(topic string) (int, bool, error) {
-	if l, ok := r.limits[topic]; ok {
+func (o *outputTopics) limit(topic string) (int, bool, error) {
+	if l, ok := o.limits[topic]; ok {
 		return l.maxBytes, l.compacted, nil
 	}
-	if r.staticOutputs[topic] || r.admin == nil {
+	if o.static[topic] || o.admin() == nil {
 		return 0, false, nil // checked by preflight
 	}
-	if _, err := r.outputTopic(topic); errors.Is(err, processor.ErrUnknownTopic) {
+	if _, err := o.lookup(topic); errors.Is(err, processor.ErrUnknownTopic) {
 		return 0, false, err
 	}
 	return 0, false, nil // other lookup errors: the broker's answer to the produce decides
@@ -47,14 +66,14 @@ func (r *Runner) outputLimit(topic string) (int, bool, error) {
 // long to show in the client's metadata anyway).
 const missingRecheck = 5 * time.Second
 
-func (r *Runner) noteMissing(topic string) {
-	if r.missing == nil {
-		r.missing = make(map[string]time.Time)
+func (o *outputTopics) noteMissing(topic string) {
+	if o.missing == nil {
+		o.missing = make(map[string]time.Time)
 	}
-	r.missing[topic] = time.Now()
+	o.missing[topic] = time.Now()
 }
 
-func (r *Runner) unknownTopic(topic string) error {
+func unknownTopic(topic string) error {
 	return fmt.Errorf("%w: %q; create it with `eosctl topic create %s`, or return an existing topic from the ToTopicFunc function",
 		processor.ErrUnknownTopic, topic, topic)
 }
@@ -62,10 +81,10 @@ func (r *Runner) unknownTopic(topic string) error {
 // loadLimits reads max.message.bytes and cleanup.policy of the output
 // topics. Without DescribeConfigs permission the check is skipped and the
 // broker's answer, attributed to its input record, is the backstop.
-func (r *Runner) loadLimits(ctx context.Context, adm *kadm.Client, topics []string) {
+func (o *outputTopics) loadLimits(ctx context.Context, adm *kadm.Client, topics []string) {
 	configs, err := adm.DescribeTopicConfigs(ctx, topics...)
 	if err != nil {
-		r.log.Info("output topic limits unknown; oversized outputs are caught when the broker refuses them", zap.Error(err))
+		o.log.Info("output topic limits unknown; oversized outputs are caught when the broker refuses them", zap.Error(err))
 		return
 	}
 	limits := make(map[string]topicLimits, len(topics))
@@ -88,9 +107,9 @@ func (r *Runner) loadLimits(ctx context.Context, adm *kadm.Client, topics []stri
 			limits[rc.Name] = l
 		}
 	}
-	r.limits = limits
+	o.limits = limits
 	// The client's own size check must not refuse what the topic accepts.
-	r.maxRecordBytes = func(topic string) int32 {
+	o.maxRecordBytes = func(topic string) int32 {
 		if l, ok := limits[topic]; ok && l.maxBytes >= 512 {
 			return int32(min(l.maxBytes, 1<<30))
 		}
@@ -98,128 +117,44 @@ func (r *Runner) loadLimits(ctx context.Context, adm *kadm.Client, topics []stri
 	}
 }
 
-// rejection is an output the broker refused for the record itself, kept
-// against the input record that produced it.
-type rejection struct {
-	sink string
-	err  error
+// partitionCount is the partition count of an output topic, for sinks with
+// their own partitioner; asked once per topic.
+func (o *outputTopics) partitionCount(topic string) (int32, error) {
+	return o.lookup(topic)
 }
 
-// outputSource tags an output with its input record and sink node while
-// the runtime is finding which input made an output the broker refused.
-type outputSource struct {
-	context.Context
-	in   *kgo.Record
-	sink string
-}
-
-// outputSourceKey finds an outputSource inside a context derived from it:
-// tracing hooks wrap the record's context in their span's.
-type outputSourceKey struct{}
-
-// Value answers outputSourceKey with the outputSource itself.
-func (o *outputSource) Value(key any) any {
-	if key == (outputSourceKey{}) {
-		return o
+// lookup looks up an output topic once: its partition count, or that
+// it does not exist (asked again after missingRecheck). Both a sink's
+// partitioner and the check of topics chosen per record use it, so one
+// lookup serves both.
+func (o *outputTopics) lookup(topic string) (int32, error) {
+	if n, ok := o.partitionCounts[topic]; ok {
+		return n, nil
 	}
-	return o.Context.Value(key)
-}
-
-func isDeadLetter(r *kgo.Record) bool { return header(r, processor.HeaderNode) != "" }
-
-func header(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
+	if seen, ok := o.missing[topic]; ok && time.Since(seen) < missingRecheck {
+		return 0, unknownTopic(topic)
 	}
-	return ""
-}
-
-// rejectionOf returns the rejection noted for input record rec; with none
-// noted (the usual case) it costs nothing per record.
-func (r *Runner) rejectionOf(rec *kgo.Record) (rejection, bool) {
-	if len(r.rejected) == 0 {
-		return rejection{}, false
+	if o.admin() == nil {
+		return 0, fmt.Errorf("the partition count of topic %q is unknown: no admin client", topic)
 	}
-	rej, ok := r.rejected[recordKey(rec)]
-	return rej, ok
-}
-
-func recordKey(r *kgo.Record) string {
-	return r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "@" + strconv.FormatInt(r.Offset, 10)
-}
-
-// isRecordRejected reports produce errors about the record itself, which
-// no retry or new client can fix.
-func isRecordRejected(err error) bool {
-	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
-		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage) ||
-		errors.Is(err, kerr.InvalidTimestamp)
-}
-
-// noteRejection looks at an output the broker refused in the last batch.
-// If it carries its input record, the next run of that record goes
-// through its sink's error policy (DeadLetter, Skip, or Fail naming the
-// record); if not, the redo tags every output so the next refusal does.
-func (r *Runner) noteRejection(s session) {
-	rec, err := s.rejected()
-	if rec == nil {
-		return
+	ctx, cancel := context.WithTimeout(context.Background(), o.cfg.ConnectTimeout)
+	defer cancel()
+	td, err := kadm.NewClient(o.admin()).ListTopics(ctx, topic)
+	if err == nil && !errors.Is(td.Error(), kerr.UnknownTopicOrPartition) {
+		err = td.Error()
 	}
-	r.rejectionSeen = true
-	if isDeadLetter(rec) {
-		// A dead letter is the input record itself; refused, it has no
-		// policy left to go through.
-		r.deadLetterRefused = fmt.Errorf("eos: the dead letter of %s/%s@%s to %s was refused by the broker: %w; raise the dead-letter topic's max.message.bytes to at least the input topic's",
-			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
-		return
+	if d, ok := td[topic]; err == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
+		o.noteMissing(topic)
+		return 0, unknownTopic(topic)
 	}
-	if r.mirror != nil && rec.Topic == r.mirror.topic {
-		r.deadLetterRefused = fmt.Errorf("eos: a record of the offsets mirror %s was refused by the broker: %w; check the topic with `eosctl topic describe %s`",
-			rec.Topic, err, rec.Topic)
-		return
+	if err != nil {
+		return 0, fmt.Errorf("reading the partition count of topic %q: %w; check it with `eosctl topic describe %s`", topic, err, topic)
 	}
-	if r.isChangelog(rec.Topic) {
-		// State, not an output: no policy can drop it.
-		r.deadLetterRefused = fmt.Errorf("eos: a changelog record of %s (key %q, %d bytes) was refused by the broker: %w; raise the changelog's max.message.bytes, or keep smaller values in the store",
-			rec.Topic, rec.Key, len(rec.Key)+len(rec.Value), err)
-		return
+	delete(o.missing, topic)
+	n := int32(len(td[topic].Partitions))
+	if o.partitionCounts == nil {
+		o.partitionCounts = make(map[string]int32)
 	}
-	var src *outputSource
-	if rec.Context != nil {
-		src, _ = rec.Context.Value(outputSourceKey{}).(*outputSource)
-	}
-	if src == nil || src.in == nil {
-		r.attribute = true
-		r.log.Warn("the broker refused an output; redoing the batch to find its input record",
-			zap.String("output_topic", rec.Topic), zap.Int("value_bytes", len(rec.Value)), zap.Error(err))
-		return
-	}
-	if r.rejected == nil {
-		r.rejected = make(map[string]rejection)
-	}
-	detail := fmt.Errorf("output to %s (%d bytes) refused by the broker: %w", rec.Topic, len(rec.Key)+len(rec.Value), err)
-	if buf := r.cfg.Memory().ProducerBufferedBytes; errors.Is(err, kerr.MessageTooLarge) && recordBytes(rec) > int64(buf) {
-		detail = fmt.Errorf("output to %s (%d bytes) refused by the producer: %w; it is larger than the producer buffer max_memory gives a worker (%d bytes, an eighth of its share): raise max_memory or make the record smaller",
-			rec.Topic, recordBytes(rec), err, buf)
-	} else if l, ok := r.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
-		detail = fmt.Errorf("%w; the topic's max.message.bytes is %d: raise it or make the record smaller", detail, l.maxBytes)
-	}
-	r.rejected[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
-	r.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
-		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
-}
-
-// isChangelog reports whether topic is one of the topology's changelogs.
-func (r *Runner) isChangelog(topic string) bool {
-	if r.state == nil {
-		return false
-	}
-	for _, s := range r.state.specs {
-		if topology.ChangelogTopic(r.cfg.AppID, s.Name) == topic {
-			return true
-		}
-	}
-	return false
+	o.partitionCounts[topic] = n
+	return n, nil
 }

@@ -2,8 +2,6 @@ package eos
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -12,9 +10,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -292,48 +287,6 @@ func (c *recordContexts) assign(_ context.Context, _ *kgo.Client, got map[string
 			}
 		}
 	}
-}
-
-// partitionCount is the partition count of an output topic, for sinks with
-// their own partitioner; asked once per topic.
-func (r *Runner) partitionCount(topic string) (int32, error) {
-	return r.outputTopic(topic)
-}
-
-// outputTopic looks up an output topic once: its partition count, or that
-// it does not exist (asked again after missingRecheck). Both a sink's
-// partitioner and the check of topics chosen per record use it, so one
-// lookup serves both.
-func (r *Runner) outputTopic(topic string) (int32, error) {
-	if n, ok := r.partitionCounts[topic]; ok {
-		return n, nil
-	}
-	if seen, ok := r.missing[topic]; ok && time.Since(seen) < missingRecheck {
-		return 0, r.unknownTopic(topic)
-	}
-	if r.admin == nil {
-		return 0, fmt.Errorf("the partition count of topic %q is unknown: no admin client", topic)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.ConnectTimeout)
-	defer cancel()
-	td, err := kadm.NewClient(r.admin).ListTopics(ctx, topic)
-	if err == nil && !errors.Is(td.Error(), kerr.UnknownTopicOrPartition) {
-		err = td.Error()
-	}
-	if d, ok := td[topic]; err == nil && (!ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition)) {
-		r.noteMissing(topic)
-		return 0, r.unknownTopic(topic)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("reading the partition count of topic %q: %w; check it with `eosctl topic describe %s`", topic, err, topic)
-	}
-	delete(r.missing, topic)
-	n := int32(len(td[topic].Partitions))
-	if r.partitionCounts == nil {
-		r.partitionCounts = make(map[string]int32)
-	}
-	r.partitionCounts[topic] = n
-	return n, nil
 }
 
 // choosingPartitioner honours the partition a sink chose for a record

@@ -8,9 +8,12 @@ import (
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -34,28 +37,80 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	r.admin = cl
 	r.health.admin.Store(cl)
-	pctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
+	pc := &preflightCheck{cfg: r.cfg, log: r.log, authz: r.authz, top: r.top, proc: r.proc, inputs: r.inputs,
+		create: r.create, purgeEvery: r.purge.every, outputs: r.outputs, changelogs: r.changelogs}
+	r.mirror, err = pc.run(ctx, cl)
+	return err
+}
+
+// preflightCheck is the start-up check of what the app needs of the
+// cluster: brokers that answer and accept its credentials, the group
+// protocol it asks for, its topics (made where it may make them: missing
+// ones when CreateTopics asks, and always its repartition topics,
+// changelogs and offsets mirror), and grants to use them.
+type preflightCheck struct {
+	cfg        config.Config
+	log        *zap.Logger
+	authz      *authz
+	top        *topology.Topology
+	proc       *engine.Engine
+	inputs     []string      // the topics consumed: the sources' and the repartition topics
+	create     *topicSpec    // CreateTopics, if given
+	purgeEvery time.Duration // PurgeInterval: whether repartition topics may keep retention
+	outputs    *outputTopics
+	changelogs *changelogReader
+}
+
+// run checks the cluster through cl, and returns the offsets mirror under
+// exactly-once (else nil).
+func (pc *preflightCheck) run(ctx context.Context, cl *kgo.Client) (*offsetsMirror, error) {
+	pctx, cancel := context.WithTimeout(ctx, pc.cfg.ConnectTimeout)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		if ctx.Err() != nil {
-			return nil
+			return nil, nil
 		}
-		if aerr := r.authenticationError(err); aerr != nil {
-			return aerr
+		if aerr := authenticationError(pc.cfg, err); aerr != nil {
+			return nil, aerr
 		}
-		return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
-			ErrUnreachable, strings.Join(r.cfg.Brokers, ","), r.cfg.ConnectTimeout, err)
+		return nil, fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
+			ErrUnreachable, strings.Join(pc.cfg.Brokers, ","), pc.cfg.ConnectTimeout, err)
 	}
-	if err := r.checkGroupProtocol(pctx, cl); err != nil {
-		return err
+	if err := pc.checkGroupProtocol(pctx, cl); err != nil {
+		return nil, err
 	}
-	topics := append(r.top.InputTopics(), r.top.OutputTopics()...)
-	details, err := kadm.NewClient(cl).ListTopics(pctx, topics...)
+	adm := kadm.NewClient(cl)
+	parts, err := pc.userTopics(pctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	pc.outputs.loadLimits(pctx, adm, pc.top.OutputTopics())
+	if err := pc.repartitions(pctx, adm, parts); err != nil {
+		return nil, err
+	}
+	if err := pc.checkCoPartitioned(parts); err != nil {
+		return nil, err
+	}
+	if err := pc.changelogs.ensureTopics(pctx, adm, parts); err != nil {
+		return nil, err
+	}
+	if pc.cfg.Guarantee != config.ExactlyOnce {
+		return nil, nil
+	}
+	return openMirror(pctx, adm, pc.cfg.AppID, pc.inputs, pc.authz, pc.log)
+}
+
+// userTopics checks that the inputs and static outputs exist and may be
+// described, creating missing ones when CreateTopics asks, and returns the
+// inputs' partition counts.
+func (pc *preflightCheck) userTopics(ctx context.Context, cl *kgo.Client) (map[string]int32, error) {
+	topics := append(pc.top.InputTopics(), pc.top.OutputTopics()...)
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
 	if isFatal(err) {
-		return r.authError(err, refusedTopics(pctx, cl, topics)...)
+		return nil, pc.authz.err(err, refusedTopics(ctx, cl, topics)...)
 	}
 	if err != nil {
-		return r.unreachable(fmt.Errorf("eos: listing topics on %s: %w", strings.Join(r.cfg.Brokers, ","), err))
+		return nil, unreachable(fmt.Errorf("eos: listing topics on %s: %w", strings.Join(pc.cfg.Brokers, ","), err))
 	}
 	var missing []string
 	for _, t := range topics {
@@ -64,40 +119,27 @@ func (r *Runner) preflight(ctx context.Context) error {
 		case !ok || errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			missing = append(missing, t)
 		case isFatal(d.Err):
-			return r.authError(d.Err, t)
+			return nil, pc.authz.err(d.Err, t)
 		}
 	}
-	if len(missing) > 0 && r.create != nil {
-		if err := r.createTopics(pctx, kadm.NewClient(cl), missing); err != nil {
-			return err
+	if len(missing) > 0 && pc.create != nil {
+		if err := pc.createTopics(ctx, kadm.NewClient(cl), missing); err != nil {
+			return nil, err
 		}
 		missing = nil
 	}
 	if len(missing) > 0 {
-		return &MissingTopicsError{Topics: missing, Brokers: r.cfg.Brokers}
+		return nil, &MissingTopicsError{Topics: missing, Brokers: pc.cfg.Brokers}
 	}
-	r.loadLimits(pctx, kadm.NewClient(cl), r.top.OutputTopics())
 	parts := map[string]int32{}
-	for _, t := range r.top.InputTopics() {
+	for _, t := range pc.top.InputTopics() {
 		if d, ok := details[t]; ok && d.Err == nil {
 			parts[t] = int32(len(d.Partitions))
-		} else if r.create != nil {
-			parts[t] = r.create.partitions
+		} else if pc.create != nil {
+			parts[t] = pc.create.partitions
 		}
 	}
-	if err := r.repartitions(pctx, kadm.NewClient(cl), parts); err != nil {
-		return err
-	}
-	if err := r.checkCoPartitioned(parts); err != nil {
-		return err
-	}
-	if err := r.changelogs(pctx, kadm.NewClient(cl), parts); err != nil {
-		return err
-	}
-	if r.cfg.Guarantee != config.ExactlyOnce {
-		return nil
-	}
-	return r.ensureMirror(pctx, kadm.NewClient(cl))
+	return parts, nil
 }
 
 // authenticationError says which credential the brokers refused (the SASL
@@ -105,41 +147,41 @@ func (r *Runner) preflight(ctx context.Context) error {
 // is not trusted, or returns nil for other errors: each fails the same way
 // on every attempt, and "unreachable" would send the reader to the network
 // instead.
-func (r *Runner) authenticationError(err error) error {
-	brokers := strings.Join(r.cfg.Brokers, ",")
+func authenticationError(cfg config.Config, err error) error {
+	brokers := strings.Join(cfg.Brokers, ",")
 	switch {
 	case kafkautil.IsSASLFailure(err):
 		return fmt.Errorf("%w: the brokers at %s refused SASL %s login of user %q (%v); check sasl.username and sasl.password (EOS_SASL_USERNAME, EOS_SASL_PASSWORD) and that the user exists for this mechanism",
-			ErrAuthentication, brokers, r.cfg.SASL.Mechanism, r.cfg.SASL.Username, err)
+			ErrAuthentication, brokers, cfg.SASL.Mechanism, cfg.SASL.Username, err)
 	case kafkautil.IsTLSFailure(err):
 		ca := "the system's CA pool"
-		if r.cfg.TLS.CAFile != "" {
-			ca = "tls.ca_file " + r.cfg.TLS.CAFile
+		if cfg.TLS.CAFile != "" {
+			ca = "tls.ca_file " + cfg.TLS.CAFile
 		}
 		return fmt.Errorf("%w: the certificate of the brokers at %s is not trusted by %s (%v); set tls.ca_file (EOS_TLS_CA_FILE) to the CA that signed it, and connect by a name the certificate lists",
 			ErrAuthentication, brokers, ca, err)
-	case kafkautil.IsClientCertRefused(err) && r.cfg.TLS.CertFile == "":
+	case kafkautil.IsClientCertRefused(err) && cfg.TLS.CertFile == "":
 		return fmt.Errorf("%w: the brokers at %s require a client certificate (mutual TLS) and refused the connection without one (%v); set tls.cert_file and tls.key_file (EOS_TLS_CERT_FILE, EOS_TLS_KEY_FILE) to a certificate signed by a CA the brokers trust",
 			ErrAuthentication, brokers, err)
 	case kafkautil.IsClientCertRefused(err):
 		return fmt.Errorf("%w: the brokers at %s refused the client certificate tls.cert_file %s (%v); set tls.cert_file and tls.key_file (EOS_TLS_CERT_FILE, EOS_TLS_KEY_FILE) to a certificate that is valid now and signed by a CA the brokers trust",
-			ErrAuthentication, brokers, r.cfg.TLS.CertFile, err)
+			ErrAuthentication, brokers, cfg.TLS.CertFile, err)
 	}
 	return nil
 }
 
 // createTopics makes the missing topics as CreateTopics asked. Clients
 // that meet a topic before its metadata spreads retry until it has.
-func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
-	err := kafkautil.RequestTopics(ctx, adm, r.create.partitions, r.create.replication, nil, missing...)
+func (pc *preflightCheck) createTopics(ctx context.Context, adm *kadm.Client, missing []string) error {
+	err := kafkautil.RequestTopics(ctx, adm, pc.create.partitions, pc.create.replication, nil, missing...)
 	if isFatal(err) {
-		return r.authErrorOp(fmt.Errorf("creating missing topics %v: %w", missing, err), "Create", missing...)
+		return pc.authz.errOp(fmt.Errorf("creating missing topics %v: %w", missing, err), "Create", missing...)
 	}
 	if err != nil {
-		return r.unreachable(fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " ")))
+		return unreachable(fmt.Errorf("eos: creating missing topics %v: %w; create them with `eosctl topic create %s`", missing, err, strings.Join(missing, " ")))
 	}
-	r.log.Info("created missing topics", zap.Strings("topics", missing),
-		zap.Int32("partitions", r.create.partitions), zap.Int16("replication", r.create.replication))
+	pc.log.Info("created missing topics", zap.Strings("topics", missing),
+		zap.Int32("partitions", pc.create.partitions), zap.Int16("replication", pc.create.replication))
 	return nil
 }
 
@@ -147,7 +189,7 @@ func (r *Runner) createTopics(ctx context.Context, adm *kadm.Client, missing []s
 // brokers being unreachable (ErrUnreachable) when no broker answered it
 // (a connection failure or a timeout) rather than one refusing it: the
 // brokers can go away between the first check and the next.
-func (r *Runner) unreachable(err error) error {
+func unreachable(err error) error {
 	var ke *kerr.Error
 	if err == nil || errors.As(err, &ke) {
 		return err

@@ -6,30 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
-
-// DefaultPurgeInterval is how often, by default, the records of
-// repartition topics that the group has committed past are deleted: Kafka
-// Streams' default repartition.purge.interval.ms.
-const DefaultPurgeInterval = 30 * time.Second
-
-// PurgeInterval sets how often the records of repartition topics that the
-// group has committed past are deleted (DeleteRecords), overriding
-// DefaultPurgeInterval. Shorter keeps the topics smaller at the cost of
-// more requests; 0 purges after every commit, and a negative d never
-// purges (then give the topics a retention that suits you, knowing that
-// records expired before they were aggregated are lost). A purge runs in
-// the background after a commit.
-func PurgeInterval(d time.Duration) Option {
-	return optFunc(func(r *Runner) { r.purgeEvery = d })
-}
 
 // repartitionConfigs are those Kafka Streams gives repartition topics:
 // records never expire by age (a pipeline stopped for a week must not lose
@@ -45,8 +27,8 @@ func repartitionConfigs() map[string]*string {
 // largest of its upstream inputs. partitions holds the partition counts of
 // the input topics and gets those of the repartition topics, in topology
 // order, so one repartition topic can be sized after another upstream.
-func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions map[string]int32) error {
-	specs := r.proc.Repartitions()
+func (pc *preflightCheck) repartitions(ctx context.Context, adm *kadm.Client, partitions map[string]int32) error {
+	specs := pc.proc.Repartitions()
 	if len(specs) == 0 {
 		return nil
 	}
@@ -56,7 +38,7 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 	}
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
-		return r.unreachable(fmt.Errorf("eos: listing repartition topics: %w", err))
+		return unreachable(fmt.Errorf("eos: listing repartition topics: %w", err))
 	}
 	for _, s := range specs {
 		d, ok := details[s.Topic]
@@ -66,7 +48,7 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 			if want == 0 {
 				// Co-partitioned with other inputs (a join): as many
 				// as they have; otherwise as the largest upstream.
-				want = r.groupPartitions(s.Topic, partitions)
+				want = pc.groupPartitions(s.Topic, partitions)
 			}
 			if want == 0 {
 				for _, f := range s.From {
@@ -79,21 +61,21 @@ func (r *Runner) repartitions(ctx context.Context, adm *kadm.Client, partitions 
 			}
 			if err := kafkautil.RequestTopics(ctx, adm, want, -1, repartitionConfigs(), s.Topic); err != nil {
 				if isFatal(err) {
-					return r.authErrorOp(fmt.Errorf("creating repartition topic %s: %w", s.Topic, err), "Create", s.Topic)
+					return pc.authz.errOp(fmt.Errorf("creating repartition topic %s: %w", s.Topic, err), "Create", s.Topic)
 				}
-				return r.unreachable(fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags))
+				return unreachable(fmt.Errorf("eos: creating repartition topic %s: %w; create it with `eosctl topic create %s --partitions %d %s`", s.Topic, err, s.Topic, want, repartitionFlags))
 			}
-			r.log.Info("created repartition topic", zap.String("topic", s.Topic), zap.Int32("partitions", want))
+			pc.log.Info("created repartition topic", zap.String("topic", s.Topic), zap.Int32("partitions", want))
 			partitions[s.Topic] = want
 		case d.Err != nil:
 			return fmt.Errorf("eos: repartition topic %s: %w", s.Topic, d.Err)
 		default:
 			have := int32(len(d.Partitions))
 			if s.Partitions > 0 && s.Partitions != have {
-				r.log.Warn("repartition topic keeps the partition count it has", zap.String("topic", s.Topic),
+				pc.log.Warn("repartition topic keeps the partition count it has", zap.String("topic", s.Topic),
 					zap.Int32("partitions", have), zap.Int32("asked", s.Partitions))
 			}
-			if err := r.checkRepartitionConfigs(ctx, adm, s.Topic); err != nil {
+			if err := pc.checkRepartitionConfigs(ctx, adm, s.Topic); err != nil {
 				return err
 			}
 			partitions[s.Topic] = have
@@ -111,10 +93,10 @@ const repartitionFlags = "--topic-config cleanup.policy=delete --topic-config re
 // while the aggregating sub-topology lags (records keep their input's
 // timestamps, so replayed old input expires at once). The runtime deletes
 // what the group consumed instead.
-func (r *Runner) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, topic string) error {
+func (pc *preflightCheck) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, topic string) error {
 	configs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		r.log.Info("repartition topic configs unknown", zap.String("topic", topic), zap.Error(err))
+		pc.log.Info("repartition topic configs unknown", zap.String("topic", topic), zap.Error(err))
 		return nil
 	}
 	rc, err := configs.On(topic, nil)
@@ -135,8 +117,8 @@ func (r *Runner) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, 
 		want string
 	}{
 		{"cleanup.policy", func(v string) bool { return strings.Contains(v, "compact") }, "cleanup.policy=delete"},
-		{"retention.ms", func(v string) bool { return r.purgeEvery >= 0 && v != "-1" }, "retention.ms=-1"},
-		{"retention.bytes", func(v string) bool { return r.purgeEvery >= 0 && v != "-1" }, "retention.bytes=-1"},
+		{"retention.ms", func(v string) bool { return pc.purgeEvery >= 0 && v != "-1" }, "retention.ms=-1"},
+		{"retention.bytes", func(v string) bool { return pc.purgeEvery >= 0 && v != "-1" }, "retention.bytes=-1"},
 	} {
 		if v, ok := values[check.key]; ok && check.bad(v) {
 			return fmt.Errorf("eos: repartition topic %s has %s=%s, which can delete records not yet aggregated; "+
@@ -148,69 +130,10 @@ func (r *Runner) checkRepartitionConfigs(ctx context.Context, adm *kadm.Client, 
 	return nil
 }
 
-// notePurge remembers the committed offsets of repartition topics and,
-// at most every purge interval, deletes the records before them in the
-// background: the group committed past them, so it never reads them again.
-// A failed purge is logged and its offsets are tried again with the next.
-func (r *Runner) notePurge(offsets map[string]map[int32]kgo.EpochOffset) {
-	if len(r.repartitioned) == 0 || r.admin == nil || r.purgeEvery < 0 {
-		return
-	}
-	r.purgeMu.Lock()
-	defer r.purgeMu.Unlock()
-	for topic, parts := range offsets {
-		if !r.repartitioned[topic] {
-			continue
-		}
-		for p, o := range parts {
-			r.purgeTo.Add(kadm.Offset{Topic: topic, Partition: p, At: o.Offset, LeaderEpoch: -1})
-		}
-	}
-	if len(r.purgeTo) == 0 || time.Since(r.lastPurge) < r.purgeEvery || !r.purging.CompareAndSwap(false, true) {
-		return
-	}
-	to := r.purgeTo
-	r.purgeTo, r.lastPurge = kadm.Offsets{}, time.Now()
-	adm := kadm.NewClient(r.admin)
-	r.purgeWG.Add(1)
-	go func() {
-		defer r.purgeWG.Done()
-		defer r.purging.Store(false)
-		ctx, cancel := context.WithTimeout(r.purgeCtx, 10*time.Second)
-		defer cancel()
-		resps, err := adm.DeleteRecords(ctx, to)
-		if err == nil {
-			resps.Each(func(d kadm.DeleteRecordsResponse) {
-				if d.Err != nil && err == nil {
-					err = fmt.Errorf("%s/%d: %w", d.Topic, d.Partition, d.Err)
-				}
-			})
-		}
-		if err != nil {
-			if r.purgeCtx.Err() != nil {
-				return // shutting down
-			}
-			r.purgeMu.Lock()
-			to.Each(func(o kadm.Offset) {
-				if cur, ok := r.purgeTo.Lookup(o.Topic, o.Partition); !ok || cur.At < o.At {
-					r.purgeTo.Add(o)
-				}
-			})
-			r.purgeMu.Unlock()
-			r.log.Warn("deleting consumed records of repartition topics failed; will try again after the next commit "+
-				"(the app needs the Delete ACL on its repartition topics, or they grow without bound)", zap.Error(err))
-			return
-		}
-		names := to.TopicsSet().Topics()
-		slices.Sort(names)
-		r.log.Debug("purged consumed records of repartition topics", zap.Strings("topics", names))
-	}()
-}
-
 // groupPartitions is the partition count of the first other topic of
 // topic's co-partitioned group that partitions knows, or 0.
-func (r *Runner) groupPartitions(topic string, partitions map[string]int32) int32 {
-	for _, g := range r.proc.CoPartitioned() {
+func (pc *preflightCheck) groupPartitions(topic string, partitions map[string]int32) int32 {
+	for _, g := range pc.proc.CoPartitioned() {
 		if !slices.Contains(g, topic) {
 			continue
 		}
@@ -226,8 +149,8 @@ func (r *Runner) groupPartitions(topic string, partitions map[string]int32) int3
 // checkCoPartitioned refuses co-partitioned topics whose partition counts
 // differ: partition p of each would hold different keys, and a join would
 // miss its matches.
-func (r *Runner) checkCoPartitioned(partitions map[string]int32) error {
-	for _, g := range r.proc.CoPartitioned() {
+func (pc *preflightCheck) checkCoPartitioned(partitions map[string]int32) error {
+	for _, g := range pc.proc.CoPartitioned() {
 		counts := make([]string, len(g))
 		differ := false
 		for i, topic := range g {

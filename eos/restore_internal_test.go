@@ -80,7 +80,7 @@ func TestRestoreEndsAfterAbortedRecords(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			begin := time.Now()
-			err = r.readChangelogs(ctx, map[string]map[int32]kgo.Offset{"changelog": {0: kgo.NewOffset().At(tc.from)}},
+			err = r.changelogs.read(ctx, map[string]map[int32]kgo.Offset{"changelog": {0: kgo.NewOffset().At(tc.from)}},
 				map[string]map[int32]*restoreTarget{"changelog": {0: tg}}, 1)
 			if err != nil {
 				t.Fatal(err)
@@ -157,7 +157,8 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 	defer r.admin.Close()
 	r.state = newTaskStores([]graph.Store{{Name: "s", Engine: pebble.New(), Source: "in"}}, nil, dir, "app", zap.NewNop())
 	defer r.state.closeAll()
-	if err := r.restore(ctx, []state.Task{task}); err != nil {
+	r.changelogs = newChangelogReader(r)
+	if err := r.changelogs.restore(ctx, []state.Task{task}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.wipes.Load(); got != 1 {

@@ -115,42 +115,34 @@ type Runner struct {
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
-	admin             *kgo.Client              // preflight's client, kept for admin requests
-	limits            map[string]topicLimits   // output topics' limits, when known
-	maxRecordBytes    func(topic string) int32 // output topics' max.message.bytes, when known
-	pollMax           int                      // records per poll, sized by adaptPollSize
-	pending           *pendingBatch            // a batch whose commit outcome is unknown
-	failingSince      time.Time                // first failure since the pipeline was last healthy; zero when healthy
-	slowSeen          *string                  // record that last carried a batch past transaction_timeout
-	attribute         bool                     // tag outputs with their input record (after a rejected output)
-	rejectionSeen     bool                     // an output was rejected since the last commit
-	rejected          map[string]rejection     // input records whose outputs the broker refused
-	ownMembers        map[string]bool          // group member ids this Runner's clients had
-	floor             offsetFloor              // offsets its own commits reached; see offsetFloor
-	mirror            *offsetsMirror           // exactly-once: where commits mirror their input offsets; nil otherwise
-	hanging           *hangingRepair           // finds and settles hanging transactions; nil for a parent of workers
-	stall             *stallCheck              // tells a stalled pipeline from an idle one; nil for a parent of workers
-	deadLetterRefused error                    // a dead letter the broker refused: Run stops
-	partitionCounts   map[string]int32         // output topics' partition counts, when asked
-	state             *taskStores              // the topology's state stores; nil without
-	restorePending    map[state.Task]bool      // tasks whose records wait for a restore
-	deleteRetention   map[string]time.Duration // changelogs' delete.retention.ms, where read
-	missing           map[string]time.Time     // topics chosen per record found missing, and when
-	staticOutputs     map[string]bool          // output topics known before running, checked by preflight
-	inputs            []string                 // the topics consumed: the sources' and the repartition topics
-	repartitioned     map[string]bool          // the repartition topics
-	purgeEvery        time.Duration            // PurgeInterval
-	purgeMu           sync.Mutex               // guards purgeTo
-	purgeCtx          context.Context          // ends with Run
-	purgeTo           kadm.Offsets             // committed offsets of repartition topics not yet purged to
-	lastPurge         time.Time                // when the last purge started
-	purging           atomic.Bool              // a purge is running
-	purgeWG           sync.WaitGroup           // the running purge, waited for before the admin client closes
-	timerInfo         runnerTimers             // the topology's timers; see timer.go
-	idleWake          pollWake                 // ends an idle poll when tasks are assigned; see timer.go
-	tracing           *tracing                 // Tracing, if given
-	abortNoted        bool                     // the current batch's abort was counted, under abortReason
-	revokesAtEnd      int64                    // contexts.callbacks when the last End began (rewindRest)
+	admin             *kgo.Client          // preflight's client, kept for admin requests
+	pollMax           int                  // records per poll, sized by adaptPollSize
+	pending           *pendingBatch        // a batch whose commit outcome is unknown
+	failingSince      time.Time            // first failure since the pipeline was last healthy; zero when healthy
+	slowSeen          *string              // record that last carried a batch past transaction_timeout
+	attribute         bool                 // tag outputs with their input record (after a rejected output)
+	rejectionSeen     bool                 // an output was rejected since the last commit
+	rejected          map[string]rejection // input records whose outputs the broker refused
+	members           *membership          // this instance's place in the group
+	floor             offsetFloor          // offsets its own commits reached; see offsetFloor
+	resume            *resumeCheck         // where an assigned partition resumes
+	mirror            *offsetsMirror       // exactly-once: where commits mirror their input offsets; nil otherwise
+	hanging           *hangingRepair       // finds and settles hanging transactions; nil for a parent of workers
+	stall             *stallCheck          // tells a stalled pipeline from an idle one; nil for a parent of workers
+	deadLetterRefused error                // a dead letter the broker refused: Run stops
+	outputs           *outputTopics        // what the brokers accept on the output topics
+	state             *taskStores          // the topology's state stores; nil without
+	changelogs        *changelogReader     // restores state and checks the changelog topics
+	restorePending    map[state.Task]bool  // tasks whose records wait for a restore
+	inputs            []string             // the topics consumed: the sources' and the repartition topics
+	authz             *authz               // names the grants a refusal lacks
+	repartitioned     map[string]bool      // the repartition topics
+	purge             *purger              // deletes what the group consumed of them
+	timerInfo         runnerTimers         // the topology's timers; see timer.go
+	idleWake          pollWake             // ends an idle poll when tasks are assigned; see timer.go
+	tracing           *tracing             // Tracing, if given
+	abortNoted        bool                 // the current batch's abort was counted, under abortReason
+	revokesAtEnd      int64                // contexts.callbacks when the last End began (rewindRest)
 	// flaggedAtEnd is contexts.revokes when the last End began: a batch
 	// begun since is doomed by any revoke counted after it (see onRevoked).
 	flaggedAtEnd int64
@@ -224,8 +216,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if n := cfg.WorkerCount(); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}
-	r := &Runner{cfg: cfg, top: t, ownMembers: make(map[string]bool), purgeEvery: DefaultPurgeInterval,
-		deleteRetention: map[string]time.Duration{}}
+	r := &Runner{cfg: cfg, top: t, purge: &purger{every: DefaultPurgeInterval}}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -242,31 +233,35 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 			return nil, fmt.Errorf("%w (transaction_timeout %s)", err, cfg.TransactionTimeout)
 		}
 	}
-	proc, err := engine.New(t, engine.AppID(cfg.AppID), engine.Logger(r.log), engine.OutputLimits(r.outputLimit), engine.Partitions(r.partitionCount),
+	r.members = &membership{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, own: map[string]bool{}}
+	r.outputs = &outputTopics{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, static: map[string]bool{}}
+	proc, err := engine.New(t, engine.AppID(cfg.AppID), engine.Logger(r.log), engine.OutputLimits(r.outputs.limit), engine.Partitions(r.outputs.partitionCount),
 		engine.Stores(func(name string, task state.Task) (*state.Store, error) { return r.state.store(name, task) }))
 	if err != nil {
 		return nil, err
 	}
 	r.proc = proc
-	r.staticOutputs = make(map[string]bool)
 	for _, topic := range t.OutputTopics() {
-		r.staticOutputs[topic] = true
+		r.outputs.static[topic] = true
 	}
 	r.inputs = t.InputTopics()
 	r.repartitioned = make(map[string]bool)
 	for _, rp := range proc.Repartitions() {
-		r.staticOutputs[rp.Topic] = true
+		r.outputs.static[rp.Topic] = true
 		r.repartitioned[rp.Topic] = true
 		r.inputs = append(r.inputs, rp.Topic)
 	}
 	slices.Sort(r.inputs)
-	r.purgeTo = kadm.Offsets{}
+	r.authz = newAuthz(cfg, t, proc, r.inputs)
+	r.purge.log, r.purge.admin, r.purge.topics, r.purge.to = r.log, func() *kgo.Client { return r.admin }, r.repartitioned, kadm.Offsets{}
 	if specs := proc.StoreSpecs(); len(specs) > 0 {
 		if cfg.Guarantee == config.AtMostOnce {
 			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)
 		}
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
+	r.changelogs = newChangelogReader(r)
+	r.resume = newResumeCheck(r)
 	r.hanging = newHangingRepair(r)
 	r.stall = newStallCheck(r)
 	if r.registerer == nil && cfg.MetricsAddr != "" {
@@ -341,8 +336,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer context.AfterFunc(ctx, func() { r.health.stopping.Store(true) })()
 
 	defer r.closeAdmin()
-	r.purgeCtx = ctx
-	defer r.purgeWG.Wait()
+	r.purge.ctx = ctx
+	defer r.purge.wg.Wait()
 	if err := r.preflight(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -407,7 +402,7 @@ func (r *Runner) Close() error {
 func (r *Runner) superviseSessions(ctx context.Context) error {
 	attempt := 0
 	for {
-		r.takeOverInstance(ctx)
+		r.members.takeOverInstance(ctx)
 		s, err := r.newSession()
 		if err != nil {
 			return err
@@ -415,18 +410,17 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		r.contexts.reset(ctx)
 		r.health.client.Store(s.client())
 		progressed, err := r.consume(ctx, s)
-		if id, _ := s.client().GroupMetadata(); id != "" {
-			r.ownMembers[id] = true // whether it committed or not: see leaveConsumerGroup
-		}
+		id, _ := s.client().GroupMetadata()
+		r.members.note(id) // whether it committed or not: see leaveConsumerGroup
 		s.close()
 		r.health.sessionEnded()
 		r.contexts.reset(ctx)
 		switch {
 		case err == nil:
-			r.leaveGroup()
+			r.members.leaveGroup()
 			r.log.Info("stopped")
 			return nil
-		case isInstanceFenced(err) && !isFenced(err) && r.slotFreed(ctx):
+		case isInstanceFenced(err) && !isFenced(err) && r.members.slotFreed(ctx):
 			// A broker restart can restore a dead incarnation's member
 			// id; the group drops it after session_timeout.
 			r.log.Warn("the member that held this instance's group slot went away (a dead incarnation a broker restart restored); rejoining", zap.Error(err))
@@ -436,7 +430,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr
 		case isFatal(err):
-			return r.authError(err)
+			return r.authz.err(err)
 		case !isRebuildable(err):
 			return err
 		}
@@ -456,35 +450,11 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			zap.Strings("brokers", r.cfg.Brokers))
 		select {
 		case <-ctx.Done():
-			r.leaveGroup()
+			r.members.leaveGroup()
 			return nil
 		case <-time.After(wait):
 		}
 	}
-}
-
-// slotFreed answers a FENCED_INSTANCE_ID: the group gave this instance
-// id's slot to a member id this Runner never had. A live process holding
-// it keeps it; a dead incarnation's (restored by a broker restart) is
-// dropped by the group after session_timeout. It waits that long, logging
-// why, and reports whether the slot is free again.
-func (r *Runner) slotFreed(ctx context.Context) bool {
-	deadline := time.Now().Add(r.cfg.SessionTimeout + 5*time.Second)
-	r.log.Warn("another member holds this instance's group slot; waiting up to session_timeout to see whether it is alive",
-		zap.String("instance_id", r.cfg.InstanceID), zap.Time("until", deadline))
-	for time.Now().Before(deadline) {
-		if ctx.Err() != nil {
-			return true // shutting down: the backoff returns nil
-		}
-		if taken, known := r.slotTaken(ctx); known && !taken {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	return false
 }
 
 // healthy records a commit, or an idle check that found the brokers

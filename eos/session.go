@@ -280,15 +280,15 @@ func (r *Runner) newSession() (session, error) {
 	// User code's record contexts, and tasks' stores, follow the
 	// assignment.
 	opts = append(opts, kgo.OnPartitionsRevoked(r.onRevoked), kgo.OnPartitionsLost(r.onLost),
-		kgo.OnPartitionsAssigned(r.onAssigned), kgo.AdjustFetchOffsetsFn(r.adjustFetched))
+		kgo.OnPartitionsAssigned(r.onAssigned), kgo.AdjustFetchOffsetsFn(r.resume.adjustFetched))
 	if m := r.metrics; m != nil {
 		opts = append(opts, kgo.WithHooks(m.clientMetrics()))
 	}
 	if r.tracing != nil {
 		opts = append(opts, kgo.WithHooks(r.tracing.hooks...))
 	}
-	if r.maxRecordBytes != nil {
-		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.maxRecordBytes))
+	if r.outputs.maxRecordBytes != nil {
+		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.outputs.maxRecordBytes))
 	}
 	endTimeout := r.endTimeout()
 	if r.cfg.Guarantee == config.ExactlyOnce {

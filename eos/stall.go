@@ -38,7 +38,7 @@ type stallCheck struct {
 // inputs, offset floor, admin client and hanging-transaction repair.
 func newStallCheck(r *Runner) *stallCheck {
 	return &stallCheck{
-		cfg: r.cfg, log: r.log, extra: r.extra, inputs: r.inputs, floor: &r.floor, floorBound: r.floorBound, hanging: r.hanging,
+		cfg: r.cfg, log: r.log, extra: r.extra, inputs: r.inputs, floor: &r.floor, floorBound: func() error { return r.floor.bound(r.cfg.AppID, r.cfg.RecoveryTimeout) }, hanging: r.hanging,
 		admin: func() *kgo.Client { return r.admin },
 	}
 }

@@ -149,7 +149,7 @@ func (r *Runner) restoreTimerTasks(ctx context.Context) error {
 	if len(unready) == 0 {
 		return nil
 	}
-	return r.restore(ctx, unready)
+	return r.changelogs.restore(ctx, unready)
 }
 
 // idleTimers runs a batch of its own for the wall-clock timers due while
@@ -209,7 +209,7 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
 		if isFenced(err) {
-			return false, r.classifyFence(ctx, err, 0, s.client())
+			return false, r.members.classifyFence(ctx, err, 0, s.client())
 		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
