@@ -63,7 +63,7 @@ type Context[Out any] interface {
 	// first one found: the writes of an attempt that failed are undone
 	// before the next, so a count is made once however often it is
 	// retried.
-	Store(name string) (*state.Store, error)
+	Store(name string) (state.RawKV, error)
 }
 
 // InitContext is what a Processor gets when its node starts: a context

@@ -15,21 +15,42 @@ import (
 // StringKey, Int64Key and Uint64Key do; codec.JSON does not order
 // numbers numerically (10 encodes as "10", which sorts before "9").
 type KV[K, V any] struct {
-	s     *Store
+	s     RawKV
 	key   codec.Codec[K]
 	value codec.Codec[V]
 }
 
+// RawKV is a store as user code sees it: byte keys and values, read and
+// written in the running batch. What keeps the guarantee (savepoints,
+// commits, restores) is the runtime's alone, and not part of it.
+type RawKV interface {
+	// Name is the store's name, and Task the task (input partition)
+	// whose state it holds.
+	Name() string
+	Task() Task
+	// Get returns key's value as the batch sees it, and whether it exists.
+	Get(key []byte) ([]byte, bool, error)
+	// Put sets key to value, and Delete removes key, in the batch.
+	Put(key, value []byte) error
+	Delete(key []byte) error
+	// Range yields the keys in [start, end) in byte order (nil: open),
+	// and Prefix those starting with prefix, as the batch sees them.
+	Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error]
+	Prefix(prefix []byte) iter.Seq2[Entry[[]byte, []byte], error]
+}
+
+var _ RawKV = (*Store)(nil)
+
 // NewKV wraps s with a key codec and a value codec.
-func NewKV[K, V any](s *Store, key codec.Codec[K], value codec.Codec[V]) (*KV[K, V], error) {
+func NewKV[K, V any](s RawKV, key codec.Codec[K], value codec.Codec[V]) (*KV[K, V], error) {
 	if s == nil || key == nil || value == nil {
 		return nil, fmt.Errorf("%w: NewKV needs a store, a key codec and a value codec", ErrInvalid)
 	}
 	return &KV[K, V]{s: s, key: key, value: value}, nil
 }
 
-// Store is the untyped store underneath, for the runtime.
-func (kv *KV[K, V]) Store() *Store { return kv.s }
+// Store is the untyped store underneath.
+func (kv *KV[K, V]) Store() RawKV { return kv.s }
 
 // Get returns k's value as the batch sees it, and whether k exists.
 func (kv *KV[K, V]) Get(k K) (V, bool, error) {
@@ -134,7 +155,7 @@ func (kv *KV[K, V]) encodeKey(k K) ([]byte, error) {
 }
 
 func (kv *KV[K, V]) codecErr(op, key string, err error) error {
-	return &CodecError{Store: kv.s.name, Task: kv.s.task, Op: op, Key: key, Err: err}
+	return &CodecError{Store: kv.s.Name(), Task: kv.s.Task(), Op: op, Key: key, Err: err}
 }
 
 func failed[K, V any](err error) iter.Seq2[Entry[K, V], error] {

@@ -87,7 +87,7 @@ func (c *procCtx[Out]) EmitTo(child string, r Record[Out]) error {
 
 // Store implements processor.Context: the connected store name of the
 // record's task.
-func (c *procCtx[Out]) Store(name string) (*state.Store, error) {
+func (c *procCtx[Out]) Store(name string) (state.RawKV, error) {
 	if !slices.Contains(c.stores, name) {
 		if len(c.stores) == 0 {
 			return nil, fmt.Errorf("%w: store %q: node %q has no stores; connect it with topology.UseStores(%q)",
@@ -96,7 +96,11 @@ func (c *procCtx[Out]) Store(name string) (*state.Store, error) {
 		return nil, fmt.Errorf("%w: store %q: node %q uses only [%s]; connect it with topology.UseStores(%q)",
 			processor.ErrStoreNotConnected, name, c.node, strings.Join(c.stores, ", "), name)
 	}
-	return taskStore(c.x, name)
+	s, err := taskStore(c.x, name)
+	if err != nil {
+		return nil, err // not a nil *state.Store inside a non-nil RawKV
+	}
+	return s, nil
 }
 
 // StoreViews keeps the typed views processor.KV makes.
