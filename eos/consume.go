@@ -836,6 +836,7 @@ func (r *Runner) count(in, out int, t engine.Tally) {
 	r.deadLettered.Add(t.DeadLettered)
 	r.skipped.Add(t.Skipped)
 	r.retries.Add(t.Retries)
+	r.timerFirings.Add(t.TimerFirings)
 }
 
 // noteRedone counts the input records of a batch that did not commit its

@@ -115,6 +115,7 @@ func ExampleRunner_timers() {
 	if err := <-done; err != nil {
 		log.Fatal(err)
 	}
+	fmt.Println("timer firings:", r.Stats().TimerFirings)
 
 	out, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.ConsumeTopics("reports"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -129,6 +130,7 @@ func ExampleRunner_timers() {
 		})
 	}
 	// Output:
+	// timer firings: 2
 	// apple=3 at 00:00:12
 	// pear=1 at 00:00:12
 	// apple=3 at 00:00:31

@@ -110,6 +110,7 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stat("eosflow_records_dead_lettered_total", "Committed input records that went to a dead-letter topic.", &r.deadLettered),
 		stat("eosflow_records_skipped_total", "Committed input records dropped by the Skip policy.", &r.skipped),
 		stat("eosflow_retries_total", "Retried calls of user code in batches that committed.", &r.retries),
+		stat("eosflow_timer_firings_total", "Timer firings in batches that committed (a firing whose error the node's policy skipped included).", &r.timerFirings),
 		stat("eosflow_records_redone_total", "Input records run again after their batch did not commit its offsets although outputs may have been written (idempotent and at-least-once only).", &r.redone),
 		stat("eosflow_client_rebuilds_total", "Kafka clients closed and made anew after an error.", &r.rebuilds),
 		stat("eosflow_batch_rewinds_total", "Batches that ended with polled records left unprocessed, fetched again by the next batch.", &r.rewinds),

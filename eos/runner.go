@@ -78,6 +78,11 @@ type Stats struct {
 	// this stays rare; a steady climb means single polls keep taking
 	// longer than the commit interval to process.
 	Rewinds uint64
+	// TimerFirings counts timer firings (processor.Schedule,
+	// topology.Process timers) in batches that committed, whether their
+	// user code succeeded or its error was skipped: a firing whose batch
+	// aborted runs again, and counts once.
+	TimerFirings uint64
 }
 
 // BatchInfo describes a batch about to be committed.
@@ -112,6 +117,7 @@ type Runner struct {
 
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
+	timerFirings                                                atomic.Uint64
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
@@ -288,7 +294,7 @@ func (r *Runner) Stats() Stats {
 		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
 		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
 		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
-		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(), Rewinds: r.rewinds.Load(),
+		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(), Rewinds: r.rewinds.Load(), TimerFirings: r.timerFirings.Load(),
 	}
 }
 

@@ -165,6 +165,7 @@ func (g *workers) stats() Stats {
 		s.StoresWiped += ws.StoresWiped
 		s.Redone += ws.Redone
 		s.Rewinds += ws.Rewinds
+		s.TimerFirings += ws.TimerFirings
 	}
 	return s
 }

@@ -130,6 +130,7 @@ func (d *Driver) commit() error {
 	d.stats.DeadLettered += tally.DeadLettered
 	d.stats.Skipped += tally.Skipped
 	d.stats.Retries += tally.Retries
+	d.stats.TimerFirings += tally.TimerFirings
 	return d.st.commit()
 }
 

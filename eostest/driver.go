@@ -58,6 +58,7 @@ type Stats struct {
 	DeadLettered uint64 // records written to a dead-letter topic
 	Skipped      uint64 // records dropped by a Skip policy (late records too)
 	Retries      uint64 // calls retried under a Retry policy
+	TimerFirings uint64 // timer firings (one whose error a Skip policy dropped included)
 }
 
 // New is Open for tests: it fails tb if the topology cannot run, and

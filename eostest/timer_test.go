@@ -131,6 +131,9 @@ func TestWallClockTimer(t *testing.T) {
 	if got := fmt.Sprint(reports(d, out)); got != "[2@5m0s]" {
 		t.Errorf("after the failure: %s, want the firing due since", got)
 	}
+	if n := d.Stats().TimerFirings; n != 5 {
+		t.Errorf("Stats().TimerFirings = %d, want 5: four before the failure, the failed one not (its batch aborted), the one after it", n)
+	}
 }
 
 // Stream-time timers fire after the record whose timestamp moves its

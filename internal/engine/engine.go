@@ -53,6 +53,9 @@ type Tally struct {
 	DeadLettered uint64
 	Skipped      uint64
 	Retries      uint64
+	// TimerFirings counts timer firings that ran their user code to the
+	// end (a firing the node's policy skipped included).
+	TimerFirings uint64
 }
 
 // Engine runs records through one topology. It is not safe for concurrent

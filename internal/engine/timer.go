@@ -249,6 +249,7 @@ func (e *Engine) fire(tn *timerNode, j int, tick graph.Tick, in *kgo.Record, beg
 	e.timerTask(ctx, in)
 	t := tn.timers[j]
 	err := e.runTimer(t, tick)
+	e.tally.TimerFirings++ // taken with the batch, which counts it only if it commits
 	if err == nil {
 		e.passOutputs(out)
 		e.hold.keep(len(e.g.Nodes))

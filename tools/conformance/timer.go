@@ -96,8 +96,8 @@ func timerSeed(n, keys int, partitions int32) []eventRecord {
 // expectedFirings computes in plain Go what perKeyCountsTopology emits:
 // per partition in order, after each record is counted, stream time moving
 // from one multiple of interval past another emits every key's count.
-// The result is sorted.
-func expectedFirings(recs []eventRecord, interval time.Duration) []string {
+// The outputs are sorted; firings counts the timer firings.
+func expectedFirings(recs []eventRecord, interval time.Duration) (out []string, firings int) {
 	type part struct {
 		started bool
 		stream  int64
@@ -105,7 +105,6 @@ func expectedFirings(recs []eventRecord, interval time.Duration) []string {
 	}
 	parts := map[int32]*part{}
 	iv := interval.Milliseconds()
-	var out []string
 	for _, r := range recs {
 		p := parts[r.partition]
 		if p == nil {
@@ -124,13 +123,14 @@ func expectedFirings(recs []eventRecord, interval time.Duration) []string {
 		fire := p.stream/iv != ts/iv
 		p.stream = ts
 		if fire {
+			firings++
 			for k, c := range p.counts {
 				out = append(out, fmt.Sprintf("%s=%d@%d", k, c, ts))
 			}
 		}
 	}
 	slices.Sort(out)
-	return out
+	return out, firings
 }
 
 // diff lists a few entries in only one of the sorted a and b.
@@ -194,7 +194,7 @@ func (v *vetoes) option() eos.Option {
 func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 	const n, partitions, batch, interval = 1500, 3, 100, 10 * time.Second
 	recs := timerSeed(n, 20, partitions)
-	want := expectedFirings(recs, interval)
+	want, firings := expectedFirings(recs, interval)
 	names := topics(t, env, partitions, "in", "out")
 	in, out := names[0], names[1]
 	cfg := env.Config(env.Name("timed"), "a", config.ExactlyOnce)
@@ -258,10 +258,11 @@ func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 	produceEvents(t, env, in, recs[n/2:])
 	runUntil(n)
 
-	var aborted uint64
+	var aborted, fired uint64
 	for i, x := range runs {
 		s := x.R.Stats()
 		aborted += s.Aborted
+		fired += s.TimerFirings
 		t.Logf("runner %d: %+v", i+1, s)
 		if restoring[i] && s.Restored == 0 {
 			t.Fatalf("runner %d restored nothing, yet its memory store started empty after counts had committed", i+1)
@@ -282,6 +283,9 @@ func StreamTimeTimerExactlyOnce(t *testing.T, env *kafkatest.Env) {
 	}
 	if c := committed(); c != n {
 		t.Fatalf("%d input records committed across %d runners, want %d", c, len(runs), n)
+	}
+	if fired != uint64(firings) {
+		t.Fatalf("Stats.TimerFirings sum to %d across %d runners, want the %d firings that committed: a firing of an aborted batch counts only when it is redone", fired, len(runs), firings)
 	}
 	var got []string
 	for _, r := range Drain(t, env, out, len(want)) {
