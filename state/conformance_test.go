@@ -3,13 +3,13 @@ package state_test
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
+	"github.com/eosflow/eosflow/state/statetest"
 )
 
 // engineCase is one engine under the conformance suite.
@@ -362,43 +362,10 @@ func testAbort(t *testing.T, ec engineCase) {
 	}
 }
 
-// changelog is a random stream of puts and deletes over a few keys.
-func changelog(n int, seed uint64) []state.Write {
-	r := rand.New(rand.NewPCG(seed, 0))
-	out := make([]state.Write, n)
-	for i := range out {
-		k := []byte(fmt.Sprintf("k%03d", r.IntN(50)))
-		if r.IntN(4) == 0 {
-			out[i] = state.Write{Key: k}
-			continue
-		}
-		out[i] = state.Write{Key: k, Value: []byte(fmt.Sprint(i))}
-	}
-	return out
-}
-
-// model applies writes to a map and lists it like entries does.
-func model(writes []state.Write) []string {
-	m := map[string]string{}
-	for _, w := range writes {
-		if w.Value == nil {
-			delete(m, string(w.Key))
-			continue
-		}
-		m[string(w.Key)] = string(w.Value)
-	}
-	var out []string
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
-}
-
 func testRestore(t *testing.T, ec engineCase) {
 	f := newFixture(t, ec)
 	s := f.open()
-	log := changelog(1000, 1)
+	log := statetest.Changelog(1000, 1)
 	const batch = 64
 	for i := 0; i < 600; i += batch {
 		end := min(i+batch, 600)
@@ -407,7 +374,7 @@ func testRestore(t *testing.T, ec engineCase) {
 	if s.Offset() != 599 {
 		t.Fatalf("Offset = %d, want 599", s.Offset())
 	}
-	if got, want := entries(t, s, nil, nil), model(log[:600]); !slices.Equal(got, want) {
+	if got, want := entries(t, s, nil, nil), statetest.Model(log[:600]); !slices.Equal(got, want) {
 		t.Fatalf("after restore Range = %q\nwant %q", got, want)
 	}
 	must(t, s.Close())
@@ -423,7 +390,7 @@ func testRestore(t *testing.T, ec engineCase) {
 		end := min(i+batch, len(log))
 		must(t, s.Restore(log[i:end], int64(end-1)))
 	}
-	if got, want := entries(t, s, nil, nil), model(log); !slices.Equal(got, want) {
+	if got, want := entries(t, s, nil, nil), statetest.Model(log); !slices.Equal(got, want) {
 		t.Fatalf("after second restore Range = %q\nwant %q", got, want)
 	}
 }

@@ -3,7 +3,6 @@ package pgdedup_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"testing"
 	"time"
 
@@ -20,17 +19,6 @@ import (
 // --store postgres` estimates: more than 25% off fails.
 func TestStoreSizesMatchServers(t *testing.T) {
 	const n = 20000
-	check := func(t *testing.T, kind string, idBytes int, measured float64) {
-		want, err := dedupsize.ForStore(kind, n, idBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ratio := measured / want.Bytes
-		t.Logf("%s: %.0f B/entry measured, %.0f estimated (%.2f×)", kind, measured/n, want.BytesPerEntry, ratio)
-		if math.Abs(ratio-1) > 0.25 {
-			t.Errorf("%s: %.0f B/entry measured, the estimate says %.0f: update the overhead in package dedupsize", kind, measured/n, want.BytesPerEntry)
-		}
-	}
 	t.Run("postgres", func(t *testing.T) {
 		url := servertest.PostgresURL(t)
 		table := fmt.Sprintf("eosflow_dedup_size_%d", time.Now().UnixNano())
@@ -56,6 +44,6 @@ func TestStoreSizesMatchServers(t *testing.T) {
 		if err := conn.QueryRow(t.Context(), "SELECT pg_total_relation_size($1)", table).Scan(&size); err != nil {
 			t.Fatal(err)
 		}
-		check(t, "postgres", 36, float64(size))
+		dedupsize.CheckMeasured(t, "postgres", n, 36, float64(size))
 	})
 }

@@ -3,7 +3,6 @@ package redisdedup_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,17 +22,6 @@ import (
 // `eosctl dedup size --store` estimates: more than 25% off fails.
 func TestStoreSizesMatchServers(t *testing.T) {
 	const n = 20000
-	check := func(t *testing.T, kind string, idBytes int, measured float64) {
-		want, err := dedupsize.ForStore(kind, n, idBytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ratio := measured / want.Bytes
-		t.Logf("%s: %.0f B/entry measured, %.0f estimated (%.2f×)", kind, measured/n, want.BytesPerEntry, ratio)
-		if math.Abs(ratio-1) > 0.25 {
-			t.Errorf("%s: %.0f B/entry measured, the estimate says %.0f: update the overhead in package dedupsize", kind, measured/n, want.BytesPerEntry)
-		}
-	}
 	t.Run("redis", func(t *testing.T) {
 		url := servertest.RedisURL(t)
 		opts, err := redis.ParseURL(url)
@@ -64,7 +52,7 @@ func TestStoreSizesMatchServers(t *testing.T) {
 			if kind == "redis" {
 				idBytes += len(prefix)
 			}
-			check(t, kind, idBytes, measured)
+			dedupsize.CheckMeasured(t, kind, n, idBytes, measured)
 			if c, ok := store.(interface{ Close() error }); ok {
 				c.Close()
 			}

@@ -1,9 +1,6 @@
 package pebble
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"slices"
 	"testing"
 
 	"github.com/eosflow/eosflow/state"
@@ -42,38 +39,5 @@ func entries(t *testing.T, s *state.Store, start, end []byte) []string {
 		must(t, err)
 		out = append(out, string(e.Key)+"="+string(e.Value))
 	}
-	return out
-}
-
-// changelog is n writes over 50 keys, a quarter of them deletes.
-func changelog(n int, seed uint64) []state.Write {
-	r := rand.New(rand.NewPCG(seed, 0))
-	out := make([]state.Write, n)
-	for i := range out {
-		k := []byte(fmt.Sprintf("k%03d", r.IntN(50)))
-		if r.IntN(4) == 0 {
-			out[i] = state.Write{Key: k}
-			continue
-		}
-		out[i] = state.Write{Key: k, Value: []byte(fmt.Sprint(i))}
-	}
-	return out
-}
-
-// model applies writes to a map and lists it like entries does.
-func model(writes []state.Write) []string {
-	m := map[string]string{}
-	for _, w := range writes {
-		if w.Value == nil {
-			delete(m, string(w.Key))
-			continue
-		}
-		m[string(w.Key)] = string(w.Value)
-	}
-	var out []string
-	for k, v := range m {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/statetest"
 )
 
 // TestPebbleCrash commits batches, then opens a crash image of the
@@ -27,7 +28,7 @@ func TestPebbleCrash(t *testing.T) {
 			s, err := state.Open(e, "/state", "counts", task)
 			must(t, err)
 			defer s.Close()
-			log := changelog(6000, 7)
+			log := statetest.Changelog(6000, 7)
 			for i := range log {
 				log[i].Value = pad(log[i].Value)
 			}
@@ -53,11 +54,11 @@ func TestPebbleCrash(t *testing.T) {
 			if unsynced == 0 && off >= int64(len(log)-1) {
 				t.Fatalf("nothing was lost (offset %d): the crash did not drop the memtable", off)
 			}
-			if got, want := entries(t, r, nil, nil), model(log[:off+1]); !slices.Equal(got, want) {
+			if got, want := entries(t, r, nil, nil), statetest.Model(log[:off+1]); !slices.Equal(got, want) {
 				t.Fatalf("data does not match offset %d:\n got %d entries\nwant %d entries", off, len(got), len(want))
 			}
 			must(t, r.Restore(log[off+1:], int64(len(log)-1)))
-			if got, want := entries(t, r, nil, nil), model(log); !slices.Equal(got, want) {
+			if got, want := entries(t, r, nil, nil), statetest.Model(log); !slices.Equal(got, want) {
 				t.Fatal("restore from the crash image's offset did not reach the final state")
 			}
 		})

@@ -75,7 +75,7 @@ func Crunch(v []byte, rounds int) ([]byte, error) {
 
 // CPUTopology is the framework side of the cpu benchmark: input →
 // MapValues(Crunch in rounds rounds) → output, bytes in and out.
-func CPUTopology(name, input, output string, rounds int) *topology.Topology {
+func CPUTopology(input, output string, rounds int) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	c := topology.MapValues(in, "crunch", func(_ context.Context, v []byte) ([]byte, error) { return Crunch(v, rounds) })

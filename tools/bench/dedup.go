@@ -36,7 +36,7 @@ const dedupRetention = time.Hour
 // MapValues(Upper) → output. The id is the value's "id=<n>", unique per
 // input record, so that every record checks and marks a new id: against
 // Topology, the difference is what the operator and its store cost.
-func DedupTopology(name, input, output string, store dedup.Store, opts ...topology.DedupOption) *topology.Topology {
+func DedupTopology(input, output string, store dedup.Store, opts ...topology.DedupOption) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	once := topology.Dedup(in, "dedup", dedupID, store, func(context.Context, topology.Record[[]byte]) error { return nil }, opts...)

@@ -40,7 +40,7 @@ func perRecordInputs() []*kgo.Record {
 //	go test -run '^$' -bench PerRecord -count 5 ./tools/bench/
 func BenchmarkPerRecord(b *testing.B) {
 	b.Run("framework", func(b *testing.B) {
-		e, err := eng.New(Topology("bench", "in", "out"))
+		e, err := eng.New(Topology("in", "out"))
 		if err != nil {
 			b.Fatal(err)
 		}

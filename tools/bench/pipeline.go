@@ -34,7 +34,7 @@ func Upper(v []byte) []byte {
 
 // Topology is the framework side of the benchmark: input → MapValues(Upper)
 // → output, bytes in and out.
-func Topology(name, input, output string) *topology.Topology {
+func Topology(input, output string) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	up := topology.MapValues(in, "upper", func(_ context.Context, v []byte) ([]byte, error) { return Upper(v), nil })
@@ -45,7 +45,7 @@ func Topology(name, input, output string) *topology.Topology {
 // NewRunner builds the framework pipeline for cfg (whose Guarantee,
 // CommitInterval and MaxBatchRecords the caller has set).
 func NewRunner(cfg config.Config, input, output string, opts ...eos.Option) (*eos.Runner, error) {
-	return eos.New(cfg, Topology(cfg.AppID, input, output), opts...)
+	return eos.New(cfg, Topology(input, output), opts...)
 }
 
 // RawOptions are the client options of the hand-written loop: those
@@ -184,7 +184,7 @@ const CountStore = "counts"
 // CountTopology is the framework side of the stateful benchmark: input →
 // GroupByKey → Count in the store CountStore of engine e → ToTable(output),
 // every input record emitting its key with the key's new count (codec.Int64).
-func CountTopology(name, input, output string, e state.Engine) *topology.Topology {
+func CountTopology(input, output string, e state.Engine) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	counts := topology.Count(topology.GroupByKey(in, "by-key"), CountStore, e)
@@ -227,7 +227,7 @@ func decodeWindowedCount(b []byte) (start, count int64, err error) {
 // ToTable(output), each key with a window's count (WindowedCount): every
 // update, or with w.FinalOnly() once per window when it closes. Event
 // time is the input record's timestamp.
-func WindowedTopology(name, input, output string, e state.Engine, w topology.Windows, size time.Duration) *topology.Topology {
+func WindowedTopology(input, output string, e state.Engine, w topology.Windows, size time.Duration) *topology.Topology {
 	top := topology.New()
 	in := topology.Source(top, input, codec.Bytes(), topology.Named("in"))
 	counts := topology.CountWindows(topology.GroupByKey(in, "by-key"), CountStore, w, e)

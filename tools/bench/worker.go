@@ -185,7 +185,7 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 			return fmt.Errorf("bench worker: pipeline %s keeps no state; use pipeline %s or %s with a state engine, or %s with restore", PipelineUpper, PipelineCount, PipelineWindowed, PipelineCount)
 		}
 		if spec.Dedup == "" {
-			top = Topology(cfg.AppID, spec.Input, spec.Output)
+			top = Topology(spec.Input, spec.Output)
 			break
 		}
 		store, err := openDedupStore(ctx, spec)
@@ -193,18 +193,18 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 			return err
 		}
 		defer store.close()
-		top = DedupTopology(cfg.AppID, spec.Input, spec.Output, store.Store, store.opts...)
+		top = DedupTopology(spec.Input, spec.Output, store.Store, store.opts...)
 	case PipelineCPU:
 		if spec.State != "" || spec.RestoreRecords > 0 || spec.Dedup != "" {
 			return fmt.Errorf("bench worker: pipeline %s keeps no state and no dedup store; drop them", PipelineCPU)
 		}
-		top = CPUTopology(cfg.AppID, spec.Input, spec.Output, spec.rounds())
+		top = CPUTopology(spec.Input, spec.Output, spec.rounds())
 	case PipelineCount:
 		e, err := engine(spec.State)
 		if err != nil {
 			return err
 		}
-		top = CountTopology(cfg.AppID, spec.Input, spec.Output, e)
+		top = CountTopology(spec.Input, spec.Output, e)
 	case PipelineWindowed:
 		e, err := engine(spec.State)
 		if err != nil {
@@ -217,7 +217,7 @@ func Work(ctx context.Context, spec WorkerSpec, ready io.Writer) error {
 		if spec.Final {
 			w = w.FinalOnly()
 		}
-		top = WindowedTopology(cfg.AppID, spec.Input, spec.Output, e, w, spec.Window)
+		top = WindowedTopology(spec.Input, spec.Output, e, w, spec.Window)
 	default:
 		return fmt.Errorf("bench worker: unknown pipeline %q; use %s", spec.Pipeline, strings.Join(Pipelines(), " or "))
 	}
