@@ -241,7 +241,7 @@ func (r *Runner) afterBatch(ctx context.Context) error {
 		if err := r.restoreTimerTasks(ctx); err != nil {
 			return err
 		}
-		r.timers().next = time.Now() // look for due timers at the next idle poll
+		r.timers.next = time.Now() // look for due timers at the next idle poll
 	}
 	return nil
 }
@@ -475,7 +475,7 @@ func (b *batch) one(rec *kgo.Record) {
 		return
 	}
 	b.in++
-	if r.attribute {
+	if r.rejects.attribute {
 		// Only emit reads it; a pointer stored per record costs a GC
 		// write barrier while the collector marks.
 		b.cur = rec
@@ -545,7 +545,7 @@ func (b *batch) run(uctx context.Context, rec *kgo.Record) (engine.Outcome, erro
 		outcome engine.Outcome
 		err     error
 	)
-	if rej, ok := r.rejectionOf(rec); ok {
+	if rej, ok := r.rejects.of(rec); ok {
 		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
 	} else {
 		outcome, err = r.proc.Process(uctx, rec, b.emit)
@@ -562,7 +562,7 @@ func (b *batch) run(uctx context.Context, rec *kgo.Record) (engine.Outcome, erro
 // emit hands one output of the current record to the producer.
 func (b *batch) emit(rec *kgo.Record) {
 	b.out++
-	if b.r.attribute {
+	if b.r.rejects.attribute {
 		parent := context.Background()
 		if b.recCtx != nil {
 			parent = b.recCtx
@@ -635,10 +635,10 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
 		endErr = r.members.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
 	}
-	r.noteRejection(b.s)
-	if r.deadLetterRefused != nil {
+	r.rejects.note(b.s)
+	if r.rejects.refused != nil {
 		r.noteAbort(abortProduce)
-		return false, r.deadLetterRefused
+		return false, r.rejects.refused
 	}
 	if settled, done, err := b.settleFailure(committed, offsets, endErr, gen, log); settled {
 		return done, err
@@ -708,7 +708,7 @@ func (b *batch) noteEnd(commit, committed bool, endErr error) int32 {
 		if committed {
 			records = b.in
 		}
-		r.observeBatch(b, commit, time.Now(), records)
+		r.metrics.observeBatch(b, commit, time.Now(), records)
 	}
 	if r.state != nil {
 		if committed && endErr == nil {
@@ -814,10 +814,7 @@ func (r *Runner) advance(s session, offsets map[string]map[int32]kgo.EpochOffset
 		r.floor.raise(offsets)
 	}
 	r.purge.note(offsets)
-	if r.attribute && !r.rejectionSeen {
-		r.attribute = false
-	}
-	r.rejectionSeen = false
+	r.rejects.committed()
 }
 
 // countCommitted records a committed batch.

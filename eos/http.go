@@ -44,7 +44,7 @@ func (r *Runner) Handler() http.Handler {
 			_, _ = fmt.Fprintln(w, r.workers.ready())
 			return
 		}
-		if why := r.notReady(); why != "" {
+		if why := r.health.notReady(r.cfg); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -143,9 +144,10 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 // unregister takes the Runner's metrics off its registry, for a Runner
-// built but never run (a worker whose sibling could not be built).
-func (r *Runner) unregister() {
-	if m := r.metrics; m != nil {
+// built but never run (a worker whose sibling could not be built); m may
+// be nil.
+func (m *metrics) unregister() {
+	if m != nil {
 		for _, c := range m.collectors {
 			m.wrapped.Unregister(c)
 		}
@@ -214,8 +216,7 @@ func (r *Runner) noteAbort(reason abortReason) {
 
 // observeBatch records a batch's timings once it has ended; records > 0
 // only for a committed batch.
-func (r *Runner) observeBatch(b *batch, commit bool, ended time.Time, records int) {
-	m := r.metrics
+func (m *metrics) observeBatch(b *batch, commit bool, ended time.Time, records int) {
 	if m == nil {
 		return
 	}
@@ -327,11 +328,10 @@ func (h *health) assignment() map[string][]int32 {
 // notReady returns why the Runner is not ready for traffic, or "" when it
 // is: running, joined to its group (with partitions or idle), not
 // restoring, not fenced, not stopping.
-func (r *Runner) notReady() string {
-	h := &r.health
+func (h *health) notReady(cfg config.Config) string {
 	switch {
 	case h.fenced.Load():
-		return "fenced: another process with instance_id " + strconv.Quote(r.cfg.InstanceID) + " took over this instance's transactional id"
+		return "fenced: another process with instance_id " + strconv.Quote(cfg.InstanceID) + " took over this instance's transactional id"
 	case !h.running.Load():
 		return "not running"
 	case h.stopping.Load():
@@ -343,7 +343,7 @@ func (r *Runner) notReady() string {
 		return "connecting to the brokers"
 	}
 	if !h.joined.Load() {
-		return "joining consumer group " + strconv.Quote(r.cfg.AppID)
+		return "joining consumer group " + strconv.Quote(cfg.AppID)
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -51,14 +52,56 @@ func header(r *kgo.Record, key string) string {
 	return ""
 }
 
-// rejectionOf returns the rejection noted for input record rec; with none
-// noted (the usual case) it costs nothing per record.
-func (r *Runner) rejectionOf(rec *kgo.Record) (rejection, bool) {
-	if len(r.rejected) == 0 {
+// rejections tracks the outputs the broker refused for the records
+// themselves (too large, invalid), so that the redo of their batch sends
+// each one's input record through its sink's error policy instead of
+// failing the batch again. It belongs to the batch loop.
+type rejections struct {
+	log *zap.Logger
+	// internal names the topics whose records no policy may drop: the
+	// changelogs and the offsets mirror; a refusal there stops Run.
+	internal map[string]string
+	// producerBuf is the producer buffer a worker has, which a record
+	// larger than it exceeds whatever the topic accepts.
+	producerBuf int64
+	outputs     *outputTopics
+	byInput     map[string]rejection // input records whose outputs the broker refused
+	attribute   bool                 // tag outputs with their input record (after a rejected output)
+	seen        bool                 // an output was rejected since the last commit
+	refused     error                // a dead letter or internal record the broker refused: Run stops
+}
+
+// newRejections is the rejections of r's outputs.
+func newRejections(r *Runner) rejections {
+	internal := map[string]string{}
+	if r.cfg.Guarantee == config.ExactlyOnce {
+		internal[topology.OffsetsTopic(r.cfg.AppID)] = "mirror"
+	}
+	if r.state != nil {
+		for _, s := range r.state.specs {
+			internal[topology.ChangelogTopic(r.cfg.AppID, s.Name)] = "changelog"
+		}
+	}
+	return rejections{log: r.log, internal: internal, producerBuf: int64(r.cfg.Memory().ProducerBufferedBytes), outputs: r.outputs}
+}
+
+// of returns the rejection noted for input record rec; with none noted
+// (the usual case) it costs nothing per record.
+func (rj *rejections) of(rec *kgo.Record) (rejection, bool) {
+	if len(rj.byInput) == 0 {
 		return rejection{}, false
 	}
-	rej, ok := r.rejected[recordKey(rec)]
+	rej, ok := rj.byInput[recordKey(rec)]
 	return rej, ok
+}
+
+// committed ends the tagging of outputs once a batch commits without a
+// refusal: the records it was finding have gone through their policies.
+func (rj *rejections) committed() {
+	if rj.attribute && !rj.seen {
+		rj.attribute = false
+	}
+	rj.seen = false
 }
 
 func recordKey(r *kgo.Record) string {
@@ -73,31 +116,31 @@ func isRecordRejected(err error) bool {
 		errors.Is(err, kerr.InvalidTimestamp)
 }
 
-// noteRejection looks at an output the broker refused in the last batch.
+// note looks at an output the broker refused in the last batch.
 // If it carries its input record, the next run of that record goes
 // through its sink's error policy (DeadLetter, Skip, or Fail naming the
 // record); if not, the redo tags every output so the next refusal does.
-func (r *Runner) noteRejection(s session) {
+func (rj *rejections) note(s session) {
 	rec, err := s.rejected()
 	if rec == nil {
 		return
 	}
-	r.rejectionSeen = true
+	rj.seen = true
 	if isDeadLetter(rec) {
 		// A dead letter is the input record itself; refused, it has no
 		// policy left to go through.
-		r.deadLetterRefused = fmt.Errorf("eos: the dead letter of %s/%s@%s to %s was refused by the broker: %w; raise the dead-letter topic's max.message.bytes to at least the input topic's",
+		rj.refused = fmt.Errorf("eos: the dead letter of %s/%s@%s to %s was refused by the broker: %w; raise the dead-letter topic's max.message.bytes to at least the input topic's",
 			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
 		return
 	}
-	if r.mirror != nil && rec.Topic == r.mirror.topic {
-		r.deadLetterRefused = fmt.Errorf("eos: a record of the offsets mirror %s was refused by the broker: %w; check the topic with `eosctl topic describe %s`",
+	if rj.internal[rec.Topic] == "mirror" {
+		rj.refused = fmt.Errorf("eos: a record of the offsets mirror %s was refused by the broker: %w; check the topic with `eosctl topic describe %s`",
 			rec.Topic, err, rec.Topic)
 		return
 	}
-	if r.isChangelog(rec.Topic) {
+	if rj.internal[rec.Topic] == "changelog" {
 		// State, not an output: no policy can drop it.
-		r.deadLetterRefused = fmt.Errorf("eos: a changelog record of %s (key %q, %d bytes) was refused by the broker: %w; raise the changelog's max.message.bytes, or keep smaller values in the store",
+		rj.refused = fmt.Errorf("eos: a changelog record of %s (key %q, %d bytes) was refused by the broker: %w; raise the changelog's max.message.bytes, or keep smaller values in the store",
 			rec.Topic, rec.Key, len(rec.Key)+len(rec.Value), err)
 		return
 	}
@@ -106,35 +149,22 @@ func (r *Runner) noteRejection(s session) {
 		src, _ = rec.Context.Value(outputSourceKey{}).(*outputSource)
 	}
 	if src == nil || src.in == nil {
-		r.attribute = true
-		r.log.Warn("the broker refused an output; redoing the batch to find its input record",
+		rj.attribute = true
+		rj.log.Warn("the broker refused an output; redoing the batch to find its input record",
 			zap.String("output_topic", rec.Topic), zap.Int("value_bytes", len(rec.Value)), zap.Error(err))
 		return
 	}
-	if r.rejected == nil {
-		r.rejected = make(map[string]rejection)
+	if rj.byInput == nil {
+		rj.byInput = make(map[string]rejection)
 	}
 	detail := fmt.Errorf("output to %s (%d bytes) refused by the broker: %w", rec.Topic, len(rec.Key)+len(rec.Value), err)
-	if buf := r.cfg.Memory().ProducerBufferedBytes; errors.Is(err, kerr.MessageTooLarge) && recordBytes(rec) > int64(buf) {
+	if buf := rj.producerBuf; errors.Is(err, kerr.MessageTooLarge) && recordBytes(rec) > buf {
 		detail = fmt.Errorf("output to %s (%d bytes) refused by the producer: %w; it is larger than the producer buffer max_memory gives a worker (%d bytes, an eighth of its share): raise max_memory or make the record smaller",
 			rec.Topic, recordBytes(rec), err, buf)
-	} else if l, ok := r.outputs.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
+	} else if l, ok := rj.outputs.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
 		detail = fmt.Errorf("%w; the topic's max.message.bytes is %d: raise it or make the record smaller", detail, l.maxBytes)
 	}
-	r.rejected[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
-	r.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
+	rj.byInput[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
+	rj.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
 		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
-}
-
-// isChangelog reports whether topic is one of the topology's changelogs.
-func (r *Runner) isChangelog(topic string) bool {
-	if r.state == nil {
-		return false
-	}
-	for _, s := range r.state.specs {
-		if topology.ChangelogTopic(r.cfg.AppID, s.Name) == topic {
-			return true
-		}
-	}
-	return false
 }

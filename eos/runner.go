@@ -121,34 +121,31 @@ type Runner struct {
 	contexts                                                    recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
-	admin             *kgo.Client          // preflight's client, kept for admin requests
-	pollMax           int                  // records per poll, sized by adaptPollSize
-	pending           *pendingBatch        // a batch whose commit outcome is unknown
-	failingSince      time.Time            // first failure since the pipeline was last healthy; zero when healthy
-	slowSeen          *string              // record that last carried a batch past transaction_timeout
-	attribute         bool                 // tag outputs with their input record (after a rejected output)
-	rejectionSeen     bool                 // an output was rejected since the last commit
-	rejected          map[string]rejection // input records whose outputs the broker refused
-	members           *membership          // this instance's place in the group
-	floor             offsetFloor          // offsets its own commits reached; see offsetFloor
-	resume            *resumeCheck         // where an assigned partition resumes
-	mirror            *offsetsMirror       // exactly-once: where commits mirror their input offsets; nil otherwise
-	hanging           *hangingRepair       // finds and settles hanging transactions; nil for a parent of workers
-	stall             *stallCheck          // tells a stalled pipeline from an idle one; nil for a parent of workers
-	deadLetterRefused error                // a dead letter the broker refused: Run stops
-	outputs           *outputTopics        // what the brokers accept on the output topics
-	state             *taskStores          // the topology's state stores; nil without
-	changelogs        *changelogReader     // restores state and checks the changelog topics
-	restorePending    map[state.Task]bool  // tasks whose records wait for a restore
-	inputs            []string             // the topics consumed: the sources' and the repartition topics
-	authz             *authz               // names the grants a refusal lacks
-	repartitioned     map[string]bool      // the repartition topics
-	purge             *purger              // deletes what the group consumed of them
-	timerInfo         runnerTimers         // the topology's timers; see timer.go
-	idleWake          pollWake             // ends an idle poll when tasks are assigned; see timer.go
-	tracing           *tracing             // Tracing, if given
-	abortNoted        bool                 // the current batch's abort was counted, under abortReason
-	revokesAtEnd      int64                // contexts.callbacks when the last End began (rewindRest)
+	admin          *kgo.Client         // preflight's client, kept for admin requests
+	pollMax        int                 // records per poll, sized by adaptPollSize
+	pending        *pendingBatch       // a batch whose commit outcome is unknown
+	failingSince   time.Time           // first failure since the pipeline was last healthy; zero when healthy
+	slowSeen       *string             // record that last carried a batch past transaction_timeout
+	members        *membership         // this instance's place in the group
+	floor          offsetFloor         // offsets its own commits reached; see offsetFloor
+	resume         *resumeCheck        // where an assigned partition resumes
+	mirror         *offsetsMirror      // exactly-once: where commits mirror their input offsets; nil otherwise
+	hanging        *hangingRepair      // finds and settles hanging transactions; nil for a parent of workers
+	stall          *stallCheck         // tells a stalled pipeline from an idle one; nil for a parent of workers
+	rejects        rejections          // outputs the broker refused, and what to do about them
+	outputs        *outputTopics       // what the brokers accept on the output topics
+	state          *taskStores         // the topology's state stores; nil without
+	changelogs     *changelogReader    // restores state and checks the changelog topics
+	restorePending map[state.Task]bool // tasks whose records wait for a restore
+	inputs         []string            // the topics consumed: the sources' and the repartition topics
+	authz          *authz              // names the grants a refusal lacks
+	repartitioned  map[string]bool     // the repartition topics
+	purge          *purger             // deletes what the group consumed of them
+	timers         runnerTimers        // the topology's timers, found at start; see timer.go
+	idleWake       pollWake            // ends an idle poll when tasks are assigned; see timer.go
+	tracing        *tracing            // Tracing, if given
+	abortNoted     bool                // the current batch's abort was counted, under abortReason
+	revokesAtEnd   int64               // contexts.callbacks when the last End began (rewindRest)
 	// flaggedAtEnd is contexts.revokes when the last End began: a batch
 	// begun since is doomed by any revoke counted after it (see onRevoked).
 	flaggedAtEnd int64
@@ -267,6 +264,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
 	r.changelogs = newChangelogReader(r)
+	r.rejects = newRejections(r)
 	r.resume = newResumeCheck(r)
 	r.hanging = newHangingRepair(r)
 	r.stall = newStallCheck(r)
@@ -353,6 +351,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.proc.Start(ctx); err != nil {
 		return err
 	}
+	r.timers = findTimers(r.proc, r.state != nil)
 	defer func() {
 		if cerr := r.proc.Close(); cerr != nil {
 			r.log.Warn("closing processors", zap.Error(cerr))

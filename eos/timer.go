@@ -18,21 +18,18 @@ import (
 // runnerTimers is what the runtime knows of the topology's timers
 // (processor.Schedule), found once the processors' Init ran.
 type runnerTimers struct {
-	found  bool
 	stream bool     // some node has stream-time timers
 	wall   []string // topics whose tasks have wall-clock timers
 	next   time.Time
 }
 
-// timers returns what the topology's timers need of the runtime.
-func (r *Runner) timers() *runnerTimers {
-	t := &r.timerInfo
-	if !t.found && r.state != nil {
-		t.found = true
-		t.stream = r.proc.HasStreamTimers()
-		t.wall = r.proc.WallClockSources()
+// findTimers reads the timers the processors of proc scheduled in Init;
+// a topology without state stores has none.
+func findTimers(proc *engine.Engine, stores bool) runnerTimers {
+	if !stores {
+		return runnerTimers{}
 	}
-	return t
+	return runnerTimers{stream: proc.HasStreamTimers(), wall: proc.WallClockSources()}
 }
 
 // streamTime advances the stream time of rec's task after rec settled
@@ -40,7 +37,7 @@ func (r *Runner) timers() *runnerTimers {
 // it passed, in the batch: their effects commit with rec's offset, or are
 // redone with it.
 func (b *batch) streamTime(rec *kgo.Record) {
-	if !b.r.timers().stream {
+	if !b.r.timers.stream {
 		return
 	}
 	outcome, err := b.r.proc.StreamTime(rec, b.beginUpdate, b.emit, b.endUpdate)
@@ -55,14 +52,14 @@ func (b *batch) streamTime(rec *kgo.Record) {
 // in the next one, for the tasks still owned.
 func (b *batch) wallClock() bool {
 	r := b.r
-	if len(r.timers().wall) == 0 || b.failed != nil {
+	if len(r.timers.wall) == 0 || b.failed != nil {
 		return true
 	}
 	if b.revokedSince() {
 		return true
 	}
 	now := time.Now()
-	ready, _ := r.timerTasks(b.s)
+	ready, _ := r.state.timerTasks(r.timers.wall, b.s)
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
 		if err != nil {
@@ -86,8 +83,8 @@ func (b *batch) wallClock() bool {
 // Under exactly-once, those are the tasks whose partition the client holds
 // a committed offset for, with those offsets (heldTasks); the other
 // sessions fire for every task the runtime owns.
-func (r *Runner) timerTasks(s session) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
-	ready, _ := r.state.ownedOf(r.timers().wall)
+func (ts *taskStores) timerTasks(wall []string, s session) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
+	ready, _ := ts.ownedOf(wall)
 	if _, ok := s.(*txnSession); !ok {
 		return ready, nil
 	}
@@ -142,10 +139,10 @@ func (b *batch) timerOutcome(outcome engine.Outcome, err error) bool {
 // timers that are not ready: without records they would never be
 // restored, and their timers never fire. Called between batches.
 func (r *Runner) restoreTimerTasks(ctx context.Context) error {
-	if len(r.timers().wall) == 0 {
+	if len(r.timers.wall) == 0 {
 		return nil
 	}
-	_, unready := r.state.ownedOf(r.timers().wall)
+	_, unready := r.state.ownedOf(r.timers.wall)
 	if len(unready) == 0 {
 		return nil
 	}
@@ -162,7 +159,7 @@ func (r *Runner) restoreTimerTasks(ctx context.Context) error {
 // lost its tasks without noticing. It therefore commits again the committed
 // offsets of the tasks it fires for (see timerTasks).
 func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ran, committed bool, err error) {
-	t := r.timers()
+	t := &r.timers
 	if len(t.wall) == 0 || ctx.Err() != nil {
 		return false, false, nil
 	}
@@ -171,7 +168,7 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 	}
 	now := time.Now()
 	t.next = now.Add(r.idleCheck())
-	ready, held := r.timerTasks(s)
+	ready, held := r.state.timerTasks(r.timers.wall, s)
 	var due []state.Task
 	for _, task := range ready {
 		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
@@ -226,7 +223,7 @@ func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) 
 // timer is due, at most idleCheck.
 func (r *Runner) pollWait() time.Duration {
 	d := r.idleCheck()
-	if t := r.timers(); len(t.wall) > 0 {
+	if t := &r.timers; len(t.wall) > 0 {
 		d = min(d, max(time.Millisecond, time.Until(t.next)))
 	}
 	return d

@@ -80,7 +80,7 @@ func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (
 		w, err := New(wc, t, wopts...)
 		if err != nil {
 			for _, done := range g.runners {
-				done.unregister()
+				done.metrics.unregister()
 			}
 			return nil, fmt.Errorf("eos: worker %d (instance_id %q): %w", i, wc.InstanceID, err)
 		}
@@ -174,7 +174,7 @@ func (g *workers) stats() Stats {
 // "" when every worker is ready.
 func (g *workers) notReady() string {
 	for i, w := range g.runners {
-		if why := w.notReady(); why != "" {
+		if why := w.health.notReady(w.cfg); why != "" {
 			return "worker " + strconv.Itoa(i) + " (" + w.cfg.InstanceID + "): " + why
 		}
 	}
