@@ -213,7 +213,7 @@ func (r *Runner) idlePoll(ctx context.Context, s session, lastBatch time.Time, l
 		}
 	}
 	s.idle()
-	if waited := time.Since(lastBatch); waited > r.stallBound() {
+	if waited := time.Since(lastBatch); waited > r.waits.stall {
 		if err := r.stall.checkStall(ctx, waited); err != nil {
 			return false, false, err
 		}
@@ -274,7 +274,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	r.proc.Take() // outcomes of records no batch committed
 	r.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
-	b.hardTimer = time.AfterFunc(r.hardCutAfter(), func() { b.hard.Store(true) })
+	b.hardTimer = time.AfterFunc(r.waits.hardCut, func() { b.hard.Store(true) })
 	r.abortNoted = false
 	if r.tracing != nil {
 		b.traceBegin()
@@ -354,7 +354,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 func (b *batch) rewindRest() {
 	r := b.r
 	if r.cfg.Guarantee != config.ExactlyOnce {
-		r.rewinds.Add(1)
+		r.counts.rewinds.Add(1)
 		b.s.rewind(b.rest)
 		return
 	}
@@ -367,7 +367,7 @@ func (b *batch) rewindRest() {
 		b.doomed, b.revoked = true, true
 		return
 	}
-	r.rewinds.Add(1)
+	r.counts.rewinds.Add(1)
 	b.s.rewind(b.rest)
 	b.rewindRaced = moved()
 }
@@ -819,21 +819,10 @@ func (r *Runner) advance(s session, offsets map[string]map[int32]kgo.EpochOffset
 
 // countCommitted records a committed batch.
 func (r *Runner) countCommitted(b *batch, gen int32, log *zap.Logger) {
-	r.count(b.in, b.out, b.tally)
+	r.counts.batch(b.in, b.out, b.tally)
 	r.healthy()
 	log.Debug("batch committed", zap.Int("records", b.in), zap.Int("outputs", b.out),
 		zap.Duration("latency", time.Since(b.start)), zap.Int32("generation", gen))
-}
-
-// count adds a committed batch to Stats.
-func (r *Runner) count(in, out int, t engine.Tally) {
-	r.committed.Add(1)
-	r.recordsIn.Add(uint64(in))
-	r.recordsOut.Add(uint64(out))
-	r.deadLettered.Add(t.DeadLettered)
-	r.skipped.Add(t.Skipped)
-	r.retries.Add(t.Retries)
-	r.timerFirings.Add(t.TimerFirings)
 }
 
 // noteRedone counts the input records of a batch that did not commit its
@@ -843,7 +832,7 @@ func (r *Runner) noteRedone(b *batch) {
 	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.AtMostOnce || b.out == 0 {
 		return
 	}
-	r.redone.Add(uint64(b.in))
+	r.counts.redone.Add(uint64(b.in))
 }
 
 // slowRecord handles a batch that one record carried past the transaction
@@ -868,15 +857,6 @@ func (r *Runner) slowRecord(b *batch, log *zap.Logger) error {
 // records it polled before its interval ended; past that, it leaves the
 // rest for the next batch.
 const hardCut = 2
-
-// hardCutAfter is when a batch stops taking records it already polled:
-// hardCut commit intervals, but no later than halfway from the interval
-// to transaction_timeout, so that a batch never outlives its transaction
-// for processing what it polled.
-func (r *Runner) hardCutAfter() time.Duration {
-	ci, tt := r.cfg.CommitInterval, r.cfg.TransactionTimeout
-	return max(min(hardCut*ci, ci+(tt-ci)/2), ci)
-}
 
 // pollSize is how many records the next poll may return: the record cap
 // until a batch has timed its records, then what adaptPollSize set.
@@ -911,21 +891,6 @@ func (r *Runner) adaptPollSize(b *batch) {
 	// Grow at most twice per batch: one cheap batch among slow ones must
 	// not bring back polls that outlast the interval.
 	r.pollMax = max(min(size, 2*r.pollSize()), 1)
-}
-
-// idleCheck is how long one poll waits before the loop looks at how long
-// it has been idle.
-func (r *Runner) idleCheck() time.Duration {
-	return min(5*time.Second, r.stallBound())
-}
-
-// stallBound is how long the runtime waits for a batch to start while
-// input is waiting before it calls the pipeline stalled: long enough for a
-// hanging transaction to time out and be cleaned up (transaction_timeout
-// plus the broker's 10 s abort sweep), for a dead member to leave
-// (session_timeout) and for a rebalance to finish (rebalance_timeout).
-func (r *Runner) stallBound() time.Duration {
-	return max(r.cfg.TransactionTimeout+10*time.Second, r.cfg.SessionTimeout, r.cfg.RebalanceTimeout) + 10*time.Second
 }
 
 // producerID loads the producer id, bounded so that an unreachable

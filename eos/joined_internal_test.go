@@ -336,7 +336,7 @@ func TestJoinCheckCostsHealthyBatchesNothing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v", err)
 	}
-	if n := r.committed.Load(); n < 4 {
+	if n := r.counts.committed.Load(); n < 4 {
 		t.Fatalf("%d batches committed, want 4 or more: the test proves nothing", n)
 	}
 	if n := described.Load(); n != 1 {

@@ -105,17 +105,17 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	h := &r.health
 	cs := []prometheus.Collector{aborted, m.batchSeconds, m.commitSeconds, m.batchRecords,
-		stat("eosflow_batches_committed_total", "Batches committed.", &r.committed),
-		stat("eosflow_records_in_total", "Input records whose batch committed (dead-lettered and skipped ones included).", &r.recordsIn),
-		stat("eosflow_records_out_total", "Output records committed (dead letters and repartition records included).", &r.recordsOut),
-		stat("eosflow_records_dead_lettered_total", "Committed input records that went to a dead-letter topic.", &r.deadLettered),
-		stat("eosflow_records_skipped_total", "Committed input records dropped by the Skip policy.", &r.skipped),
-		stat("eosflow_retries_total", "Retried calls of user code in batches that committed.", &r.retries),
-		stat("eosflow_timer_firings_total", "Timer firings in batches that committed (a firing whose error the node's policy skipped included).", &r.timerFirings),
-		stat("eosflow_records_redone_total", "Input records run again after their batch did not commit its offsets although outputs may have been written (idempotent and at-least-once only).", &r.redone),
-		stat("eosflow_client_rebuilds_total", "Kafka clients closed and made anew after an error.", &r.rebuilds),
-		stat("eosflow_batch_rewinds_total", "Batches that ended with polled records left unprocessed, fetched again by the next batch.", &r.rewinds),
-		stat("eosflow_restore_records_total", "Changelog records applied to state stores while restoring them.", &r.restored),
+		stat("eosflow_batches_committed_total", "Batches committed.", &r.counts.committed),
+		stat("eosflow_records_in_total", "Input records whose batch committed (dead-lettered and skipped ones included).", &r.counts.recordsIn),
+		stat("eosflow_records_out_total", "Output records committed (dead letters and repartition records included).", &r.counts.recordsOut),
+		stat("eosflow_records_dead_lettered_total", "Committed input records that went to a dead-letter topic.", &r.counts.deadLettered),
+		stat("eosflow_records_skipped_total", "Committed input records dropped by the Skip policy.", &r.counts.skipped),
+		stat("eosflow_retries_total", "Retried calls of user code in batches that committed.", &r.counts.retries),
+		stat("eosflow_timer_firings_total", "Timer firings in batches that committed (a firing whose error the node's policy skipped included).", &r.counts.timerFirings),
+		stat("eosflow_records_redone_total", "Input records run again after their batch did not commit its offsets although outputs may have been written (idempotent and at-least-once only).", &r.counts.redone),
+		stat("eosflow_client_rebuilds_total", "Kafka clients closed and made anew after an error.", &r.counts.rebuilds),
+		stat("eosflow_batch_rewinds_total", "Batches that ended with polled records left unprocessed, fetched again by the next batch.", &r.counts.rewinds),
+		stat("eosflow_restore_records_total", "Changelog records applied to state stores while restoring them.", &r.counts.restored),
 		gauge("eosflow_restore_remaining_offsets", "Changelog offsets left to read by the running restore (0 when none runs).", func() float64 { return float64(h.restoreLeft.Load()) }),
 		gauge("eosflow_restoring", "1 while state stores are being restored from their changelogs.", bit(&h.restoring)),
 		gauge("eosflow_running", "1 while Run is running.", bit(&h.running)),
@@ -207,7 +207,7 @@ func (b *batch) abortReason(endErr error) abortReason {
 
 // noteAbort counts a batch that did not commit, under its reason.
 func (r *Runner) noteAbort(reason abortReason) {
-	r.aborted.Add(1)
+	r.counts.aborted.Add(1)
 	r.abortNoted, r.abortReason = true, reason
 	if m := r.metrics; m != nil {
 		m.aborts[reason].Inc()

@@ -56,7 +56,7 @@ func (r *Runner) settlePending(ctx context.Context) error {
 func (r *Runner) countSettled(p *pendingBatch) {
 	r.healthy()
 	r.floor.raise(p.offsets)
-	r.count(p.in, p.out, p.tally)
+	r.counts.batch(p.in, p.out, p.tally)
 	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
 }
 

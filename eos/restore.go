@@ -44,7 +44,7 @@ type changelogReader struct {
 func newChangelogReader(r *Runner) *changelogReader {
 	return &changelogReader{cfg: r.cfg, log: r.log, extra: r.extra, clientLevel: r.clientLogLevel,
 		admin: func() *kgo.Client { return r.admin }, authz: r.authz, stores: r.state, health: &r.health,
-		stallBound: r.stallBound(), restored: &r.restored, wipes: &r.wipes, deleteRetention: map[string]time.Duration{}}
+		stallBound: r.waits.stall, restored: &r.counts.restored, wipes: &r.counts.wipes, deleteRetention: map[string]time.Duration{}}
 }
 
 // restore opens and catches up the stores of tasks, reading their

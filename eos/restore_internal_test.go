@@ -161,7 +161,7 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 	if err := r.changelogs.restore(ctx, []state.Task{task}); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.wipes.Load(); got != 1 {
+	if got := r.counts.wipes.Load(); got != 1 {
 		t.Fatalf("%d stores wiped, want the one holding aborted batch b", got)
 	}
 	var got []string

@@ -27,64 +27,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Stats counts what a Runner did. Every count of records is taken when
-// their batch commits (without transactions: once its outputs are
-// acknowledged and its offsets committed), so a batch that aborts and is
-// redone counts once, and the counts agree with what a read_committed
-// consumer of the outputs sees.
-type Stats struct {
-	// RecordsIn counts input records whose batch committed, whatever
-	// became of them (processed, dead-lettered or skipped). Records read
-	// back from the app's repartition topics (GroupBy, Through) count
-	// too, so a re-keyed record counts twice.
-	RecordsIn uint64
-	// RecordsOut counts output records that committed, dead letters
-	// and records written to repartition topics included.
-	RecordsOut uint64
-	// Committed counts batches committed.
-	Committed uint64
-	// Aborted counts batches that did not commit (errors, rebalances,
-	// produce failures, shutdown vetoes); their records are redone.
-	Aborted uint64
-	// Rebuilds counts clients closed and made anew after an error.
-	Rebuilds uint64
-	// DeadLettered counts committed input records that went to a
-	// dead-letter topic.
-	DeadLettered uint64
-	// Skipped counts committed input records dropped by the Skip policy.
-	Skipped uint64
-	// Retries counts retried calls of user code (the waits of Retry
-	// policies) in batches that committed.
-	Retries uint64
-	// Restored counts changelog records applied to state stores while
-	// restoring them (on assignment, and after a batch that did not
-	// commit cleanly).
-	Restored uint64
-	// StoresWiped counts state stores emptied to be restored in full:
-	// their changelog could no longer bring them up to date, or the last
-	// record they applied did not read back as committed (a commit whose
-	// markers a restarting broker skipped).
-	StoresWiped uint64
-	// Redone counts input records whose outputs may have been written
-	// although their batch did not commit its offsets (idempotent and
-	// at-least-once only: a failed or lost offset commit, a produce
-	// rejected on one partition while others were written, a flush that
-	// timed out, a BeforeCommit veto, a rebalance). They run again, so
-	// their outputs may appear twice: duplicates never exceed Redone.
-	Redone uint64
-	// Rewinds counts batches that ended with records polled but not
-	// processed, to which the consumer was moved back: they are fetched
-	// again, a round trip the worker waits out. Polls are sized so that
-	// this stays rare; a steady climb means single polls keep taking
-	// longer than the commit interval to process.
-	Rewinds uint64
-	// TimerFirings counts timer firings (processor.Schedule,
-	// topology.Process timers) in batches that committed, whether their
-	// user code succeeded or its error was skipped: a firing whose batch
-	// aborted runs again, and counts once.
-	TimerFirings uint64
-}
-
 // BatchInfo describes a batch about to be committed.
 type BatchInfo struct {
 	Records int // input records in the batch
@@ -115,10 +57,9 @@ type Runner struct {
 	closing  chan struct{} // closed when the first Close has returned
 	closeErr error         // what the first Close returned; set before closing is closed
 
-	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
-	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
-	timerFirings                                                atomic.Uint64
-	contexts                                                    recordContexts
+	counts   counters
+	waits    waits // bounds derived from cfg
+	contexts recordContexts
 
 	// State of the consuming goroutine, carried across client rebuilds.
 	admin          *kgo.Client         // preflight's client, kept for admin requests
@@ -223,6 +164,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	for _, o := range opts {
 		o.apply(r)
 	}
+	r.waits = newWaits(cfg)
 	var err error
 	if r.log, err = runnerLogger(cfg, r.log); err != nil {
 		return nil, err
@@ -288,12 +230,7 @@ func (r *Runner) Stats() Stats {
 	if r.workers != nil {
 		return r.workers.stats()
 	}
-	return Stats{
-		RecordsIn: r.recordsIn.Load(), RecordsOut: r.recordsOut.Load(),
-		Committed: r.committed.Load(), Aborted: r.aborted.Load(), Rebuilds: r.rebuilds.Load(), Redone: r.redone.Load(),
-		DeadLettered: r.deadLettered.Load(), Skipped: r.skipped.Load(), Retries: r.retries.Load(),
-		Restored: r.restored.Load(), StoresWiped: r.wipes.Load(), Rewinds: r.rewinds.Load(), TimerFirings: r.timerFirings.Load(),
-	}
+	return r.counts.stats()
 }
 
 // Run processes until ctx ends (then it finishes the open batch and returns
@@ -448,7 +385,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			return fmt.Errorf("eos: no batch committed in %s of client rebuilds (recovery_timeout %s; brokers %v): %w",
 				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.Brokers, err)
 		}
-		r.rebuilds.Add(1)
+		r.counts.rebuilds.Add(1)
 		wait := min(100*time.Millisecond<<min(attempt, 7), 10*time.Second)
 		r.log.Warn("rebuilding client", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", wait),
 			zap.Duration("failing_for", failing.Round(time.Millisecond)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout),

@@ -43,7 +43,7 @@ func newStallCheck(r *Runner) *stallCheck {
 	}
 }
 
-// checkStall runs when no batch started for longer than stallBound. If
+// checkStall runs when no batch started for longer than waits.stall. If
 // records wait on partitions assigned to this instance (or the instance
 // is not in the group at all while records wait), it logs what the
 // client is waiting for and returns a rebuildError the first time and a

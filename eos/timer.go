@@ -167,7 +167,7 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 		return false, false, err
 	}
 	now := time.Now()
-	t.next = now.Add(r.idleCheck())
+	t.next = now.Add(r.waits.idleCheck)
 	ready, held := r.state.timerTasks(r.timers.wall, s)
 	var due []state.Task
 	for _, task := range ready {
@@ -222,7 +222,7 @@ func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) 
 // pollWait is how long an idle poll may wait: until the next wall-clock
 // timer is due, at most idleCheck.
 func (r *Runner) pollWait() time.Duration {
-	d := r.idleCheck()
+	d := r.waits.idleCheck
 	if t := &r.timers; len(t.wall) > 0 {
 		d = min(d, max(time.Millisecond, time.Until(t.next)))
 	}
