@@ -26,18 +26,6 @@ import (
 // stall check.
 const searchBound = 45 * time.Second
 
-// hangingTxn is a transaction that a partition this app writes holds
-// open although its producer has moved on, with what the evidence says
-// of its outcome, why it is taken for hanging, and its producer's epoch
-// now.
-type hangingTxn struct {
-	kadm.DescribedProducer
-	txnID   string
-	verdict txnrepair.Verdict
-	why     string
-	current int16
-}
-
 // hangingRepair finds and settles the hanging transactions of the
 // partitions this app writes, and keeps what it learned: the proofs of
 // this instance's own transactions, and what its last look left
@@ -56,8 +44,6 @@ type hangingRepair struct {
 	// the topology's outputs, and its internal topics (repartition topics,
 	// changelogs, the offsets mirror).
 	writes func() (outputs, internal []string)
-	// orphaned finds the other instances' hanging transactions (orphans.go).
-	orphaned func(context.Context, *kadm.Client, *evidence, []kadm.DescribedProducer) ([]hangingTxn, []string)
 
 	pid           int64                          // this session's producer id, and its epoch when the last repair looked (see joinGuard)
 	pidEpoch      int16                          // -1 before a transactional producer id is loaded
@@ -92,7 +78,6 @@ func newHangingRepair(r *Runner) *hangingRepair {
 			}
 			return r.top.OutputTopics(), internal
 		},
-		orphaned: r.orphaned,
 		pidEpoch: -1,
 	}
 }
@@ -133,8 +118,8 @@ func (hr *hangingRepair) repairHanging(ctx context.Context) int {
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchBound)
 	defer cancel()
-	ev := &evidence{hr: hr, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
-	cands, odenied := hr.hangingCandidates(ctx, adm, ev)
+	ev := hr.finder().NewEvidence(sctx, producers)
+	cands, odenied := hr.hangingCandidates(ctx, producers, ev)
 	denied = append(denied, odenied...)
 	cands, ok := hr.stillOpen(ctx, adm, cands)
 	if !ok {
@@ -143,9 +128,9 @@ func (hr *hangingRepair) repairHanging(ctx context.Context) int {
 		return 0
 	}
 	done := 0
-	var unproven []hangingTxn
+	var unproven []txnrepair.Hanging
 	for _, h := range cands {
-		if !h.verdict.Proven() {
+		if !h.Verdict.Proven() {
 			unproven = append(unproven, h)
 		} else if hr.completeHanging(ctx, adm, h, &denied) {
 			done++
@@ -218,14 +203,15 @@ func (hr *hangingRepair) appProducers(ctx context.Context, adm *kadm.Client, ext
 	return producers, denied, failed
 }
 
-// hangingCandidates returns the transactions of ev's partitions that
-// hang, with their verdicts: this instance's producer id at an epoch
-// older than this session's, and the app's other instances' that
-// orphaned finds. It also returns the grants it lacked.
-func (hr *hangingRepair) hangingCandidates(ctx context.Context, adm *kadm.Client, ev *evidence) ([]hangingTxn, []string) {
-	var out []hangingTxn
+// hangingCandidates returns the transactions of the partitions all
+// describes (searched with ev) that hang, with their verdicts: this instance's producer id at an epoch
+// older than this session's, and those of the app's other instances (or
+// of producer ids no coordinator knows) that txnrepair.FindHanging finds.
+// It also returns the grants it lacked.
+func (hr *hangingRepair) hangingCandidates(ctx context.Context, all kadm.DescribedProducersTopics, ev *txnrepair.Evidence) ([]txnrepair.Hanging, []string) {
+	var out []txnrepair.Hanging
 	var others []kadm.DescribedProducer
-	ev.all.EachProducer(func(p kadm.DescribedProducer) {
+	all.EachProducer(func(p kadm.DescribedProducer) {
 		switch {
 		case p.CurrentTxnStartOffset < 0:
 		case p.ProducerID == hr.pid && p.ProducerEpoch < hr.pidEpoch:
@@ -234,44 +220,50 @@ func (hr *hangingRepair) hangingCandidates(ctx context.Context, adm *kadm.Client
 			others = append(others, p)
 		}
 	})
-	orphans, denied := hr.orphaned(ctx, adm, ev, others)
+	orphans, err := hr.finder().FindHanging(ctx, txnrepair.Facts{AppID: hr.cfg.AppID, MaxTimeout: config.MaxTransactionTimeout,
+		Instances: hr.groupInstances, Search: ev.Search}, others)
+	var denied []string
+	if err != nil {
+		hr.log.Info("cannot ask the coordinators about every open transaction to tell hanging ones from open ones", zap.Error(err))
+		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+			denied = append(denied, "Describe on the transactional ids "+hr.cfg.AppID+config.TransactionalIDSeparator+" (prefixed)")
+		}
+	}
+	for i := range orphans {
+		if !unattended(orphans[i]) && orphans[i].Verdict.Proven() {
+			orphans[i].Reason += fmt.Sprintf("; proven %s (%s), but left to an operator", orphans[i].Verdict.Marker(), orphans[i].Verdict.Where)
+			orphans[i].Verdict = txnrepair.Verdict{}
+		}
+	}
 	return append(out, orphans...), denied
+}
+
+// unattended reports whether the runtime completes h on its proven
+// outcome by itself: when its coordinator has moved to a later epoch, or
+// no coordinator lists its producer id (no live producer is unlisted).
+// The other kinds hang by their age, read from the producer's last record
+// timestamp, which is the record's own time: a live transaction whose
+// marker is on its way can look old, so a marker written for it could
+// land on its producer's next transaction. They wait as unproven ones
+// do, and past recovery_timeout the stall names them for an operator
+// (`eosctl txn hanging`, then `eosctl txn commit|abort`).
+func unattended(h txnrepair.Hanging) bool {
+	return h.TxnID == "" || h.Coordinator != nil && h.Coordinator.ProducerEpoch > h.ProducerEpoch
 }
 
 // ownHanging is a transaction of this instance's previous sessions that
 // partition p holds open after InitProducerId. What the coordinator said
 // before InitProducerId moved it on proves its outcome (see noteOwnTxn);
 // failing that, its log or the markers it wrote elsewhere.
-func (hr *hangingRepair) ownHanging(ev *evidence, p kadm.DescribedProducer) hangingTxn {
-	h := hangingTxn{DescribedProducer: p, txnID: hr.cfg.TransactionalID(), current: hr.pidEpoch,
-		why: fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, hr.pidEpoch)}
+func (hr *hangingRepair) ownHanging(ev *txnrepair.Evidence, p kadm.DescribedProducer) txnrepair.Hanging {
+	h := txnrepair.Hanging{DescribedProducer: p, TxnID: hr.cfg.TransactionalID(), Current: hr.pidEpoch,
+		Reason: fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, hr.pidEpoch)}
 	if v, ok := hr.ownTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]; ok {
-		h.verdict = v
+		h.Verdict = v
 	} else {
-		h.verdict = ev.of(h.txnID, p)
+		h.Verdict = ev.Search(h.TxnID, p)
 	}
 	return h
-}
-
-// evidence searches, once per transaction within one repair, how the
-// coordinator ended it (see txnrepair.Finder.Search), over the producers
-// of all the partitions the app writes.
-type evidence struct {
-	hr   *hangingRepair
-	ctx  context.Context
-	all  kadm.DescribedProducersTopics
-	seen map[txnEpoch]txnrepair.Verdict
-}
-
-// of is the verdict on the transaction open in p, of txnID's producer.
-func (e *evidence) of(txnID string, p kadm.DescribedProducer) txnrepair.Verdict {
-	k := txnEpoch{p.ProducerID, p.ProducerEpoch}
-	v, ok := e.seen[k]
-	if !ok {
-		v = e.hr.finder().Search(e.ctx, txnID, e.all, p)
-		e.seen[k] = v
-	}
-	return v
 }
 
 // finder is the evidence search over this run's admin client.
@@ -298,35 +290,15 @@ type txnEpoch struct {
 	epoch int16
 }
 
-// stillOpen describes the candidates' partitions again, after the
-// coordinators and the searches, and keeps those that still hold the
-// same transaction open: a marker written meanwhile is seen rather than
-// raced. It reports false when the partitions cannot be described.
-func (hr *hangingRepair) stillOpen(ctx context.Context, adm *kadm.Client, cands []hangingTxn) ([]hangingTxn, bool) {
-	if len(cands) == 0 {
-		return nil, true
-	}
-	again := kadm.TopicsSet{}
-	for _, c := range cands {
-		again.Add(c.Topic, c.Partition)
-	}
-	nctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	now, err := adm.DescribeProducers(nctx, again)
+// stillOpen keeps the candidates whose partitions still hold the same
+// transaction open after the coordinators and the searches (see
+// txnrepair.StillOpen). It reports false when the partitions cannot be
+// described.
+func (hr *hangingRepair) stillOpen(ctx context.Context, adm *kadm.Client, cands []txnrepair.Hanging) ([]txnrepair.Hanging, bool) {
+	out, err := txnrepair.StillOpen(ctx, adm, cands)
 	if err != nil {
 		hr.log.Info("cannot describe the partitions of hanging transactions again; leaving them for the next check", zap.Error(err))
 		return nil, false
-	}
-	var out []hangingTxn
-	for _, c := range cands {
-		still := false
-		now.EachProducer(func(p kadm.DescribedProducer) {
-			still = still || p.Topic == c.Topic && p.Partition == c.Partition && p.ProducerID == c.ProducerID &&
-				p.ProducerEpoch == c.ProducerEpoch && p.CurrentTxnStartOffset == c.CurrentTxnStartOffset
-		})
-		if still {
-			out = append(out, c)
-		}
 	}
 	return out, true
 }
@@ -334,19 +306,19 @@ func (hr *hangingRepair) stillOpen(ctx context.Context, adm *kadm.Client, cands 
 // completeHanging writes the marker of h's proven outcome, at the epoch
 // its coordinator would have used (txnrepair.Finder.RepairEpoch), and
 // reports whether it did; a missing grant is added to denied.
-func (hr *hangingRepair) completeHanging(ctx context.Context, adm *kadm.Client, h hangingTxn, denied *[]string) bool {
-	fields := []zap.Field{zap.String("transactional_id", h.txnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
+func (hr *hangingRepair) completeHanging(ctx context.Context, adm *kadm.Client, h txnrepair.Hanging, denied *[]string) bool {
+	fields := []zap.Field{zap.String("transactional_id", h.TxnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
 		zap.Int64("start_offset", h.CurrentTxnStartOffset), zap.Int64("producer_id", h.ProducerID), zap.Int16("stale_epoch", h.ProducerEpoch),
-		zap.String("marker", h.verdict.Marker()), zap.String("why", h.why), zap.String("proof", h.verdict.Where)}
+		zap.String("marker", h.Verdict.Marker()), zap.String("why", h.Reason), zap.String("proof", h.Verdict.Where)}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := txnrepair.Complete(wctx, adm, h.DescribedProducer, h.verdict, hr.finder().RepairEpoch(ctx, h.DescribedProducer, h.current))
+	err := txnrepair.Complete(wctx, adm, h.DescribedProducer, h.Verdict, hr.finder().RepairEpoch(ctx, h.DescribedProducer, h.Current))
 	if err != nil {
 		if errors.Is(err, kerr.ClusterAuthorizationFailed) && !slices.Contains(*denied, "ClusterAction on the cluster") {
 			*denied = append(*denied, "ClusterAction on the cluster")
 		}
 		hr.log.Warn("could not complete a hanging transaction whose outcome is proven; complete it with `eosctl txn "+
-			strings.ToLower(h.verdict.Marker())+"`", append(fields, zap.Error(err))...)
+			strings.ToLower(h.Verdict.Marker())+"`", append(fields, zap.Error(err))...)
 		return false
 	}
 	hr.log.Warn("completed a hanging transaction left by a broker crash with the outcome its coordinator decided", fields...)
@@ -358,7 +330,7 @@ func (hr *hangingRepair) completeHanging(ctx context.Context, adm *kadm.Client, 
 // pipeline waits for proof (a coordinator, its log, a marker, or an
 // operator) up to recovery_timeout, and then stops with an error that
 // names them (see HangingTxn). Each wait is logged.
-func (hr *hangingRepair) noteUnproven(list []hangingTxn) {
+func (hr *hangingRepair) noteUnproven(list []txnrepair.Hanging) {
 	if len(list) == 0 {
 		hr.unproven, hr.unprovenSince = nil, time.Time{}
 		return
@@ -368,13 +340,13 @@ func (hr *hangingRepair) noteUnproven(list []hangingTxn) {
 	}
 	hr.unproven = hr.unproven[:0]
 	for _, h := range list {
-		u := HangingTxn{TransactionalID: h.txnID, ProducerID: h.ProducerID, Epoch: h.ProducerEpoch,
+		u := HangingTxn{TransactionalID: h.TxnID, ProducerID: h.ProducerID, Epoch: h.ProducerEpoch,
 			Topic: h.Topic, Partition: h.Partition, StartOffset: h.CurrentTxnStartOffset}
 		hr.unproven = append(hr.unproven, u)
 		hr.log.Warn("waiting for proof of how a hanging transaction ended; it stays open, since completing it on a guess could drop committed records or expose aborted ones",
-			zap.String("transactional_id", h.txnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
+			zap.String("transactional_id", h.TxnID), zap.String("topic", h.Topic), zap.Int32("partition", h.Partition),
 			zap.Int64("start_offset", h.CurrentTxnStartOffset), zap.Int64("producer_id", h.ProducerID), zap.Int16("epoch", h.ProducerEpoch),
-			zap.String("why", h.why), zap.Bool("a_read_failed", h.verdict.Unsure),
+			zap.String("why", h.Reason), zap.Bool("a_read_failed", h.Verdict.Unsure),
 			zap.Duration("waited", time.Since(hr.unprovenSince).Round(time.Second)), zap.Duration("recovery_timeout", hr.cfg.RecoveryTimeout),
 			zap.String("inspect", u.inspect()))
 	}
@@ -498,11 +470,6 @@ func (hr *hangingRepair) noteHangingDenied(denied []string, err error) {
 	hr.denied = "this instance may not look for or complete its own hanging transactions (it needs " +
 		strings.Join(denied, ", ") + "); grant them, or settle the transaction with `eosctl txn hanging` and `eosctl txn commit` or `eosctl txn abort` as an admin"
 	hr.log.Warn("cannot repair hanging transactions after a broker crash", zap.String("why", hr.denied))
-}
-
-// appTxnID reports whether txnID is one of this app's instances'.
-func (hr *hangingRepair) appTxnID(txnID string) bool {
-	return strings.HasPrefix(txnID, hr.cfg.AppID+config.TransactionalIDSeparator)
 }
 
 // isAuthError reports a refusal for want of a grant, which no retry

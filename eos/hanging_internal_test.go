@@ -1030,3 +1030,93 @@ func committedReader(t *testing.T, c *kfake.Cluster) *kgo.Client {
 	t.Cleanup(rd.Close)
 	return rd
 }
+
+// A transaction of another instance of the app whose coordinator no
+// longer tracks it at its own epoch (the id is Empty, not in a
+// transaction, or unknown to its coordinator) hangs once its producer
+// last wrote longer ago than any transaction may stay open: the repair
+// notes it as waiting for proof, so that a stall names it, and ends
+// nothing, as nothing proves its outcome. A younger one is not claimed:
+// its coordinator may still end it. This is the rule `eosctl txn hanging`
+// reports by (txnrepair.Coordinators.Classify).
+func TestRepairNotesAnOrphanItsCoordinatorNoLongerTracks(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		state   string // "" for an id its coordinator does not know
+		age     time.Duration
+		claimed bool
+	}{
+		{"not in a transaction, old", "Empty", 20 * time.Minute, true},
+		{"unknown id, old", "", 20 * time.Minute, true},
+		{"not in a transaction, young", "Empty", time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, pid, epoch := openTxnOnKfake(t, "app:2")
+			ctx := context.Background()
+			asked := 0
+			c.ControlKey(int16(kmsg.DescribeTransactions), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+				c.KeepControl()
+				asked++
+				req := kr.(*kmsg.DescribeTransactionsRequest)
+				resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+				for _, id := range req.TransactionalIDs {
+					st := kmsg.NewDescribeTransactionsResponseTransactionState()
+					st.TransactionalID, st.State, st.TimeoutMillis, st.StartTimestamp = id, tc.state, 60000, -1
+					st.ProducerID, st.ProducerEpoch = pid, epoch
+					if tc.state == "" {
+						st.ErrorCode = kerr.TransactionalIDNotFound.Code
+					}
+					resp.TransactionStates = append(resp.TransactionStates, st)
+				}
+				return resp, nil, true
+			})
+			lastWrote(c, pid, epoch, time.Now().Add(-tc.age))
+			cfg := config.Default()
+			cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
+			r := hangingRunner(t, cfg)
+			r.hanging.pid, r.hanging.pidEpoch = pid+1, 1
+			if n := r.hanging.repairHanging(ctx); n != 0 {
+				t.Fatalf("ended %d transactions whose outcome nothing proves, want 0", n)
+			}
+			if asked == 0 {
+				t.Fatal("the coordinator was never asked: the test proves nothing")
+			}
+			if !tc.claimed {
+				if len(r.hanging.unproven) != 0 {
+					t.Fatalf("a young transaction was claimed hanging: %v", r.hanging.unproven)
+				}
+				return
+			}
+			assertLeftOpen(t, r, "out", 0, 0)
+			if r.hanging.unproven[0].TransactionalID != "app:2" {
+				t.Fatalf("unproven %v, want app:2's transaction", r.hanging.unproven)
+			}
+		})
+	}
+}
+
+// lastWrote makes c describe out/0's producers as pid at epoch holding a
+// transaction open from offset 0, last written at when.
+func lastWrote(c *kfake.Cluster, pid int64, epoch int16, when time.Time) {
+	c.ControlKey(int16(kmsg.DescribeProducers), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.DescribeProducersRequest)
+		resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewDescribeProducersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewDescribeProducersResponseTopicPartition()
+				sp.Partition = p
+				if rt.Topic == "out" && p == 0 {
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID, ap.ProducerEpoch, ap.CurrentTxnStartOffset, ap.LastTimestamp = pid, int32(epoch), 0, when.UnixMilli()
+					sp.ActiveProducers = append(sp.ActiveProducers, ap)
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+}

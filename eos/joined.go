@@ -325,7 +325,7 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchBound)
 	defer cancel()
-	ev := &evidence{hr: r.hanging, ctx: sctx, all: producers, seen: map[txnEpoch]txnrepair.Verdict{}}
+	ev := r.hanging.finder().NewEvidence(sctx, producers)
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		if p.ProducerID != g.begun.id || p.ProducerEpoch != g.begun.epoch || p.CurrentTxnStartOffset < 0 {
 			return
@@ -355,7 +355,7 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 // whether it is an older one than this (begun), with its verdict. wrote
 // says whether this transaction wrote p after that start (which proves a
 // join, even where epochs do not name transactions).
-func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
+func (r *Runner) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
 	j := joinedTxn{DescribedProducer: p, older: -1}
 	pid, epoch, err := r.hanging.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
 	if err != nil {
@@ -377,7 +377,7 @@ func (r *Runner) joinedAt(ctx context.Context, ev *evidence, p kadm.DescribedPro
 	if v, ok := r.hanging.ownTxns[txnEpoch{pid, epoch}]; ok {
 		j.verdict = v
 	} else {
-		j.verdict = ev.of(r.cfg.TransactionalID(), older)
+		j.verdict = ev.Search(r.cfg.TransactionalID(), older)
 	}
 	return j, true
 }

@@ -43,11 +43,15 @@ func newTxnHangingCmd(g *globals) *cobra.Command {
 		Use:   "hanging [--topic T [--partition N] | --broker ID]",
 		Short: "Find hanging transactions that block read_committed consumers",
 		Long: `Find hanging transactions (KIP-664): a partition has an open transaction
-older than the longest allowed transaction timeout, and its coordinator does
-not know it (no transactional id has its producer id, the id is not in an
-ongoing state, or the id's transaction does not include the partition).
-Nothing will ever finish such a transaction: its last stable offset is stuck
-and read_committed consumers stop there.
+that its coordinator will never end, by the rule the runtime's own repair
+uses. Either the coordinator has moved its transactional id to a later epoch
+and is not preparing a commit or abort (it ended this transaction and wrote
+this partition no marker), or it no longer tracks the transaction (no
+transactional id has its producer id, the id is not in a transaction, or its
+transaction does not include the partition) and the producer last wrote
+longer ago than the longest allowed transaction timeout. Nothing will ever
+finish such a transaction: its last stable offset is stuck and
+read_committed consumers stop there.
 
 Each is judged with the evidence the runtime's own repair reads: the
 coordinator one epoch on, its log (__transaction_state) or the markers it
@@ -75,30 +79,11 @@ Exits 1 when it finds any.`,
 				if err != nil {
 					return err
 				}
-				hanging, err := findHanging(ctx, &judge{adm: adm, f: f}, s, maxTimeout, time.Now())
+				hanging, err := findHanging(ctx, adm, f, s, maxTimeout, time.Now())
 				if err != nil {
 					return err
 				}
-				t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "OUTCOME", "REASON")
-				for _, h := range hanging {
-					t.add(h.Topic, h.Partition, h.ProducerID, h.ProducerEpoch, h.CoordinatorEpoch, h.CurrentTxnStartOffset,
-						fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Outcome, h.Reason)
-				}
-				if err := g.render(cmd.OutOrStdout(), hanging, t); err != nil {
-					return err
-				}
-				if len(hanging) == 0 {
-					if g.output == outputTable {
-						fmt.Fprintf(cmd.ErrOrStderr(), "no hanging transactions older than %s\n", maxTimeout)
-					}
-					return nil
-				}
-				if g.output == outputTable {
-					for _, h := range hanging {
-						fmt.Fprintf(cmd.ErrOrStderr(), "%s-%d at %d: %s\n", h.Topic, h.Partition, h.CurrentTxnStartOffset, h.Settle)
-					}
-				}
-				return errFindings
+				return g.renderHanging(cmd, hanging, maxTimeout)
 			})
 		},
 	}
@@ -107,9 +92,34 @@ Exits 1 when it finds any.`,
 	f.Int32Var(&partition, "partition", -1, "only this partition of --topic")
 	f.Int32Var(&broker, "broker", -1, "only partitions with a replica on this broker id (their leaders are asked)")
 	f.DurationVar(&maxTimeout, "max-timeout", config.MaxTransactionTimeout,
-		"transactions open longer than this are candidates (default the brokers' transaction.max.timeout.ms, else 15m)"+durationFlagHelp)
+		"a transaction its coordinator no longer tracks hangs once its producer last wrote longer ago than this (default the brokers' transaction.max.timeout.ms, else 15m)"+durationFlagHelp)
 	c.MarkFlagsMutuallyExclusive("topic", "broker")
 	return c
+}
+
+// renderHanging prints what txn hanging found, with the command that
+// settles each, and returns errFindings when it found any.
+func (g *globals) renderHanging(cmd *cobra.Command, hanging []hangingJSON, maxTimeout time.Duration) error {
+	t := newTable("TOPIC", "PARTITION", "PRODUCER ID", "EPOCH", "COORDINATOR EPOCH", "START OFFSET", "LAST TIMESTAMP", "AGE", "TRANSACTIONAL ID", "OUTCOME", "REASON")
+	for _, h := range hanging {
+		t.add(h.Topic, h.Partition, h.ProducerID, h.ProducerEpoch, h.CoordinatorEpoch, h.CurrentTxnStartOffset,
+			fmtTime(derefTime(h.LastTimestamp)), fmtAge(time.Duration(h.AgeMillis)*time.Millisecond), orDash(h.TransactionalID), h.Outcome, h.Reason)
+	}
+	if err := g.render(cmd.OutOrStdout(), hanging, t); err != nil {
+		return err
+	}
+	if len(hanging) == 0 {
+		if g.output == outputTable {
+			fmt.Fprintf(cmd.ErrOrStderr(), "no hanging transactions (an untracked one counts once its producer last wrote longer ago than %s)\n", maxTimeout)
+		}
+		return nil
+	}
+	if g.output == outputTable {
+		for _, h := range hanging {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s-%d at %d: %s\n", h.Topic, h.Partition, h.CurrentTxnStartOffset, h.Settle)
+		}
+	}
+	return errFindings
 }
 
 // brokerMaxTxnTimeout reads transaction.max.timeout.ms from the brokers
@@ -159,13 +169,13 @@ func hangingScope(ctx context.Context, adm *kadm.Client, topic string, partition
 	return s, nil
 }
 
-// findHanging implements the detection: candidates from DescribeProducers
-// (an open transaction whose producer last wrote more than maxTimeout ago),
-// then for each producer id its transactional id (ListTransactions filtered
-// by producer id) and the coordinator's view of it (DescribeTransactions);
-// j judges how each ended.
-func findHanging(ctx context.Context, j *judge, s kadm.TopicsSet, maxTimeout time.Duration, now time.Time) ([]hangingJSON, error) {
-	adm := j.adm
+// findHanging looks for hanging transactions on the partitions of s, by
+// the runtime's own rule and evidence (txnrepair.FindHanging): open
+// transactions (DescribeProducers) whose coordinator will never end them,
+// those it no longer tracks counting once open longer than maxTimeout.
+// Each is judged with the markers on every partition of the cluster, and
+// only those still open after that are reported.
+func findHanging(ctx context.Context, adm *kadm.Client, f *txnrepair.Finder, s kadm.TopicsSet, maxTimeout time.Duration, now time.Time) ([]hangingJSON, error) {
 	out := []hangingJSON{}
 	if len(s) == 0 {
 		return out, nil
@@ -174,85 +184,39 @@ func findHanging(ctx context.Context, j *judge, s kadm.TopicsSet, maxTimeout tim
 	if err != nil {
 		return nil, err
 	}
-	var candidates []kadm.DescribedProducer
-	var pids []int64
+	var open []kadm.DescribedProducer
 	for _, p := range producers {
-		if p.CurrentTxnStartOffset < 0 || now.Sub(millis(p.LastTimestamp)) <= maxTimeout {
-			continue
-		}
-		candidates = append(candidates, p)
-		if !slices.Contains(pids, p.ProducerID) {
-			pids = append(pids, p.ProducerID)
+		if p.CurrentTxnStartOffset >= 0 {
+			open = append(open, p)
 		}
 	}
-	if len(candidates) == 0 {
+	if len(open) == 0 {
 		return out, nil
 	}
-	listed, err := adm.ListTransactions(ctx, pids, nil)
-	if err != nil {
-		return nil, kafkaErr("list transactions", err)
-	}
-	txnIDOf := make(map[int64]string)
-	for _, l := range listed {
-		if slices.Contains(pids, l.ProducerID) { // ignore ids we did not ask for
-			txnIDOf[l.ProducerID] = l.TxnID
-		}
-	}
-	var ids []string
-	for _, id := range txnIDOf {
-		ids = append(ids, id)
-	}
-	described, err := describeTxns(ctx, adm, ids)
+	all, err := clusterProducers(ctx, adm)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range candidates {
-		reason := hangingReason(p, txnIDOf[p.ProducerID], described)
-		if reason == "" {
-			continue
-		}
+	facts := txnrepair.Facts{MaxTimeout: maxTimeout, Now: now, Search: f.NewEvidence(ctx, all).Search}
+	found, err := f.FindHanging(ctx, facts, open)
+	if err != nil {
+		return nil, kafkaErr("ask the transaction coordinators about the open transactions", err)
+	}
+	if found, err = txnrepair.StillOpen(ctx, adm, found); err != nil {
+		return nil, kafkaErr("describe producers again", err)
+	}
+	for _, hg := range found {
 		h := hangingJSON{
-			producerJSON:    producerToJSON(p),
-			TransactionalID: txnIDOf[p.ProducerID],
-			AgeMillis:       now.Sub(millis(p.LastTimestamp)).Milliseconds(),
-			Reason:          reason,
+			producerJSON:    producerToJSON(hg.DescribedProducer),
+			TransactionalID: hg.TxnID,
+			AgeMillis:       now.Sub(millis(hg.LastTimestamp)).Milliseconds(),
+			Reason:          hg.Reason,
 		}
-		var d *kadm.DescribedTransaction
-		if dt, ok := described[h.TransactionalID]; ok {
-			d = &dt
-		}
-		v, err := j.outcome(ctx, p, h.TransactionalID, d)
-		if err != nil {
-			return nil, err
-		}
-		h.outcome, h.Outcome, h.Evidence = v.Outcome, outcomeText(v), v.Where
+		h.outcome, h.Outcome, h.Evidence = hg.Verdict.Outcome, outcomeText(hg.Verdict), hg.Verdict.Where
 		h.Settle = adviceFor(h)
 		out = append(out, h)
 	}
 	return out, nil
-}
-
-// hangingReason says why the coordinator will not finish p's transaction on
-// its partition, or "" when it still will.
-func hangingReason(p kadm.DescribedProducer, txnID string, described kadm.DescribedTransactions) string {
-	if txnID == "" {
-		return "no transactional id has this producer id"
-	}
-	d, ok := described[txnID]
-	switch {
-	case !ok:
-		return fmt.Sprintf("coordinator does not know transactional id %q", txnID)
-	case !coordinatorKnows(d.State):
-		return fmt.Sprintf("transactional id %q is %s, not in a transaction", txnID, d.State)
-	case d.ProducerID != p.ProducerID:
-		return fmt.Sprintf("transactional id %q now has producer id %d", txnID, d.ProducerID)
-	}
-	if ps, ok := d.Topics[p.Topic]; ok {
-		if _, ok := ps[p.Partition]; ok {
-			return ""
-		}
-	}
-	return fmt.Sprintf("transaction of %q does not include this partition", txnID)
 }
 
 // derefTime returns *t, or the zero time for nil.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -139,7 +140,7 @@ func TestTxnHangingUsesBrokerMaxTimeout(t *testing.T) {
 		t.Errorf("got %+v", got)
 	}
 	_, errOut, _ := runCLI(t, nil, "--brokers", addr, "txn", "hanging", "--topic", "orders")
-	if !strings.Contains(errOut, "older than 1m10s") {
+	if !strings.Contains(errOut, "longer ago than 1m10s") {
 		t.Errorf("want the broker's limit in the message: %s", errOut)
 	}
 }
@@ -151,5 +152,40 @@ func TestTxnHangingBadScope(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, nil, "--brokers", addr, "txn", "hanging", "--broker", "9"); code != exitFailure || !strings.Contains(errOut, "broker 9") {
 		t.Errorf("unknown broker: exit %d: %s", code, errOut)
+	}
+}
+
+// A transaction whose coordinator has moved its transactional id to a
+// later epoch, and is not preparing, hangs however young it is: the
+// coordinator ended it and writes its partition no marker. The runtime's
+// repair judges it so too; --max-timeout ages only transactions that no
+// coordinator tracks. While the coordinator prepares, its marker may still
+// come, and nothing is reported.
+func TestTxnHangingCoordinatorMovedOnWithoutWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		state string
+		want  int
+	}{{"CompleteCommit", 1}, {"PrepareCommit", 0}} {
+		t.Run(tc.state, func(t *testing.T) {
+			c, addr := newCluster(t, kfake.SeedTopics(1, "orders"))
+			cl := openTxn(t, addr, "orders", "app-1")
+			pid, epoch, err := cl.ProducerID(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			kafkatest.CoordinatorSays(c, pid, epoch+1, tc.state)
+			code := exitOK
+			if tc.want > 0 {
+				code = exitFailure
+			}
+			got := hanging(t, addr, code, "--topic", "orders")
+			if len(got) != tc.want {
+				t.Fatalf("got %+v, want %d hanging", got, tc.want)
+			}
+			if tc.want > 0 && (got[0].TransactionalID != "app-1" || got[0].Outcome != "committed, marker missing" ||
+				!strings.Contains(got[0].Reason, "writes it no marker")) {
+				t.Fatalf("got %+v, want app-1's transaction, committed with its marker missing", got[0])
+			}
+		})
 	}
 }

@@ -3,58 +3,42 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
-// judge tells how the coordinator ended the transactions that partitions
-// hold open, with the evidence the runtime's repair reads (txnrepair): the
-// coordinator one epoch on, its log, or the markers it wrote on the
-// transaction's other partitions, found among every partition of the
-// cluster. It describes those partitions once, on first need.
-type judge struct {
-	adm *kadm.Client
-	f   *txnrepair.Finder
-	all kadm.DescribedProducersTopics
+// judgeOne judges the transaction open in h as txn hanging does (see
+// findHanging): whether it hangs, by what its coordinator says now, and
+// what the evidence proves of its outcome, found among every partition of
+// the cluster. A coordinator that cannot be asked is an error: "not
+// listed" would set the marker's epoch.
+func judgeOne(ctx context.Context, adm *kadm.Client, f *txnrepair.Finder, h kadm.DescribedProducer) (txnrepair.Hanging, bool, txnrepair.Verdict, error) {
+	coords, err := txnrepair.LookupCoordinators(ctx, adm, []int64{h.ProducerID}, "")
+	if err != nil {
+		return txnrepair.Hanging{}, false, txnrepair.Verdict{}, kafkaErr("ask the transaction coordinator", err)
+	}
+	hg, hangs := coords.Classify(h, brokerMaxTxnTimeout(ctx, adm), time.Now())
+	all, err := clusterProducers(ctx, adm)
+	if err != nil {
+		return txnrepair.Hanging{}, false, txnrepair.Verdict{}, err
+	}
+	return hg, hangs, f.Prove(ctx, hg, f.NewEvidence(ctx, all).Search), nil
 }
 
-// outcome is the verdict on the transaction open in h, of producer
-// txnID ("" when no coordinator lists its producer id), whose coordinator
-// says d (nil when it says nothing).
-func (j *judge) outcome(ctx context.Context, h kadm.DescribedProducer, txnID string, d *kadm.DescribedTransaction) (txnrepair.Verdict, error) {
-	if d != nil {
-		if v := j.f.FromCoordinator(ctx, *d, h); v.Proven() {
-			return v, nil
-		}
+// clusterProducers describes the producers of every partition of the
+// cluster: where the markers that prove a transaction's outcome may be.
+func clusterProducers(ctx context.Context, adm *kadm.Client) (kadm.DescribedProducersTopics, error) {
+	md, err := adm.Metadata(ctx)
+	if err != nil {
+		return nil, kafkaErr("metadata", err)
 	}
-	if j.all == nil {
-		md, err := j.adm.Metadata(ctx)
-		if err != nil {
-			return txnrepair.Verdict{}, kafkaErr("metadata", err)
-		}
-		all, err := j.adm.DescribeProducers(ctx, md.Topics.TopicsSet())
-		if err != nil {
-			return txnrepair.Verdict{}, kafkaErr("describe producers", err)
-		}
-		j.all = all
+	all, err := adm.DescribeProducers(ctx, md.Topics.TopicsSet())
+	if err != nil {
+		return nil, kafkaErr("describe producers", err)
 	}
-	return j.f.Search(ctx, txnID, j.all, h), nil
-}
-
-// repairEpoch is the epoch of the marker that completes h with a proven
-// outcome, as its coordinator would write it (txnrepair RepairEpoch):
-// the producer's current epoch is its coordinator's, or past h's next
-// one when no coordinator lists the producer id any more.
-func (j *judge) repairEpoch(ctx context.Context, h kadm.DescribedProducer, d *kadm.DescribedTransaction, listed bool) int16 {
-	current := h.ProducerEpoch
-	switch {
-	case d != nil && d.ProducerID == h.ProducerID:
-		current = d.ProducerEpoch
-	case !listed:
-		current = h.ProducerEpoch + 2
-	}
-	return j.f.RepairEpoch(ctx, h, current)
+	return all, nil
 }
 
 // outcomeText is how txn hanging reports a verdict.

@@ -77,12 +77,7 @@ func (g *globals) settle(cmd *cobra.Command, s settleFlags, commit bool) error {
 			return fmt.Errorf("no open transaction starts at offset %d on %s-%d — list open ones with 'eosctl txn producers --topic %s --partition %d'",
 				s.startOffset, s.topic, s.partition, s.topic, s.partition)
 		}
-		j := &judge{adm: adm, f: f}
-		txnID, d, listed, err := coordinatorOf(ctx, adm, *h)
-		if err != nil {
-			return err
-		}
-		v, err := j.outcome(ctx, *h, txnID, d)
+		hg, hangs, v, err := judgeOne(ctx, adm, f, *h)
 		if err != nil {
 			return err
 		}
@@ -94,11 +89,11 @@ func (g *globals) settle(cmd *cobra.Command, s settleFlags, commit bool) error {
 		}
 		res.MarkerEpoch = h.ProducerEpoch
 		if v.Proven() {
-			res.MarkerEpoch = j.repairEpoch(ctx, *h, d, listed)
+			res.MarkerEpoch = f.RepairEpoch(ctx, *h, hg.Current)
 		}
 		errw := cmd.ErrOrStderr()
-		if why := stillTracked(d, *h); why != "" {
-			fmt.Fprintf(errw, "warning: %s; ending it here makes that producer's commit fail — prefer waiting for its transaction timeout\n", why)
+		if !hangs {
+			fmt.Fprintf(errw, "warning: it may not hang: %s; ending it here can make its producer's commit fail — prefer waiting for its transaction timeout\n", hg.Reason)
 		}
 		if err := refuseUnproven(errw, s, v, commit); err != nil {
 			return err
@@ -144,43 +139,6 @@ func refuseUnproven(w io.Writer, s settleFlags, v txnrepair.Verdict, commit bool
 	}
 	fmt.Fprintf(w, "warning: --force: aborting a transaction that the evidence shows %s; if it committed, its records on this partition are lost while the rest of it stays visible\n", v.Outcome)
 	return nil
-}
-
-// coordinatorOf returns the transactional id of h's producer id, what
-// its coordinator says (nil when nothing), and whether any coordinator
-// lists the producer id at all. A failed listing is an error: "not
-// listed" would set the repair's epoch.
-func coordinatorOf(ctx context.Context, adm *kadm.Client, h kadm.DescribedProducer) (string, *kadm.DescribedTransaction, bool, error) {
-	listed, err := adm.ListTransactions(ctx, []int64{h.ProducerID}, nil)
-	if err != nil {
-		return "", nil, false, kafkaErr("list transactions", err)
-	}
-	var txnID string
-	for _, l := range listed {
-		if l.ProducerID == h.ProducerID {
-			txnID = l.TxnID
-		}
-	}
-	if txnID == "" {
-		return "", nil, false, nil
-	}
-	described, err := describeTxns(ctx, adm, []string{txnID})
-	if err != nil {
-		return "", nil, false, err
-	}
-	if d, ok := described[txnID]; ok {
-		return txnID, &d, true, nil
-	}
-	return txnID, nil, true, nil
-}
-
-// stillTracked says whether coordinator state d still tracks the
-// transaction open in h (so it is not hanging), or "" if not or unknown.
-func stillTracked(d *kadm.DescribedTransaction, h kadm.DescribedProducer) string {
-	if d == nil || hangingReason(h, d.TxnID, kadm.DescribedTransactions{d.TxnID: *d}) != "" {
-		return ""
-	}
-	return fmt.Sprintf("the coordinator still tracks this transaction of %q (%s)", d.TxnID, d.State)
 }
 
 // unsureNote says that a read failed, where one did.

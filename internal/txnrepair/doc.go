@@ -4,5 +4,7 @@
 // it wrote on the transaction's other partitions. The runtime's repair of
 // hanging transactions and `eosctl txn` share it, so that both act on the
 // same evidence: a proven outcome may be completed (COMMIT or ABORT), an
-// unknown one is never guessed.
+// unknown one is never guessed. They also share the search for those
+// transactions (FindHanging, with one coordinator lookup,
+// LookupCoordinators), so that both call the same transactions hanging.
 package txnrepair
