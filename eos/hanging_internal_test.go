@@ -1120,3 +1120,27 @@ func lastWrote(c *kfake.Cluster, pid int64, epoch int16, when time.Time) {
 		return resp, nil, true
 	})
 }
+
+// The runtime completes on its own only a transaction whose coordinator
+// has moved to a later epoch, or whose producer id no coordinator lists:
+// the other kinds hang by an age read from record timestamps, and a
+// marker for one could land on its live producer's next transaction.
+func TestOnlyMovedOnOrUnlistedTransactionsCompleteUnattended(t *testing.T) {
+	p := kadm.DescribedProducer{Topic: "out", ProducerID: 7, ProducerEpoch: 3}
+	for _, tc := range []struct {
+		name string
+		h    txnrepair.Hanging
+		want bool
+	}{
+		{"no coordinator lists the producer id", txnrepair.Hanging{DescribedProducer: p}, true},
+		{"its coordinator moved on", txnrepair.Hanging{DescribedProducer: p, TxnID: "app:2",
+			Coordinator: &kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 4, State: "Empty"}}, true},
+		{"its coordinator is at its epoch, not in a transaction", txnrepair.Hanging{DescribedProducer: p, TxnID: "app:2",
+			Coordinator: &kadm.DescribedTransaction{ProducerID: 7, ProducerEpoch: 3, State: "CompleteCommit"}}, false},
+		{"its coordinator does not know the id", txnrepair.Hanging{DescribedProducer: p, TxnID: "app:2"}, false},
+	} {
+		if got := unattended(tc.h); got != tc.want {
+			t.Errorf("%s: unattended = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
