@@ -10,6 +10,7 @@
 #   kafka.sh restart [--hard] [--node I]        stop (or kill with --hard), then start on the same data
 #   kafka.sh status  [--node I]                 exit 0 when every addressed node runs
 #   kafka.sh bootstrap                          print the bootstrap address list
+#   kafka.sh pid     [--node I]                 print the pid of each addressed running node
 #   kafka.sh clean                              stop and delete the data of the current layout
 #   kafka.sh fetch                              only download the broker into the cache
 #   kafka.sh secure-env                         print EOS_* variables to connect to a --secure layout
@@ -19,6 +20,10 @@
 # cached in integration/kafka/.dist/ (EOS_KAFKA_CACHE). Node data, configs, logs and
 # pid files live in integration/kafka/.run/<layout>/node-<I>/ (EOS_KAFKA_RUN_DIR),
 # where <layout> is single-<port> or cluster<N>-<port>. See README.md.
+#
+# Hooks for harnesses that place nodes elsewhere (netcluster.sh): EOS_KAFKA_NODE_HOSTS,
+# one address per node, replaces 127.0.0.1 for that node's listeners; EOS_KAFKA_NODE_PREFIX
+# is a command that launches node I's JVM, with {node} replaced by I.
 set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,7 +40,7 @@ log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-	sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -84,6 +89,13 @@ elif [[ -f $CURRENT_FILE ]]; then
 fi
 [[ $NODES =~ ^[1-9]$ ]] || die "node count must be 1..9, got '$NODES'"
 [[ $BASE_PORT =~ ^[0-9]+$ ]] && ((BASE_PORT > 0 && BASE_PORT + NODES <= 65536)) || die "bad port '$BASE_PORT'"
+# EOS_KAFKA_NODE_HOSTS: node I listens on, advertises and runs its controller on
+# the I-th address instead of 127.0.0.1 (e.g. in a network namespace of its own).
+NODE_HOSTS=${EOS_KAFKA_NODE_HOSTS:-}
+read -r -a NODE_HOSTS <<<"${NODE_HOSTS//,/ }"
+if ((${#NODE_HOSTS[@]})); then
+	((${#NODE_HOSTS[@]} >= NODES)) || die "EOS_KAFKA_NODE_HOSTS names ${#NODE_HOSTS[@]} address(es) for $NODES nodes"
+fi
 if [[ -n $NODE ]]; then
 	[[ $NODE =~ ^[0-9]+$ ]] && ((NODE >= 1 && NODE <= NODES)) || die "--node must be 1..$NODES for this $NODES-node layout"
 fi
@@ -104,6 +116,7 @@ ADMIN_USER=admin
 # Mutual-TLS listener of a secure node I: broker port + 20000 (or - 20000). Broker ports
 # of a layout span at most 9, so neither offset can land on another node's port.
 broker_port() { echo $((BASE_PORT + $1 - 1)); }
+node_host() { echo "${NODE_HOSTS[$1 - 1]:-$HOST}"; }
 offset_port() { # node id, offset
 	local p=$(($(broker_port "$1") + $2))
 	((p > 65535)) && p=$(($(broker_port "$1") - $2))
@@ -114,7 +127,7 @@ mtls_port() { offset_port "$1" 20000; }
 node_dir() { echo "$LAYOUT_DIR/node-$1"; }
 bootstrap() {
 	local i out=""
-	for ((i = 1; i <= NODES; i++)); do out+="${out:+,}$HOST:$(broker_port "$i")"; done
+	for ((i = 1; i <= NODES; i++)); do out+="${out:+,}$(node_host "$i"):$(broker_port "$i")"; done
 	echo "$out"
 }
 mtls_bootstrap() {
@@ -350,8 +363,9 @@ EOF
 }
 
 write_config() { # node id
-	local i=$1 dir bp cp voters="" j
+	local i=$1 dir bp cp voters="" j h
 	dir=$(node_dir "$i")
+	h=$(node_host "$i")
 	bp=$(broker_port "$i")
 	cp=$(controller_port "$i")
 	mkdir -p "$dir/data"
@@ -362,8 +376,8 @@ write_config() { # node id
 		if ((SECURE)); then
 			secure_config "$bp" "$cp" "$(mtls_port "$i")"
 		else
-			echo "listeners=PLAINTEXT://$HOST:$bp,CONTROLLER://$HOST:$cp"
-			echo "advertised.listeners=PLAINTEXT://$HOST:$bp"
+			echo "listeners=PLAINTEXT://$h:$bp,CONTROLLER://$h:$cp"
+			echo "advertised.listeners=PLAINTEXT://$h:$bp"
 			echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
 			echo "inter.broker.listener.name=PLAINTEXT"
 			echo "controller.listener.names=CONTROLLER"
@@ -373,7 +387,7 @@ write_config() { # node id
 			echo "controller.quorum.bootstrap.servers=$HOST:$cp"
 		else
 			# Static quorum: every node is a voter.
-			for ((j = 1; j <= NODES; j++)); do voters+="${voters:+,}$j@$HOST:$(controller_port "$j")"; done
+			for ((j = 1; j <= NODES; j++)); do voters+="${voters:+,}$j@$(node_host "$j"):$(controller_port "$j")"; done
 			echo "controller.quorum.voters=$voters"
 		fi
 		echo "log.dirs=$dir/data"
@@ -462,7 +476,7 @@ node_alive() { # node id -> 0 while the broker (or its launch) runs
 	[[ $(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1) != Z ]]
 }
 
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; } # host port
 
 heap_opts() {
 	if [[ -n ${EOS_KAFKA_HEAP:-} ]]; then
@@ -488,13 +502,15 @@ launch_node() { # node id
 	ports=("$bp" "$cp")
 	((SECURE)) && ports+=("$(mtls_port "$i")")
 	for p in "${ports[@]}"; do
-		port_open "$p" && die "port $p is already in use (another Kafka layout running? try: $0 status / stop, or set EOS_KAFKA_PORT)"
+		port_open "$(node_host "$i")" "$p" && die "port $p is already in use (another Kafka layout running? try: $0 status / stop, or set EOS_KAFKA_PORT)"
 	done
 	write_config "$i"
 	format_node "$i"
 	if [[ -f $dir/kafka.log ]]; then wc -l <"$dir/kafka.log" >"$dir/.logmark"; else echo 0 >"$dir/.logmark"; fi
+	local prefix=()
+	[[ -n ${EOS_KAFKA_NODE_PREFIX:-} ]] && read -r -a prefix <<<"${EOS_KAFKA_NODE_PREFIX//\{node\}/$i}"
 	# shellcheck disable=SC2046
-	setsid nohup "$JAVA" $(heap_opts) -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+	setsid nohup "${prefix[@]}" "$JAVA" $(heap_opts) -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
 		-XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
 		-XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true \
 		-Dkafka.logs.dir="$dir" \
@@ -506,7 +522,7 @@ launch_node() { # node id
 	LAUNCHED+=" $i "
 	local mtls=""
 	((SECURE)) && mtls=", mutual TLS $HOST:$(mtls_port "$i")"
-	log "started node $i (pid $!) on $HOST:$bp$mtls, controller $HOST:$cp, log $dir/kafka.log"
+	log "started node $i (pid $!) on $(node_host "$i"):$bp$mtls, controller $(node_host "$i"):$cp, log $dir/kafka.log"
 }
 
 fail_start() { # message
@@ -545,7 +561,7 @@ wait_ready() {
 	local deadline=$((SECONDS + START_TIMEOUT)) i pending out want command_config=()
 	((SECURE)) && command_config=(--command-config "$SECURE_DIR/admin.properties")
 	for i in $(selected_nodes); do
-		while ! port_open "$(broker_port "$i")"; do
+		while ! port_open "$(node_host "$i")" "$(broker_port "$i")"; do
 			node_alive "$i" || fail_start "node $i exited during startup"
 			((SECONDS < deadline)) || fail_start "node $i did not open port $(broker_port "$i") within ${START_TIMEOUT}s"
 			sleep 0.3
@@ -561,7 +577,7 @@ wait_ready() {
 		for i in $(selected_nodes); do
 			node_alive "$i" || fail_start "node $i exited during startup"
 			out=$(java_tool org.apache.kafka.tools.BrokerApiVersionsCommand \
-				--bootstrap-server "$HOST:$(broker_port "$i")" "${command_config[@]}" 2>/dev/null | grep -F '(id: ' || true)
+				--bootstrap-server "$(node_host "$i"):$(broker_port "$i")" "${command_config[@]}" 2>/dev/null | grep -F '(id: ' || true)
 			for want in $(selected_nodes); do
 				grep -qF "(id: $want " <<<"$out" || pending+=" $want"
 			done
@@ -596,6 +612,7 @@ cmd_start() {
 	exec 8>"$LAYOUT_DIR/.lock"
 	flock -w $((START_TIMEOUT * 2)) 8 || die "another kafka.sh start holds $LAYOUT_DIR/.lock"
 	write_log4j
+	((SECURE_ARG)) && ((${#NODE_HOSTS[@]})) && die "--secure certificates name 127.0.0.1 only; unset EOS_KAFKA_NODE_HOSTS"
 	((SECURE_ARG)) && setup_secure
 	((SECURE)) && client_certs
 	echo "$NODES $BASE_PORT" >"$CURRENT_FILE"
@@ -670,7 +687,7 @@ cmd_status() {
 	for i in $(selected_nodes); do
 		pid=$(node_pid "$i")
 		if [[ -n $pid ]]; then
-			echo "node $i: running (pid $pid) $HOST:$(broker_port "$i")"
+			echo "node $i: running (pid $pid) $(node_host "$i"):$(broker_port "$i")"
 		else
 			echo "node $i: stopped"
 			rc=1
@@ -696,6 +713,7 @@ kill) cmd_kill ;;
 restart) cmd_restart ;;
 status) cmd_status ;;
 bootstrap) bootstrap ;;
+pid) for i in $(selected_nodes); do node_pid "$i"; done ;;
 clean) cmd_clean ;;
 fetch) fetch; echo "$LIBS" ;;
 secure-env) secure_env ;;
