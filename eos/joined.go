@@ -33,7 +33,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/txnrepair"
+	"github.com/eosflow/eosflow/topology"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,9 +55,12 @@ const joinLookEvery = 2 * time.Second
 // client; suspect is set when a request fails on the wire and cleared by
 // a check that saw every partition.
 type joinGuard struct {
-	r       *Runner
-	suspect atomic.Bool
-	doom    txnDoom // see doom.go
+	hr          *hangingRepair // completes older transactions, and keeps this instance's proofs
+	cfg         config.Config
+	log         *zap.Logger
+	mirrorTopic string // named last among the joined (see decideJoined)
+	suspect     atomic.Bool
+	doom        txnDoom // see doom.go
 	// begun is the producer id and epoch the batch's transaction runs
 	// at, read when it began; begunOK is false when that read failed.
 	begun   producerEpoch
@@ -134,11 +139,11 @@ func (g *joinGuard) readEpoch(cl *kgo.Client, bound time.Duration) {
 	defer cancel()
 	id, epoch, err := cl.ProducerID(ctx)
 	g.begun, g.begunOK = producerEpoch{id, epoch}, err == nil
-	if g.begunOK && g.r != nil {
+	if g.begunOK && g.hr != nil {
 		// A proof kept for this epoch was of a transaction that wrote
 		// nothing and so did not move the epoch on; from now on the
 		// epoch names this one.
-		delete(g.r.hanging.ownTxns, txnEpoch{id, epoch})
+		delete(g.hr.ownTxns, txnEpoch{id, epoch})
 	}
 }
 
@@ -156,10 +161,10 @@ func (g *joinGuard) check(ctx context.Context, cl *kgo.Client, firsts func() map
 	if !g.begunOK {
 		// As a look that cannot see every partition (see noteBlindEnd);
 		// the guard stays armed.
-		g.r.noteBlindEnd(g, fmt.Errorf("cannot read the producer epoch of transactional id %q", g.r.cfg.TransactionalID()), 0, commit)
+		g.noteBlindEnd(fmt.Errorf("cannot read the producer epoch of transactional id %q", g.cfg.TransactionalID()), 0, commit)
 		return commit, nil
 	}
-	return g.r.checkJoined(ctx, g, firsts(), commit)
+	return g.checkJoined(ctx, firsts(), commit)
 }
 
 // deadlineOf is ctx's deadline, or a minute from now without one.
@@ -198,22 +203,22 @@ func (g *joinGuard) ended(ctx context.Context, cl *kgo.Client, committed, asked 
 	if committed {
 		o = txnrepair.Committed
 	}
-	g.r.noteOwnEnd(txnEpoch{g.begun.id, g.begun.epoch}, o)
+	g.hr.noteOwnEnd(txnEpoch{g.begun.id, g.begun.epoch}, o)
 }
 
 // noteOwnEnd keeps o as the proven outcome of this instance's transaction
 // k, and forgets the oldest such proofs past ownEndedKept.
-func (r *Runner) noteOwnEnd(k txnEpoch, o txnrepair.Outcome) {
-	if r.hanging.ownTxns == nil {
-		r.hanging.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
+func (hr *hangingRepair) noteOwnEnd(k txnEpoch, o txnrepair.Outcome) {
+	if hr.ownTxns == nil {
+		hr.ownTxns = make(map[txnEpoch]txnrepair.Verdict)
 	}
-	r.hanging.ownTxns[k] = txnrepair.Verdict{Outcome: o, Where: fmt.Sprintf("this instance's EndTxn at epoch %d, answered", k.epoch)}
-	r.hanging.ownEnded = append(r.hanging.ownEnded, k)
-	if n := len(r.hanging.ownEnded) - ownEndedKept; n > 0 {
-		for _, old := range r.hanging.ownEnded[:n] {
-			delete(r.hanging.ownTxns, old)
+	hr.ownTxns[k] = txnrepair.Verdict{Outcome: o, Where: fmt.Sprintf("this instance's EndTxn at epoch %d, answered", k.epoch)}
+	hr.ownEnded = append(hr.ownEnded, k)
+	if n := len(hr.ownEnded) - ownEndedKept; n > 0 {
+		for _, old := range hr.ownEnded[:n] {
+			delete(hr.ownTxns, old)
 		}
-		r.hanging.ownEnded = append(r.hanging.ownEnded[:0], r.hanging.ownEnded[n:]...)
+		hr.ownEnded = append(hr.ownEnded[:0], hr.ownEnded[n:]...)
 	}
 }
 
@@ -251,15 +256,15 @@ type joinLook struct {
 // a partition was not seen, it waits and looks again, each wait logged,
 // up to recovery_timeout (and the end of ctx), and then returns a
 // *HangingError.
-func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64, commit bool) (bool, error) {
+func (g *joinGuard) checkJoined(ctx context.Context, firsts map[topicPartition]int64, commit bool) (bool, error) {
 	start := time.Now()
 	for {
 		// A request failing during the look arms the next batch's check:
 		// its broker may skip this transaction's marker.
 		g.suspect.Store(false)
 		g.doom.checked.Store(g.doom.failures.Load())
-		look := r.lookJoined(ctx, g, firsts)
-		may, err := r.decideJoined(g, look.joined, commit)
+		look := g.lookJoined(ctx, firsts)
+		may, err := g.decideJoined(look.joined, commit)
 		if err != nil {
 			g.suspect.Store(true)
 			return false, err
@@ -268,15 +273,15 @@ func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topic
 			return may, nil
 		}
 		waited := time.Since(start)
-		if waited >= r.cfg.RecoveryTimeout || ctx.Err() != nil {
+		if waited >= g.cfg.RecoveryTimeout || ctx.Err() != nil {
 			g.suspect.Store(true)
 			if len(look.unproven) == 0 {
-				r.noteBlindEnd(g, look.blind, waited, commit)
+				g.noteBlindEnd(look.blind, waited, commit)
 				return commit, nil
 			}
 			return false, &HangingError{Hanging: look.unproven, Waited: waited}
 		}
-		r.logJoinWait(look, waited)
+		g.logJoinWait(look, waited)
 		t := time.NewTimer(joinLookEvery)
 		select {
 		case <-ctx.Done():
@@ -292,9 +297,9 @@ func (r *Runner) checkJoined(ctx context.Context, g *joinGuard, firsts map[topic
 // transaction_timeout. Ending it as asked keeps to the odds: most batches
 // commit, so an older transaction it may have joined most likely
 // committed too. The check stays armed, so the next batch looks again.
-func (r *Runner) noteBlindEnd(g *joinGuard, blind error, waited time.Duration, commit bool) {
-	r.log.Error("could not look whether this batch joined an older transaction of this instance that a restarted broker left open; ending it as asked, and the next batch looks again",
-		zap.String("transactional_id", r.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id), zap.Int16("epoch", g.begun.epoch),
+func (g *joinGuard) noteBlindEnd(blind error, waited time.Duration, commit bool) {
+	g.log.Error("could not look whether this batch joined an older transaction of this instance that a restarted broker left open; ending it as asked, and the next batch looks again",
+		zap.String("transactional_id", g.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id), zap.Int16("epoch", g.begun.epoch),
 		zap.Bool("commit", commit), zap.Duration("waited", waited.Round(time.Millisecond)), zap.Error(blind),
 		zap.String("inspect", "eosctl txn hanging"))
 }
@@ -302,30 +307,30 @@ func (r *Runner) noteBlindEnd(g *joinGuard, blind error, waited time.Duration, c
 // lookJoined looks once: repairHanging completes the older transactions
 // of this producer open on partitions this one has not written (case b),
 // then every partition this one wrote is checked for a join (case a).
-func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicPartition]int64) joinLook {
-	r.hanging.pid, r.hanging.pidEpoch = g.begun.id, g.begun.epoch
-	r.hanging.repairHanging(ctx)
+func (g *joinGuard) lookJoined(ctx context.Context, firsts map[topicPartition]int64) joinLook {
+	g.hr.pid, g.hr.pidEpoch = g.begun.id, g.begun.epoch
+	g.hr.repairHanging(ctx)
 	var look joinLook
-	for _, h := range r.hanging.unproven {
+	for _, h := range g.hr.unproven {
 		if h.ProducerID == g.begun.id {
 			look.unproven = append(look.unproven, h)
 		}
 	}
-	adm := kadm.NewClient(r.admin)
+	adm := kadm.NewClient(g.hr.admin())
 	var written []string
 	for tp := range firsts {
 		if !slices.Contains(written, tp.topic) {
 			written = append(written, tp.topic) // ToTopicFunc's are not the topology's
 		}
 	}
-	producers, _, err := r.hanging.appProducers(ctx, adm, written...)
-	look.blind = errors.Join(r.hanging.blind, err)
+	producers, _, err := g.hr.appProducers(ctx, adm, written...)
+	look.blind = errors.Join(g.hr.blind, err)
 	if producers == nil {
 		return look
 	}
 	sctx, cancel := context.WithTimeout(ctx, searchBound)
 	defer cancel()
-	ev := r.hanging.finder().NewEvidence(sctx, producers)
+	ev := g.hr.finder().NewEvidence(sctx, producers)
 	producers.EachProducer(func(p kadm.DescribedProducer) {
 		if p.ProducerID != g.begun.id || p.ProducerEpoch != g.begun.epoch || p.CurrentTxnStartOffset < 0 {
 			return
@@ -334,7 +339,7 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 		if wrote && p.CurrentTxnStartOffset >= first {
 			return // it began with this transaction
 		}
-		j, ok := r.joinedAt(sctx, ev, p, g.begun, wrote)
+		j, ok := g.joinedAt(sctx, ev, p, g.begun, wrote)
 		if !ok {
 			return
 		}
@@ -344,7 +349,7 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 			// Unread, it is not known to be a join at all (it may be
 			// this transaction's own record whose answer was lost):
 			// the look is blind there, not waiting for proof.
-			look.unproven = append(look.unproven, HangingTxn{TransactionalID: r.cfg.TransactionalID(), ProducerID: p.ProducerID,
+			look.unproven = append(look.unproven, HangingTxn{TransactionalID: g.cfg.TransactionalID(), ProducerID: p.ProducerID,
 				Epoch: j.older, Topic: p.Topic, Partition: p.Partition, StartOffset: p.CurrentTxnStartOffset})
 		}
 	})
@@ -355,14 +360,14 @@ func (r *Runner) lookJoined(ctx context.Context, g *joinGuard, firsts map[topicP
 // whether it is an older one than this (begun), with its verdict. wrote
 // says whether this transaction wrote p after that start (which proves a
 // join, even where epochs do not name transactions).
-func (r *Runner) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
+func (g *joinGuard) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm.DescribedProducer, begun producerEpoch, wrote bool) (joinedTxn, bool) {
 	j := joinedTxn{DescribedProducer: p, older: -1}
-	pid, epoch, err := r.hanging.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
+	pid, epoch, err := g.hr.finder().ProducerAt(ctx, p.Topic, p.Partition, p.CurrentTxnStartOffset)
 	if err != nil {
 		j.readErr, j.verdict = err, txnrepair.Verdict{Unsure: true}
 		return j, true
 	}
-	if pid == begun.id && epoch == begun.epoch && r.hanging.finder().TransactionsV2(ctx) {
+	if pid == begun.id && epoch == begun.epoch && g.hr.finder().TransactionsV2(ctx) {
 		return j, false // this transaction's own record, one whose answer was lost
 	}
 	if pid != begun.id || epoch >= begun.epoch {
@@ -374,10 +379,10 @@ func (r *Runner) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm.De
 	j.older = epoch
 	older := p
 	older.ProducerEpoch = epoch
-	if v, ok := r.hanging.ownTxns[txnEpoch{pid, epoch}]; ok {
+	if v, ok := g.hr.ownTxns[txnEpoch{pid, epoch}]; ok {
 		j.verdict = v
 	} else {
-		j.verdict = ev.Search(r.cfg.TransactionalID(), older)
+		j.verdict = ev.Search(g.cfg.TransactionalID(), older)
 	}
 	return j, true
 }
@@ -388,50 +393,64 @@ func (r *Runner) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm.De
 // when it must abort (or also joined an aborted one) it must end neither
 // way, as its abort would drop committed records: that is an error
 // naming the transaction and how to settle it.
-func (r *Runner) decideJoined(g *joinGuard, joined []joinedTxn, commit bool) (bool, error) {
+func (g *joinGuard) decideJoined(joined []joinedTxn, commit bool) (bool, error) {
 	// The error names the first: one of the user's topics rather than
 	// the offsets mirror, which every transaction writes too.
 	joined = slices.Clone(joined)
 	slices.SortStableFunc(joined, func(a, b joinedTxn) int {
-		return cmp.Or(cmp.Compare(r.mirror.sortKey(a.Topic), r.mirror.sortKey(b.Topic)), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		return cmp.Or(cmp.Compare(g.lastIfMirror(a.Topic), g.lastIfMirror(b.Topic)), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	may := commit
 	for _, j := range joined {
 		if j.verdict.Outcome == txnrepair.Aborted {
 			may = false
-			r.log.Warn("this transaction joined an older one of this instance that aborted, left open by a restarted broker; aborting both, and the batch is redone",
-				r.joinFields(g, j)...)
+			g.log.Warn("this transaction joined an older one of this instance that aborted, left open by a restarted broker; aborting both, and the batch is redone",
+				g.joinFields(j)...)
 		}
 	}
 	for _, j := range joined {
 		if j.verdict.Outcome == txnrepair.Committed && !may {
-			r.log.Error("this transaction joined an older one of this instance that committed, and must abort; ending neither", r.joinFields(g, j)...)
+			g.log.Error("this transaction joined an older one of this instance that committed, and must abort; ending neither", g.joinFields(j)...)
 			return false, fmt.Errorf("eos: the transaction of transactional id %q (producer id %d epoch %d) joined, on %s/%d from offset %d, its transaction at epoch %d that committed (%s), a restarted broker having left it open there; this one must abort, which would drop those committed records, so it is left open; its coordinator aborts it once transaction_timeout (%s) passes, which drops them too: settle it before then with `eosctl txn hanging --topic %s --partition %d` and `eosctl txn commit`",
-				r.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, r.cfg.TransactionTimeout, j.Topic, j.Partition)
+				g.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, g.cfg.TransactionTimeout, j.Topic, j.Partition)
 		}
 	}
 	return may, nil
 }
 
 // joinFields are the log fields naming joined transaction j.
-func (r *Runner) joinFields(g *joinGuard, j joinedTxn) []zap.Field {
-	return []zap.Field{zap.String("transactional_id", r.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id),
+func (g *joinGuard) joinFields(j joinedTxn) []zap.Field {
+	return []zap.Field{zap.String("transactional_id", g.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id),
 		zap.Int16("epoch", g.begun.epoch), zap.Int16("joined_epoch", j.older), zap.String("topic", j.Topic), zap.Int32("partition", j.Partition),
 		zap.Int64("start_offset", j.CurrentTxnStartOffset), zap.String("outcome", j.verdict.Outcome.String()), zap.String("proof", j.verdict.Where),
 		zap.String("inspect", fmt.Sprintf("eosctl txn hanging --topic %s --partition %d", j.Topic, j.Partition))}
 }
 
 // logJoinWait logs what a waiting check waits for.
-func (r *Runner) logJoinWait(look joinLook, waited time.Duration) {
+func (g *joinGuard) logJoinWait(look joinLook, waited time.Duration) {
 	for _, h := range look.unproven {
-		r.log.Warn("waiting for proof of how an older transaction of this instance ended, which a restarted broker left open where this batch writes; this batch ends neither way until then",
+		g.log.Warn("waiting for proof of how an older transaction of this instance ended, which a restarted broker left open where this batch writes; this batch ends neither way until then",
 			zap.String("transactional_id", h.TransactionalID), zap.Int64("producer_id", h.ProducerID), zap.Int16("epoch", h.Epoch),
 			zap.String("topic", h.Topic), zap.Int32("partition", h.Partition), zap.Int64("start_offset", h.StartOffset),
-			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout), zap.String("inspect", h.inspect()))
+			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", g.cfg.RecoveryTimeout), zap.String("inspect", h.inspect()))
 	}
 	if look.blind != nil {
-		r.log.Warn("waiting to see every partition this app writes before ending the batch, as a restarted broker may have left an older transaction of this instance open there",
-			zap.String("transactional_id", r.cfg.TransactionalID()), zap.Error(look.blind),
-			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", r.cfg.RecoveryTimeout), zap.String("inspect", "eosctl txn hanging"))
+		g.log.Warn("waiting to see every partition this app writes before ending the batch, as a restarted broker may have left an older transaction of this instance open there",
+			zap.String("transactional_id", g.cfg.TransactionalID()), zap.Error(look.blind),
+			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", g.cfg.RecoveryTimeout), zap.String("inspect", "eosctl txn hanging"))
 	}
+}
+
+// newJoinGuard is the join guard of one transactional session of r.
+func newJoinGuard(r *Runner) *joinGuard {
+	return &joinGuard{hr: r.hanging, cfg: r.cfg, log: r.log, mirrorTopic: topology.OffsetsTopic(r.cfg.AppID)}
+}
+
+// lastIfMirror returns 1 for the offsets mirror's topic, else 0: a sort
+// key that names the user's topics first.
+func (g *joinGuard) lastIfMirror(topic string) int {
+	if topic == g.mirrorTopic {
+		return 1
+	}
+	return 0
 }

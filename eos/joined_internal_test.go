@@ -374,8 +374,8 @@ func TestDecideJoined(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Runner{cfg: config.Default(), log: zaptest.NewLogger(t)}
 			r.cfg.AppID, r.cfg.InstanceID = "app", "1"
-			g := &joinGuard{r: r, begun: producerEpoch{7, 4}, begunOK: true}
-			may, err := r.decideJoined(g, tc.joined, tc.commit)
+			g := joinGuardOf(r, producerEpoch{7, 4})
+			may, err := g.decideJoined(tc.joined, tc.commit)
 			if (err != nil) != tc.fails || err == nil && may != tc.want {
 				t.Fatalf("decideJoined = %v, %v; want %v, failing %v", may, err, tc.want, tc.fails)
 			}
@@ -390,7 +390,7 @@ func TestDecideJoined(t *testing.T) {
 func TestOwnEndProofsAreBounded(t *testing.T) {
 	r := &Runner{hanging: &hangingRepair{}}
 	for e := range int16(ownEndedKept + 10) {
-		r.noteOwnEnd(txnEpoch{1, e}, txnrepair.Committed)
+		r.hanging.noteOwnEnd(txnEpoch{1, e}, txnrepair.Committed)
 	}
 	if len(r.hanging.ownTxns) != ownEndedKept || len(r.hanging.ownEnded) != ownEndedKept {
 		t.Fatalf("kept %d proofs (%d in order), want %d", len(r.hanging.ownTxns), len(r.hanging.ownEnded), ownEndedKept)
@@ -432,7 +432,7 @@ func TestJoinCheckStaysArmedByAFailureDuringItsLook(t *testing.T) {
 	cfg := config.Default()
 	cfg.Brokers, cfg.AppID, cfg.InstanceID = c.ListenAddrs(), "app", "1"
 	r := hangingRunner(t, cfg)
-	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
+	g := joinGuardOf(r, producerEpoch{id: 9, epoch: 3})
 	var failNow atomic.Bool
 	var looked atomic.Int32
 	c.ControlKey(int16(kmsg.DescribeProducers), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -483,8 +483,8 @@ func TestJoinLookDescribesTopicsTheBatchWrote(t *testing.T) {
 		}
 		return nil, nil, false
 	})
-	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
-	r.lookJoined(context.Background(), g, map[topicPartition]int64{{"chosen", 0}: 5})
+	g := joinGuardOf(r, producerEpoch{id: 9, epoch: 3})
+	g.lookJoined(context.Background(), map[topicPartition]int64{{"chosen", 0}: 5})
 	mu.Lock()
 	defer mu.Unlock()
 	if !asked["chosen"] || !asked["out"] {
@@ -518,7 +518,7 @@ func TestJoinCheckThatCannotLookEndsAsAsked(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	r.log = zap.New(core)
 	failed := failDescribeProducers(c, kerr.NotLeaderForPartition.Code, func() bool { return true })
-	g := &joinGuard{r: r, begun: producerEpoch{id: 9, epoch: 3}, begunOK: true}
+	g := joinGuardOf(r, producerEpoch{id: 9, epoch: 3})
 	g.suspect.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -569,7 +569,7 @@ func TestEndAnswerIsNoProofAfterAFailedRequest(t *testing.T) {
 	if _, after, _ := cl.ProducerID(ctx); after != epoch+1 {
 		t.Skipf("the epoch went from %d to %d over EndTxn: not transaction version 2, nothing to prove", epoch, after)
 	}
-	g := &joinGuard{r: r, begun: producerEpoch{id: id, epoch: epoch}, begunOK: true}
+	g := joinGuardOf(r, producerEpoch{id: id, epoch: epoch})
 	g.suspect.Store(true)
 	g.ended(ctx, cl, true, true)
 	if v, ok := r.hanging.ownTxns[txnEpoch{id, epoch}]; ok {
@@ -677,4 +677,11 @@ func hangsOnOutAndMirror(hs []HangingTxn) bool {
 		}
 	}
 	return true
+}
+
+// joinGuardOf is r's join guard for a transaction begun at epoch.
+func joinGuardOf(r *Runner, begun producerEpoch) *joinGuard {
+	g := newJoinGuard(r)
+	g.begun, g.begunOK = begun, true
+	return g
 }

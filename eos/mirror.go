@@ -93,15 +93,6 @@ func (m *offsetsMirror) provenTopic(topic string) bool {
 	return m.ids[topic] != kadm.TopicID{}
 }
 
-// sortKey returns 1 for the offsets mirror's topic, else 0, so that the
-// mirror sorts last; m may be nil.
-func (m *offsetsMirror) sortKey(topic string) int {
-	if m != nil && topic == m.topic {
-		return 1
-	}
-	return 0
-}
-
 // mirrorPartitioner sends mirror records to the partition they name and
 // leaves every other topic to base.
 type mirrorPartitioner struct {

@@ -292,7 +292,7 @@ func (r *Runner) newSession() (session, error) {
 	}
 	endTimeout := r.endTimeout()
 	if r.cfg.Guarantee == config.ExactlyOnce {
-		guard := &joinGuard{r: r}
+		guard := newJoinGuard(r)
 		sess, err := kgo.NewGroupTransactSession(append(opts, kgo.WithHooks(guard))...)
 		if err != nil {
 			return nil, err
@@ -389,8 +389,8 @@ func (s *txnSession) flush(ctx context.Context) error {
 // that is not the doom's drop, and whether records were abandoned.
 func (s *txnSession) settleDoomed(ctx context.Context, commit bool, perr error) (error, bool) {
 	if commit {
-		s.guard.r.log.Warn("aborting the batch: a request to a broker failed during it, and a broker that restarted may have left an older transaction of this instance open where the batch's records would land and join it; the batch is redone once a look has seen every partition",
-			zap.String("transactional_id", s.guard.r.cfg.TransactionalID()))
+		s.guard.log.Warn("aborting the batch: a request to a broker failed during it, and a broker that restarted may have left an older transaction of this instance open where the batch's records would land and join it; the batch is redone once a look has seen every partition",
+			zap.String("transactional_id", s.guard.cfg.TransactionalID()))
 	}
 	abandoned := s.guard.doom.settled(ctx)
 	if !abandoned {
