@@ -24,7 +24,7 @@ import (
 // the outputs handed to the producer, and where to resume when it stops
 // part way through a fetch.
 type batch struct {
-	r     *Runner
+	l     *streamLoop
 	s     session
 	ctx   context.Context // Run's
 	timer *time.Timer     // sets cut when the commit interval is spent
@@ -104,8 +104,8 @@ func (b *batch) leave(rec *kgo.Record) {
 // consume runs batches on s until ctx ends (nil), a record fails under the
 // Fail policy (that error), or s breaks (a rebuildError, fencing, a stall).
 // progressed reports whether any batch committed.
-func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err error) {
-	log, err := r.startSession(ctx, s)
+func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, err error) {
+	log, err := l.startSession(ctx, s)
 	if err != nil {
 		return false, err
 	}
@@ -114,10 +114,10 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		if ctx.Err() != nil {
 			return progressed, nil
 		}
-		pctx, cancel := context.WithTimeout(ctx, r.pollWait())
-		r.idleWake.set(cancel)
-		fetches, perr := s.poll(pctx, r.pollSize())
-		r.idleWake.set(nil)
+		pctx, cancel := context.WithTimeout(ctx, l.pollWait())
+		l.idleWake.set(cancel)
+		fetches, perr := s.poll(pctx, l.pollSize())
+		l.idleWake.set(nil)
 		cancel()
 		if perr != nil {
 			return progressed, perr
@@ -125,11 +125,11 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 		if fetches.IsClientClosed() || ctx.Err() != nil && fetches.NumRecords() == 0 {
 			return progressed, nil
 		}
-		if err := r.fetchError(fetches); err != nil {
+		if err := l.fetchError(fetches); err != nil {
 			return progressed, err
 		}
 		if fetches.NumRecords() == 0 {
-			ran, committed, err := r.idlePoll(ctx, s, lastBatch, log)
+			ran, committed, err := l.idlePoll(ctx, s, lastBatch, log)
 			progressed = progressed || committed
 			if err != nil {
 				return progressed, err
@@ -139,20 +139,20 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 			}
 			continue
 		}
-		if r.state != nil {
-			r.state.sync()
+		if l.state != nil {
+			l.state.sync()
 			// Every assigned task catches up now, with no transaction
 			// open, so that no batch is cut short to restore one.
-			if err := r.changelogs.restore(ctx, r.state.unready()); err != nil {
+			if err := l.changelogs.restore(ctx, l.state.unready()); err != nil {
 				return progressed, err
 			}
 		}
-		committed, err := r.runBatch(ctx, s, fetches, log)
+		committed, err := l.runBatch(ctx, s, fetches, log)
 		progressed = progressed || committed
 		if err != nil {
 			return progressed, err
 		}
-		if err := r.afterBatch(ctx); err != nil {
+		if err := l.afterBatch(ctx); err != nil {
 			return progressed, err
 		}
 		lastBatch = time.Now()
@@ -164,40 +164,40 @@ func (r *Runner) consume(ctx context.Context, s session) (progressed bool, err e
 // transactions left open; a batch whose commit outcome was lost is settled
 // before anything is redone, or a redo would be mistaken for it. It
 // returns the session's logger.
-func (r *Runner) startSession(ctx context.Context, s session) (*zap.Logger, error) {
-	log := r.log.With(zap.String("transactional_id", r.cfg.TransactionalID()))
-	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.Idempotent {
+func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, error) {
+	log := l.log.With(zap.String("transactional_id", l.cfg.TransactionalID()))
+	if l.cfg.Guarantee == config.ExactlyOnce || l.cfg.Guarantee == config.Idempotent {
 		// Loading the producer id first fences a zombie of this instance
 		// and aborts a transaction a previous session left open, whose
 		// pending offsets would otherwise block this session's offset
 		// fetch (RequireStable) until that transaction timed out.
-		if r.cfg.Guarantee == config.ExactlyOnce {
+		if l.cfg.Guarantee == config.ExactlyOnce {
 			// What the coordinator says of the last transaction must be
 			// read before InitProducerId moves it on: it alone proves
 			// which of that session's transactions committed.
-			r.hanging.noteOwnTxn(ctx)
+			l.hanging.noteOwnTxn(ctx)
 		}
-		id, epoch, err := r.producerID(ctx, s)
+		id, epoch, err := l.producerID(ctx, s)
 		if err != nil {
 			return log, err
 		}
 		log = log.With(zap.Int64("producer_id", id), zap.Int16("producer_epoch", epoch))
-		if r.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
-			r.hanging.pid, r.hanging.pidEpoch = id, epoch
+		if l.cfg.Guarantee == config.ExactlyOnce && ctx.Err() == nil {
+			l.hanging.pid, l.hanging.pidEpoch = id, epoch
 			// InitProducerId returns once the coordinator has aborted
 			// what the previous epoch left open; whatever a partition
 			// still holds open from it hangs (a broker crash lost the
 			// marker) and would stall the group or the output's readers.
-			if err := r.hanging.lookBeforeWriting(ctx); err != nil {
+			if err := l.hanging.lookBeforeWriting(ctx); err != nil {
 				return log, err
 			}
 		}
 	}
-	if err := r.settlePending(ctx); err != nil {
+	if err := l.settlePending(ctx); err != nil {
 		return log, err
 	}
-	if r.state != nil {
-		r.state.reload()
+	if l.state != nil {
+		l.state.reload()
 	}
 	return log, nil
 }
@@ -205,19 +205,19 @@ func (r *Runner) startSession(ctx context.Context, s session) (*zap.Logger, erro
 // idlePoll is a poll that brought no records: the stores of revoked tasks
 // close, wall-clock timers fire in a transaction of their own, and a wait
 // past the stall bound is checked. ran reports whether a timer batch ran.
-func (r *Runner) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
-	if r.state != nil {
-		r.state.sync()
-		if ran, committed, err := r.idleTimers(ctx, s, log); err != nil || ran {
+func (l *streamLoop) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
+	if l.state != nil {
+		l.state.sync()
+		if ran, committed, err := l.idleTimers(ctx, s, log); err != nil || ran {
 			return ran, committed, err
 		}
 	}
 	s.idle()
-	if waited := time.Since(lastBatch); waited > r.waits.stall {
-		if err := r.stall.checkStall(ctx, waited); err != nil {
+	if waited := time.Since(lastBatch); waited > l.waits.stall {
+		if err := l.stall.checkStall(ctx, waited); err != nil {
 			return false, false, err
 		}
-		r.healthy()
+		l.healthy()
 		return true, false, nil // nothing waits for us: idle is fine
 	}
 	return false, false, nil
@@ -226,22 +226,22 @@ func (r *Runner) idlePoll(ctx context.Context, s session, lastBatch time.Time, l
 // afterBatch catches up, between batches and with no transaction open,
 // the stores of the tasks whose records a batch left for after their
 // restore, and those of owned tasks with wall-clock timers.
-func (r *Runner) afterBatch(ctx context.Context) error {
-	if len(r.restorePending) > 0 {
-		tasks := make([]state.Task, 0, len(r.restorePending))
-		for t := range r.restorePending {
+func (l *streamLoop) afterBatch(ctx context.Context) error {
+	if len(l.restorePending) > 0 {
+		tasks := make([]state.Task, 0, len(l.restorePending))
+		for t := range l.restorePending {
 			tasks = append(tasks, t)
 		}
-		clear(r.restorePending)
-		if err := r.changelogs.restore(ctx, r.state.owned(tasks)); err != nil {
+		clear(l.restorePending)
+		if err := l.changelogs.restore(ctx, l.state.owned(tasks)); err != nil {
 			return err
 		}
 	}
-	if r.state != nil {
-		if err := r.restoreTimerTasks(ctx); err != nil {
+	if l.state != nil {
+		if err := l.restoreTimerTasks(ctx); err != nil {
 			return err
 		}
-		r.timers.next = time.Now() // look for due timers at the next idle poll
+		l.timers.next = time.Now() // look for due timers at the next idle poll
 	}
 	return nil
 }
@@ -249,18 +249,18 @@ func (r *Runner) afterBatch(ctx context.Context) error {
 // runBatch processes fetches and whatever more arrives within the commit
 // interval as one batch and ends it. It returns whether the batch
 // committed; a nil error with false means it was aborted and is redone.
-func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
+func (l *streamLoop) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
 		if isFenced(err) {
-			return false, r.members.classifyFence(ctx, err, 0, s.client())
+			return false, l.members.classifyFence(ctx, err, 0, s.client())
 		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
-	b := r.newBatch(ctx, s)
+	b := l.newBatch(ctx, s)
 	defer b.stop()
 	b.fill(fetches)
 	commit := b.decide()
-	if r.metrics != nil {
+	if l.metrics != nil {
 		b.decided = time.Now()
 	}
 	return b.end(commit, log)
@@ -268,15 +268,15 @@ func (r *Runner) runBatch(ctx context.Context, s session, fetches kgo.Fetches, l
 
 // newBatch starts a batch on s: its commit-interval timer, and the bound
 // on its produces.
-func (r *Runner) newBatch(ctx context.Context, s session) *batch {
-	b := &batch{r: r, s: s, ctx: ctx, start: time.Now(), cuttable: r.cfg.Guarantee != config.AtMostOnce,
-		revokes: r.flaggedAtEnd, gen: generation(s), maxBytes: r.cfg.Memory().BatchBytes}
-	r.proc.Take() // outcomes of records no batch committed
-	r.proc.Drop() // updates held back by a batch that did not commit
-	b.timer = time.AfterFunc(r.cfg.CommitInterval, func() { b.cut.Store(true) })
-	b.hardTimer = time.AfterFunc(r.waits.hardCut, func() { b.hard.Store(true) })
-	r.abortNoted = false
-	if r.tracing != nil {
+func (l *streamLoop) newBatch(ctx context.Context, s session) *batch {
+	b := &batch{l: l, s: s, ctx: ctx, start: time.Now(), cuttable: l.cfg.Guarantee != config.AtMostOnce,
+		revokes: l.flaggedAtEnd, gen: generation(s), maxBytes: l.cfg.Memory().BatchBytes}
+	l.proc.Take() // outcomes of records no batch committed
+	l.proc.Drop() // updates held back by a batch that did not commit
+	b.timer = time.AfterFunc(l.cfg.CommitInterval, func() { b.cut.Store(true) })
+	b.hardTimer = time.AfterFunc(l.waits.hardCut, func() { b.hard.Store(true) })
+	l.abortNoted = false
+	if l.tracing != nil {
 		b.traceBegin()
 	}
 	// A full produce buffer blocks Produce; with the brokers gone it
@@ -286,7 +286,7 @@ func (r *Runner) newBatch(ctx context.Context, s session) *batch {
 	// does not wait for its fire-and-forget records.
 	b.produceCtx, b.cancelProduce = context.Background(), func() {}
 	if b.cuttable {
-		b.produceCtx, b.cancelProduce = context.WithDeadline(b.produceCtx, b.start.Add(r.endTimeout()))
+		b.produceCtx, b.cancelProduce = context.WithDeadline(b.produceCtx, b.start.Add(l.waits.end))
 	}
 	return b
 }
@@ -301,18 +301,18 @@ func (b *batch) stop() {
 // record or byte cap, a failure or shutdown: fewer, larger transactions
 // cost fewer round trips. Records polled but not processed are rewound.
 func (b *batch) fill(fetches kgo.Fetches) {
-	r := b.r
+	l := b.l
 	t0 := time.Now()
 	b.process(fetches)
 	b.busy += time.Since(t0)
-	limit := r.cfg.MaxBatchRecords
+	limit := l.cfg.MaxBatchRecords
 	// The deadline is checked here as well as by the timer that sets cut:
 	// on a busy machine the timer runs late, and until it does every poll
 	// would return at once, spinning.
-	deadline := b.start.Add(r.cfg.CommitInterval)
+	deadline := b.start.Add(l.cfg.CommitInterval)
 	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() && time.Now().Before(deadline) {
 		pctx, cancel := context.WithDeadline(b.ctx, deadline)
-		more, perr := b.s.poll(pctx, b.pollLimit(min(r.pollSize(), limit-b.in)))
+		more, perr := b.s.poll(pctx, b.pollLimit(min(l.pollSize(), limit-b.in)))
 		cancel()
 		if perr != nil {
 			b.failed, b.pollFailed = perr, true
@@ -321,7 +321,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		if more.IsClientClosed() {
 			break
 		}
-		if err := r.fetchError(more); err != nil {
+		if err := l.fetchError(more); err != nil {
 			b.failed, b.pollFailed = err, true
 			break
 		}
@@ -332,7 +332,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 	if len(b.rest) > 0 {
 		b.rewindRest()
 	}
-	r.adaptPollSize(b)
+	l.adaptPollSize(b)
 }
 
 // rewindRest moves the consumer back to the records left for the next
@@ -352,9 +352,9 @@ func (b *batch) fill(fetches kgo.Fetches) {
 // the coordinator rebalances again, so rebuilding after every rebalance
 // kept groups rebalancing for as long as batches were cut.
 func (b *batch) rewindRest() {
-	r := b.r
-	if r.cfg.Guarantee != config.ExactlyOnce {
-		r.counts.rewinds.Add(1)
+	l := b.l
+	if l.cfg.Guarantee != config.ExactlyOnce {
+		l.counts.rewinds.Add(1)
 		b.s.rewind(b.rest)
 		return
 	}
@@ -362,12 +362,12 @@ func (b *batch) rewindRest() {
 	// callbacks the session passes on: a new assignment comes with a new
 	// generation (or after a lost callback, for a static member given
 	// its old one back).
-	moved := func() bool { return r.contexts.callbacks.Load() != r.revokesAtEnd || generation(b.s) != b.gen }
+	moved := func() bool { return l.contexts.callbacks.Load() != l.revokesAtEnd || generation(b.s) != b.gen }
 	if moved() {
 		b.doomed, b.revoked = true, true
 		return
 	}
-	r.counts.rewinds.Add(1)
+	l.counts.rewinds.Add(1)
 	b.s.rewind(b.rest)
 	b.rewindRaced = moved()
 }
@@ -385,7 +385,7 @@ func generation(s session) int32 {
 // last End: franz-go's transact session swallows every later one until
 // the next End, so the batch must not run user code, and aborts.
 func (b *batch) revokedSince() bool {
-	return b.r.cfg.Guarantee == config.ExactlyOnce && b.r.contexts.revokes.Load() != b.revokes
+	return b.l.cfg.Guarantee == config.ExactlyOnce && b.l.contexts.revokes.Load() != b.revokes
 }
 
 // stopped reports whether the batch takes no more records: a record
@@ -398,7 +398,7 @@ func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.re
 // record), in the order inOrder gives. Once a record of a partition is left for the
 // next batch, so are the partition's later records.
 func (b *batch) process(fs kgo.Fetches) {
-	b.r.inOrder(fs, b.one)
+	b.l.inOrder(fs, b.one)
 }
 
 // inOrder calls fn for each record of fs: partition by partition, except
@@ -406,8 +406,8 @@ func (b *batch) process(fs kgo.Fetches) {
 // graph.Graph.CoPartitioned) that belong to one task are merged in the
 // order of their Kafka timestamps, each partition's own order kept, so that
 // a join sees its inputs in time order as far as they have been fetched.
-func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
-	if r.state == nil || len(r.state.taskTopic) == 0 {
+func (l *streamLoop) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
+	if l.state == nil || len(l.state.taskTopic) == 0 {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, rec := range p.Records {
 				fn(rec)
@@ -418,7 +418,7 @@ func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 	var tasks []state.Task
 	merge := map[state.Task][][]*kgo.Record{}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
-		if _, grouped := r.state.taskTopic[p.Topic]; !grouped {
+		if _, grouped := l.state.taskTopic[p.Topic]; !grouped {
 			for _, rec := range p.Records {
 				fn(rec)
 			}
@@ -427,7 +427,7 @@ func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 		if len(p.Records) == 0 {
 			return
 		}
-		t := r.state.task(p.Topic, p.Partition)
+		t := l.state.task(p.Topic, p.Partition)
 		if merge[t] == nil {
 			tasks = append(tasks, t)
 		}
@@ -460,14 +460,14 @@ func (r *Runner) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 
 // one processes rec, or leaves it for the next batch.
 func (b *batch) one(rec *kgo.Record) {
-	r := b.r
+	l := b.l
 	if _, left := b.rest[rec.Topic][rec.Partition]; left {
 		return
 	}
 	// In flight before the revoke check: a revoke either finds it in
 	// flight and waits (see recordContexts.await) or is seen here.
-	uctx := r.contexts.start(rec)
-	defer r.contexts.done()
+	uctx := l.contexts.start(rec)
+	defer l.contexts.done()
 	if b.revokedSince() {
 		b.revoked = true
 	}
@@ -475,7 +475,7 @@ func (b *batch) one(rec *kgo.Record) {
 		return
 	}
 	b.in++
-	if r.rejects.attribute {
+	if l.rejects.attribute {
 		// Only emit reads it; a pointer stored per record costs a GC
 		// write barrier while the collector marks.
 		b.cur = rec
@@ -500,7 +500,7 @@ func (b *batch) one(rec *kgo.Record) {
 	}
 	b.streamTime(rec)
 	b.taken(rec)
-	if b.cut.Load() && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+	if b.cut.Load() && l.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= l.cfg.TransactionTimeout {
 		b.slow = rec
 	}
 }
@@ -510,18 +510,18 @@ func (b *batch) one(rec *kgo.Record) {
 // catch up first, outside any transaction (the batch ends, and they
 // restore). A record not taken is left for the next batch.
 func (b *batch) admit(rec *kgo.Record) bool {
-	r := b.r
+	l := b.l
 	if b.stopped() || (b.hard.Load() || b.ctx.Err() != nil) && b.cuttable && b.in > 0 {
 		if b.cuttable {
 			b.leave(rec)
 		}
 		return false
 	}
-	if r.state != nil && r.state.needs(rec) {
-		if r.restorePending == nil {
-			r.restorePending = make(map[state.Task]bool)
+	if l.state != nil && l.state.needs(rec) {
+		if l.restorePending == nil {
+			l.restorePending = make(map[state.Task]bool)
 		}
-		r.restorePending[r.state.task(rec.Topic, rec.Partition)] = true
+		l.restorePending[l.state.task(rec.Topic, rec.Partition)] = true
 		b.leave(rec)
 		b.cut.Store(true)
 		b.hard.Store(true)
@@ -533,28 +533,28 @@ func (b *batch) admit(rec *kgo.Record) bool {
 // run runs rec through the topology, or dead-letters it when it was
 // rejected before it (undecodable), traced when tracing is on.
 func (b *batch) run(uctx context.Context, rec *kgo.Record) (engine.Outcome, error) {
-	r := b.r
-	if r.state != nil {
-		r.state.beginRecord()
+	l := b.l
+	if l.state != nil {
+		l.state.beginRecord()
 	}
 	var span trace.Span
-	if r.tracing != nil {
+	if l.tracing != nil {
 		uctx, span = b.traceRecord(uctx, rec)
 	}
 	var (
 		outcome engine.Outcome
 		err     error
 	)
-	if rej, ok := r.rejects.of(rec); ok {
-		outcome, err = r.proc.Reject(rec, rej.sink, rej.err, b.emit)
+	if rej, ok := l.rejects.of(rec); ok {
+		outcome, err = l.proc.Reject(rec, rej.sink, rej.err, b.emit)
 	} else {
-		outcome, err = r.proc.Process(uctx, rec, b.emit)
+		outcome, err = l.proc.Process(uctx, rec, b.emit)
 	}
 	if span != nil {
 		b.traceRecordEnd(span, outcome, err)
 	}
-	if r.state != nil && outcome != engine.Processed {
-		r.state.failRecord()
+	if l.state != nil && outcome != engine.Processed {
+		l.state.failRecord()
 	}
 	return outcome, err
 }
@@ -562,12 +562,12 @@ func (b *batch) run(uctx context.Context, rec *kgo.Record) (engine.Outcome, erro
 // emit hands one output of the current record to the producer.
 func (b *batch) emit(rec *kgo.Record) {
 	b.out++
-	if b.r.rejects.attribute {
+	if b.l.rejects.attribute {
 		parent := context.Background()
 		if b.recCtx != nil {
 			parent = b.recCtx
 		}
-		rec.Context = &outputSource{Context: parent, in: b.cur, sink: b.r.proc.OutputNode()}
+		rec.Context = &outputSource{Context: parent, in: b.cur, sink: b.l.proc.OutputNode()}
 	} else if b.recCtx != nil {
 		rec.Context = b.recCtx
 	}
@@ -587,27 +587,27 @@ func (b *batch) emit(rec *kgo.Record) {
 //
 // Nothing is flushed once the batch is set to abort.
 func (b *batch) decide() bool {
-	r := b.r
+	l := b.l
 	// A revoke since the last End makes the session abort: run no more
 	// user code for the batch, BeforeCommit included.
 	commit := b.failed == nil && b.slow == nil && !b.doomed && !b.revokedSince()
 	vetoable := commit
-	if !commit && b.cuttable && r.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
+	if !commit && b.cuttable && l.cfg.Guarantee != config.ExactlyOnce && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
 		commit = true
 	}
 	if commit {
 		commit = b.wallClock() && b.flush()
 	}
-	if commit && vetoable && r.beforeEnd != nil {
-		if err := r.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
+	if commit && vetoable && l.beforeEnd != nil {
+		if err := l.beforeEnd(b.ctx, BatchInfo{Records: b.in, Outputs: b.out}); err != nil {
 			b.failed, commit, b.vetoed = err, false, true
 		}
 	}
-	if commit && r.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= r.cfg.TransactionTimeout {
+	if commit && l.cfg.Guarantee == config.ExactlyOnce && time.Since(b.start) >= l.cfg.TransactionTimeout {
 		commit, b.timedOut = false, true
-		r.pollMax = max(1, b.in/2)
+		l.pollMax = max(1, b.in/2)
 		b.failed = &rebuildError{fmt.Errorf("batch open %s, past transaction_timeout %s; aborting it and redoing it in smaller batches",
-			time.Since(b.start).Round(time.Millisecond), r.cfg.TransactionTimeout)}
+			time.Since(b.start).Round(time.Millisecond), l.cfg.TransactionTimeout)}
 	}
 	return commit
 }
@@ -620,11 +620,11 @@ func (b *batch) decide() bool {
 // (a rebalance, or an EndTxn answer it could not confirm, checked with the
 // broker under exactly-once).
 func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
-	r := b.r
+	l := b.l
 	if b.span != nil {
 		defer func() { b.traceEnd(done, rerr) }()
 	}
-	b.tally = r.proc.Take()
+	b.tally = l.proc.Take()
 	if b.lost > 0 {
 		log.Warn("at-most-once: records whose processing was interrupted by shutdown are lost (their offsets were committed first)",
 			zap.Int("records", b.lost))
@@ -632,13 +632,13 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	offsets := b.produceEnd(commit, log)
 	committed, endErr := b.endTxn(commit)
 	gen := b.noteEnd(commit, committed, endErr)
-	if endErr != nil && isFenced(endErr) && r.cfg.Guarantee == config.ExactlyOnce {
-		endErr = r.members.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
+	if endErr != nil && isFenced(endErr) && l.cfg.Guarantee == config.ExactlyOnce {
+		endErr = l.members.classifyFence(b.ctx, endErr, time.Since(b.start), b.s.client())
 	}
-	r.rejects.note(b.s)
-	if r.rejects.refused != nil {
-		r.noteAbort(abortProduce)
-		return false, r.rejects.refused
+	l.rejects.note(b.s)
+	if l.rejects.refused != nil {
+		l.noteAbort(abortProduce)
+		return false, l.rejects.refused
 	}
 	if settled, done, err := b.settleFailure(committed, offsets, endErr, gen, log); settled {
 		return done, err
@@ -646,8 +646,8 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 	if !committed {
 		return b.notCommitted(offsets, gen, log)
 	}
-	r.countCommitted(b, gen, log)
-	r.advance(b.s, offsets)
+	l.countCommitted(b, gen, log)
+	l.advance(b.s, offsets)
 	return true, nil
 }
 
@@ -655,24 +655,24 @@ func (b *batch) end(commit bool, log *zap.Logger) (done bool, rerr error) {
 // stores' changelogs and the offsets mirror, and returns the offsets it
 // commits (nil when it does not commit any).
 func (b *batch) produceEnd(commit bool, log *zap.Logger) map[string]map[int32]kgo.EpochOffset {
-	r, s := b.r, b.s
+	l, s := b.l, b.s
 	if !commit {
 		return nil
 	}
 	var offsets map[string]map[int32]kgo.EpochOffset
-	if r.cfg.Guarantee != config.AtMostOnce {
+	if l.cfg.Guarantee != config.AtMostOnce {
 		offsets = s.client().UncommittedOffsets()
 	}
-	if r.state != nil {
-		r.state.produceChanges(func(rec *kgo.Record) {
+	if l.state != nil {
+		l.state.produceChanges(func(rec *kgo.Record) {
 			if b.spanCtx != nil {
 				rec.Context = b.spanCtx
 			}
 			s.produce(b.produceCtx, rec)
 		})
 	}
-	if r.mirror != nil {
-		for _, rec := range r.mirror.records(offsets, log) {
+	if m := l.mirror(); m != nil {
+		for _, rec := range m.records(offsets, log) {
 			s.produce(b.produceCtx, rec)
 		}
 	}
@@ -681,14 +681,14 @@ func (b *batch) produceEnd(commit bool, log *zap.Logger) map[string]map[int32]kg
 
 // endTxn ends the session's transaction (or batch), traced.
 func (b *batch) endTxn(commit bool) (bool, error) {
-	r := b.r
+	l := b.l
 	var endSpan trace.Span
 	if b.span != nil {
 		endSpan = b.traceEndStart(commit)
 	}
 	// Revokes from here on doom the next batch (rewindRest); the session
 	// clears its own revoke flags at the end of End.
-	r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
+	l.revokesAtEnd, l.flaggedAtEnd = l.contexts.callbacks.Load(), l.contexts.revokes.Load()
 	committed, endErr := b.s.end(commit)
 	if endSpan != nil {
 		if endErr != nil {
@@ -702,56 +702,56 @@ func (b *batch) endTxn(commit bool) (bool, error) {
 // noteEnd records the end in the metrics and the state stores, and
 // returns the group generation the batch ended in.
 func (b *batch) noteEnd(commit, committed bool, endErr error) int32 {
-	r := b.r
-	if r.metrics != nil {
+	l := b.l
+	if l.metrics != nil {
 		records := 0
 		if committed {
 			records = b.in
 		}
-		r.metrics.observeBatch(b, commit, time.Now(), records)
+		l.metrics.observeBatch(b, commit, time.Now(), records)
 	}
-	if r.state != nil {
+	if l.state != nil {
 		if committed && endErr == nil {
-			r.state.committed()
+			l.state.committed()
 		} else {
-			r.state.aborted()
+			l.state.aborted()
 		}
 	}
 	member, gen := b.s.client().GroupMetadata()
-	r.members.note(member)
+	l.members.note(member)
 	return gen
 }
 
 // settleFailure settles a batch that failed or whose end failed; settled is
 // false when neither did.
 func (b *batch) settleFailure(committed bool, offsets map[string]map[int32]kgo.EpochOffset, endErr error, gen int32, log *zap.Logger) (settled, done bool, err error) {
-	r := b.r
+	l := b.l
 	switch {
 	case errors.As(endErr, new(*leftOpenError)):
 		// Nothing was ended: neither outcome was safe (see joinGuard).
 		log.Error("batch left open, neither committed nor aborted", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
 		return true, false, endErr
 	case b.slow != nil:
-		r.noteAbort(abortTimeout)
-		return true, false, r.slowRecord(b, log)
+		l.noteAbort(abortTimeout)
+		return true, false, l.slowRecord(b, log)
 	case endErr != nil && offsets != nil && errors.As(endErr, new(*unknownOutcomeError)):
 		// The commit was sent, but its outcome is unknown: settle it from
 		// what the broker says was committed before anything is redone.
-		r.pending = b.pendingAt(offsets)
+		l.pending = b.pendingAt(offsets)
 		log.Warn("batch commit outcome unknown; will check what the broker committed", zap.Error(endErr), zap.Int("records", b.in), zap.Int32("generation", gen))
 		return true, false, endErr
 	case b.failed != nil && committed:
 		// The records before a failing one committed (plain sessions).
-		r.countCommitted(b, gen, log)
+		l.countCommitted(b, gen, log)
 		return true, true, b.failed
 	case b.failed != nil || endErr != nil:
-		r.noteAbort(b.abortReason(endErr))
+		l.noteAbort(b.abortReason(endErr))
 		reason := b.failed
 		if endErr != nil {
 			reason = endErr
 		}
 		log.Warn("batch aborted", zap.Error(reason), zap.Int("records", b.in), zap.Int32("generation", gen))
-		r.noteRedone(b)
+		l.noteRedone(b)
 		if endErr != nil && (isFenced(endErr) || b.failed == nil || isRebuildable(b.failed)) {
 			return true, false, endErr
 		}
@@ -770,25 +770,25 @@ func (b *batch) pendingAt(offsets map[string]map[int32]kgo.EpochOffset) *pending
 // error it could not confirm (it then rewinds as for an abort): the broker
 // is asked before anything is redone.
 func (b *batch) notCommitted(offsets map[string]map[int32]kgo.EpochOffset, gen int32, log *zap.Logger) (bool, error) {
-	r, s := b.r, b.s
-	if offsets != nil && r.cfg.Guarantee == config.ExactlyOnce {
-		landed, err := r.landed(context.Background(), offsets, 2*time.Second)
+	l, s := b.l, b.s
+	if offsets != nil && l.cfg.Guarantee == config.ExactlyOnce {
+		landed, err := l.landed(context.Background(), offsets, 2*time.Second)
 		switch {
 		case err != nil:
-			r.pending = b.pendingAt(offsets)
+			l.pending = b.pendingAt(offsets)
 			return false, &rebuildError{&unknownOutcomeError{fmt.Errorf("transaction reported aborted, and the group's offsets do not say: %w", err)}}
 		case landed:
 			// It committed, but the client rewound to what it believes
 			// is committed; only a new client reads the truth.
-			r.countSettled(b.pendingAt(offsets))
+			l.countSettled(b.pendingAt(offsets))
 			return true, &rebuildError{errors.New("a commit reported as aborted had landed; restarting from the committed offsets")}
 		}
 	}
-	r.noteAbort(b.abortReason(nil))
-	r.noteRedone(b)
-	if failing := r.failing(); failing > r.cfg.RecoveryTimeout {
+	l.noteAbort(b.abortReason(nil))
+	l.noteRedone(b)
+	if failing := l.failing(); failing > l.cfg.RecoveryTimeout {
 		return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
-			failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.TransactionalID(), r.cfg.AppID)
+			failing.Round(time.Second), l.cfg.RecoveryTimeout, l.cfg.TransactionalID(), l.cfg.AppID)
 	}
 	why := "batch aborted by a rebalance; reprocessing from the last commit"
 	if ts, ok := s.(*txnSession); ok && ts.doomedEnd {
@@ -805,22 +805,22 @@ func (b *batch) notCommitted(offsets map[string]map[int32]kgo.EpochOffset, gen i
 
 // advance moves what the runtime knows to be committed past a batch that
 // committed offsets.
-func (r *Runner) advance(s session, offsets map[string]map[int32]kgo.EpochOffset) {
+func (l *streamLoop) advance(s session, offsets map[string]map[int32]kgo.EpochOffset) {
 	if ps, ok := s.(*plainSession); ok {
 		// What the commit reached: a partition lost while it ran is not
 		// in it, though it was in offsets.
-		r.floor.raise(ps.cl.CommittedOffsets())
+		l.floor.raise(ps.cl.CommittedOffsets())
 	} else {
-		r.floor.raise(offsets)
+		l.floor.raise(offsets)
 	}
-	r.purge.note(offsets)
-	r.rejects.committed()
+	l.purge.note(offsets)
+	l.rejects.committed()
 }
 
 // countCommitted records a committed batch.
-func (r *Runner) countCommitted(b *batch, gen int32, log *zap.Logger) {
-	r.counts.batch(b.in, b.out, b.tally)
-	r.healthy()
+func (l *streamLoop) countCommitted(b *batch, gen int32, log *zap.Logger) {
+	l.counts.batch(b.in, b.out, b.tally)
+	l.healthy()
 	log.Debug("batch committed", zap.Int("records", b.in), zap.Int("outputs", b.out),
 		zap.Duration("latency", time.Since(b.start)), zap.Int32("generation", gen))
 }
@@ -828,27 +828,27 @@ func (r *Runner) countCommitted(b *batch, gen int32, log *zap.Logger) {
 // noteRedone counts the input records of a batch that did not commit its
 // offsets although some of its outputs may have been written: without a
 // transaction they stay written, and the redo writes them again.
-func (r *Runner) noteRedone(b *batch) {
-	if r.cfg.Guarantee == config.ExactlyOnce || r.cfg.Guarantee == config.AtMostOnce || b.out == 0 {
+func (l *streamLoop) noteRedone(b *batch) {
+	if l.cfg.Guarantee == config.ExactlyOnce || l.cfg.Guarantee == config.AtMostOnce || b.out == 0 {
 		return
 	}
-	r.counts.redone.Add(uint64(b.in))
+	l.counts.redone.Add(uint64(b.in))
 }
 
 // slowRecord handles a batch that one record carried past the transaction
 // timeout. A stall of the whole process (a pause, a stop signal) looks the
 // same, so the first time the batch is redone; the same record doing it
 // again stops Run with an error naming it.
-func (r *Runner) slowRecord(b *batch, log *zap.Logger) error {
+func (l *streamLoop) slowRecord(b *batch, log *zap.Logger) error {
 	rec := b.slow
 	terr := &TransactionTimeoutError{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset,
-		Took: time.Since(b.start), Timeout: r.cfg.TransactionTimeout}
+		Took: time.Since(b.start), Timeout: l.cfg.TransactionTimeout}
 	key := recordKey(rec)
-	if r.slowSeen != nil && *r.slowSeen == key {
+	if l.slowSeen != nil && *l.slowSeen == key {
 		log.Error("record keeps its transaction open past transaction_timeout", zap.Error(terr))
 		return terr
 	}
-	r.slowSeen = &key
+	l.slowSeen = &key
 	log.Warn("batch passed transaction_timeout on one record; redoing it once to tell a slow record from a paused process", zap.Error(terr))
 	return &rebuildError{terr}
 }
@@ -860,11 +860,11 @@ const hardCut = 2
 
 // pollSize is how many records the next poll may return: the record cap
 // until a batch has timed its records, then what adaptPollSize set.
-func (r *Runner) pollSize() int {
-	if r.pollMax <= 0 || r.pollMax > r.cfg.MaxBatchRecords {
-		r.pollMax = r.cfg.MaxBatchRecords
+func (l *streamLoop) pollSize() int {
+	if l.pollMax <= 0 || l.pollMax > l.cfg.MaxBatchRecords {
+		l.pollMax = l.cfg.MaxBatchRecords
 	}
-	return r.pollMax
+	return l.pollMax
 }
 
 // adaptPollSize sizes polls to a quarter of the commit interval's worth
@@ -874,13 +874,13 @@ func (r *Runner) pollSize() int {
 // leaves records to rewind, and fetching them again leaves the worker
 // idle for a round trip, every batch when the transform is slow. A batch
 // that still left records behind shrinks polls to what it got through.
-func (r *Runner) adaptPollSize(b *batch) {
+func (l *streamLoop) adaptPollSize(b *batch) {
 	if b.failed != nil || b.interrupted || b.revoked || b.in == 0 {
 		return
 	}
-	size := r.cfg.MaxBatchRecords
+	size := l.cfg.MaxBatchRecords
 	if per := b.busy / time.Duration(b.in); per > 0 {
-		size = int(min(max(r.cfg.CommitInterval/4/per, 1), time.Duration(r.cfg.MaxBatchRecords)))
+		size = int(min(max(l.cfg.CommitInterval/4/per, 1), time.Duration(l.cfg.MaxBatchRecords)))
 	}
 	if b.maxBytes > 0 && b.bytes > 0 {
 		size = int(min(int64(size), b.maxBytes/4/max(b.bytes/int64(b.in), 1)))
@@ -890,13 +890,13 @@ func (r *Runner) adaptPollSize(b *batch) {
 	}
 	// Grow at most twice per batch: one cheap batch among slow ones must
 	// not bring back polls that outlast the interval.
-	r.pollMax = max(min(size, 2*r.pollSize()), 1)
+	l.pollMax = max(min(size, 2*l.pollSize()), 1)
 }
 
 // producerID loads the producer id, bounded so that an unreachable
 // coordinator becomes a logged rebuild rather than a silent wait.
-func (r *Runner) producerID(ctx context.Context, s session) (int64, int16, error) {
-	pctx, cancel := context.WithTimeout(ctx, r.endTimeout())
+func (l *streamLoop) producerID(ctx context.Context, s session) (int64, int16, error) {
+	pctx, cancel := context.WithTimeout(ctx, l.waits.end)
 	defer cancel()
 	id, epoch, err := s.client().ProducerID(pctx)
 	switch {
@@ -907,30 +907,30 @@ func (r *Runner) producerID(ctx context.Context, s session) (int64, int16, error
 	case isFenced(err):
 		return 0, 0, err
 	}
-	if rs := r.rejectedSetting(err); rs != nil {
+	if rs := rejectedSetting(l.cfg, err); rs != nil {
 		return 0, 0, rs
 	}
 	if isFatal(err) {
 		return 0, 0, err
 	}
-	return 0, 0, &rebuildError{fmt.Errorf("waiting for a producer id from the transaction coordinator of %q at %v: %w", r.cfg.TransactionalID(), r.cfg.Brokers, err)}
+	return 0, 0, &rebuildError{fmt.Errorf("waiting for a producer id from the transaction coordinator of %q at %v: %w", l.cfg.TransactionalID(), l.cfg.Brokers, err)}
 }
 
 // fetchError returns the first fetch error that needs action. Context
 // errors are how a bounded poll ends; group errors that no retry fixes
 // stop Run; others are transient and retried by the client.
-func (r *Runner) fetchError(fs kgo.Fetches) error {
+func (l *streamLoop) fetchError(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		switch {
 		case errors.Is(fe.Err, context.Canceled), errors.Is(fe.Err, context.DeadlineExceeded):
 		case isInstanceFenced(fe.Err), errors.As(fe.Err, new(*OffsetsBehindError)):
 			return fe.Err
 		case errors.Is(fe.Err, kerr.InvalidSessionTimeout):
-			return r.rejectedSetting(fe.Err)
+			return rejectedSetting(l.cfg, fe.Err)
 		case isFatal(fe.Err) && fe.Topic == "":
-			return r.authz.err(fmt.Errorf("consumer group %q: %w", r.cfg.AppID, fe.Err), r.inputs...)
+			return l.authz.err(fmt.Errorf("consumer group %q: %w", l.cfg.AppID, fe.Err), l.inputs...)
 		case isFatal(fe.Err):
-			return r.authz.err(fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err), fe.Topic)
+			return l.authz.err(fmt.Errorf("fetch %s/%d: %w", fe.Topic, fe.Partition, fe.Err), fe.Topic)
 		}
 	}
 	return nil

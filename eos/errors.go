@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -236,13 +237,13 @@ func (e *RejectedSettingError) Is(target error) bool { return target == ErrRejec
 
 // rejectedSetting turns the broker's refusal of a configured value into an
 // error naming the setting and the broker's bound, or returns nil.
-func (r *Runner) rejectedSetting(err error) *RejectedSettingError {
+func rejectedSetting(cfg config.Config, err error) *RejectedSettingError {
 	switch {
 	case errors.Is(err, kerr.InvalidSessionTimeout):
-		return &RejectedSettingError{Setting: "session_timeout", Value: r.cfg.SessionTimeout.String(), Err: err,
+		return &RejectedSettingError{Setting: "session_timeout", Value: cfg.SessionTimeout.String(), Err: err,
 			Limit: "group.min.session.timeout.ms (default 6s) and group.max.session.timeout.ms (default 30m)"}
 	case errors.Is(err, kerr.InvalidTransactionTimeout):
-		return &RejectedSettingError{Setting: "transaction_timeout", Value: r.cfg.TransactionTimeout.String(), Err: err,
+		return &RejectedSettingError{Setting: "transaction_timeout", Value: cfg.TransactionTimeout.String(), Err: err,
 			Limit: "transaction.max.timeout.ms (default 15m)"}
 	}
 	return nil

@@ -20,8 +20,8 @@ import (
 // shutdown aborts the batch, which a new client redoes; one a revoke
 // interrupted under exactly-once aborts it as the revoke does.
 func (b *batch) flush() bool {
-	r := b.r
-	if r.proc.Held() == 0 {
+	l := b.l
+	if l.proc.Held() == 0 {
 		return true
 	}
 	if b.revokedSince() {
@@ -29,7 +29,7 @@ func (b *batch) flush() bool {
 		// updates would run for nothing, on partitions gone.
 		return true
 	}
-	outcome, err := r.proc.Flush(b.beginUpdate, b.emit, b.endUpdate)
+	outcome, err := l.proc.Flush(b.beginUpdate, b.emit, b.endUpdate)
 	b.cur = nil
 	switch outcome {
 	case engine.Failed:
@@ -63,7 +63,7 @@ var doomed = func() context.Context {
 // beginUpdate starts a held-back update of input record in.
 func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 	b.cur = in
-	if b.r.tracing != nil {
+	if b.l.tracing != nil {
 		// A held-back update's or a timer's outputs belong to the
 		// record that made them, if any.
 		b.recCtx = b.spanCtx
@@ -71,16 +71,16 @@ func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 			b.recCtx = in.Context
 		}
 	}
-	if b.r.state != nil {
-		b.r.state.beginRecord()
+	if b.l.state != nil {
+		b.l.state.beginRecord()
 	}
 	var ctx context.Context
 	if in != nil {
 		// Its user code is in flight as the record's was: a revoke of
 		// its partition waits for it (see recordContexts.await).
-		ctx = b.r.contexts.start(in)
+		ctx = b.l.contexts.start(in)
 	} else {
-		ctx = b.r.contexts.of(in)
+		ctx = b.l.contexts.of(in)
 	}
 	if b.revokedSince() {
 		// Checked once in flight, as a record is: the engine runs no
@@ -93,11 +93,11 @@ func (b *batch) beginUpdate(in *kgo.Record) context.Context {
 // endUpdate ends an update: its user code is no longer in flight, and
 // the store writes of one that did not go through are undone.
 func (b *batch) endUpdate(o engine.Outcome) {
-	b.r.contexts.done()
-	if b.r.tracing != nil {
+	b.l.contexts.done()
+	if b.l.tracing != nil {
 		b.recCtx = b.spanCtx
 	}
-	if b.r.state != nil && o != engine.Processed {
-		b.r.state.failRecord()
+	if b.l.state != nil && o != engine.Processed {
+		b.l.state.failRecord()
 	}
 }

@@ -41,7 +41,7 @@ func TestNewBatchStartsWithNothingHeld(t *testing.T) {
 	if r.proc.Held() != 1 {
 		t.Fatalf("%d updates held, want 1", r.proc.Held())
 	}
-	b := r.newBatch(context.Background(), nil)
+	b := r.loop.newBatch(context.Background(), nil)
 	defer b.stop()
 	if n := r.proc.Held(); n != 0 {
 		t.Fatalf("the next batch began with %d updates of the last one held", n)

@@ -63,7 +63,7 @@ func newHangingRepair(r *Runner) *hangingRepair {
 	return &hangingRepair{
 		cfg: r.cfg, log: r.log, extra: r.extra, clientLevel: r.clientLogLevel,
 		admin:        func() *kgo.Client { return r.admin },
-		coordTimeout: r.endTimeout(),
+		coordTimeout: r.waits.end,
 		writes: func() (outputs, internal []string) {
 			for topic := range r.repartitioned {
 				internal = append(internal, topic)

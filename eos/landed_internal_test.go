@@ -36,7 +36,7 @@ func TestSettlingALostCommitEndsWithRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	landed, err := r.landed(ctx, offsets, time.Minute)
+	landed, err := r.loop.landed(ctx, offsets, time.Minute)
 	if landed || !errors.Is(err, errBelowFloor) && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("landed %v, %v; want no answer (offsets below the floor)", landed, err)
 	}

@@ -185,7 +185,7 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortClient
 	case b.failed != nil && errors.As(b.failed, new(*produceError)):
 		return abortProduce
-	case b.failed != nil && (b.interrupted || b.r.contexts.revokes.Load() != b.revokes):
+	case b.failed != nil && (b.interrupted || b.l.contexts.revokes.Load() != b.revokes):
 		// User code, a held-back update or a timer firing saw its
 		// partition's context end.
 		return abortRebalance
@@ -197,21 +197,12 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortProduce
 	case endErr != nil:
 		return abortCommit
-	case b.doomed || b.r.contexts.revokes.Load() != b.revokes:
+	case b.doomed || b.l.contexts.revokes.Load() != b.revokes:
 		return abortRebalance
 	}
 	// End reported an abort with no revoke: an EndTxn answer it could not
 	// confirm, and the broker had not committed.
 	return abortCommit
-}
-
-// noteAbort counts a batch that did not commit, under its reason.
-func (r *Runner) noteAbort(reason abortReason) {
-	r.counts.aborted.Add(1)
-	r.abortNoted, r.abortReason = true, reason
-	if m := r.metrics; m != nil {
-		m.aborts[reason].Inc()
-	}
 }
 
 // observeBatch records a batch's timings once it has ended; records > 0

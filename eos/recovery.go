@@ -27,37 +27,37 @@ type pendingBatch struct {
 // redone (and, without transactions, may duplicate). It runs before a new
 // session processes anything, after the producer id load has ended any
 // transaction left open, so the committed offsets are stable.
-func (r *Runner) settlePending(ctx context.Context) error {
-	p := r.pending
+func (l *streamLoop) settlePending(ctx context.Context) error {
+	p := l.pending
 	if p == nil {
 		return nil
 	}
-	landed, err := r.landed(ctx, p.offsets, r.endTimeout())
-	if err != nil && ctx.Err() == nil && r.hanging.repairHanging(ctx) > 0 {
-		landed, err = r.landed(ctx, p.offsets, r.endTimeout())
+	landed, err := l.landed(ctx, p.offsets, l.waits.end)
+	if err != nil && ctx.Err() == nil && l.hanging.repairHanging(ctx) > 0 {
+		landed, err = l.landed(ctx, p.offsets, l.waits.end)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return &rebuildError{fmt.Errorf("reading group %q's committed offsets to settle a commit whose answer was lost: %w; inspect with `eosctl group lag %s` and `eosctl txn hanging --topic __consumer_offsets`", r.cfg.AppID, err, r.cfg.AppID)}
+		return &rebuildError{fmt.Errorf("reading group %q's committed offsets to settle a commit whose answer was lost: %w; inspect with `eosctl group lag %s` and `eosctl txn hanging --topic __consumer_offsets`", l.cfg.AppID, err, l.cfg.AppID)}
 	}
-	r.pending = nil
+	l.pending = nil
 	if landed {
-		r.countSettled(p)
+		l.countSettled(p)
 		return nil
 	}
-	r.noteAbort(abortCommit)
-	r.noteRedone(&batch{in: p.in, out: p.out})
-	r.log.Info("a batch whose commit answer was lost had not committed; redoing it", zap.Int("records", p.in))
+	l.noteAbort(abortCommit)
+	l.noteRedone(&batch{in: p.in, out: p.out})
+	l.log.Info("a batch whose commit answer was lost had not committed; redoing it", zap.Int("records", p.in))
 	return nil
 }
 
-func (r *Runner) countSettled(p *pendingBatch) {
-	r.healthy()
-	r.floor.raise(p.offsets)
-	r.counts.batch(p.in, p.out, p.tally)
-	r.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
+func (l *streamLoop) countSettled(p *pendingBatch) {
+	l.healthy()
+	l.floor.raise(p.offsets)
+	l.counts.batch(p.in, p.out, p.tally)
+	l.log.Info("a batch whose commit answer was lost had committed", zap.Int("records", p.in))
 }
 
 // landed reports whether the group's committed offsets have reached
@@ -67,19 +67,19 @@ func (r *Runner) countSettled(p *pendingBatch) {
 // only at the batch's partitions: other members' open transactions on
 // other partitions do not matter. It ends with ctx too: settling at a
 // new session's start must not hold Close for its timeouts.
-func (r *Runner) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
+func (l *streamLoop) landed(ctx context.Context, offsets map[string]map[int32]kgo.EpochOffset, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(kadm.RequireStable(ctx), timeout)
 	defer cancel()
 	topics := make([]string, 0, len(offsets))
 	for t := range offsets {
 		topics = append(topics, t)
 	}
-	adm := kadm.NewClient(r.admin)
+	adm := kadm.NewClient(l.admin())
 	for {
-		committed, err := adm.FetchOffsetsForTopics(ctx, r.cfg.AppID, topics...)
+		committed, err := adm.FetchOffsetsForTopics(ctx, l.cfg.AppID, topics...)
 		unsettled := err
 		if err == nil {
-			unsettled = r.floor.committedBelow(committed, offsets)
+			unsettled = l.floor.committedBelow(committed, offsets)
 		}
 		if err == nil && unsettled == nil {
 		partitions:

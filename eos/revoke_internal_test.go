@@ -23,9 +23,9 @@ import (
 func TestARevokeSinceTheLastEndDoomsTheBatch(t *testing.T) {
 	r := upperRunner(t)
 	ctx := context.Background()
-	ended := func() { r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load() }
+	ended := func() { r.loop.revokesAtEnd, r.loop.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load() }
 	begun := func() *batch {
-		b := r.newBatch(ctx, &rewindSession{})
+		b := r.loop.newBatch(ctx, &rewindSession{})
 		t.Cleanup(b.stop)
 		return b
 	}
@@ -109,14 +109,14 @@ func upperRunner(t *testing.T) *Runner {
 func TestADoomedBatchAbortsWithoutARebuildOrBeforeCommit(t *testing.T) {
 	r := upperRunner(t)
 	var vetoes int
-	r.beforeEnd = func(context.Context, BatchInfo) error { vetoes++; return nil }
+	r.loop.beforeEnd = func(context.Context, BatchInfo) error { vetoes++; return nil }
 	ctx := context.Background()
 	for _, revoke := range []bool{true, false} {
-		r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
+		r.loop.revokesAtEnd, r.loop.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
 		if revoke {
 			r.onRevoked(ctx, nil, map[string][]int32{"in": {0}})
 		}
-		b := r.newBatch(ctx, &rewindSession{})
+		b := r.loop.newBatch(ctx, &rewindSession{})
 		t.Cleanup(b.stop)
 		vetoes = 0
 		if commit := b.decide(); commit == revoke || vetoes != 1-boolInt(revoke) {

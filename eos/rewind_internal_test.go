@@ -37,14 +37,14 @@ func TestRewindOnlyWithoutARebalanceSinceTheLastEnd(t *testing.T) {
 	r := upperRunner(t)
 	rest := map[string]map[int32]kgo.EpochOffset{"in": {0: {Offset: 40}}}
 	cut := func(s session) *batch {
-		b := r.newBatch(context.Background(), s)
+		b := r.loop.newBatch(context.Background(), s)
 		t.Cleanup(b.stop)
 		b.rest = rest
 		return b
 	}
 
 	// No callback since the last End: rewind, and the batch may commit.
-	r.revokesAtEnd = r.contexts.callbacks.Load()
+	r.loop.revokesAtEnd = r.contexts.callbacks.Load()
 	s := &rewindSession{}
 	b := cut(s)
 	b.rewindRest()
@@ -67,7 +67,7 @@ func TestRewindOnlyWithoutARebalanceSinceTheLastEnd(t *testing.T) {
 
 	// A rebalance that completed during the batch, seen in the group
 	// generation though no callback came: doomed too.
-	r.revokesAtEnd = r.contexts.callbacks.Load()
+	r.loop.revokesAtEnd = r.contexts.callbacks.Load()
 	s = &rewindSession{gen: 7}
 	b = cut(s)
 	s.gen = 8
@@ -77,7 +77,7 @@ func TestRewindOnlyWithoutARebalanceSinceTheLastEnd(t *testing.T) {
 	}
 
 	// A callback during the rewind: the client must be rebuilt.
-	r.revokesAtEnd = r.contexts.callbacks.Load()
+	r.loop.revokesAtEnd = r.contexts.callbacks.Load()
 	s = &rewindSession{during: func() { r.onRevoked(context.Background(), nil, map[string][]int32{"in": {0}}) }}
 	b = cut(s)
 	b.rewindRest()

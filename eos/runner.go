@@ -61,36 +61,23 @@ type Runner struct {
 	waits    waits // bounds derived from cfg
 	contexts recordContexts
 
-	// State of the consuming goroutine, carried across client rebuilds.
-	admin          *kgo.Client         // preflight's client, kept for admin requests
-	pollMax        int                 // records per poll, sized by adaptPollSize
-	pending        *pendingBatch       // a batch whose commit outcome is unknown
-	failingSince   time.Time           // first failure since the pipeline was last healthy; zero when healthy
-	slowSeen       *string             // record that last carried a batch past transaction_timeout
-	members        *membership         // this instance's place in the group
-	floor          offsetFloor         // offsets its own commits reached; see offsetFloor
-	resume         *resumeCheck        // where an assigned partition resumes
-	mirror         *offsetsMirror      // exactly-once: where commits mirror their input offsets; nil otherwise
-	hanging        *hangingRepair      // finds and settles hanging transactions; nil for a parent of workers
-	stall          *stallCheck         // tells a stalled pipeline from an idle one; nil for a parent of workers
-	rejects        rejections          // outputs the broker refused, and what to do about them
-	outputs        *outputTopics       // what the brokers accept on the output topics
-	state          *taskStores         // the topology's state stores; nil without
-	changelogs     *changelogReader    // restores state and checks the changelog topics
-	restorePending map[state.Task]bool // tasks whose records wait for a restore
-	inputs         []string            // the topics consumed: the sources' and the repartition topics
-	authz          *authz              // names the grants a refusal lacks
-	repartitioned  map[string]bool     // the repartition topics
-	purge          *purger             // deletes what the group consumed of them
-	timers         runnerTimers        // the topology's timers, found at start; see timer.go
-	idleWake       pollWake            // ends an idle poll when tasks are assigned; see timer.go
-	tracing        *tracing            // Tracing, if given
-	abortNoted     bool                // the current batch's abort was counted, under abortReason
-	revokesAtEnd   int64               // contexts.callbacks when the last End began (rewindRest)
-	// flaggedAtEnd is contexts.revokes when the last End began: a batch
-	// begun since is doomed by any revoke counted after it (see onRevoked).
-	flaggedAtEnd int64
-	abortReason  abortReason
+	loop          *streamLoop      // polls, runs and ends the batches
+	admin         *kgo.Client      // preflight's client, kept for admin requests
+	members       *membership      // this instance's place in the group
+	floor         offsetFloor      // offsets its own commits reached; see offsetFloor
+	resume        *resumeCheck     // where an assigned partition resumes
+	mirror        *offsetsMirror   // exactly-once: where commits mirror their input offsets; nil otherwise
+	hanging       *hangingRepair   // finds and settles hanging transactions; nil for a parent of workers
+	stall         *stallCheck      // tells a stalled pipeline from an idle one; nil for a parent of workers
+	outputs       *outputTopics    // what the brokers accept on the output topics
+	state         *taskStores      // the topology's state stores; nil without
+	changelogs    *changelogReader // restores state and checks the changelog topics
+	inputs        []string         // the topics consumed: the sources' and the repartition topics
+	authz         *authz           // names the grants a refusal lacks
+	repartitioned map[string]bool  // the repartition topics
+	purge         *purger          // deletes what the group consumed of them
+	idleWake      pollWake         // ends an idle poll when tasks are assigned; see timer.go
+	tracing       *tracing         // Tracing, if given
 
 	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
 	worker  bool     // one of a parent's workers, which sets the memory limit for all
@@ -206,7 +193,6 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
 	r.changelogs = newChangelogReader(r)
-	r.rejects = newRejections(r)
 	r.resume = newResumeCheck(r)
 	r.hanging = newHangingRepair(r)
 	r.stall = newStallCheck(r)
@@ -221,6 +207,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 			return nil, errors.New("eos: metrics_addr serves the registry given to Metrics, which cannot be read (not a prometheus.Gatherer); pass a *prometheus.Registry")
 		}
 	}
+	r.loop = newStreamLoop(r)
 	return r, nil
 }
 
@@ -288,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err := r.proc.Start(ctx); err != nil {
 		return err
 	}
-	r.timers = findTimers(r.proc, r.state != nil)
+	r.loop.timers = findTimers(r.proc, r.state != nil)
 	defer func() {
 		if cerr := r.proc.Close(); cerr != nil {
 			r.log.Warn("closing processors", zap.Error(cerr))
@@ -329,7 +316,7 @@ func (r *Runner) Close() error {
 	cancel()
 	select {
 	case <-done:
-	case <-time.After(2*r.endTimeout() + 5*time.Second):
+	case <-time.After(2*r.waits.end + 5*time.Second):
 		r.closeErr = errors.New("eos: Close timed out waiting for Run to return; look for a goroutine stuck in user code in a dump (SIGQUIT)")
 		return r.closeErr
 	}
@@ -351,7 +338,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		}
 		r.contexts.reset(ctx)
 		r.health.client.Store(s.client())
-		progressed, err := r.consume(ctx, s)
+		progressed, err := r.loop.consume(ctx, s)
 		id, _ := s.client().GroupMetadata()
 		r.members.note(id) // whether it committed or not: see leaveConsumerGroup
 		s.close()
@@ -380,7 +367,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			attempt = 0
 		}
 		attempt++
-		failing := r.failing()
+		failing := r.loop.failing()
 		if failing > r.cfg.RecoveryTimeout {
 			return fmt.Errorf("eos: no batch committed in %s of client rebuilds (recovery_timeout %s; brokers %v): %w",
 				failing.Round(time.Second), r.cfg.RecoveryTimeout, r.cfg.Brokers, err)
@@ -397,24 +384,6 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		case <-time.After(wait):
 		}
 	}
-}
-
-// healthy records a commit, or an idle check that found the brokers
-// answering and nothing waiting: failures from here start a new
-// recovery_timeout.
-func (r *Runner) healthy() {
-	r.failingSince = time.Time{}
-	r.stall.stalls = 0
-	r.slowSeen = nil
-}
-
-// failing returns how long the pipeline has been failing, starting the
-// clock at the first failure after it was healthy.
-func (r *Runner) failing() time.Duration {
-	if r.failingSince.IsZero() {
-		r.failingSince = time.Now()
-	}
-	return time.Since(r.failingSince)
 }
 
 // rebuildError marks a client failure that a new client may get past.

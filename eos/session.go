@@ -247,7 +247,7 @@ func (e *produceError) Unwrap() error { return e.err }
 
 func (r *Runner) newSession() (session, error) {
 	// No End yet on this client: callbacks count from its start.
-	r.revokesAtEnd, r.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
+	r.loop.revokesAtEnd, r.loop.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
 	opts, err := kafkautil.PipelineOptions(r.cfg, r.inputs, r.extra...)
 	if err != nil {
 		return nil, err
@@ -290,7 +290,7 @@ func (r *Runner) newSession() (session, error) {
 	if r.outputs.maxRecordBytes != nil {
 		opts = append(opts, kgo.ProducerBatchMaxBytesFn(r.outputs.maxRecordBytes))
 	}
-	endTimeout := r.endTimeout()
+	endTimeout := r.waits.end
 	if r.cfg.Guarantee == config.ExactlyOnce {
 		guard := newJoinGuard(r)
 		sess, err := kgo.NewGroupTransactSession(append(opts, kgo.WithHooks(guard))...)
@@ -311,11 +311,6 @@ func (r *Runner) newSession() (session, error) {
 	ps.promise = ps.errs.record
 	return ps, nil
 }
-
-// endTimeout bounds the end of a batch, which may wait for a produce
-// flush and the commit round trips, so a wedged broker becomes a rebuild,
-// not a hang.
-func (r *Runner) endTimeout() time.Duration { return r.cfg.TransactionTimeout + 10*time.Second }
 
 // clientLogLevel caps the client's logging at warnings, and follows the
 // runner's logger below that: with logging off, the client builds no log

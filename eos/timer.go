@@ -37,10 +37,10 @@ func findTimers(proc *engine.Engine, stores bool) runnerTimers {
 // it passed, in the batch: their effects commit with rec's offset, or are
 // redone with it.
 func (b *batch) streamTime(rec *kgo.Record) {
-	if !b.r.timers.stream {
+	if !b.l.timers.stream {
 		return
 	}
-	outcome, err := b.r.proc.StreamTime(rec, b.beginUpdate, b.emit, b.endUpdate)
+	outcome, err := b.l.proc.StreamTime(rec, b.beginUpdate, b.emit, b.endUpdate)
 	b.cur = nil
 	b.timerOutcome(outcome, err)
 }
@@ -51,17 +51,17 @@ func (b *batch) streamTime(rec *kgo.Record) {
 // Under exactly-once, a batch that saw a revoke is doomed: the timers fire
 // in the next one, for the tasks still owned.
 func (b *batch) wallClock() bool {
-	r := b.r
-	if len(r.timers.wall) == 0 || b.failed != nil {
+	l := b.l
+	if len(l.timers.wall) == 0 || b.failed != nil {
 		return true
 	}
 	if b.revokedSince() {
 		return true
 	}
 	now := time.Now()
-	ready, _ := r.state.timerTasks(r.timers.wall, b.s)
+	ready, _ := l.state.timerTasks(l.timers.wall, b.s)
 	for _, task := range ready {
-		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
+		next, ok, err := l.proc.NextWallClock(task, func(name string) (*state.Store, error) { return l.state.peek(name, task) })
 		if err != nil {
 			b.failed = fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
 			return false
@@ -69,7 +69,7 @@ func (b *batch) wallClock() bool {
 		if !ok || now.Before(next) {
 			continue
 		}
-		n, outcome, err := r.proc.WallClock(task, now, b.beginUpdate, b.emit, b.endUpdate)
+		n, outcome, err := l.proc.WallClock(task, now, b.beginUpdate, b.emit, b.endUpdate)
 		b.cur = nil
 		b.fired += n
 		if !b.timerOutcome(outcome, err) {
@@ -138,15 +138,15 @@ func (b *batch) timerOutcome(outcome engine.Outcome, err error) bool {
 // restoreTimerTasks catches up the stores of owned tasks with wall-clock
 // timers that are not ready: without records they would never be
 // restored, and their timers never fire. Called between batches.
-func (r *Runner) restoreTimerTasks(ctx context.Context) error {
-	if len(r.timers.wall) == 0 {
+func (l *streamLoop) restoreTimerTasks(ctx context.Context) error {
+	if len(l.timers.wall) == 0 {
 		return nil
 	}
-	_, unready := r.state.ownedOf(r.timers.wall)
+	_, unready := l.state.ownedOf(l.timers.wall)
 	if len(unready) == 0 {
 		return nil
 	}
-	return r.changelogs.restore(ctx, unready)
+	return l.changelogs.restore(ctx, unready)
 }
 
 // idleTimers runs a batch of its own for the wall-clock timers due while
@@ -158,20 +158,20 @@ func (r *Runner) restoreTimerTasks(ctx context.Context) error {
 // the group's generation check (KIP-447) would not fence an instance that
 // lost its tasks without noticing. It therefore commits again the committed
 // offsets of the tasks it fires for (see timerTasks).
-func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ran, committed bool, err error) {
-	t := &r.timers
+func (l *streamLoop) idleTimers(ctx context.Context, s session, log *zap.Logger) (ran, committed bool, err error) {
+	t := &l.timers
 	if len(t.wall) == 0 || ctx.Err() != nil {
 		return false, false, nil
 	}
-	if err := r.restoreTimerTasks(ctx); err != nil {
+	if err := l.restoreTimerTasks(ctx); err != nil {
 		return false, false, err
 	}
 	now := time.Now()
-	t.next = now.Add(r.waits.idleCheck)
-	ready, held := r.state.timerTasks(r.timers.wall, s)
+	t.next = now.Add(l.waits.idleCheck)
+	ready, held := l.state.timerTasks(l.timers.wall, s)
 	var due []state.Task
 	for _, task := range ready {
-		next, ok, err := r.proc.NextWallClock(task, func(name string) (*state.Store, error) { return r.state.peek(name, task) })
+		next, ok, err := l.proc.NextWallClock(task, func(name string) (*state.Store, error) { return l.state.peek(name, task) })
 		if err != nil {
 			return false, false, fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
 		}
@@ -196,21 +196,21 @@ func (r *Runner) idleTimers(ctx context.Context, s session, log *zap.Logger) (ra
 		}
 		ts.fence = fence
 	}
-	committed, err = r.runTimerBatch(ctx, s, log)
+	committed, err = l.runTimerBatch(ctx, s, log)
 	t.next = time.Now() // look for the next due timers at once
 	return true, committed, err
 }
 
 // runTimerBatch is runBatch without records: the wall-clock timers fire
 // when the batch decides.
-func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) (bool, error) {
+func (l *streamLoop) runTimerBatch(ctx context.Context, s session, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
 		if isFenced(err) {
-			return false, r.members.classifyFence(ctx, err, 0, s.client())
+			return false, l.members.classifyFence(ctx, err, 0, s.client())
 		}
 		return false, &rebuildError{fmt.Errorf("begin transaction: %w", err)}
 	}
-	b := r.newBatch(ctx, s)
+	b := l.newBatch(ctx, s)
 	defer b.stop()
 	commit := b.decide()
 	if b.fired == 0 && commit {
@@ -221,9 +221,9 @@ func (r *Runner) runTimerBatch(ctx context.Context, s session, log *zap.Logger) 
 
 // pollWait is how long an idle poll may wait: until the next wall-clock
 // timer is due, at most idleCheck.
-func (r *Runner) pollWait() time.Duration {
-	d := r.waits.idleCheck
-	if t := &r.timers; len(t.wall) > 0 {
+func (l *streamLoop) pollWait() time.Duration {
+	d := l.waits.idleCheck
+	if t := &l.timers; len(t.wall) > 0 {
 		d = min(d, max(time.Millisecond, time.Until(t.next)))
 	}
 	return d

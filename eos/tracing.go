@@ -81,7 +81,7 @@ type tracing struct {
 
 // traceBegin starts the batch's span.
 func (b *batch) traceBegin() {
-	tr := b.r.tracing
+	tr := b.l.tracing
 	b.spanCtx, b.span = tr.tracer.Start(context.Background(), "eosflow.batch",
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(tr.attrs...))
 	b.recCtx = b.spanCtx
@@ -91,7 +91,7 @@ func (b *batch) traceBegin() {
 // user code gets (uctx with the span) and the span's own context, the
 // parent of rec's outputs.
 func (b *batch) traceRecord(uctx context.Context, rec *kgo.Record) (context.Context, trace.Span) {
-	tr := b.r.tracing
+	tr := b.l.tracing
 	parent := tr.prop.Extract(context.Background(), kotel.NewRecordCarrier(rec))
 	ctx, span := tr.tracer.Start(parent, rec.Topic+" process",
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithLinks(trace.LinkFromContext(b.spanCtx)))
@@ -133,20 +133,20 @@ func (b *batch) traceEndStart(commit bool) trace.Span {
 	if commit {
 		name = "eosflow.commit"
 	}
-	_, span := b.r.tracing.tracer.Start(b.spanCtx, name)
+	_, span := b.l.tracing.tracer.Start(b.spanCtx, name)
 	return span
 }
 
 // traceEnd ends the batch's span with its outcome.
 func (b *batch) traceEnd(committed bool, err error) {
-	r := b.r
+	l := b.l
 	b.span.SetAttributes(
 		attribute.Int("eosflow.records_in", b.in),
 		attribute.Int("eosflow.records_out", b.out),
 		attribute.Bool("eosflow.committed", committed),
 	)
-	if r.abortNoted {
-		b.span.SetAttributes(attribute.String("eosflow.abort_reason", abortReasonNames[r.abortReason]))
+	if l.abortNoted {
+		b.span.SetAttributes(attribute.String("eosflow.abort_reason", abortReasonNames[l.abortReason]))
 	}
 	switch {
 	case err != nil:

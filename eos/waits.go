@@ -24,10 +24,14 @@ type waits struct {
 	// idleCheck is how long one poll waits before the loop looks at how
 	// long it has been idle.
 	idleCheck time.Duration
+	// end bounds the end of a batch, which may wait for a produce flush
+	// and the commit round trips, so a wedged broker becomes a rebuild,
+	// not a hang.
+	end time.Duration
 }
 
 func newWaits(cfg config.Config) waits {
 	ci, tt := cfg.CommitInterval, cfg.TransactionTimeout
 	stall := max(tt+10*time.Second, cfg.SessionTimeout, cfg.RebalanceTimeout) + 10*time.Second
-	return waits{hardCut: max(min(hardCut*ci, ci+(tt-ci)/2), ci), stall: stall, idleCheck: min(5*time.Second, stall)}
+	return waits{hardCut: max(min(hardCut*ci, ci+(tt-ci)/2), ci), stall: stall, idleCheck: min(5*time.Second, stall), end: tt + 10*time.Second}
 }
