@@ -20,6 +20,10 @@ type Record[V any] struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+	// Tombstone reports a nil value: a deleted row (topology.ToTable
+	// writes one for each row a table deletes), which a zero Value alone
+	// cannot tell from a row whose value decodes to zero.
+	Tombstone bool
 }
 
 // OutputTopic reads the records the topology wrote to one topic, their
@@ -70,6 +74,7 @@ func (o *OutputTopic[V]) decode(rs []*kgo.Record) []Record[V] {
 		out[i] = Record[V]{Key: bytes.Clone(r.Key), Headers: slices.Clone(r.Headers), Timestamp: r.Timestamp,
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}
 		if r.Value == nil {
+			out[i].Tombstone = true
 			continue
 		}
 		v, err := o.c.Decode(bytes.Clone(r.Value))

@@ -22,11 +22,18 @@ func (g Grouped[T]) Node() *Node { return g.s.n }
 // each input record, the record's key and the key's new aggregate (with
 // LatestPerCommit, only each key's last of a batch). Turn
 // it into a Stream with ToStream, or write it with ToTable. The zero
-// Table is invalid; get tables from the aggregations.
+// Table is invalid; get tables from the aggregations, TableFrom and
+// JoinTables.
+//
+// An aggregation never deletes a row: Count, Reduce and Aggregate only
+// set them, as Kafka Streams' aggregations of a stream do. Tables from
+// TableFrom and JoinTables delete rows too, and those deletes reach
+// JoinTables and ToTable but not ToStream.
 type Table[V any] struct {
 	s     Stream[V]
 	store string         // the store holding the table, for joins; "" if none
 	c     codec.Codec[V] // its values' codec
+	del   *deletes       // its deleted rows; nil for a table that deletes none
 }
 
 // Node is the aggregation that emits the updates.
@@ -234,6 +241,8 @@ func codecError(st *state.Store, op string, key []byte, err error) error {
 }
 
 // ToStream turns a table's updates into a stream, for further operators.
+// A deleted row has no value to pass on, so the stream carries the updates
+// only: write the table with ToTable to keep its deletes.
 func ToStream[V any](tbl Table[V], name string) Stream[V] {
 	p := &port[V]{}
 	n := attach(tbl.s, name, KindProcessor, "ToStream", func(n *Node) func(graph.Exec, Record[V]) error {
@@ -246,9 +255,15 @@ func ToStream[V any](tbl Table[V], name string) Stream[V] {
 }
 
 // ToTable writes a table's updates to topic, keyed, encoding values with
-// c, as To does. A compacted topic suits it: compaction keeps each key's
-// latest aggregate, so the topic reads as the table itself. The node is
-// named after the topic unless Named says otherwise.
+// c, as To does, and its deleted rows (see TableFrom and JoinTables) as
+// tombstones: the key with a nil value, which c is not called for, in the
+// batch's transaction like the updates. A compacted topic suits it:
+// compaction keeps each key's latest row and drops deleted ones, so the
+// topic reads as the table itself. The node is named after the topic
+// unless Named says otherwise.
 func ToTable[V any](tbl Table[V], topic string, c codec.Codec[V], opts ...SinkOption[V]) {
-	To(tbl.s, topic, c, opts...)
+	n, tg := to(tbl.s, topic, c, opts)
+	if n != nil && tbl.del != nil && tbl.s.n.t == n.t {
+		tbl.del.add(tombstone(n, tg))
+	}
 }

@@ -13,9 +13,12 @@ import (
 )
 
 // TableFrom reads topic as a table: each record sets its key's value in a
-// store of engine named after the node (a record with a nil value, a
-// tombstone, deletes the key), and the updates flow on as the table's
-// stream. A compacted topic suits it, as for Kafka Streams'
+// store of engine named after the node, and the updates flow on as the
+// table's stream. A record with a nil value, a tombstone, deletes the
+// key's row; when there was one, the delete flows on to JoinTables and
+// ToTable (ToTable writes a tombstone), not to ToStream's stream, which
+// has no value to give it. A tombstone for a key the table does not hold
+// changes nothing. A compacted topic suits it, as for Kafka Streams'
 // builder.table(). Join streams against it: their input topics and this
 // one are then co-partitioned (see Join).
 //
@@ -39,6 +42,7 @@ func TableFrom[V any](t *Topology, topic string, c codec.Codec[V], engine state.
 		return Table[V]{s: Stream[V]{n: n, p: p}}
 	}
 	decode := func(_ context.Context, b []byte) (V, error) { return c.Decode(b) }
+	del := &deletes{}
 	n.source = func(x graph.Exec, r *kgo.Record) error {
 		x.Enter(n.index)
 		if r.Key == nil {
@@ -50,10 +54,7 @@ func TableFrom[V any](t *Topology, topic string, c codec.Codec[V], engine state.
 			return storeFailed(x, n, err)
 		}
 		if r.Value == nil {
-			if err := st.Delete(r.Key); err != nil {
-				return storeFailed(x, n, err)
-			}
-			return nil
+			return deleteRow(x, n, st, del, r)
 		}
 		v, err := call(x, n, decode, r.Value)
 		if err != nil {
@@ -66,7 +67,7 @@ func TableFrom[V any](t *Topology, topic string, c codec.Codec[V], engine state.
 		return p.push(x, Record[V]{Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp,
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
 	}
-	return Table[V]{s: Stream[V]{n: n, p: p}, store: name, c: c}
+	return Table[V]{s: Stream[V]{n: n, p: p}, store: name, c: c, del: del}
 }
 
 // Join enriches each record of s with the row of tbl under the record's
@@ -187,10 +188,13 @@ func join[L, R, Out any](s Stream[L], tbl Table[R], name, op string, step func(c
 // JoinTables joins two tables by key into a table: whenever either side's
 // row of a key changes, fn(ctx, key, l, r) runs with both rows, if the
 // other side has one, and its result is the joined table's new row (an
-// inner join, as Kafka Streams' KTable#join). The joined table keeps no
-// store of its own: write it with ToTable, join it no further. Rows
-// deleted from either side (tombstones) do not delete the joined row; the
-// tables' topics must be co-partitioned, as for Join. ctx is cancelled on
+// inner join, as Kafka Streams' KTable#join). A row deleted from either
+// side (a TableFrom tombstone) deletes the joined row if there was one,
+// that is if the other side has a row under the key: ToTable then writes
+// a tombstone for it. A delete where the other side has no row emits
+// nothing, as there was no joined row. The joined table keeps no store
+// of its own: write it with ToTable, join it no further. The tables'
+// topics must be co-partitioned, as for Join. ctx is cancelled on
 // shutdown and when the record's partition is revoked.
 func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn func(ctx context.Context, key []byte, l L, r R) (Out, error)) Table[Out] {
 	t := left.s.topology()
@@ -245,9 +249,16 @@ func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn fu
 			return emit(x, r.Key, pair[L, R]{key: r.Key, l: lv, r: r.Value}, meta(r.Key, r.Headers, r.Timestamp, r.Topic, r.Partition, r.Offset))
 		}})
 	}
+	del := &deletes{}
+	if left.del != nil && left.s.n.t == t && right.store != "" {
+		left.del.add(retract(n, right.store, del))
+	}
+	if right.del != nil && right.s.n.t == t && left.store != "" {
+		right.del.add(retract(n, left.store, del))
+	}
 	t.nilFunc(n, fn == nil)
 	joinSides(t, n, name, tableSide{left.store, left.s.n}, tableSide{right.store, right.s.n})
-	return Table[Out]{s: Stream[Out]{n: n, p: p}}
+	return Table[Out]{s: Stream[Out]{n: n, p: p}, del: del}
 }
 
 // lookupRow reads key's row of the table kept in store, if it has one.

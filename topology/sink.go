@@ -28,7 +28,9 @@ func (sinkOpt[T]) sinkOption() {}
 // producer and Kafka Streams compute it, so every client agrees where a
 // key lives (records without a key are spread in sticky batches). A
 // partition out of range is an error of the sink, wrapping
-// processor.ErrPartitionOutOfRange, handled by its error policy.
+// processor.ErrPartitionOutOfRange, handled by its error policy. A
+// tombstone ToTable writes for a deleted row is given with the zero
+// value, as Kafka Streams gives its partitioners a null one.
 func Partitioner[T any](fn func(r Record[T], partitions int32) int32) SinkOption[T] {
 	return sinkOpt[T](func(c *sinkConf[T]) { c.partitioner = fn })
 }
@@ -36,10 +38,16 @@ func Partitioner[T any](fn func(r Record[T], partitions int32) int32) SinkOption
 // To writes s to topic, encoding values with c. The node is named after
 // the topic unless Named says otherwise.
 func To[T any](s Stream[T], topic string, c codec.Codec[T], opts ...SinkOption[T]) {
-	n := sink(s, topic, topic, c, nil, opts)
+	to(s, topic, c, opts)
+}
+
+// to adds To's sink and returns it, with where it writes.
+func to[T any](s Stream[T], topic string, c codec.Codec[T], opts []SinkOption[T]) (*Node, sinkTarget[T]) {
+	n, tg := sink(s, topic, topic, c, nil, opts)
 	if n != nil && topic == "" {
 		n.t.problem(n.name, "sink has no topic; pass the topic to write, or use ToTopicFunc")
 	}
+	return n, tg
 }
 
 // ToTopicFunc writes each record to the topic topicOf chooses for it; an
@@ -48,7 +56,7 @@ func To[T any](s Stream[T], topic string, c codec.Codec[T], opts ...SinkOption[T
 // the record's partition is revoked. Having no one topic to be named
 // after, the node takes name.
 func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Context, r Record[T]) (string, error), c codec.Codec[T], opts ...SinkOption[T]) {
-	n := sink(s, name, "", c, topicOf, opts)
+	n, _ := sink(s, name, "", c, topicOf, opts)
 	if n != nil {
 		n.t.nilFunc(n, topicOf == nil)
 	}
@@ -56,12 +64,13 @@ func ToTopicFunc[T any](s Stream[T], name string, topicOf func(ctx context.Conte
 
 var errEmptyTopic = errors.New("sink chose an empty topic; return a topic name from the ToTopicFunc function")
 
-// sink adds a sink node named def unless Named in opts says otherwise.
-func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(context.Context, Record[T]) (string, error), opts []SinkOption[T]) *Node {
+// sink adds a sink node named def unless Named in opts says otherwise,
+// and returns it with where it writes.
+func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(context.Context, Record[T]) (string, error), opts []SinkOption[T]) (*Node, sinkTarget[T]) {
 	var conf sinkConf[T]
 	t := s.topology()
 	if t == nil {
-		return nil // a zero Stream: no topology to add to
+		return nil, sinkTarget[T]{} // a zero Stream: no topology to add to
 	}
 	name := nodeOptions(t, def, "was made for a sink of another value type; build it for this sink's values", opts, func(o SinkOption[T]) bool {
 		f, ok := o.(sinkOpt[T])
@@ -88,7 +97,7 @@ func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(
 		}
 	})
 	if n == nil {
-		return nil
+		return nil, tg
 	}
 	n.fuse = func(fz *fusion) any { return fuseSink(fz, n, c, encode, tg) }
 	n.topic = topic
@@ -97,7 +106,7 @@ func sink[T any](s Stream[T], def, topic string, c codec.Codec[T], topicOf func(
 	if c == nil {
 		n.t.problem(name, "sink has no codec; pass codec.Bytes(), codec.String(), codec.JSON[T]() or your own")
 	}
-	return n
+	return n, tg
 }
 
 // sinkTarget is where a sink's records go: topic, or the one topicOf
