@@ -32,9 +32,9 @@ func TestCoPartitionedRecordsInTimestampOrder(t *testing.T) {
 		}},
 	}}}
 	specs := []graph.Store{{Name: "s", Engine: state.Memory(), Source: "orders"}}
-	r := &Runner{state: newTaskStores(specs, map[string]string{"orders": "orders", "payments": "orders"}, t.TempDir(), "app", zap.NewNop())}
+	l := &streamLoop{state: newTaskStores(specs, map[string]string{"orders": "orders", "payments": "orders"}, t.TempDir(), "app", zap.NewNop())}
 	var got []string
-	r.loop.inOrder(fs, func(rec *kgo.Record) {
+	l.inOrder(fs, func(rec *kgo.Record) {
 		got = append(got, fmt.Sprintf("%s/%d@%d", rec.Topic, rec.Partition, rec.Timestamp.Unix()))
 	})
 	// other/0 is not grouped: as fetched. Task orders/0 merges orders/0
