@@ -23,7 +23,9 @@ import (
 func TestARevokeSinceTheLastEndDoomsTheBatch(t *testing.T) {
 	r := upperRunner(t)
 	ctx := context.Background()
-	ended := func() { r.loop.revokesAtEnd, r.loop.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load() }
+	ended := func() {
+		r.loop.revokesAtEnd, r.loop.flaggedAtEnd = r.contexts.callbacks.Load(), r.contexts.revokes.Load()
+	}
 	begun := func() *batch {
 		b := r.loop.newBatch(ctx, &rewindSession{})
 		t.Cleanup(b.stop)
