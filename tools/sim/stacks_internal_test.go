@@ -54,7 +54,7 @@ func TestAHangingRunDumpsTheRuntimeAtWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(b), "eosflow/eos.(*Runner).consume") {
+	if !strings.Contains(string(b), "eosflow/eos.(*streamLoop).consume") {
 		t.Fatalf("the dump at %s holds no runtime at work (its consume loop):\n%s", path, b)
 	}
 }
