@@ -221,18 +221,12 @@ func (hr *hangingRepair) hangingCandidates(ctx context.Context, all kadm.Describ
 		}
 	})
 	orphans, err := hr.finder().FindHanging(ctx, txnrepair.Facts{AppID: hr.cfg.AppID, MaxTimeout: config.MaxTransactionTimeout,
-		Instances: hr.groupInstances, Search: ev.Search}, others)
+		Instances: hr.groupInstances, Search: ev.Search, ActsOn: unattended}, others)
 	var denied []string
 	if err != nil {
 		hr.log.Info("cannot ask the coordinators about every open transaction to tell hanging ones from open ones", zap.Error(err))
 		if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 			denied = append(denied, "Describe on the transactional ids "+hr.cfg.AppID+config.TransactionalIDSeparator+" (prefixed)")
-		}
-	}
-	for i := range orphans {
-		if !unattended(orphans[i]) && orphans[i].Verdict.Proven() {
-			orphans[i].Reason += fmt.Sprintf("; proven %s (%s), but left to an operator", orphans[i].Verdict.Marker(), orphans[i].Verdict.Where)
-			orphans[i].Verdict = txnrepair.Verdict{}
 		}
 	}
 	return append(out, orphans...), denied

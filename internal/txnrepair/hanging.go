@@ -2,6 +2,7 @@ package txnrepair
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ type Facts struct {
 	// Search is the evidence search for outcomes the coordinator does not
 	// prove; nil searches nothing further.
 	Search SearchFunc
+	// ActsOn reports whether the caller completes h on its proven outcome
+	// by itself; the verdicts of those it does not are cleared, so they
+	// count as unproven (see FindHanging). Nil acts on all.
+	ActsOn func(h Hanging) bool
 }
 
 // FindHanging returns the transactions that open (partitions' open
@@ -75,6 +80,10 @@ func (f *Finder) FindHanging(ctx context.Context, facts Facts, open []kadm.Descr
 			continue
 		}
 		h.Verdict = f.Prove(ctx, h, facts.Search)
+		if v := h.Verdict; v.Proven() && facts.ActsOn != nil && !facts.ActsOn(h) {
+			h.Reason += fmt.Sprintf("; proven %s (%s), but left to an operator", v.Marker(), v.Where)
+			h.Verdict = Verdict{}
+		}
 		if d := h.Coordinator; !h.Verdict.Proven() && d != nil && (d.State == "Empty" || d.State == "Ongoing") &&
 			facts.AppID != "" && facts.Instances != nil {
 			if instances == nil {

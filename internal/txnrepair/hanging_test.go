@@ -136,6 +136,10 @@ func TestFindHangingCoordinatorMovedOn(t *testing.T) {
 			t.Fatalf("app %q: got %+v, want app:2's transaction, proven committed by its coordinator one epoch on", tc.appID, h)
 		}
 	}
+	left, err := sc.f.FindHanging(ctx, Facts{AppID: "app", ActsOn: func(Hanging) bool { return false }}, open)
+	if err != nil || len(left) != 1 || left[0].Verdict.Proven() || !strings.Contains(left[0].Reason, "left to an operator") {
+		t.Fatalf("a caller that does not act on it: %+v, %v; want it listed unproven, its proof in the reason", left, err)
+	}
 	got, _ := sc.f.FindHanging(ctx, Facts{AppID: "app"}, open)
 	if still, err := StillOpen(ctx, sc.adm, got); err != nil || len(still) != 1 {
 		t.Fatalf("StillOpen before any marker: %+v, %v; want the transaction", still, err)
