@@ -14,6 +14,7 @@ import (
 
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -373,23 +374,32 @@ func TestNetCutCoordinator(t *testing.T) {
 	}
 }
 
-// findCoordinator asks the healthy cluster which node coordinates key.
+// findCoordinator asks the healthy cluster which node coordinates key,
+// again while the answer is retriable: a fresh cluster answers
+// COORDINATOR_NOT_AVAILABLE until it has made __transaction_state or
+// __consumer_offsets, and neither kadm nor the client retries that.
 func (n *netCluster) findCoordinator(t *testing.T, kind, key string) int32 {
 	t.Helper()
 	adm := kadm.NewClient(n.env.Client(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var rs kadm.FindCoordinatorResponses
-	if kind == "txn" {
-		rs = adm.FindTxnCoordinators(ctx, key)
-	} else {
-		rs = adm.FindGroupCoordinators(ctx, key)
+	for {
+		var rs kadm.FindCoordinatorResponses
+		if kind == "txn" {
+			rs = adm.FindTxnCoordinators(ctx, key)
+		} else {
+			rs = adm.FindGroupCoordinators(ctx, key)
+		}
+		r, ok := rs[key]
+		if ok && r.Err == nil {
+			return r.NodeID
+		}
+		var ke *kerr.Error
+		if !ok || !errors.As(r.Err, &ke) || !ke.Retriable || ctx.Err() != nil {
+			t.Fatalf("FindCoordinator %s %s: %v (answered: %v)", kind, key, r.Err, ok)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	r, ok := rs[key]
-	if !ok || r.Err != nil {
-		t.Fatalf("FindCoordinator %s %s: %v (answered: %v)", kind, key, r.Err, ok)
-	}
-	return r.NodeID
 }
 
 // beginTxn produces one record in a transaction with id and commits it:
