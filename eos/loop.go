@@ -20,6 +20,7 @@ import (
 // sessions the supervisor makes; the services it uses are the Runner's.
 type streamLoop struct {
 	cfg        config.Config
+	contract   contract
 	log        *zap.Logger
 	waits      waits
 	proc       *engine.Engine
@@ -58,7 +59,7 @@ type streamLoop struct {
 
 // newStreamLoop is r's loop, over r's services.
 func newStreamLoop(r *Runner) *streamLoop {
-	return &streamLoop{cfg: r.cfg, log: r.log, waits: r.waits, proc: r.proc, state: r.state, changelogs: r.changelogs,
+	return &streamLoop{cfg: r.cfg, contract: r.contract, log: r.log, waits: r.waits, proc: r.proc, state: r.state, changelogs: r.changelogs,
 		members: r.members, hanging: r.hanging, stall: r.stall, metrics: r.metrics, tracing: r.tracing, purge: r.purge,
 		contexts: &r.contexts, counts: &r.counts, floor: &r.floor, idleWake: &r.idleWake, authz: r.authz, inputs: r.inputs,
 		beforeEnd: r.beforeEnd, admin: func() *kgo.Client { return r.admin }, mirror: func() *offsetsMirror { return r.mirror },

@@ -37,7 +37,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 	}
 	r.admin = cl
 	r.health.admin.Store(cl)
-	pc := &preflightCheck{cfg: r.cfg, log: r.log, authz: r.authz, top: r.top, proc: r.proc, inputs: r.inputs,
+	pc := &preflightCheck{cfg: r.cfg, contract: r.contract, log: r.log, authz: r.authz, top: r.top, proc: r.proc, inputs: r.inputs,
 		create: r.create, purgeEvery: r.purge.every, outputs: r.outputs, changelogs: r.changelogs}
 	r.mirror, err = pc.run(ctx, cl)
 	return err
@@ -50,6 +50,7 @@ func (r *Runner) preflight(ctx context.Context) error {
 // changelogs and offsets mirror), and grants to use them.
 type preflightCheck struct {
 	cfg        config.Config
+	contract   contract
 	log        *zap.Logger
 	authz      *authz
 	top        *topology.Topology
@@ -94,7 +95,7 @@ func (pc *preflightCheck) run(ctx context.Context, cl *kgo.Client) (*offsetsMirr
 	if err := pc.changelogs.ensureTopics(pctx, adm, parts); err != nil {
 		return nil, err
 	}
-	if pc.cfg.Guarantee != config.ExactlyOnce {
+	if !pc.contract.atomic {
 		return nil, nil
 	}
 	return openMirror(pctx, adm, pc.cfg.AppID, pc.inputs, pc.authz, pc.log)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -74,7 +73,7 @@ type rejections struct {
 // newRejections is the rejections of r's outputs.
 func newRejections(r *Runner) rejections {
 	internal := map[string]string{}
-	if r.cfg.Guarantee == config.ExactlyOnce {
+	if r.contract.atomic {
 		internal[topology.OffsetsTopic(r.cfg.AppID)] = "mirror"
 	}
 	if r.state != nil {

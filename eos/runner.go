@@ -37,6 +37,7 @@ type BatchInfo struct {
 // it with Run, stop it by cancelling Run's context or with Close.
 type Runner struct {
 	cfg       config.Config
+	contract  contract // what ending a batch promises under cfg's guarantee
 	top       *topology.Topology
 	proc      *engine.Engine
 	log       *zap.Logger
@@ -147,7 +148,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if n := cfg.WorkerCount(); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}
-	r := &Runner{cfg: cfg, top: t, purge: &purger{every: DefaultPurgeInterval}}
+	r := &Runner{cfg: cfg, contract: contractOf(cfg), top: t, purge: &purger{every: DefaultPurgeInterval}}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -158,7 +159,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	}
 	r.log = r.log.
 		With(zap.String("app_id", cfg.AppID), zap.String("guarantee", string(cfg.Guarantee)))
-	if cfg.Guarantee == config.ExactlyOnce && t != nil {
+	if r.contract.atomic && t != nil {
 		// A record retried for longer than a transaction may stay open
 		// could never commit.
 		if err := t.CheckRetryTime(cfg.TransactionTimeout); err != nil {
