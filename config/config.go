@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.uber.org/zap/zapcore"
 )
 
 // Guarantee is the delivery guarantee a pipeline runs with; it decides whether
@@ -387,21 +385,6 @@ func (c Config) ForWorker(i int) Config {
 	c.MaxMemory /= ByteSize(c.WorkerCount()) // its share; unset stays unset
 	c.Workers = 1
 	return c
-}
-
-// Level is the zap level of LogLevel; the runtime filters its logger with
-// it, so log_level takes effect. A LogLevel that Validate would reject
-// gives info, the default.
-func (c Config) Level() zapcore.Level {
-	switch c.LogLevel {
-	case "debug":
-		return zapcore.DebugLevel
-	case "warn":
-		return zapcore.WarnLevel
-	case "error":
-		return zapcore.ErrorLevel
-	}
-	return zapcore.InfoLevel
 }
 
 // StateDirFor is where this instance's state stores live:

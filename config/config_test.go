@@ -208,34 +208,3 @@ func TestDocListsEveryVariable(t *testing.T) {
 		}
 	})
 }
-
-func TestLevel(t *testing.T) {
-	for name, want := range map[string]zapcore.Level{
-		"debug":   zapcore.DebugLevel,
-		"info":    zapcore.InfoLevel,
-		"warn":    zapcore.WarnLevel,
-		"error":   zapcore.ErrorLevel,
-		"":        zapcore.InfoLevel, // unvalidated: the default
-		"verbose": zapcore.InfoLevel,
-	} {
-		c := valid()
-		c.LogLevel = name
-		if got := c.Level(); got != want {
-			t.Errorf("LogLevel %q: Level() = %v, want %v", name, got, want)
-		}
-	}
-	// Every level Validate accepts maps to the zap level of that name.
-	for _, name := range logLevels {
-		c := valid()
-		c.LogLevel = name
-		if err := c.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Level().String(); got != name {
-			t.Errorf("LogLevel %q: Level() = %v", name, got)
-		}
-	}
-	if got := Default().Level(); got != zapcore.InfoLevel {
-		t.Errorf("default Level() = %v, want info", got)
-	}
-}

@@ -136,50 +136,6 @@ func TestValidateMaxMemory(t *testing.T) {
 	}
 }
 
-// The derived sizes follow the documented fractions of a worker's share,
-// and every worker's share together is max_memory.
-func TestMemoryDerived(t *testing.T) {
-	c := valid()
-	m := c.Memory()
-	want := Memory{
-		Share:                  128 * MiB,
-		FetchMaxBytes:          1 << 20,
-		FetchMaxPartitionBytes: 256 << 10,
-		ProducerBufferedBytes:  16 << 20,
-		BatchBytes:             32 << 20,
-		GoLimit:                int64(128*MiB) / 5 * 4,
-	}
-	if m != want {
-		t.Fatalf("default Memory() = %+v, want %+v", m, want)
-	}
-
-	c.Workers = 4
-	want4 := want
-	want4.GoLimit = int64(4*128*MiB) / 5 * 4
-	if got := c.Memory(); got != want4 {
-		t.Fatalf("workers 4, max_memory unset: %+v; want the default share per worker and a limit for all four, %+v", got, want4)
-	}
-	c.MaxMemory = GiB
-	m = c.Memory()
-	if m.Share != 256*MiB || m.FetchMaxBytes != 2<<20 || m.FetchMaxPartitionBytes != 512<<10 || m.ProducerBufferedBytes != 32<<20 || m.BatchBytes != 64<<20 || m.GoLimit != int64(GiB)/5*4 {
-		t.Fatalf("max_memory 1GiB over 4 workers: %+v", m)
-	}
-	w := c.ForWorker(3)
-	if w.MaxMemory != 256*MiB || w.Memory().Share != m.Share || w.Validate() != nil {
-		t.Fatalf("ForWorker(3): max_memory %s, share %s, %v; want the worker's share", w.MaxMemory, w.Memory().Share, w.Validate())
-	}
-
-	c = valid()
-	c.MaxMemory = 64 * GiB
-	if m := c.Memory(); m.FetchMaxBytes != 50<<20 || m.FetchMaxPartitionBytes != 1<<20 {
-		t.Fatalf("max_memory 64GiB: fetch %d, partition %d; want franz-go's defaults as the ceiling", m.FetchMaxBytes, m.FetchMaxPartitionBytes)
-	}
-	c.MaxMemory = MinMaxMemory
-	if m := c.Memory(); m.ProducerBufferedBytes <= maxMessageBytes {
-		t.Fatalf("max_memory %s: producer buffer %d cannot hold a %d-byte record", c.MaxMemory, m.ProducerBufferedBytes, maxMessageBytes)
-	}
-}
-
 func TestMaxMemoryPrintedAsWritten(t *testing.T) {
 	c := valid()
 	if strings.Contains(c.String(), "max_memory") {

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -98,7 +100,7 @@ func (b *batch) leave(rec *kgo.Record) {
 // on its produces.
 func (l *streamLoop) newBatch(ctx context.Context, s session) *batch {
 	b := &batch{l: l, s: s, ctx: ctx, start: time.Now(), cuttable: l.contract.cuttable(),
-		revokes: l.flaggedAtEnd, gen: generation(s), maxBytes: l.cfg.Memory().BatchBytes}
+		revokes: l.flaggedAtEnd, gen: generation(s), maxBytes: runcfg.MemoryOf(l.cfg).BatchBytes}
 	l.proc.Take() // outcomes of records no batch committed
 	l.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(l.cfg.CommitInterval, func() { b.cut.Store(true) })

@@ -3,6 +3,8 @@ package eos
 import (
 	"fmt"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/config"
 	"go.uber.org/zap"
 )
@@ -14,7 +16,7 @@ import (
 // Logger: log_level then still filters it.
 func NewLogger(cfg config.Config) (*zap.Logger, error) {
 	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(cfg.Level())
+	zc.Level = zap.NewAtomicLevelAt(runcfg.Level(cfg))
 	zc.Sampling = nil
 	l, err := zc.Build()
 	if err != nil {
@@ -32,8 +34,8 @@ func runnerLogger(cfg config.Config, l *zap.Logger) (*zap.Logger, error) {
 	if l == nil {
 		return NewLogger(cfg)
 	}
-	if l.Core().Enabled(cfg.Level()) {
-		l = l.WithOptions(zap.IncreaseLevel(cfg.Level()))
+	if l.Core().Enabled(runcfg.Level(cfg)) {
+		l = l.WithOptions(zap.IncreaseLevel(runcfg.Level(cfg)))
 	}
 	return l, nil
 }

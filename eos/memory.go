@@ -8,6 +8,8 @@ import (
 	rtmetrics "runtime/metrics"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -61,7 +63,7 @@ func (b *batch) pollLimit(n int) int {
 // both while the live heap outgrows the limit. The returned func stops
 // the guard and puts back what is still as it left it.
 func (r *Runner) setMemoryLimit(ctx context.Context) (restore func()) {
-	limit := r.cfg.Memory().GoLimit
+	limit := runcfg.MemoryOf(r.cfg).GoLimit
 	if r.worker || os.Getenv("GOMEMLIMIT") != "" || readLimit() != noLimit || limit <= 0 {
 		return func() {}
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/topology"
@@ -41,7 +43,7 @@ func TestSetMemoryLimit(t *testing.T) {
 	r := memoryRunner(t, 64*config.MiB)
 
 	restore := r.setMemoryLimit(context.Background())
-	if got, want := readLimit(), r.cfg.Memory().GoLimit; got != want || want != int64(64*config.MiB)/5*4 {
+	if got, want := readLimit(), runcfg.MemoryOf(r.cfg).GoLimit; got != want || want != int64(64*config.MiB)/5*4 {
 		t.Fatalf("limit %d, want %d (four fifths of 64MiB)", got, want)
 	}
 	if got := readGCPercent(); got != 200 {
@@ -79,8 +81,8 @@ func TestSetMemoryLimit(t *testing.T) {
 		}
 	}
 	restore = p.setMemoryLimit(context.Background())
-	if got := readLimit(); got != r.cfg.Memory().GoLimit {
-		t.Fatalf("workers 2: the parent set %d, want four fifths of the whole 64MiB, %d", got, r.cfg.Memory().GoLimit)
+	if got := readLimit(); got != runcfg.MemoryOf(r.cfg).GoLimit {
+		t.Fatalf("workers 2: the parent set %d, want four fifths of the whole 64MiB, %d", got, runcfg.MemoryOf(r.cfg).GoLimit)
 	}
 	restore()
 
@@ -91,7 +93,7 @@ func TestSetMemoryLimit(t *testing.T) {
 		t.Setenv("GOGC", tc.env)
 		debug.SetGCPercent(tc.percent)
 		restore = r.setMemoryLimit(context.Background())
-		if readLimit() != r.cfg.Memory().GoLimit || readGCPercent() != tc.percent {
+		if readLimit() != runcfg.MemoryOf(r.cfg).GoLimit || readGCPercent() != tc.percent {
 			t.Fatalf("GOGC=%q, percent %d: limit %d, GOGC %d; want the limit and GOGC untouched", tc.env, tc.percent, readLimit(), readGCPercent())
 		}
 		restore()

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
@@ -68,7 +70,7 @@ func TestBatchEndsOnItsByteCap(t *testing.T) {
 				}
 				mu.Lock()
 				defer mu.Unlock()
-				return batches, cfg.Memory().BatchBytes
+				return batches, runcfg.MemoryOf(cfg).BatchBytes
 			}
 
 			batches, capBytes := run("capped", "out", config.MinMaxMemory)
@@ -319,8 +321,8 @@ func TestOutputLargerThanProducerBufferNamesMaxMemory(t *testing.T) {
 			hook := &lateFailures{delay: late}
 			x := conformance.Start(t, cfg, top, eos.ClientOpts(kgo.WithHooks(hook)))
 			err := x.Wait(t, time.Minute)
-			if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "max_memory") || !strings.Contains(err.Error(), strconv.Itoa(cfg.Memory().ProducerBufferedBytes)) {
-				t.Fatalf("Run = %v; want MESSAGE_TOO_LARGE naming max_memory and the %d-byte buffer", err, cfg.Memory().ProducerBufferedBytes)
+			if !errors.Is(err, kerr.MessageTooLarge) || !strings.Contains(err.Error(), "max_memory") || !strings.Contains(err.Error(), strconv.Itoa(runcfg.MemoryOf(cfg).ProducerBufferedBytes)) {
+				t.Fatalf("Run = %v; want MESSAGE_TOO_LARGE naming max_memory and the %d-byte buffer", err, runcfg.MemoryOf(cfg).ProducerBufferedBytes)
 			}
 			if late > 0 && hook.delayed.Load() == 0 {
 				t.Fatal("no refusal was delayed")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -81,7 +83,7 @@ func newRejections(r *Runner) rejections {
 			internal[topology.ChangelogTopic(r.cfg.AppID, s.Name)] = "changelog"
 		}
 	}
-	return rejections{log: r.log, internal: internal, producerBuf: int64(r.cfg.Memory().ProducerBufferedBytes), outputs: r.outputs}
+	return rejections{log: r.log, internal: internal, producerBuf: int64(runcfg.MemoryOf(r.cfg).ProducerBufferedBytes), outputs: r.outputs}
 }
 
 // of returns the rejection noted for input record rec; with none noted

@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
@@ -69,7 +71,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 			zc.OutputPaths = []string{"stderr"}
 			// EOS_LOG_LEVEL=debug reaches the worker's own logger too,
 			// so a failed run's logs can show every batch's end.
-			zc.Level = zap.NewAtomicLevelAt(cfg.Level())
+			zc.Level = zap.NewAtomicLevelAt(runcfg.Level(cfg))
 			if l, err := zc.Build(); err == nil {
 				o.Logger = l.With(zap.Int("pid", os.Getpid()))
 				defer func() { _ = l.Sync() }()

@@ -3,6 +3,8 @@ package kafkautil
 import (
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -16,7 +18,7 @@ const MaxBufferedBytes = 256 << 20
 // MemoryOptions are the fetch and produce buffer sizes cfg.Memory derives
 // from max_memory, so that a pipeline client's memory is bounded by bytes.
 func MemoryOptions(cfg config.Config) []kgo.Opt {
-	m := cfg.Memory()
+	m := runcfg.MemoryOf(cfg)
 	return []kgo.Opt{
 		kgo.FetchMaxBytes(m.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(m.FetchMaxPartitionBytes),

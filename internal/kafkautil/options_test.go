@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -100,7 +102,7 @@ func TestPipelineOptionsSizeBuffersFromMaxMemory(t *testing.T) {
 		for _, mm := range []config.ByteSize{0, 48 * config.MiB, 2 * config.GiB} {
 			cfg := testConfig(g)
 			cfg.MaxMemory = mm
-			m := cfg.Memory()
+			m := runcfg.MemoryOf(cfg)
 			opts, err := PipelineOptions(cfg, []string{"in"})
 			if err != nil {
 				t.Fatal(err)
