@@ -202,33 +202,15 @@ func readTopic(t *Topology, name, topic, op string) *Node {
 // MapValues replaces each value with fn's result, keeping key and metadata.
 // ctx is cancelled on shutdown and when the record's partition is revoked.
 func MapValues[In, Out any](s Stream[In], name string, fn func(ctx context.Context, v In) (Out, error)) Stream[Out] {
-	p := &port[Out]{}
-	n := attach(s, name, KindProcessor, "MapValues", func(n *Node) func(graph.Exec, Record[In]) error {
-		return func(x graph.Exec, r Record[In]) error {
-			v, err := call(x, n, fn, r.Value)
+	return stateless(s, name, "MapValues", fn == nil, func(n *Node) apply[In, Out] {
+		return func(x graph.Exec, ctx context.Context, key []byte, v In) ([]byte, Out, bool, error) {
+			out, err := fn(ctx, v)
 			if err != nil {
-				return err
+				out, err = again(x, n, fn, v, out, err)
 			}
-			return p.push(x, Record[Out]{Key: r.Key, Value: v, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			return key, out, err == nil, err
 		}
 	})
-	s.topology().nilFunc(n, fn == nil)
-	if n != nil {
-		n.fuse = func(fz *fusion) any {
-			cur, next := fz.cur, p.fused(fz)
-			return link[In](func(x graph.Exec, key []byte, v In) error {
-				cur.Node = n.index
-				out, err := fn(cur.Ctx, v)
-				if err != nil {
-					if out, err = again(x, n, fn, v, out, err); err != nil {
-						return err
-					}
-				}
-				return next(x, key, out)
-			})
-		}
-	}
-	return Stream[Out]{n: n, p: p}
 }
 
 type keyValue[T any] struct {
@@ -239,111 +221,46 @@ type keyValue[T any] struct {
 // Map replaces key and value with fn's results. ctx is cancelled on
 // shutdown and when the record's partition is revoked.
 func Map[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]byte, Out, error)) Stream[Out] {
-	p := &port[Out]{}
-	apply := func(ctx context.Context, kv keyValue[In]) (keyValue[Out], error) {
+	retried := func(ctx context.Context, kv keyValue[In]) (keyValue[Out], error) {
 		k, v, err := fn(ctx, kv.key, kv.val)
 		return keyValue[Out]{k, v}, err
 	}
-	n := attach(s, name, KindProcessor, "Map", func(n *Node) func(graph.Exec, Record[In]) error {
-		return func(x graph.Exec, r Record[In]) error {
-			kv, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
+	return stateless(s, name, "Map", fn == nil, func(n *Node) apply[In, Out] {
+		return func(x graph.Exec, ctx context.Context, key []byte, v In) ([]byte, Out, bool, error) {
+			k, out, err := fn(ctx, key, v)
 			if err != nil {
-				return err
+				var kv keyValue[Out]
+				kv, err = again(x, n, retried, keyValue[In]{key, v}, keyValue[Out]{k, out}, err)
+				k, out = kv.key, kv.val
 			}
-			return p.push(x, Record[Out]{Key: kv.key, Value: kv.val, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+			return k, out, err == nil, err
 		}
 	})
-	s.topology().nilFunc(n, fn == nil)
-	if n != nil {
-		n.fuse = func(fz *fusion) any {
-			cur, next := fz.cur, p.fused(fz)
-			return link[In](func(x graph.Exec, key []byte, v In) error {
-				cur.Node = n.index
-				k, out, err := fn(cur.Ctx, key, v)
-				if err != nil {
-					kv, err := again(x, n, apply, keyValue[In]{key, v}, keyValue[Out]{k, out}, err)
-					if err != nil {
-						return err
-					}
-					k, out = kv.key, kv.val
-				}
-				return next(x, k, out)
-			})
-		}
-	}
-	return Stream[Out]{n: n, p: p}
 }
 
 // Filter keeps the records for which keep returns true. Predicates (Filter,
 // Branch) are pure functions of key and value, so they get no context.
 func Filter[T any](s Stream[T], name string, keep func(key []byte, v T) bool) Stream[T] {
-	p := &port[T]{}
-	n := attach(s, name, KindProcessor, "Filter", func(n *Node) func(graph.Exec, Record[T]) error {
-		return func(x graph.Exec, r Record[T]) error {
-			x.Enter(n.index)
-			if !keep(r.Key, r.Value) {
-				return nil
-			}
-			return p.push(x, r)
+	return stateless(s, name, "Filter", keep == nil, func(*Node) apply[T, T] {
+		return func(_ graph.Exec, _ context.Context, key []byte, v T) ([]byte, T, bool, error) {
+			return key, v, keep(key, v), nil
 		}
 	})
-	s.topology().nilFunc(n, keep == nil)
-	if n != nil {
-		n.fuse = func(fz *fusion) any {
-			cur, next := fz.cur, p.fused(fz)
-			return link[T](func(x graph.Exec, key []byte, v T) error {
-				cur.Node = n.index
-				if !keep(key, v) {
-					return nil
-				}
-				return next(x, key, v)
-			})
-		}
-	}
-	return Stream[T]{n: n, p: p}
 }
 
 // FlatMap turns each record into zero or more records. ctx is cancelled
 // on shutdown and when the record's partition is revoked.
 func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context, key []byte, v In) ([]KV[Out], error)) Stream[Out] {
-	p := &port[Out]{}
-	apply := func(ctx context.Context, kv keyValue[In]) ([]KV[Out], error) { return fn(ctx, kv.key, kv.val) }
-	n := attach(s, name, KindProcessor, "FlatMap", func(n *Node) func(graph.Exec, Record[In]) error {
-		return func(x graph.Exec, r Record[In]) error {
-			outs, err := call(x, n, apply, keyValue[In]{r.Key, r.Value})
+	retried := func(ctx context.Context, kv keyValue[In]) ([]KV[Out], error) { return fn(ctx, kv.key, kv.val) }
+	return statelessMany(s, name, "FlatMap", fn == nil, func(n *Node) applyMany[In, Out] {
+		return func(x graph.Exec, ctx context.Context, key []byte, v In) ([]KV[Out], error) {
+			outs, err := fn(ctx, key, v)
 			if err != nil {
-				return err
+				outs, err = again(x, n, retried, keyValue[In]{key, v}, outs, err)
 			}
-			for _, o := range outs {
-				if err := p.push(x, Record[Out]{Key: o.Key, Value: o.Value, Headers: r.Headers, Timestamp: r.Timestamp, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {
-					return err
-				}
-			}
-			return nil
+			return outs, err
 		}
 	})
-	s.topology().nilFunc(n, fn == nil)
-	if n != nil {
-		n.fuse = func(fz *fusion) any {
-			cur, next := fz.cur, p.fused(fz)
-			return link[In](func(x graph.Exec, key []byte, v In) error {
-				cur.Node = n.index
-				outs, err := fn(cur.Ctx, key, v)
-				if err != nil {
-					if outs, err = again(x, n, apply, keyValue[In]{key, v}, outs, err); err != nil {
-						return err
-					}
-				}
-				for _, o := range outs {
-					if err := next(x, o.Key, o.Value); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
-	}
-	return Stream[Out]{n: n, p: p}
 }
 
 // Peek calls fn for each record, passing records through unchanged; for
@@ -351,26 +268,12 @@ func FlatMap[In, Out any](s Stream[In], name string, fn func(ctx context.Context
 // runs again when a batch is redone). ctx is cancelled on shutdown and
 // when the record's partition is revoked.
 func Peek[T any](s Stream[T], name string, fn func(ctx context.Context, key []byte, v T)) Stream[T] {
-	p := &port[T]{}
-	n := attach(s, name, KindProcessor, "Peek", func(n *Node) func(graph.Exec, Record[T]) error {
-		return func(x graph.Exec, r Record[T]) error {
-			x.Enter(n.index)
-			fn(x.Context(), r.Key, r.Value)
-			return p.push(x, r)
+	return stateless(s, name, "Peek", fn == nil, func(*Node) apply[T, T] {
+		return func(_ graph.Exec, ctx context.Context, key []byte, v T) ([]byte, T, bool, error) {
+			fn(ctx, key, v)
+			return key, v, true, nil
 		}
 	})
-	s.topology().nilFunc(n, fn == nil)
-	if n != nil {
-		n.fuse = func(fz *fusion) any {
-			cur, next := fz.cur, p.fused(fz)
-			return link[T](func(x graph.Exec, key []byte, v T) error {
-				cur.Node = n.index
-				fn(cur.Ctx, key, v)
-				return next(x, key, v)
-			})
-		}
-	}
-	return Stream[T]{n: n, p: p}
 }
 
 // Branch splits s: each record goes to the stream of the first predicate
