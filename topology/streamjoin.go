@@ -60,7 +60,8 @@ func (w JoinWindow) problem() string {
 // and rc) until stream time passes them by twice the window plus the
 // grace, when no record that is not late can join them; then they are
 // dropped. A record older than stream time minus the window and the grace
-// is late (see JoinWindow.Late).
+// is late (see JoinWindow.Late). LeftJoinStreams and OuterJoinStreams
+// emit the records that joined nothing, when they expire.
 //
 // The stores commit with the batch's transaction like any store, so each
 // pair is joined exactly once across crashes, aborts and rebalances. The
@@ -68,6 +69,25 @@ func (w JoinWindow) problem() string {
 // changed must go Through a repartition topic first. ctx is cancelled on
 // shutdown and when the record's partition is revoked.
 func JoinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w JoinWindow, fn func(ctx context.Context, key []byte, l L, r R) (Out, error),
+	engine state.Engine, lc codec.Codec[L], rc codec.Codec[R]) Stream[Out] {
+	how := joinHow[L, R, Out]{op: "JoinStreams"}
+	if fn != nil {
+		how.apply = func(ctx context.Context, in pair[L, R]) (Out, error) { return fn(ctx, in.key, in.l, in.r) }
+	}
+	return joinStreams(left, right, name, w, how, engine, lc, rc)
+}
+
+// joinHow is what sets the stream joins apart: the name Describe prints,
+// the user's function, and whether each side's records that found no
+// partner come out when they expire (LeftJoinStreams, OuterJoinStreams).
+type joinHow[L, R, Out any] struct {
+	op          string
+	apply       func(context.Context, pair[L, R]) (Out, error)
+	left, right bool
+}
+
+// joinStreams adds a stream join node of either kind (see JoinStreams).
+func joinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w JoinWindow, how joinHow[L, R, Out],
 	engine state.Engine, lc codec.Codec[L], rc codec.Codec[R]) Stream[Out] {
 	t := left.topology()
 	if t == nil {
@@ -77,55 +97,77 @@ func JoinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w 
 		return Stream[Out]{}
 	}
 	p := &port[Out]{}
-	n := t.add(name, KindProcessor, "JoinStreams", left.n, right.n)
-	ls, rs := name+"-left", name+"-right"
-	var apply func(context.Context, pair[L, R]) (Out, error)
-	if fn != nil {
-		apply = func(ctx context.Context, in pair[L, R]) (Out, error) { return fn(ctx, in.key, in.l, in.r) }
-	}
+	n := t.add(name, KindProcessor, how.op, left.n, right.n)
 	span := w.within.Milliseconds() + w.grace.Milliseconds()
 	within := w.within.Milliseconds()
+	ls, rs := joinEnd{store: name + "-left"}, joinEnd{store: name + "-right"}
+	if how.left {
+		ls.unmatched = unmatched(n, lc, p, how.apply, func(key []byte, l L) pair[L, R] { return pair[L, R]{key: key, l: l, lok: true} })
+	}
+	if how.right {
+		rs.unmatched = unmatched(n, rc, p, how.apply, func(key []byte, r R) pair[L, R] { return pair[L, R]{key: key, r: r, rok: true} })
+	}
 	if left.p != nil && left.n != nil && left.n.t == t {
 		left.p.next = append(left.p.next, child[L]{name: name, fn: func(x graph.Exec, r Record[L]) error {
-			return joinSide(x, n, r, ls, rs, within, span, lc, rc, p, func(l L, other R) pair[L, R] { return pair[L, R]{key: r.Key, l: l, r: other} }, apply)
+			return joinSide(x, n, r, ls, rs, within, span, lc, rc, p, func(l L, other R) pair[L, R] {
+				return pair[L, R]{key: r.Key, l: l, r: other, lok: true, rok: true}
+			}, how.apply)
 		}})
 	}
 	if right.p != nil && right.n != nil && right.n.t == t {
 		right.p.next = append(right.p.next, child[R]{name: name, fn: func(x graph.Exec, r Record[R]) error {
-			return joinSide(x, n, r, rs, ls, within, span, rc, lc, p, func(rv R, other L) pair[L, R] { return pair[L, R]{key: r.Key, l: other, r: rv} }, apply)
+			return joinSide(x, n, r, rs, ls, within, span, rc, lc, p, func(rv R, other L) pair[L, R] {
+				return pair[L, R]{key: r.Key, l: other, r: rv, lok: true, rok: true}
+			}, how.apply)
 		}})
 	}
-	t.nilFunc(n, fn == nil)
-	if lc == nil || rc == nil {
-		t.problem(name, "JoinStreams needs a codec for each side's values, which wait in its stores; pass codec.JSON[T]() or your own")
-	}
-	if pr := w.problem(); pr != "" {
-		t.problem(name, "%s", pr)
-	}
-	for _, s := range []*Node{left.n, right.n} {
-		if by := rekeyed(s); by != "" {
-			t.problem(name, "JoinStreams follows %s, which may change keys, so a record may sit in another partition than its partners; "+
-				"send that stream Through a repartition topic first (topology.Through(s, name, topology.Repartition(codec)))", by)
-			break
-		}
-	}
+	t.nilFunc(n, how.apply == nil)
+	streamJoinProblems(t, n, w, left.n, right.n, lc == nil || rc == nil)
 	late := Skip()
 	if w.late != nil {
 		late = *w.late
 	}
 	n.late = &late
 	n.windows = w.String()
-	n.stores = []string{ls, rs}
-	t.declareStore(ls, engine, n)
-	t.declareStore(rs, engine, n)
+	n.stores = []string{ls.store, rs.store}
+	t.declareStore(ls.store, engine, n)
+	t.declareStore(rs.store, engine, n)
 	return Stream[Out]{n: n, p: p}
 }
 
+// streamJoinProblems reports to Validate what keeps stream join n from
+// working: a missing codec, a bad window, an input whose keys changed.
+func streamJoinProblems(t *Topology, n *Node, w JoinWindow, left, right *Node, noCodec bool) {
+	if noCodec {
+		t.problem(n.name, "%s needs a codec for each side's values, which wait in its stores; pass codec.JSON[T]() or your own", n.op)
+	}
+	if pr := w.problem(); pr != "" {
+		t.problem(n.name, "%s", pr)
+	}
+	for _, s := range []*Node{left, right} {
+		if by := rekeyed(s); by != "" {
+			t.problem(n.name, "%s follows %s, which may change keys, so a record may sit in another partition than its partners; "+
+				"send that stream Through a repartition topic first (topology.Through(s, name, topology.Repartition(codec)))", n.op, by)
+			break
+		}
+	}
+}
+
+// joinEnd is one side of a stream join: its store, and what emits its
+// records that expire without a partner (nil: they are dropped).
+type joinEnd struct {
+	store     string
+	unmatched emitUnmatched
+}
+
 // pair is what one call of a stream join's function gets.
+// lok and rok say which sides hold a record: both, but for the unmatched
+// records of a left or outer join.
 type pair[L, R any] struct {
-	key []byte
-	l   L
-	r   R
+	key      []byte
+	l        L
+	r        R
+	lok, rok bool
 }
 
 // The keys of a stream join's side store: the side's records by key and
@@ -133,7 +175,9 @@ type pair[L, R any] struct {
 // time apart, and the task's stream time (in both stores, the same).
 //
 //	k | uvarint(len(key)) | key | ts | seq   the record's value
-//	t | ts | seq | key                      empty
+//	t | ts | seq | key                      empty, or matchedMark once the
+//	                                         record found a partner (only
+//	                                         on a side that emits unmatched)
 //	n                                        the next seq
 //	s                                        stream time
 var seqKey = []byte("n")
@@ -158,22 +202,22 @@ func sideIndexKey(ts, seq int64, key []byte) []byte {
 // joinSide handles a record of one side (own) against the other: it
 // advances stream time, joins the record with the other side's records of
 // its key within the window, stores it for the other side's later
-// records, and drops both sides' records that stream time has passed.
-func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, other string, within, span int64,
+// records, and expires both sides' records that stream time has passed.
+func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, other joinEnd, within, span int64,
 	vc codec.Codec[V], oc codec.Codec[O], p *port[Out], mk func(v V, o O) pair[L, R], apply func(context.Context, pair[L, R]) (Out, error)) error {
 	x.Enter(n.index)
 	if r.Key == nil {
-		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: JoinStreams joins by key; Filter keyless records out first", ErrNoKey)}
+		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: %s joins by key; Filter keyless records out first", ErrNoKey, n.op)}
 	}
 	ts := r.Timestamp.UnixMilli()
 	if r.Timestamp.IsZero() || ts < 0 {
 		return &NodeError{Node: n.name, Err: fmt.Errorf("%w: the record has no event time (timestamp %d); give its source a timestamp with topology.SourceTimestamp", ErrLate, ts)}
 	}
-	mine, err := taskStore(x, own)
+	mine, err := taskStore(x, own.store)
 	if err != nil {
 		return storeFailed(x, n, err)
 	}
-	theirs, err := taskStore(x, other)
+	theirs, err := taskStore(x, other.store)
 	if err != nil {
 		return storeFailed(x, n, err)
 	}
@@ -190,6 +234,43 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 	if err != nil {
 		return err
 	}
+	if err := emitMatches(x, n, r, ts, matches, p, mk, apply); err != nil {
+		return err
+	}
+	if other.unmatched != nil {
+		if err := markMatched(x, n, theirs, r.Key, matches); err != nil {
+			return err
+		}
+	}
+	// Keep the record for the other side's later records.
+	if err := keepSide(x, n, mine, r, ts, vc, own.unmatched != nil && len(matches) > 0); err != nil {
+		return err
+	}
+	if ts <= now {
+		return nil
+	}
+	// Stream time advances, in both stores, and records no partner can
+	// join any more expire: the oldest record that is not late has event
+	// time ts-span and joins records back to ts-span-within.
+	o := origin{r.Topic, r.Partition, r.Offset}
+	for _, side := range []struct {
+		st  *state.Store
+		end joinEnd
+	}{{mine, own}, {theirs, other}} {
+		if err := side.st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
+			return storeFailed(x, n, err)
+		}
+		if err := expire(x, n, side.st, side.end.unmatched, now-span-within, ts-span-within, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emitMatches emits fn's result for r, at ts, with each of its matches,
+// stamped with the later of the two timestamps.
+func emitMatches[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], ts int64, matches []joinMatch[O], p *port[Out],
+	mk func(v V, o O) pair[L, R], apply func(context.Context, pair[L, R]) (Out, error)) error {
 	for _, m := range matches {
 		out, err := call(x, n, apply, mk(r.Value, m.v))
 		if err != nil {
@@ -205,31 +286,13 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 		}
 		x.Enter(n.index)
 	}
-	// Keep the record for the other side's later records.
-	if err := keepSide(x, n, mine, r, ts, vc); err != nil {
-		return err
-	}
-	if ts <= now {
-		return nil
-	}
-	// Stream time advances, in both stores, and records no partner can
-	// join any more go: the oldest record that is not late has event
-	// time ts-span and joins records back to ts-span-within.
-	for _, st := range []*state.Store{mine, theirs} {
-		if err := st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
-			return storeFailed(x, n, err)
-		}
-		if err := expire(st, now-span-within, ts-span-within); err != nil {
-			return storeFailed(x, n, err)
-		}
-	}
 	return nil
 }
 
 // joinMatch is a record of the other side that a record joins.
 type joinMatch[O any] struct {
-	v  O
-	ts int64
+	v       O
+	ts, seq int64
 }
 
 // joinMatches reads the other side's records of key in [ts-within,
@@ -248,14 +311,16 @@ func joinMatches[O any](x graph.Exec, n *Node, theirs *state.Store, key []byte, 
 		if err != nil {
 			return nil, &NodeError{Node: n.name, Err: codecError(theirs, "decode value", key, err)}
 		}
-		matches = append(matches, joinMatch[O]{v, int64(binary.BigEndian.Uint64(e.Key[len(e.Key)-16:]))})
+		at := e.Key[len(e.Key)-16:]
+		matches = append(matches, joinMatch[O]{v, int64(binary.BigEndian.Uint64(at)), int64(binary.BigEndian.Uint64(at[8:]))})
 	}
 	return matches, nil
 }
 
 // keepSide stores r, at ts, in its side's store mine, with its index
-// entry, for the other side's later records to join.
-func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts int64, vc codec.Codec[V]) error {
+// entry (marked if the record matched), for the other side's later
+// records to join.
+func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts int64, vc codec.Codec[V], matched bool) error {
 	b, err := vc.Encode(r.Value)
 	if err != nil {
 		return &NodeError{Node: n.name, Err: codecError(mine, "encode value", r.Key, err)}
@@ -267,7 +332,11 @@ func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts i
 	if err := mine.Put(sideKey(r.Key, ts, seq), b); err != nil {
 		return storeFailed(x, n, err)
 	}
-	if err := mine.Put(sideIndexKey(ts, seq, r.Key), []byte{}); err != nil {
+	mark := []byte{}
+	if matched {
+		mark = matchedMark
+	}
+	if err := mine.Put(sideIndexKey(ts, seq, r.Key), mark); err != nil {
 		return storeFailed(x, n, err)
 	}
 	return nil
@@ -286,10 +355,12 @@ func nextSeq(st *state.Store) (int64, error) {
 	return seq, st.Put(seqKey, binary.BigEndian.AppendUint64(nil, uint64(seq+1)))
 }
 
-// expire deletes the records of a side store older than before. Those
-// older than from went when stream time was lower, and no record that old
-// has been kept since (it would be late), so the scan starts at from.
-func expire(st *state.Store, from, before int64) error {
+// expire deletes the records of a side store older than before, emitting
+// with unmatched, if not nil, those never marked matched. Those older than
+// from went when stream time was lower, and no record that old has been
+// kept since (it would be late), so the scan starts at from. o is the
+// record whose stream time expires them.
+func expire(x graph.Exec, n *Node, st *state.Store, unmatched emitUnmatched, from, before int64, o origin) error {
 	if before <= 0 {
 		return nil
 	}
@@ -297,20 +368,33 @@ func expire(st *state.Store, from, before int64) error {
 	if from > 0 {
 		lo = sideIndexKey(from, 0, nil)
 	}
-	var old [][]byte
+	var old []state.Entry[[]byte, []byte]
 	for e, err := range st.Range(lo, sideIndexKey(before, 0, nil)) {
 		if err != nil {
-			return err
+			return storeFailed(x, n, err)
 		}
-		old = append(old, e.Key)
+		old = append(old, e)
 	}
-	for _, ik := range old {
-		ts, seq := int64(binary.BigEndian.Uint64(ik[1:9])), int64(binary.BigEndian.Uint64(ik[9:17]))
-		if err := st.Delete(sideKey(ik[17:], ts, seq)); err != nil {
-			return err
+	for _, e := range old {
+		ik := e.Key
+		ts, seq, key := int64(binary.BigEndian.Uint64(ik[1:9])), int64(binary.BigEndian.Uint64(ik[9:17])), ik[17:]
+		sk := sideKey(key, ts, seq)
+		if unmatched != nil && len(e.Value) == 0 {
+			b, found, err := st.Get(sk)
+			if err != nil {
+				return storeFailed(x, n, err)
+			}
+			if found {
+				if err := unmatched(x, st, key, ts, b, o); err != nil {
+					return err
+				}
+			}
+		}
+		if err := st.Delete(sk); err != nil {
+			return storeFailed(x, n, err)
 		}
 		if err := st.Delete(ik); err != nil {
-			return err
+			return storeFailed(x, n, err)
 		}
 	}
 	return nil

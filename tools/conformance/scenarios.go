@@ -48,6 +48,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"GroupByCountsExactlyOnce", GroupByCountsExactlyOnce},
 		{"StreamTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamTableJoinExactlyOnce(t, env, state.Memory()) }},
 		{"StreamJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamJoinExactlyOnce(t, env, state.Memory()) }},
+		{"OuterJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { OuterJoinExactlyOnce(t, env, pebble.New()) }},
 		{"TableJoinDeletesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { TableJoinDeletesExactlyOnce(t, env, state.Memory()) }},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
