@@ -27,8 +27,9 @@ func (g Grouped[T]) Node() *Node { return g.s.n }
 //
 // An aggregation never deletes a row: Count, Reduce and Aggregate only
 // set them, as Kafka Streams' aggregations of a stream do. Tables from
-// TableFrom and JoinTables delete rows too, and those deletes reach
-// JoinTables and ToTable but not ToStream.
+// TableFrom and JoinTables delete rows too, and session windows under
+// every-update output retract the sessions a record replaced (see
+// Session); those deletes reach JoinTables and ToTable but not ToStream.
 type Table[V any] struct {
 	s     Stream[V]
 	store string         // the store holding the table, for joins; "" if none
@@ -255,12 +256,12 @@ func ToStream[V any](tbl Table[V], name string) Stream[V] {
 }
 
 // ToTable writes a table's updates to topic, keyed, encoding values with
-// c, as To does, and its deleted rows (see TableFrom and JoinTables) as
-// tombstones: the key with a nil value, which c is not called for, in the
-// batch's transaction like the updates. A compacted topic suits it:
-// compaction keeps each key's latest row and drops deleted ones, so the
-// topic reads as the table itself. The node is named after the topic
-// unless Named says otherwise.
+// c, as To does, and its deleted rows (see TableFrom, JoinTables and
+// Session) as tombstones: the key with a nil value, which c is not called
+// for, in the batch's transaction like the updates. A compacted topic
+// suits it: compaction keeps each key's latest row and drops deleted
+// ones, so the topic reads as the table itself. The node is named after
+// the topic unless Named says otherwise.
 func ToTable[V any](tbl Table[V], topic string, c codec.Codec[V], opts ...SinkOption[V]) {
 	n, tg := to(tbl.s, topic, c, opts)
 	if n != nil && tbl.del != nil && tbl.s.n.t == n.t {

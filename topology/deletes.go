@@ -10,10 +10,12 @@ import (
 // deleted row has no value to pass, so its deletes flow apart, through a
 // port of their own, to the nodes that handle them: JoinTables, which
 // deletes the joined row, and ToTable, which writes a tombstone. Only
-// TableFrom and JoinTables delete rows, so the other tables have no such
-// port, and a record that is no tombstone never touches one. No table's
-// node joins a fused chain (see fuse.go), so deletes run the same fused
-// or not, and follow the graph's edges: Describe shows their way too.
+// TableFrom, JoinTables and session windows under every-update output
+// (retracted sessions, see sessionretract.go) delete rows, so the other
+// tables have no such port, and a record that is no tombstone never
+// touches one. No table's node joins a fused chain (see fuse.go), so
+// deletes run the same fused or not, and follow the graph's edges:
+// Describe shows their way too.
 
 // deletes fans a table's deleted rows out: each gets the key, and the
 // headers, timestamp and origin of the tombstone that deleted it.

@@ -18,8 +18,10 @@ import (
 // a record older than stream time minus the grace is late. Use them with
 // CountWindows or ReduceWindows; each result's Window runs from the
 // session's first record to its last (End included). With every update
-// emitted, a merge emits the merged session and does not retract the
-// sessions it absorbed; FinalOnly emits each session once, closed.
+// emitted, a record that merges sessions or extends one first retracts
+// each window it replaces with a tombstone (see sessionretract.go), then
+// emits the merged session, as Kafka Streams does; FinalOnly emits each
+// session once, closed, and retracts nothing.
 func Session(gap time.Duration) Windows {
 	return Windows{gap: gap, size: gap, advance: gap, session: true}
 }
@@ -40,9 +42,10 @@ func sessionIndexKey(end, start int64, key []byte) []byte {
 
 // session folds r (event time ts, stream time now before it) into its
 // key's session: a new one, or the sessions within gap of ts merged into
-// one, then emits the update or, with FinalOnly, the sessions that closed.
+// one, then emits the update, after a tombstone through del for each
+// window it replaced, or, with FinalOnly, the sessions that closed.
 func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
-	step func(context.Context, aggIn[T, A]) (A, error), merge func(context.Context, A, A) (A, error), p *port[Windowed[A]]) error {
+	step func(context.Context, aggIn[T, A]) (A, error), merge func(context.Context, A, A) (A, error), p *port[Windowed[A]], del *deletes) error {
 	gap, grace := w.gap.Milliseconds(), w.grace.Milliseconds()
 	advanced, before := ts > now, now
 	now = max(now, ts)
@@ -83,6 +86,9 @@ func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, 
 		return err
 	}
 	if !w.final {
+		if err := retractSessions(x, n, del, r, merged, start, end); err != nil {
+			return err
+		}
 		out := Windowed[A]{Window: Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}, Value: acc}
 		if err := p.push(x, Record[Windowed[A]]{Key: r.Key, Value: out, Headers: r.Headers, Timestamp: r.Timestamp,
 			Topic: r.Topic, Partition: r.Partition, Offset: r.Offset}); err != nil {

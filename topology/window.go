@@ -301,6 +301,10 @@ func (w Windows) windowsOf(ts int64) []int64 {
 func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.Engine, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error),
 	merge func(context.Context, A, A) (A, error)) Table[Windowed[A]] {
 	p := &port[Windowed[A]]{}
+	var del *deletes // retracted sessions, under every-update output
+	if w.session && !w.final {
+		del = &deletes{}
+	}
 	n := attach(g.s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[T]) error {
 		return func(x graph.Exec, r Record[T]) error {
 			x.Enter(n.index)
@@ -321,7 +325,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 				return storeFailed(x, n, err)
 			}
 			if w.session {
-				return session(x, n, st, r, ts, now, w, c, step, merge, p)
+				return session(x, n, st, r, ts, now, w, c, step, merge, p, del)
 			}
 			return hopping(x, n, st, r, ts, now, w, c, step, p)
 		}
@@ -348,7 +352,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 	n.windows = w.String()
 	n.stores = []string{name}
 	t.declareStore(name, engine, n)
-	return Table[Windowed[A]]{s: Stream[Windowed[A]]{n: n, p: p}}
+	return Table[Windowed[A]]{s: Stream[Windowed[A]]{n: n, p: p}, del: del}
 }
 
 // hopping adds a record at ts to each window it falls in that is still

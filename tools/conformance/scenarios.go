@@ -52,6 +52,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"TableJoinDeletesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { TableJoinDeletesExactlyOnce(t, env, state.Memory()) }},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
+		{"SessionUpdatesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionUpdatesExactlyOnce(t, env, pebble.New()) }},
 		{"StreamTimeTimerExactlyOnce", StreamTimeTimerExactlyOnce},
 		{"WallClockTimerFiresWithoutInput", WallClockTimerFiresWithoutInput},
 		{"WallClockTimersStopOnRevoke", WallClockTimersStopOnRevoke},

@@ -36,10 +36,14 @@ const (
 // not only how many, so a record folded twice, into the wrong session or
 // into none shows. Late records are dropped.
 func SessionTopology(in, out string, e state.Engine) *topology.Topology {
+	return sessionTopology(in, out, topology.Session(sessionGap).Grace(sessionGrace).FinalOnly(), e)
+}
+
+// sessionTopology is SessionTopology with windows w.
+func sessionTopology(in, out string, w topology.Windows, e state.Engine) *topology.Topology {
 	top := topology.New()
 	src := topology.Source(top, in, codec.JSON[[]int](), topology.Named("in"))
-	ids := topology.ReduceWindows(topology.GroupByKey(src, "by-key"), "per-session",
-		topology.Session(sessionGap).Grace(sessionGrace).FinalOnly(), mergeIDs, e, codec.JSON[[]int]())
+	ids := topology.ReduceWindows(topology.GroupByKey(src, "by-key"), "per-session", w, mergeIDs, e, codec.JSON[[]int]())
 	topology.ToTable(ids, out, codec.JSON[topology.Windowed[[]int]](), topology.Named("out"))
 	return top
 }
@@ -143,25 +147,27 @@ type sessionStats struct {
 	absorbed   int // sessions those merges absorbed
 }
 
-// expectedSessions computes, in plain Go, the final result of every
-// session that closes, and the sessions merges absorbed (whose start the
-// merged session does not keep): per partition in
-// order, stream time is the highest event time so far; a record more than
-// the grace behind it is late and dropped; any other record joins, with
-// every open session of its key whose span is within the gap of it, one
-// session; a session closes once stream time passes its last record by
-// more than the gap plus the grace, and only then is it emitted. The
-// flush records' own sessions never close.
-func expectedSessions(recs []sessionRecord) (map[sessionID]sessionResult, map[sessionID]bool, sessionStats) {
-	type open struct {
-		key        string
-		start, end time.Time
-		ids        []int
-	}
+// modelSession is a session of the plain-Go model: its key, its first
+// and last record's times, and the ids of its records, sorted.
+type modelSession struct {
+	key        string
+	start, end time.Time
+	ids        []int
+}
+
+// walkSessions replays recs as the tasks do, independently of the
+// topology: per partition in order, stream time is the highest event time
+// so far; a record more than the grace behind it is late and dropped; any
+// other record joins, with every open session of its key whose span is
+// within the gap of it, one session, and fold gets the sessions it merged
+// (in order of start, as the store lists them) and the session it made; a
+// session closes once stream time passes its last record by more than the
+// gap plus the grace, and closed gets it. The flush records' own sessions
+// never close.
+func walkSessions(recs []sessionRecord, fold func(r sessionRecord, merged []modelSession, s modelSession), closed func(modelSession)) sessionStats {
 	var st sessionStats
-	want, absorbed := map[sessionID]sessionResult{}, map[sessionID]bool{}
 	stream := map[int32]time.Time{}
-	sessions := map[int32][]*open{}
+	sessions := map[int32][]modelSession{}
 	for _, r := range recs {
 		now, seen := stream[r.partition]
 		if !seen || r.ts.After(now) {
@@ -174,17 +180,14 @@ func expectedSessions(recs []sessionRecord) (map[sessionID]sessionResult, map[se
 		if r.ts.Before(stream[r.partition]) {
 			st.outOfOrder++
 		}
-		s := &open{key: r.key, start: r.ts, end: r.ts, ids: []int{r.id}}
-		var kept []*open
-		var merged []sessionID
-		n := 0
+		s := modelSession{key: r.key, start: r.ts, end: r.ts, ids: []int{r.id}}
+		var kept, merged []modelSession
 		for _, o := range sessions[r.partition] {
 			if o.key != r.key || o.start.After(r.ts.Add(sessionGap)) || o.end.Before(r.ts.Add(-sessionGap)) {
 				kept = append(kept, o)
 				continue
 			}
-			n++
-			merged = append(merged, sessionID{o.key, o.start})
+			merged = append(merged, o)
 			if o.start.Before(s.start) {
 				s.start = o.start
 			}
@@ -193,26 +196,41 @@ func expectedSessions(recs []sessionRecord) (map[sessionID]sessionResult, map[se
 			}
 			s.ids = append(s.ids, o.ids...)
 		}
-		if n >= 2 {
+		if len(merged) >= 2 {
 			st.merges++
-			st.absorbed += n
-			for _, id := range merged {
-				absorbed[id] = true
-			}
+			st.absorbed += len(merged)
 		}
 		slices.Sort(s.ids)
-		kept = append(kept, s)
+		slices.SortFunc(merged, func(a, b modelSession) int { return a.start.Compare(b.start) })
+		fold(r, merged, s)
 		stream[r.partition] = now
-		var still []*open
-		for _, o := range kept {
+		var still []modelSession
+		for _, o := range append(kept, s) {
 			if o.end.Add(sessionGap + sessionGrace).Before(now) {
-				want[sessionID{o.key, o.start}] = sessionResult{o.end, o.ids}
+				closed(o)
 				continue
 			}
 			still = append(still, o)
 		}
 		sessions[r.partition] = still
 	}
+	return st
+}
+
+// expectedSessions computes, in plain Go (walkSessions), the final result
+// of every session that closes, and the sessions merges absorbed (whose
+// start the merged session does not keep); only a closed session is
+// emitted.
+func expectedSessions(recs []sessionRecord) (map[sessionID]sessionResult, map[sessionID]bool, sessionStats) {
+	want, absorbed := map[sessionID]sessionResult{}, map[sessionID]bool{}
+	st := walkSessions(recs, func(_ sessionRecord, merged []modelSession, _ modelSession) {
+		if len(merged) < 2 {
+			return
+		}
+		for _, o := range merged {
+			absorbed[sessionID{o.key, o.start}] = true
+		}
+	}, func(o modelSession) { want[sessionID{o.key, o.start}] = sessionResult{o.end, o.ids} })
 	// The merged session keeps the earliest start: that one was not
 	// absorbed, it grew.
 	for id := range absorbed {
@@ -270,64 +288,30 @@ func produceSessions(t *testing.T, env *kafkatest.Env, topic string, recs []sess
 // its records, and nothing else. The seed has records that bridge two
 // sessions of a key, records out of order within the grace, and late ones.
 //
-// What a merge emits: with every update, a record that bridges sessions
-// emits the merged session (from the earliest start to the latest end,
-// the merged aggregate) and nothing for the sessions it absorbed, whose
-// earlier updates stay downstream unretracted. With final results only, a
-// merge emits nothing: a session can merge only while it is open (a record
-// on time is within the gap only of sessions that have not closed), so
-// the merged session is emitted once, when it closes, and the absorbed
-// ones never are. The scenario fails if one of them comes out.
+// With final results only, a merge emits nothing, and nothing is
+// retracted: a session can merge only while it is open (a record on time
+// is within the gap only of sessions that have not closed), so the merged
+// session is emitted once, when it closes, and the absorbed ones never
+// are. The scenario fails if one of them comes out, or a tombstone does.
+// SessionUpdatesExactlyOnce checks every-update output, with retractions.
 func SessionWindowsExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
-	const keys, partitions, vetoes = 24, 3, 2
-	recs := sessionSeed(keys, partitions, 4*time.Minute, 23)
+	recs := sessionSeed(24, 3, 4*time.Minute, 23)
 	want, absorbed, stats := expectedSessions(recs)
 	t.Logf("seed: %d records, %d sessions close, %d late, %d out of order on time, %d merges absorbing %d sessions",
 		len(recs), len(want), stats.late, stats.outOfOrder, stats.merges, stats.absorbed)
 	if stats.late == 0 || stats.outOfOrder == 0 || stats.merges == 0 || len(absorbed) == 0 {
 		t.Fatalf("seed stats %+v, %d absorbed sessions: the scenario must exercise lateness, disorder and merges", stats, len(absorbed))
 	}
-	names := topics(t, env, partitions, "clicks", "sessions")
-	in, out := names[0], names[1]
-	app := env.Name("sessions")
-	cfg := env.Config(app, "a", config.ExactlyOnce)
-	cfg.MaxBatchRecords = 150
-	v := &veto{}
-	f := newFleet(t, env, cfg, func() *topology.Topology { return SessionTopology(in, out, e) }, eos.BeforeCommit(v.check))
-	n := len(recs)
-	vetoed := func(x *Run) {
-		t.Helper()
-		if err := x.Wait(t, 120*time.Second); !errors.Is(err, errVetoed) {
-			t.Fatalf("the runner should stop on the vetoed batch, got %v", err)
-		}
-		if s := x.R.Stats(); s.Aborted == 0 {
-			t.Fatalf("stats %+v: the vetoed batch did not abort", s)
-		}
-	}
-	// The data is produced in three parts. In each of the first two a
-	// batch that closed sessions is vetoed, and its instance starts again;
-	// then a second instance joins, and the third part, with the flush
-	// records, is produced.
-	produceSessions(t, env, in, recs[:n/3])
-	v.armed.Store(true)
-	vetoed(f.start("a"))
-	f.start("a")
-	Until(t, 120*time.Second, "the first part collected", func() bool { return f.recordsIn() >= uint64(n/3) })
-	v.armed.Store(true)
-	produceSessions(t, env, in, recs[n/3:2*n/3])
-	vetoed(f.runs[len(f.runs)-1])
-	f.start("a")
-	Until(t, 120*time.Second, "the second part collected", func() bool { return f.recordsIn() >= uint64(2*n/3) })
-	f.start("b")
-	produceSessions(t, env, in, recs[2*n/3:])
-	Until(t, 120*time.Second, "every record collected", func() bool { return f.recordsIn() >= uint64(n) })
-	if got := v.fired.Load(); got != vetoes || v.outputs.Load() == 0 {
-		t.Fatalf("%d batches vetoed with %d outputs, want %d with outputs", got, v.outputs.Load(), vetoes)
-	}
+	w := topology.Session(sessionGap).Grace(sessionGrace).FinalOnly()
+	f, out, v := runSessionFaults(t, env, recs, w, e)
 
 	got := map[sessionID]sessionResult{}
 	var wrong []string
 	for _, r := range Drain(t, env, out, len(want)) {
+		if r.Value == nil {
+			wrong = append(wrong, fmt.Sprintf("%s: a tombstone, under final results only", r.Key))
+			continue
+		}
 		var w topology.Windowed[[]int]
 		if err := json.Unmarshal(r.Value, &w); err != nil {
 			t.Fatalf("output %q: %v", r.Value, err)
@@ -359,6 +343,58 @@ func SessionWindowsExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine)
 	if len(wrong) > 0 {
 		t.Fatalf("%d differences from the %d computed sessions (first ones: %v)", len(wrong), len(want), wrong[:min(5, len(wrong))])
 	}
+	checkSessionFaults(t, env, f, out, v, stats, len(want))
+}
+
+// runSessionFaults runs a session topology with windows w (store engine
+// e) over recs through the scenario's faults, and returns once every
+// record is in a committed batch: the data is produced in three parts. In
+// each of the first two a batch with outputs is vetoed, and its instance
+// starts again; then a second instance joins, and the third part, with the
+// flush records, is produced.
+func runSessionFaults(t *testing.T, env *kafkatest.Env, recs []sessionRecord, w topology.Windows, e state.Engine) (*fleet, string, *veto) {
+	t.Helper()
+	const partitions, vetoes = 3, 2
+	names := topics(t, env, partitions, "clicks", "sessions")
+	in, out := names[0], names[1]
+	cfg := env.Config(env.Name("sessions"), "a", config.ExactlyOnce)
+	cfg.MaxBatchRecords = 150
+	v := &veto{}
+	f := newFleet(t, env, cfg, func() *topology.Topology { return sessionTopology(in, out, w, e) }, eos.BeforeCommit(v.check))
+	n := len(recs)
+	vetoed := func(x *Run) {
+		t.Helper()
+		if err := x.Wait(t, 120*time.Second); !errors.Is(err, errVetoed) {
+			t.Fatalf("the runner should stop on the vetoed batch, got %v", err)
+		}
+		if s := x.R.Stats(); s.Aborted == 0 {
+			t.Fatalf("stats %+v: the vetoed batch did not abort", s)
+		}
+	}
+	produceSessions(t, env, in, recs[:n/3])
+	v.armed.Store(true)
+	vetoed(f.start("a"))
+	f.start("a")
+	Until(t, 120*time.Second, "the first part collected", func() bool { return f.recordsIn() >= uint64(n/3) })
+	v.armed.Store(true)
+	produceSessions(t, env, in, recs[n/3:2*n/3])
+	vetoed(f.runs[len(f.runs)-1])
+	f.start("a")
+	Until(t, 120*time.Second, "the second part collected", func() bool { return f.recordsIn() >= uint64(2*n/3) })
+	f.start("b")
+	produceSessions(t, env, in, recs[2*n/3:])
+	Until(t, 120*time.Second, "every record collected", func() bool { return f.recordsIn() >= uint64(n) })
+	if got := v.fired.Load(); got != vetoes || v.outputs.Load() == 0 {
+		t.Fatalf("%d batches vetoed with %d outputs, want %d with outputs", got, v.outputs.Load(), vetoes)
+	}
+	return f, out, v
+}
+
+// checkSessionFaults checks that the late records were skipped, and that
+// the vetoed batches' outputs reached the log (read_uncommitted sees more
+// than the committed records), so their aborts prove something.
+func checkSessionFaults(t *testing.T, env *kafkatest.Env, f *fleet, out string, v *veto, stats sessionStats, committed int) {
+	t.Helper()
 	var skipped uint64
 	for _, x := range f.runs {
 		skipped += x.R.Stats().Skipped
@@ -367,10 +403,11 @@ func SessionWindowsExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine)
 		t.Fatalf("%d records skipped as late, want %d", skipped, stats.late)
 	}
 	uncommitted := drainUncommitted(t, env, out)
-	t.Logf("%d sessions exact; %d batches vetoed with %d outputs; read_uncommitted sees %d output records", len(want), vetoes, v.outputs.Load(), uncommitted)
-	if uncommitted <= len(want) {
-		t.Fatalf("read_uncommitted sees %d output records, the committed ones %d: the vetoed batches' sessions never reached the log, so their abort proves nothing",
-			uncommitted, len(want))
+	t.Logf("%d committed outputs exact; %d batches vetoed with %d outputs; read_uncommitted sees %d output records",
+		committed, v.fired.Load(), v.outputs.Load(), uncommitted)
+	if uncommitted <= committed {
+		t.Fatalf("read_uncommitted sees %d output records, the committed ones %d: the vetoed batches' outputs never reached the log, so their abort proves nothing",
+			uncommitted, committed)
 	}
 }
 
