@@ -47,7 +47,7 @@ func (e *StoreError) Error() string {
 	}
 	hint := ""
 	if unreachable(e.Err) {
-		hint = ": is the server up and reachable?"
+		hint = ": is the server up and reachable (not stopped, not cut off)?" + inspect(e.Store, e.Addr)
 	}
 	return fmt.Sprintf("dedup: %s at %s: %s: %v%s", e.Store, e.Addr, what, e.Err, hint)
 }
@@ -57,6 +57,21 @@ func (e *StoreError) Error() string {
 func unreachable(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne)
+}
+
+// inspect is " check with: COMMAND" for a command that asks the server at
+// addr whether it answers, or "" for a store it knows no command for.
+func inspect(store, addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	switch {
+	case err != nil:
+		return ""
+	case store == "redis":
+		return " check with: redis-cli -h " + host + " -p " + port + " ping"
+	case store == "postgres":
+		return " check with: pg_isready -h " + host + " -p " + port
+	}
+	return ""
 }
 
 // Unwrap gives the client's error, e.g. a context.DeadlineExceeded or a

@@ -16,9 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/dedup/internal/check"
+	"github.com/eosflow/eosflow/dedup/internal/health"
 )
 
 // Store is a dedup.Leaser, checked when compiling.
@@ -34,6 +36,7 @@ type Option func(*config)
 type config struct {
 	table   string
 	timeout time.Duration
+	log     *zap.Logger
 }
 
 // Table names the table of ids, overriding DefaultTable ("eosflow_dedup"); it
@@ -48,6 +51,14 @@ func Table(name string) Option {
 // context deadline still wins.
 func Timeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
+}
+
+// Logger logs when PostgreSQL stops answering within Timeout (the first
+// failed call, then one line every 5s while it stays silent, with the
+// address and a command to check it) and when it answers again,
+// overriding a no-op logger.
+func Logger(l *zap.Logger) Option {
+	return func(c *config) { c.log = l }
 }
 
 var tableName = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*\.)?[A-Za-z_][A-Za-z0-9_]*$`)
@@ -75,6 +86,7 @@ type Store struct {
 	cfg    config
 	table  string // sanitized
 	closed atomic.Bool
+	watch  *health.Watch // nil without a Logger
 
 	markSQL, seenSQL, forgetSQL, purgeSQL string
 	// The leases' statements (postgres_lease.go).
@@ -116,6 +128,10 @@ RETURNING true`
 	p.forgetSQL = `DELETE FROM ` + p.table + ` WHERE id = $1`
 	p.purgeSQL = `DELETE FROM ` + p.table + ` WHERE expires_at <= clock_timestamp()`
 	p.leaseStatements()
+	if cfg.log != nil {
+		p.watch = &health.Watch{Log: cfg.log, Store: "postgres", Addr: p.addr, Timeout: cfg.timeout, Inspect: inspect(p.addr)}
+		pc.ConnConfig.Tracer = answered{p.watch}
+	}
 
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
@@ -278,5 +294,6 @@ func (p *Store) begin(ctx context.Context) (context.Context, context.CancelFunc,
 }
 
 func (p *Store) fail(op, id string, err error) error {
+	p.watch.Failed(op, err)
 	return &dedup.StoreError{Store: "postgres", Addr: p.addr, Op: op, ID: id, Err: err}
 }

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/eosflow/eosflow/dedup"
 	"github.com/eosflow/eosflow/dedup/internal/check"
+	"github.com/eosflow/eosflow/dedup/internal/health"
 )
 
 // DefaultPrefix starts every key a Redis store writes, when no Prefix option
@@ -37,6 +39,7 @@ type Option func(*config)
 type config struct {
 	prefix  string
 	timeout time.Duration
+	log     *zap.Logger
 }
 
 // Prefix starts every key with p, overriding DefaultPrefix
@@ -50,6 +53,14 @@ func Prefix(p string) Option {
 // context deadline still wins.
 func Timeout(d time.Duration) Option {
 	return func(c *config) { c.timeout = d }
+}
+
+// Logger logs when Redis stops answering within Timeout (the first
+// failed call, then one line every 5s while it stays silent, with the
+// address and a command to check it) and when it answers again,
+// overriding a no-op logger.
+func Logger(l *zap.Logger) Option {
+	return func(c *config) { c.log = l }
 }
 
 // Store is a dedup.Store on a Redis server: one key per id, written with
@@ -100,6 +111,9 @@ func New(url string, opts ...Option) (*Store, error) {
 	ro.DialerRetries = 1
 	ro.MaxRetries = -1
 	c := redis.NewClient(ro)
+	if cfg.log != nil {
+		c.AddHook(watchHook{&health.Watch{Log: cfg.log, Store: "redis", Addr: ro.Addr, Timeout: cfg.timeout, Inspect: inspect(ro.Addr)}})
+	}
 	return &Store{client: c, addr: ro.Addr, cfg: cfg, closeFn: c.Close}, nil
 }
 

@@ -7,6 +7,7 @@
 #   pg.sh restart [--hard] stop (or crash it with --hard: immediate shutdown, recovery on start), start
 #   pg.sh status           exit 0 when it runs
 #   pg.sh url              print the URL (for EOS_POSTGRES_URL)
+#   pg.sh pid              print the postmaster's pid (its backends share its process group)
 #   pg.sh clean            stop and delete the data directory
 #
 # It listens on 127.0.0.1:EOS_PG_PORT (default 15432) with trust authentication, so it is
@@ -26,7 +27,7 @@ log() { printf 'pg.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-	sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -140,6 +141,10 @@ restart)
 	;;
 status) running ;;
 url) echo "$URL" ;;
+pid)
+	running || die "not running on 127.0.0.1:$PORT (data $DATA)"
+	head -n1 "$DATA/postmaster.pid"
+	;;
 clean)
 	stop fast
 	rm -rf "$DATA"

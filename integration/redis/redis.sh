@@ -8,6 +8,7 @@
 #                             either way, as there is no persistence
 #   redis.sh status           exit 0 when it runs
 #   redis.sh url              print the URL (for EOS_REDIS_URL)
+#   redis.sh pid              print the server's pid
 #
 # It listens on 127.0.0.1:EOS_REDIS_PORT (default 16379), without password and without
 # persistence (no RDB snapshots, no AOF), so it is for tests only. Its pid file, log and
@@ -25,7 +26,7 @@ log() { printf 'redis.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 usage() {
-	sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+	sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 	exit 2
 }
 
@@ -118,5 +119,9 @@ restart)
 	;;
 status) running ;;
 url) echo "$URL" ;;
+pid)
+	running || die "not running on 127.0.0.1:$PORT (pid file $PID_FILE)"
+	cat "$PID_FILE"
+	;;
 -h | --help | *) usage ;;
 esac

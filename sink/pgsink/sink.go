@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -704,6 +705,10 @@ func (s *Sink) settle(ctx context.Context, cl *kgo.Client, b *Batch, next map[tp
 		return s.dbError("commit batch", batch, err)
 	}
 	done, rerr := s.rewind(ctx, cl, next, batch)
+	var de *DatabaseError
+	if errors.As(rerr, &de) && !pgconn.SafeToRetry(err) {
+		de.Unsure = true // the commit may have been sent, its answer lost
+	}
 	if rerr != nil {
 		return rerr
 	}
