@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
@@ -27,12 +29,12 @@ func TestNewBatchStartsWithNothingHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := state.Task{Topic: "in", Partition: 0}
-	s, err := state.Open(state.Memory(), t.TempDir(), "counts", task)
+	s, err := store.Open(state.Memory(), t.TempDir(), "counts", task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	r.state.open[task] = map[string]*state.Store{"counts": s}
+	r.state.open[task] = map[string]*store.Store{"counts": s}
 	r.state.ready[task] = true
 	r.state.beginRecord()
 	if o, err := r.proc.Process(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k")}, func(*kgo.Record) {}); o != engine.Processed || err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
@@ -133,13 +135,13 @@ func (cr *changelogReader) restoreTargets(tasks []state.Task) (map[string]map[in
 	var topics []string
 	for _, t := range tasks {
 		if ts.open[t] == nil {
-			ts.open[t] = map[string]*state.Store{}
+			ts.open[t] = map[string]*store.Store{}
 		}
 		for _, spec := range ts.bySource[t.Topic] {
 			s := ts.open[t][spec.Name]
 			if s == nil {
 				var err error
-				if s, err = state.Open(spec.Engine, ts.dir, spec.Name, t); err != nil {
+				if s, err = store.Open(spec.Engine, ts.dir, spec.Name, t); err != nil {
 					return nil, nil, fmt.Errorf("eos: opening state store %q of task %s in %s: %w", spec.Name, t, ts.dir, err)
 				}
 				ts.open[t][spec.Name] = s
@@ -395,7 +397,7 @@ const defaultDeleteRetention = 24 * time.Hour
 
 // restoreTarget is one store's changelog partition being read.
 type restoreTarget struct {
-	store *state.Store
+	store *store.Store
 	task  state.Task
 	end   int64 // the high watermark when the restore began
 	pos   int64 // the next offset to read
@@ -597,7 +599,7 @@ func (cr *changelogReader) takeFetched(tg *restoreTarget, p kgo.FetchTopicPartit
 // the next unchecked offset belong to a batch already applied, or are
 // markers; the unchecked offset itself is committed; a record past it
 // means it was not delivered, so the store is wiped. Once every batch
-// read back, the store records it is checked (see state.Store.Checked)
+// read back, the store records it is checked (see store.Store.Checked)
 // and the read goes on after its offset.
 func (cr *changelogReader) readBack(tg *restoreTarget, topic string, offset int64) error {
 	switch next := tg.unchecked[0]; {

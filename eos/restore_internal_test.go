@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
@@ -65,7 +67,7 @@ func TestRestoreEndsAfterAbortedRecords(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			task := state.Task{Topic: "in", Partition: 0}
-			s, err := state.Open(state.Memory(), t.TempDir(), "s", task)
+			s, err := store.Open(state.Memory(), t.TempDir(), "s", task)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +117,7 @@ func TestRestoreRebuildsAStoreHoldingAnAbortedBatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	dir, task := t.TempDir(), state.Task{Topic: "in", Partition: 0}
-	s, err := state.Open(pebble.New(), dir, "s", task)
+	s, err := store.Open(pebble.New(), dir, "s", task)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
@@ -169,7 +171,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	r.members = &membership{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, own: map[string]bool{}}
 	r.outputs = &outputTopics{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, static: map[string]bool{}}
 	proc, err := engine.New(t, engine.AppID(cfg.AppID), engine.Logger(r.log), engine.OutputLimits(r.outputs.limit), engine.Partitions(r.outputs.partitionCount),
-		engine.Stores(func(name string, task state.Task) (*state.Store, error) { return r.state.store(name, task) }))
+		engine.Stores(func(name string, task state.Task) (*store.Store, error) { return r.state.store(name, task) }))
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
@@ -29,20 +31,20 @@ type taskStores struct {
 	appID     string
 	log       *zap.Logger
 
-	open  map[state.Task]map[string]*state.Store
+	open  map[state.Task]map[string]*store.Store
 	ready map[state.Task]bool
-	dirty map[*state.Store]state.Task // written in the current batch
-	last  map[*state.Store]*kgo.Record
+	dirty map[*store.Store]state.Task // written in the current batch
+	last  map[*store.Store]*kgo.Record
 	// Savepoints per record: the stores the current record reached, each
 	// marked once, so that a record that fails leaves no writes behind.
 	seq     uint64
-	markSeq map[*state.Store]uint64
-	touched []*state.Store
+	markSeq map[*store.Store]uint64
+	touched []*store.Store
 
 	// sized are the open stores, for the store-size metric, which reads
 	// them from scrapes: a store leaves it before it closes.
 	sizeMu sync.Mutex
-	sized  map[*state.Store]bool
+	sized  map[*store.Store]bool
 
 	mu            sync.Mutex
 	own           map[state.Task]bool // assigned to this instance now
@@ -53,8 +55,8 @@ type taskStores struct {
 
 func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID string, log *zap.Logger) *taskStores {
 	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, taskTopic: taskTopic, dir: dir, appID: appID, log: log,
-		open: map[state.Task]map[string]*state.Store{}, ready: map[state.Task]bool{},
-		dirty: map[*state.Store]state.Task{}, last: map[*state.Store]*kgo.Record{}, markSeq: map[*state.Store]uint64{},
+		open: map[state.Task]map[string]*store.Store{}, ready: map[state.Task]bool{},
+		dirty: map[*store.Store]state.Task{}, last: map[*store.Store]*kgo.Record{}, markSeq: map[*store.Store]uint64{},
 		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
@@ -183,7 +185,7 @@ func (ts *taskStores) needs(rec *kgo.Record) bool {
 
 // store is the engine's Stores hook: the store called name of task, marked
 // as written by the batch.
-func (ts *taskStores) store(name string, task state.Task) (*state.Store, error) {
+func (ts *taskStores) store(name string, task state.Task) (*store.Store, error) {
 	s := ts.open[task][name]
 	if s == nil || !ts.ready[task] {
 		return nil, fmt.Errorf("store %q of task %s is not open here; it is read by nodes fed by another topic", name, task)
@@ -273,11 +275,11 @@ func (ts *taskStores) aborted() {
 // closeAll closes every store; Run calls it when it returns.
 // track adds an opened store to, or removes a closing one from, what the
 // store-size metric reads.
-func (ts *taskStores) track(s *state.Store, open bool) {
+func (ts *taskStores) track(s *store.Store, open bool) {
 	ts.sizeMu.Lock()
 	defer ts.sizeMu.Unlock()
 	if ts.sized == nil {
-		ts.sized = map[*state.Store]bool{}
+		ts.sized = map[*store.Store]bool{}
 	}
 	if open {
 		ts.sized[s] = true

@@ -3,6 +3,8 @@ package eos
 import (
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,11 +18,11 @@ import (
 func TestTaskStoresFollowTheBatch(t *testing.T) {
 	task := state.Task{Topic: "in", Partition: 2}
 	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, nil, t.TempDir(), "app", zap.NewNop())
-	s, err := state.Open(state.Memory(), t.TempDir(), "counts", task)
+	s, err := store.Open(state.Memory(), t.TempDir(), "counts", task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.open[task] = map[string]*state.Store{"counts": s}
+	ts.open[task] = map[string]*store.Store{"counts": s}
 	ts.ready[task] = true
 	write := func(key string, fail bool) {
 		ts.beginRecord()
@@ -67,11 +69,11 @@ func TestTaskStoresFollowTheBatch(t *testing.T) {
 func TestTaskStoresBoundUncheckedBatches(t *testing.T) {
 	task := state.Task{Topic: "in", Partition: 0}
 	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, nil, t.TempDir(), "app", zap.NewNop())
-	s, err := state.Open(state.Memory(), t.TempDir(), "counts", task)
+	s, err := store.Open(state.Memory(), t.TempDir(), "counts", task)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.open[task] = map[string]*state.Store{"counts": s}
+	ts.open[task] = map[string]*store.Store{"counts": s}
 	ts.ready[task] = true
 	for i := range maxUnchecked {
 		if !ts.ready[task] {

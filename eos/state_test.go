@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
@@ -413,7 +415,7 @@ func TestRepartitionBeforeJoinTakesTheTablesPartitions(t *testing.T) {
 // the changelog no longer has; it returns the store's offset before.
 func plantKey(t *testing.T, stateDir, instance, key string) int64 {
 	t.Helper()
-	s, err := state.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := store.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,7 +436,7 @@ func plantKey(t *testing.T, stateDir, instance, key string) int64 {
 // hasKey reports whether instance's pebble store "counts" of in/0 holds key.
 func hasKey(t *testing.T, stateDir, instance, key string) bool {
 	t.Helper()
-	s, err := state.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := store.Open(pebble.New(), filepath.Join(stateDir, "app", instance), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -603,7 +605,7 @@ func TestStoreAheadOfItsChangelogIsWiped(t *testing.T) {
 	phantom := binary.BigEndian.AppendUint64(nil, 1000)
 	lost := abortChangelogWrite(t, env, changelog, key, phantom)
 
-	s, err := state.Open(pebble.New(), filepath.Join(dir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := store.Open(pebble.New(), filepath.Join(dir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +691,7 @@ func TestStoreDropsABatchWhoseMarkersWereLost(t *testing.T) {
 	}
 	t.Logf("first run %+v; second run %+v", x.R.Stats(), y.R.Stats())
 	fold := checkCountsFollow(t, env, changelog)
-	s, err := state.Open(pebble.New(), filepath.Join(cfg.StateDir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
+	s, err := store.Open(pebble.New(), filepath.Join(cfg.StateDir, "app", "a"), "counts", state.Task{Topic: "in", Partition: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,7 +63,7 @@ func (b *batch) wallClock() bool {
 	now := time.Now()
 	ready, _ := l.state.timerTasks(l.timers.wall, b.s)
 	for _, task := range ready {
-		next, ok, err := l.proc.NextWallClock(task, func(name string) (*state.Store, error) { return l.state.peek(name, task) })
+		next, ok, err := l.proc.NextWallClock(task, func(name string) (*store.Store, error) { return l.state.peek(name, task) })
 		if err != nil {
 			b.failed = fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
 			return false
@@ -171,7 +173,7 @@ func (l *streamLoop) idleTimers(ctx context.Context, s session, log *zap.Logger)
 	ready, held := l.state.timerTasks(l.timers.wall, s)
 	var due []state.Task
 	for _, task := range ready {
-		next, ok, err := l.proc.NextWallClock(task, func(name string) (*state.Store, error) { return l.state.peek(name, task) })
+		next, ok, err := l.proc.NextWallClock(task, func(name string) (*store.Store, error) { return l.state.peek(name, task) })
 		if err != nil {
 			return false, false, fmt.Errorf("eos: reading the timer state of task %s: %w", task, err)
 		}
@@ -263,7 +265,7 @@ func minTime(a, b time.Time) time.Time {
 
 // peek is the store called name of task as it stands, without taking
 // part in a batch: for reading timer state between batches.
-func (ts *taskStores) peek(name string, task state.Task) (*state.Store, error) {
+func (ts *taskStores) peek(name string, task state.Task) (*store.Store, error) {
 	s := ts.open[task][name]
 	if s == nil || !ts.ready[task] {
 		return nil, fmt.Errorf("store %q of task %s is not open here", name, task)

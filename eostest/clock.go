@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 )
 
@@ -49,7 +51,7 @@ func (d *Driver) AdvanceWallClock(by time.Duration) error {
 // before until: due is when, never before now.
 func (d *Driver) nextDue(until time.Time) (task state.Task, due time.Time, ok bool, err error) {
 	for _, t := range d.timerTasks() {
-		next, has, err := d.eng.NextWallClock(t, func(name string) (*state.Store, error) { return d.st.get(name, t) })
+		next, has, err := d.eng.NextWallClock(t, func(name string) (*store.Store, error) { return d.st.get(name, t) })
 		if err != nil {
 			return task, due, false, err
 		}

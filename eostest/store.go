@@ -3,6 +3,7 @@ package eostest
 import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/internal/store"
 	"github.com/eosflow/eosflow/state"
 )
 
@@ -143,7 +144,7 @@ func (s *StateStore[K, V]) seed(kb, vb []byte) {
 	}
 }
 
-func (s *StateStore[K, V]) open(p int32) *state.Store {
+func (s *StateStore[K, V]) open(p int32) *store.Store {
 	d := s.d
 	d.usable("a store read")
 	st, err := d.st.get(s.spec.Name, state.Task{Topic: s.spec.Source, Partition: p})

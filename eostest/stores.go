@@ -3,6 +3,8 @@ package eostest
 import (
 	"errors"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 )
 
@@ -16,24 +18,24 @@ type storeKey struct {
 // topology declares, with the runtime's bookkeeping of a batch: a record's
 // writes can be undone alone, and the batch's are committed or dropped.
 type stores struct {
-	open    map[storeKey]*state.Store
+	open    map[storeKey]*store.Store
 	seq     uint64 // the current record (or update, or timer step)
-	markSeq map[*state.Store]uint64
-	touched []*state.Store // marked for the current record
-	dirty   map[*state.Store]bool
+	markSeq map[*store.Store]uint64
+	touched []*store.Store // marked for the current record
+	dirty   map[*store.Store]bool
 }
 
 func newStores() stores {
-	return stores{open: map[storeKey]*state.Store{}, markSeq: map[*state.Store]uint64{}, dirty: map[*state.Store]bool{}}
+	return stores{open: map[storeKey]*store.Store{}, markSeq: map[*store.Store]uint64{}, dirty: map[*store.Store]bool{}}
 }
 
 // get opens the store called name of task on first use.
-func (st *stores) get(name string, task state.Task) (*state.Store, error) {
+func (st *stores) get(name string, task state.Task) (*store.Store, error) {
 	k := storeKey{name, task}
 	if s := st.open[k]; s != nil {
 		return s, nil
 	}
-	s, err := state.Open(state.Memory(), "", name, task)
+	s, err := store.Open(state.Memory(), "", name, task)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func (st *stores) get(name string, task state.Task) (*state.Store, error) {
 
 // store is the engine's Stores hook: the store, marked so that the
 // current record's writes can be undone alone, as the runtime marks it.
-func (d *Driver) store(name string, task state.Task) (*state.Store, error) {
+func (d *Driver) store(name string, task state.Task) (*store.Store, error) {
 	st := &d.st
 	s, err := st.get(name, task)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/eosflow/eosflow/internal/storename"
 )
 
 // NoOffset is the changelog offset of a store that has applied nothing
@@ -40,9 +42,8 @@ type Entry[K, V any] struct {
 
 // Engine opens the Backend of one store of one task. Users choose an
 // engine as a value (Memory(), or pebble.New() from package state/pebble
-// for stores on disk); the runtime calls Open through
-// the package-level Open when a task is assigned and closes the Store
-// when it is revoked.
+// for stores on disk); the runtime calls Open when a task is assigned and
+// closes the store when it is revoked.
 type Engine interface {
 	// String names the engine in topology descriptions.
 	String() string
@@ -97,66 +98,30 @@ type Backend interface {
 
 // Wiper is a Backend that can empty itself, data and position together, in
 // one atomic write: the runtime wipes a store whose changelog can no
-// longer bring it up to date (see Store.Wipe).
+// longer bring it up to date.
 type Wiper interface {
 	Wipe() error
 }
 
 // Sized is a Backend that can tell cheaply about how many bytes it holds:
-// what the store-size metric reports (see Store.SizeBytes).
+// what the store-size metric reports.
 type Sized interface {
 	SizeBytes() (int64, error)
 }
 
 // Dated is a Backend that keeps the wall-clock time of its last Apply, so
 // that the runtime can tell a store too old to catch up from a compacted
-// changelog (see Store.AppliedAt).
+// changelog.
 type Dated interface {
 	// AppliedAt returns the time of the last Apply, or the zero time if
 	// none is recorded.
 	AppliedAt() (time.Time, error)
 }
 
-// Open opens the store name of task with engine e under the state
-// directory dir, with an empty overlay. The runtime calls it when the
-// task is assigned, then restores from Offset()+1, and calls Close when
-// the task is revoked.
-func Open(e Engine, dir, name string, task Task) (*Store, error) {
-	if e == nil {
-		return nil, fmt.Errorf("%w: nil engine for store %q", ErrInvalid, name)
-	}
-	if err := validName("store name", name); err != nil {
-		return nil, err
-	}
-	if err := validName("topic", task.Topic); err != nil {
-		return nil, err
-	}
-	if task.Partition < 0 {
-		return nil, fmt.Errorf("%w: negative partition %d for store %q", ErrInvalid, task.Partition, name)
-	}
-	b, err := e.Open(dir, name, task)
-	if err != nil {
-		return nil, &StoreError{Store: name, Task: task, Op: "open " + e.String(), Err: err}
-	}
-	at, err := b.Position()
-	if err != nil {
-		_ = b.Close()
-		return nil, &StoreError{Store: name, Task: task, Op: "read position", Err: err}
-	}
-	return newStore(name, task, b, at), nil
-}
-
-// validName accepts what Kafka accepts in topic names, so a name can
-// also be a directory name and part of a changelog topic's name.
+// validName is storename.Valid as an ErrInvalid.
 func validName(what, s string) error {
-	if s == "" || s == "." || s == ".." || len(s) > 249 {
-		return fmt.Errorf("%w: %s %q: use 1 to 249 of [a-zA-Z0-9._-], not . or ..", ErrInvalid, what, s)
-	}
-	for _, c := range s {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok {
-			return fmt.Errorf("%w: %s %q has %q: use only [a-zA-Z0-9._-]", ErrInvalid, what, s, c)
-		}
+	if err := storename.Valid(what, s); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ import (
 // engine or codec, a name that cannot be a directory or topic name).
 var ErrInvalid = errors.New("state: invalid argument")
 
-// ErrClosed is returned by every call on a closed Store.
+// ErrClosed is returned by every call on a closed store.
 var ErrClosed = errors.New("state: store closed")
 
 // ErrBatchOpen means Restore was called while the overlay holds a batch's

@@ -7,7 +7,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 )
 
-// KV is a Store with typed keys and values, encoded by codecs, so that
+// KV is a store (RawKV) with typed keys and values, encoded by codecs, so that
 // user code works with its own types and gets errors naming the store and
 // key when a codec fails. Range and Prefix order keys by their encoded
 // bytes, so the key codec must preserve order (a < b exactly when a's
@@ -38,8 +38,6 @@ type RawKV interface {
 	Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error]
 	Prefix(prefix []byte) iter.Seq2[Entry[[]byte, []byte], error]
 }
-
-var _ RawKV = (*Store)(nil)
 
 // NewKV wraps s with a key codec and a value codec.
 func NewKV[K, V any](s RawKV, key codec.Codec[K], value codec.Codec[V]) (*KV[K, V], error) {
@@ -93,7 +91,7 @@ func (kv *KV[K, V]) Delete(k K) error {
 }
 
 // Range yields the entries with keys in [lo, hi) in key order, as
-// Store.Range does. A key or value that does not decode is yielded as an
+// RawKV.Range does. A key or value that does not decode is yielded as an
 // error and ends the iteration.
 func (kv *KV[K, V]) Range(lo, hi K) iter.Seq2[Entry[K, V], error] {
 	lb, err := kv.encodeKey(lo)

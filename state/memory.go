@@ -108,3 +108,5 @@ func (m *memoryBackend) Close() error {
 	m.bytes = 0
 	return nil
 }
+
+func lessWrite(a, b Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }

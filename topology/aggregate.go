@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
@@ -199,7 +201,7 @@ func aggregate[T, A any](g Grouped[T], name, op string, engine state.Engine, c c
 // fold runs one step of an aggregation for the record (key k, value v):
 // it reads the aggregate stored under sk, computes the next with step,
 // and writes it back, returning it and whether one was stored before.
-func fold[T, A any](x graph.Exec, n *Node, st *state.Store, sk, k []byte, v T, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) (A, bool, error) {
+func fold[T, A any](x graph.Exec, n *Node, st *store.Store, sk, k []byte, v T, c codec.Codec[A], step func(context.Context, aggIn[T, A]) (A, error)) (A, bool, error) {
 	in := aggIn[T, A]{key: k, v: v}
 	b, found, err := st.Get(sk)
 	if err != nil {
@@ -237,7 +239,7 @@ func storeFailed(x graph.Exec, n *Node, err error) error {
 	return fmt.Errorf("node %q: %w", n.name, err)
 }
 
-func codecError(st *state.Store, op string, key []byte, err error) error {
+func codecError(st *store.Store, op string, key []byte, err error) error {
 	return &state.CodecError{Store: st.Name(), Task: st.Task(), Op: op, Key: fmt.Sprintf("%q", key), Err: err}
 }
 

@@ -2,7 +2,7 @@ package topology
 
 import (
 	"github.com/eosflow/eosflow/internal/graph"
-	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/internal/store"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,7 +41,7 @@ func (d *deletes) push(x graph.Exec, r Record[struct{}]) error {
 // deleteRow is what TableFrom's node n does with a tombstone r: it deletes
 // the key's row from the table's store st and, if there was one, passes
 // the delete on. A key the table does not hold changes nothing.
-func deleteRow(x graph.Exec, n *Node, st *state.Store, del *deletes, r *kgo.Record) error {
+func deleteRow(x graph.Exec, n *Node, st *store.Store, del *deletes, r *kgo.Record) error {
 	_, found, err := st.Get(r.Key)
 	if err != nil {
 		return storeFailed(x, n, err)

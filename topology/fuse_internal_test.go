@@ -4,9 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
-	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -37,7 +38,7 @@ func (c *countingExec) EmitRecord(_ int, r *kgo.Record) error {
 func (c *countingExec) Attempt(int, int)                         {}
 func (c *countingExec) Slot(int) any                             { return nil }
 func (c *countingExec) Partitions(string) (int32, error)         { return 1, nil }
-func (c *countingExec) Store(string) (*state.Store, error)       { return nil, nil }
+func (c *countingExec) Store(string) (*store.Store, error)       { return nil, nil }
 func (c *countingExec) Hold(int, []byte, func(graph.Exec) error) {}
 
 // A fused chain of bytes in, a MapValues, bytes out makes one call to the

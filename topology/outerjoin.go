@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
@@ -56,14 +58,14 @@ var matchedMark = []byte{1}
 // emitUnmatched emits a side's record, encoded as b under key at ts, that
 // expires without having joined; st is the side's store and o the record
 // whose stream time expired it.
-type emitUnmatched func(x graph.Exec, st *state.Store, key []byte, ts int64, b []byte, o origin) error
+type emitUnmatched func(x graph.Exec, st *store.Store, key []byte, ts int64, b []byte, o origin) error
 
 // unmatched makes the emitUnmatched of a side whose values c decodes and
 // mk puts in a pair alone: fn's result goes out with the record's key and
 // timestamp.
 func unmatched[V, L, R, Out any](n *Node, c codec.Codec[V], p *port[Out], apply func(context.Context, pair[L, R]) (Out, error),
 	mk func(key []byte, v V) pair[L, R]) emitUnmatched {
-	return func(x graph.Exec, st *state.Store, key []byte, ts int64, b []byte, o origin) error {
+	return func(x graph.Exec, st *store.Store, key []byte, ts int64, b []byte, o origin) error {
 		v, err := c.Decode(b)
 		if err != nil {
 			return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
@@ -83,7 +85,7 @@ func unmatched[V, L, R, Out any](n *Node, c codec.Codec[V], p *port[Out], apply 
 
 // markMatched marks the records of key in theirs that a record just
 // joined, so that they do not come out unmatched when they expire.
-func markMatched[O any](x graph.Exec, n *Node, theirs *state.Store, key []byte, matches []joinMatch[O]) error {
+func markMatched[O any](x graph.Exec, n *Node, theirs *store.Store, key []byte, matches []joinMatch[O]) error {
 	for _, m := range matches {
 		ik := sideIndexKey(m.ts, m.seq, key)
 		b, _, err := theirs.Get(ik)

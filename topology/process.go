@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
@@ -98,7 +100,7 @@ func (c *procCtx[Out]) Store(name string) (state.RawKV, error) {
 	}
 	s, err := taskStore(c.x, name)
 	if err != nil {
-		return nil, err // not a nil *state.Store inside a non-nil RawKV
+		return nil, err // not a nil *store.Store inside a non-nil RawKV
 	}
 	return s, nil
 }
@@ -112,7 +114,7 @@ func (c *procCtx[Out]) StoreViews() map[string]any {
 }
 
 // taskStore is the store called name of the record's task.
-func taskStore(x graph.Exec, name string) (*state.Store, error) {
+func taskStore(x graph.Exec, name string) (*store.Store, error) {
 	s, err := x.Store(name)
 	if err == nil && s == nil {
 		err = fmt.Errorf("store %q: the runtime has no store of that name for this record's task", name)

@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
-	"github.com/eosflow/eosflow/state"
 )
 
 // Session windows group the records of a key that follow one another
@@ -44,7 +45,7 @@ func sessionIndexKey(end, start int64, key []byte) []byte {
 // key's session: a new one, or the sessions within gap of ts merged into
 // one, then emits the update, after a tombstone through del for each
 // window it replaced, or, with FinalOnly, the sessions that closed.
-func session[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
+func session[T, A any](x graph.Exec, n *Node, st *store.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
 	step func(context.Context, aggIn[T, A]) (A, error), merge func(context.Context, A, A) (A, error), p *port[Windowed[A]], del *deletes) error {
 	gap, grace := w.gap.Milliseconds(), w.grace.Milliseconds()
 	advanced, before := ts > now, now
@@ -111,7 +112,7 @@ type sessionFound[A any] struct {
 
 // sessionsNear lists key's sessions within gap of ts, which a record at
 // ts merges with.
-func sessionsNear[A any](x graph.Exec, n *Node, st *state.Store, key []byte, ts, gap int64, c codec.Codec[A]) ([]sessionFound[A], error) {
+func sessionsNear[A any](x graph.Exec, n *Node, st *store.Store, key []byte, ts, gap int64, c codec.Codec[A]) ([]sessionFound[A], error) {
 	var near []sessionFound[A]
 	prefix := sessionKey(key, 0)
 	prefix = prefix[:len(prefix)-8]
@@ -138,7 +139,7 @@ func sessionsNear[A any](x graph.Exec, n *Node, st *state.Store, key []byte, ts,
 
 // replaceSessions stores key's session from start to end with aggregate
 // acc in place of the sessions merged into it, with its index entry.
-func replaceSessions[A any](x graph.Exec, n *Node, st *state.Store, key []byte, merged []sessionFound[A], start, end int64, acc A, c codec.Codec[A]) error {
+func replaceSessions[A any](x graph.Exec, n *Node, st *store.Store, key []byte, merged []sessionFound[A], start, end int64, acc A, c codec.Codec[A]) error {
 	for _, f := range merged {
 		if err := st.Delete(sessionKey(key, f.start)); err != nil {
 			return storeFailed(x, n, err)
@@ -164,7 +165,7 @@ func replaceSessions[A any](x graph.Exec, n *Node, st *state.Store, key []byte, 
 // (stream time has passed it by gap plus grace) and, for final results,
 // emits each first, in order of their ends. Those before from closed
 // earlier, and no session can end there since, so the scan starts at from.
-func closeSessions[A any](x graph.Exec, n *Node, st *state.Store, from, last int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
+func closeSessions[A any](x graph.Exec, n *Node, st *store.Store, from, last int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
 	if last <= 0 {
 		return nil
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
@@ -24,7 +26,7 @@ import (
 type rig struct {
 	t      *testing.T
 	e      *engine.Engine
-	stores map[string]*state.Store // by store and task
+	stores map[string]*store.Store // by store and task
 	opened []string                // store@task, in the order opened
 	offset int64                   // the next changelog offset, shared for simplicity
 	ts     time.Time               // the timestamp of the records sent
@@ -32,9 +34,9 @@ type rig struct {
 
 func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
 	t.Helper()
-	r := &rig{t: t, stores: map[string]*state.Store{}}
+	r := &rig{t: t, stores: map[string]*store.Store{}}
 	dir := t.TempDir()
-	provide := func(name string, task state.Task) (*state.Store, error) {
+	provide := func(name string, task state.Task) (*store.Store, error) {
 		key := name + "@" + task.String()
 		if s := r.stores[key]; s != nil {
 			return s, nil
@@ -46,7 +48,7 @@ func newRig(t *testing.T, top *topology.Topology, opts ...engine.Option) *rig {
 			if spec.Source != task.Topic {
 				return nil, fmt.Errorf("store %q: task %s is not a partition of its source %q", name, task, spec.Source)
 			}
-			s, err := state.Open(spec.Engine, dir, name, task)
+			s, err := store.Open(spec.Engine, dir, name, task)
 			if err != nil {
 				return nil, err
 			}
@@ -448,7 +450,7 @@ func TestAggregationCodecAndPolicy(t *testing.T) {
 func TestAggregationStoreFailureFailsBatch(t *testing.T) {
 	top := wordCount(state.Memory())
 	top.OnError("counts", topology.Skip())
-	e, err := engine.New(top, engine.Stores(func(name string, task state.Task) (*state.Store, error) {
+	e, err := engine.New(top, engine.Stores(func(name string, task state.Task) (*store.Store, error) {
 		return nil, errors.New("disk on fire")
 	}))
 	if err != nil {

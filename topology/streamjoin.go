@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
@@ -254,7 +256,7 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 	// time ts-span and joins records back to ts-span-within.
 	o := origin{r.Topic, r.Partition, r.Offset}
 	for _, side := range []struct {
-		st  *state.Store
+		st  *store.Store
 		end joinEnd
 	}{{mine, own}, {theirs, other}} {
 		if err := side.st.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
@@ -297,7 +299,7 @@ type joinMatch[O any] struct {
 
 // joinMatches reads the other side's records of key in [ts-within,
 // ts+within] from theirs, in their order.
-func joinMatches[O any](x graph.Exec, n *Node, theirs *state.Store, key []byte, ts, within int64, oc codec.Codec[O]) ([]joinMatch[O], error) {
+func joinMatches[O any](x graph.Exec, n *Node, theirs *store.Store, key []byte, ts, within int64, oc codec.Codec[O]) ([]joinMatch[O], error) {
 	prefix := sideKey(key, 0, 0)
 	prefix = prefix[:len(prefix)-16] // the key's records, any time
 	lo := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), uint64(max(ts-within, 0)))
@@ -320,7 +322,7 @@ func joinMatches[O any](x graph.Exec, n *Node, theirs *state.Store, key []byte, 
 // keepSide stores r, at ts, in its side's store mine, with its index
 // entry (marked if the record matched), for the other side's later
 // records to join.
-func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts int64, vc codec.Codec[V], matched bool) error {
+func keepSide[V any](x graph.Exec, n *Node, mine *store.Store, r Record[V], ts int64, vc codec.Codec[V], matched bool) error {
 	b, err := vc.Encode(r.Value)
 	if err != nil {
 		return &NodeError{Node: n.name, Err: codecError(mine, "encode value", r.Key, err)}
@@ -343,7 +345,7 @@ func keepSide[V any](x graph.Exec, n *Node, mine *state.Store, r Record[V], ts i
 }
 
 // nextSeq takes the store's next sequence number.
-func nextSeq(st *state.Store) (int64, error) {
+func nextSeq(st *store.Store) (int64, error) {
 	b, ok, err := st.Get(seqKey)
 	if err != nil {
 		return 0, err
@@ -360,7 +362,7 @@ func nextSeq(st *state.Store) (int64, error) {
 // from went when stream time was lower, and no record that old has been
 // kept since (it would be late), so the scan starts at from. o is the
 // record whose stream time expires them.
-func expire(x graph.Exec, n *Node, st *state.Store, unmatched emitUnmatched, from, before int64, o origin) error {
+func expire(x graph.Exec, n *Node, st *store.Store, unmatched emitUnmatched, from, before int64, o origin) error {
 	if before <= 0 {
 		return nil
 	}

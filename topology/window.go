@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
@@ -358,7 +360,7 @@ func windowed[T, A any](g Grouped[T], name, op string, w Windows, engine state.E
 // hopping adds a record at ts to each window it falls in that is still
 // open at stream time now (advanced to ts), and closes the windows that
 // stream time passed: hopping and tumbling windows, by start.
-func hopping[T, A any](x graph.Exec, n *Node, st *state.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
+func hopping[T, A any](x graph.Exec, n *Node, st *store.Store, r Record[T], ts, now int64, w Windows, c codec.Codec[A],
 	step func(context.Context, aggIn[T, A]) (A, error), p *port[Windowed[A]]) error {
 	size, grace := w.size.Milliseconds(), w.grace.Milliseconds()
 	advanced, before := ts > now, now
@@ -413,7 +415,7 @@ func window(start, size int64) Window {
 }
 
 // streamTime reads the task's stream time, -1 before its first record.
-func streamTime(st *state.Store) (int64, error) {
+func streamTime(st *store.Store) (int64, error) {
 	b, ok, err := st.Get(streamTimeKey)
 	if err != nil || !ok {
 		return -1, err
@@ -444,7 +446,7 @@ func nextStart(from, adv int64) int64 {
 // final results, emits each first, in time order, as outputs of the
 // record from o. Windows up to from closed before, so the scan starts
 // after them rather than over their deleted keys.
-func closeWindows[A any](x graph.Exec, n *Node, st *state.Store, from, last, size int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
+func closeWindows[A any](x graph.Exec, n *Node, st *store.Store, from, last, size int64, c codec.Codec[A], final bool, p *port[Windowed[A]], o origin) error {
 	lo := []byte{indexPrefix}
 	if from >= 0 {
 		lo = indexKey(from+1, nil)

@@ -2,7 +2,7 @@ package engine
 
 import (
 	"github.com/eosflow/eosflow/internal/graph"
-	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/internal/store"
 )
 
 // attempts follows the call of a node whose user code can write stores
@@ -12,7 +12,7 @@ import (
 // starts from the state the first one found instead of over the writes of
 // the one that failed, while the writes of the record's earlier nodes
 // stay (a retry calls the failing node again, not the record's earlier
-// nodes). The runtime's per-record savepoint (state.Store.Mark) still
+// nodes). The runtime's per-record savepoint (store.Store.Mark) still
 // undoes them all if the record is not processed in the end.
 type attempts struct {
 	on    bool // a call that may be retried is under way
@@ -22,8 +22,8 @@ type attempts struct {
 
 // savedStore is a store a call reached, and where its writes stood then.
 type savedStore struct {
-	s  *state.Store
-	sp state.Savepoint
+	s  *store.Store
+	sp store.Savepoint
 }
 
 // Attempt implements graph.Exec.
@@ -46,7 +46,7 @@ func (e *Engine) Attempt(node, attempt int) {
 
 // reached notes that the call under way reached s, saving where its
 // writes stand the first time.
-func (a *attempts) reached(s *state.Store) {
+func (a *attempts) reached(s *store.Store) {
 	for _, sv := range a.saved {
 		if sv.s == s {
 			return

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
@@ -88,7 +90,7 @@ type Engine struct {
 	limit      topicLimit            // its limits
 	limitCache map[string]topicLimit // every topic asked so far
 	partitions func(topic string) (int32, error)
-	stores     func(name string, task state.Task) (*state.Store, error)
+	stores     func(name string, task state.Task) (*store.Store, error)
 	curTopic   string // the current record's topic and partition: its task
 	curPart    int32
 	curRec     *kgo.Record // the current input record
@@ -135,7 +137,7 @@ func Partitions(fn func(topic string) (int32, error)) Option {
 // Stores gives user code the stores of the current record's task: fn
 // returns the store called name of task, ready for the batch. Without it a
 // topology with stores fails on its first record.
-func Stores(fn func(name string, task state.Task) (*state.Store, error)) Option {
+func Stores(fn func(name string, task state.Task) (*store.Store, error)) Option {
 	return optFunc(func(e *Engine) { e.stores = fn })
 }
 
@@ -502,7 +504,7 @@ func (e *Engine) Partitions(topic string) (int32, error) {
 }
 
 // Store implements graph.Exec.
-func (e *Engine) Store(name string) (*state.Store, error) {
+func (e *Engine) Store(name string) (*store.Store, error) {
 	if e.stores == nil {
 		return nil, fmt.Errorf("store %q: this engine has no stores", name)
 	}

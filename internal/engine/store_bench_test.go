@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
@@ -41,12 +43,12 @@ func BenchmarkStoreAccess(b *testing.B) {
 				return err
 			}, topology.UseStores("s"))
 			topology.To(out, "out", codec.Bytes())
-			st, err := state.Open(state.Memory(), b.TempDir(), "s", state.Task{Topic: "in"})
+			st, err := store.Open(state.Memory(), b.TempDir(), "s", state.Task{Topic: "in"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			e, err := engine.New(top, engine.Stores(func(string, state.Task) (*state.Store, error) { return st, nil }))
+			e, err := engine.New(top, engine.Stores(func(string, state.Task) (*store.Store, error) { return st, nil }))
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
@@ -22,21 +24,21 @@ import (
 type memStores struct {
 	t      *testing.T
 	dir    string
-	stores map[string]*state.Store
+	stores map[string]*store.Store
 	asked  []string
 }
 
 func newMemStores(t *testing.T) *memStores {
-	return &memStores{t: t, dir: t.TempDir(), stores: map[string]*state.Store{}}
+	return &memStores{t: t, dir: t.TempDir(), stores: map[string]*store.Store{}}
 }
 
-func (m *memStores) get(name string, task state.Task) (*state.Store, error) {
+func (m *memStores) get(name string, task state.Task) (*store.Store, error) {
 	key := name + "@" + task.String()
 	m.asked = append(m.asked, key)
 	if s := m.stores[key]; s != nil {
 		return s, nil
 	}
-	s, err := state.Open(state.Memory(), m.dir, name, task)
+	s, err := store.Open(state.Memory(), m.dir, name, task)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +206,7 @@ func TestProcessStoreErrorUnderPolicy(t *testing.T) {
 	}, topology.UseStores("s"))
 	topology.To(out, "out", codec.String())
 	top.OnError("p", topology.DeadLetter("dlq"))
-	e, err := engine.New(top, engine.Stores(func(string, state.Task) (*state.Store, error) { return nil, errors.New("no disk") }))
+	e, err := engine.New(top, engine.Stores(func(string, state.Task) (*store.Store, error) { return nil, errors.New("no disk") }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
@@ -152,7 +154,7 @@ func (e *Engine) StreamTime(r *kgo.Record, begin func(in *kgo.Record) context.Co
 // after their last firing. store gives the task's store of a name, as the
 // batch sees it (or, between batches, as committed). ok is false when no
 // node has wall-clock timers for task's topic.
-func (e *Engine) NextWallClock(task state.Task, store func(name string) (*state.Store, error)) (next time.Time, ok bool, err error) {
+func (e *Engine) NextWallClock(task state.Task, store func(name string) (*store.Store, error)) (next time.Time, ok bool, err error) {
 	for _, tn := range e.timerNodes() {
 		if !tn.wall || tn.source != task.Topic {
 			continue
@@ -306,7 +308,7 @@ func (e *Engine) timerError(tn *timerNode, t graph.Timer, topic string, partitio
 }
 
 // readMillis reads an 8-byte millisecond value of a timer store.
-func readMillis(st *state.Store, key []byte) (int64, bool, error) {
+func readMillis(st *store.Store, key []byte) (int64, bool, error) {
 	b, ok, err := st.Get(key)
 	if err != nil || !ok {
 		return 0, false, err

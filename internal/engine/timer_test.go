@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/engine"
 	"github.com/eosflow/eosflow/processor"
@@ -237,7 +239,7 @@ func TestWallClockTimerFiresEveryIntervalPerTask(t *testing.T) {
 		t.Fatalf("WallClockSources %v, want [in]", got)
 	}
 	task := state.Task{Topic: "in", Partition: 1}
-	storeOf := func(name string) (*state.Store, error) { return m.get(name, task) }
+	storeOf := func(name string) (*store.Store, error) { return m.get(name, task) }
 	next, ok, err := e.NextWallClock(task, storeOf)
 	if err != nil || !ok || !next.IsZero() {
 		t.Fatalf("NextWallClock before any firing: %v %v %v, want due at once", next, ok, err)

@@ -9,6 +9,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -42,7 +44,7 @@ type Exec interface {
 	Partitions(topic string) (int32, error)
 	// Store is the store called name of the current record's task (its
 	// input partition), restored and with the batch's overlay.
-	Store(name string) (*state.Store, error)
+	Store(name string) (*store.Store, error)
 	// Hold keeps run, the update an aggregation made of key for the
 	// current record's task, to be run at the end of the batch instead of
 	// now (topology.LatestPerCommit): a later Hold by node of the same

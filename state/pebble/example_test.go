@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
 )
@@ -20,7 +22,7 @@ func Example() {
 	engine := pebble.New(pebble.CacheSize(1<<20), pebble.MemTableSize(1<<20))
 	task := state.Task{Topic: "words", Partition: 0}
 
-	s, err := state.Open(engine, dir, "word-counts", task)
+	s, err := store.Open(engine, dir, "word-counts", task)
 	if err != nil {
 		panic(err)
 	}
@@ -42,7 +44,7 @@ func Example() {
 		fmt.Println(st.Name, st.Task, "applied offset", st.Offset)
 	}
 
-	s, err = state.Open(engine, dir, "word-counts", task)
+	s, err = store.Open(engine, dir, "word-counts", task)
 	if err != nil {
 		panic(err)
 	}

@@ -3,6 +3,8 @@ package pebble
 import (
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 )
 
@@ -15,14 +17,14 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func put(t *testing.T, s *state.Store, kv ...string) {
+func put(t *testing.T, s *store.Store, kv ...string) {
 	t.Helper()
 	for i := 0; i < len(kv); i += 2 {
 		must(t, s.Put([]byte(kv[i]), []byte(kv[i+1])))
 	}
 }
 
-func wantGet(t *testing.T, s *state.Store, key, want string, wantOK bool) {
+func wantGet(t *testing.T, s *store.Store, key, want string, wantOK bool) {
 	t.Helper()
 	v, ok, err := s.Get([]byte(key))
 	must(t, err)
@@ -32,7 +34,7 @@ func wantGet(t *testing.T, s *state.Store, key, want string, wantOK bool) {
 }
 
 // entries collects a Range as "k=v" strings.
-func entries(t *testing.T, s *state.Store, start, end []byte) []string {
+func entries(t *testing.T, s *store.Store, start, end []byte) []string {
 	t.Helper()
 	var out []string
 	for e, err := range s.Range(start, end) {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 )
 
@@ -16,7 +18,7 @@ import (
 // offset (state.NoOffset: opened, never written), and closes it.
 func commitAt(t *testing.T, dir, name string, task state.Task, offset int64) {
 	t.Helper()
-	s, err := state.Open(New(), dir, name, task)
+	s, err := store.Open(New(), dir, name, task)
 	must(t, err)
 	if offset != state.NoOffset {
 		put(t, s, "k", "v")
@@ -36,7 +38,7 @@ func TestInspect(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(dir, "lost+found"), 0o755))
 	must(t, os.WriteFile(filepath.Join(dir, "orders-x"), nil, 0o644))
 
-	open, err := state.Open(New(), dir, "held", state.Task{Topic: "orders", Partition: 2})
+	open, err := store.Open(New(), dir, "held", state.Task{Topic: "orders", Partition: 2})
 	must(t, err)
 	defer open.Close()
 
@@ -81,7 +83,7 @@ func TestInspectMissingDir(t *testing.T) {
 // one.
 func TestInspectStoreHeldByAnotherProcess(t *testing.T) {
 	if dir := os.Getenv("STATE_TEST_HOLD_DIR"); dir != "" {
-		s, err := state.Open(New(), dir, "counts", task)
+		s, err := store.Open(New(), dir, "counts", task)
 		must(t, err)
 		os.Stdout.WriteString("held\n")
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until the parent closes stdin

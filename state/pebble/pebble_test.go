@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	pebbledb "github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/state"
@@ -25,7 +27,7 @@ func TestPebbleCrash(t *testing.T) {
 		t.Run(fmt.Sprintf("unsynced %d%%", unsynced), func(t *testing.T) {
 			fs := vfs.NewCrashableMem()
 			e := &engine{fs: fs, memTableSize: 256 << 10}
-			s, err := state.Open(e, "/state", "counts", task)
+			s, err := store.Open(e, "/state", "counts", task)
 			must(t, err)
 			defer s.Close()
 			log := statetest.Changelog(6000, 7)
@@ -46,7 +48,7 @@ func TestPebbleCrash(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(unsynced), 1))
 			crashed := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsynced, RNG: rng})
 
-			r, err := state.Open(&engine{fs: crashed}, "/state", "counts", task)
+			r, err := store.Open(&engine{fs: crashed}, "/state", "counts", task)
 			must(t, err)
 			defer r.Close()
 			off := r.Offset()
@@ -76,7 +78,7 @@ func pad(v []byte) []byte {
 func TestPebbleLayout(t *testing.T) {
 	dir := t.TempDir()
 	for _, name := range []string{"counts", "sessions"} {
-		s, err := state.Open(New(CacheSize(1<<20), MemTableSize(1<<20)), dir, name, task)
+		s, err := store.Open(New(CacheSize(1<<20), MemTableSize(1<<20)), dir, name, task)
 		must(t, err)
 		put(t, s, "k", name)
 		must(t, s.Commit(0))
@@ -86,7 +88,7 @@ func TestPebbleLayout(t *testing.T) {
 		if m, _ := filepath.Glob(filepath.Join(dir, "orders-3", name, "MANIFEST-*")); len(m) == 0 {
 			t.Errorf("store %s: no pebble database in <dir>/orders-3/%s", name, name)
 		}
-		s, err := state.Open(New(), dir, name, task)
+		s, err := store.Open(New(), dir, name, task)
 		must(t, err)
 		wantGet(t, s, "k", name, true) // the stores do not share data
 		must(t, s.Close())
@@ -95,7 +97,7 @@ func TestPebbleLayout(t *testing.T) {
 
 // TestPebbleKeyspace puts keys that look like the engine's own.
 func TestPebbleKeyspace(t *testing.T) {
-	s, err := state.Open(New(), t.TempDir(), "counts", task)
+	s, err := store.Open(New(), t.TempDir(), "counts", task)
 	must(t, err)
 	defer s.Close()
 	keys := []string{"", "m", "moffset", "offset", "d", "\x00", "\xff\xff"}
@@ -114,12 +116,12 @@ func TestPebbleKeyspace(t *testing.T) {
 // The engine needs a state directory it can write to; Open names the
 // store whose engine failed.
 func TestOpenErrors(t *testing.T) {
-	if _, err := state.Open(New(), "", "s", task); !errors.Is(err, state.ErrInvalid) {
+	if _, err := store.Open(New(), "", "s", task); !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("Open without a state directory = %v, want state.ErrInvalid", err)
 	}
 	file := filepath.Join(t.TempDir(), "file")
 	must(t, os.WriteFile(file, nil, 0o644))
-	_, err := state.Open(New(), file, "s", task) // the state directory is a file
+	_, err := store.Open(New(), file, "s", task) // the state directory is a file
 	var se *state.StoreError
 	if !errors.As(err, &se) || se.Store != "s" || se.Task != task {
 		t.Fatalf("Open under a file = %v, want a *state.StoreError naming the store", err)
@@ -130,7 +132,7 @@ func TestOpenErrors(t *testing.T) {
 // it to tell a store too old to catch up from a compacted changelog.
 func TestPebbleAppliedAt(t *testing.T) {
 	dir := t.TempDir()
-	s, err := state.Open(New(), dir, "counts", task)
+	s, err := store.Open(New(), dir, "counts", task)
 	must(t, err)
 	if at, err := s.AppliedAt(); err != nil || !at.IsZero() {
 		t.Fatalf("AppliedAt of a fresh store = %v, %v; want the zero time", at, err)
@@ -139,7 +141,7 @@ func TestPebbleAppliedAt(t *testing.T) {
 	put(t, s, "a", "1")
 	must(t, s.Commit(3))
 	must(t, s.Close())
-	s, err = state.Open(New(), dir, "counts", task)
+	s, err = store.Open(New(), dir, "counts", task)
 	must(t, err)
 	defer s.Close()
 	at, err := s.AppliedAt()

@@ -81,7 +81,7 @@ func (b *applyBackend) Wipe() error {
 }
 
 // AppliedAt is the inner backend's, when it keeps one (pebble does), as
-// state.Store reads it; the zero time otherwise.
+// store.Store reads it; the zero time otherwise.
 func (b *applyBackend) AppliedAt() (time.Time, error) {
 	if d, ok := b.inner.(state.Dated); ok {
 		return d.AppliedAt()

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/chaos"
@@ -27,7 +29,7 @@ func TestTheAuditCatchesAStoreAheadOfItsChangelog(t *testing.T) {
 		disk := s.disk(0)
 		dir := filepath.Join(stateDir, appID, memberID(0))
 		for p := range s.cfg.Partitions {
-			st, err := state.Open(pebble.New(pebble.FS(disk)), dir, chaos.CountStore, state.Task{Topic: input, Partition: p})
+			st, err := store.Open(pebble.New(pebble.FS(disk)), dir, chaos.CountStore, state.Task{Topic: input, Partition: p})
 			if err != nil {
 				return err
 			}
@@ -158,7 +160,7 @@ func TestTheStoreAuditCatchesAKeyTheChangelogNeverCommitted(t *testing.T) {
 	var tampered bool
 	tamper := func(s *sim) error {
 		dir := filepath.Join(stateDir, appID, memberID(0))
-		st, err := state.Open(pebble.New(pebble.FS(s.disk(0))), dir, chaos.WindowStore, state.Task{Topic: input, Partition: 0})
+		st, err := store.Open(pebble.New(pebble.FS(s.disk(0))), dir, chaos.WindowStore, state.Task{Topic: input, Partition: 0})
 		if err != nil {
 			return err
 		}

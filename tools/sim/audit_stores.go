@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/eosflow/eosflow/internal/store"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
@@ -122,7 +124,7 @@ func (c *changelog) fold(p int32, upTo int64) map[string]string {
 
 // auditStore opens one store and compares it with its changelog's fold.
 func auditStore(fs vfs.FS, dir string, sl storeLoc, cl *changelog) error {
-	st, err := state.Open(pebble.New(pebble.FS(fs)), dir, sl.name, sl.task)
+	st, err := store.Open(pebble.New(pebble.FS(fs)), dir, sl.name, sl.task)
 	if err != nil {
 		return as(KindSetup, err)
 	}

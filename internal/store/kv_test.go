@@ -1,10 +1,12 @@
-package state
+package store
 
 import (
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/eosflow/eosflow/state"
 
 	"github.com/eosflow/eosflow/codec"
 )
@@ -13,18 +15,18 @@ type counter struct {
 	N int `json:"n"`
 }
 
-func openKV[K, V any](t *testing.T, kc codec.Codec[K], vc codec.Codec[V]) (*Store, *KV[K, V]) {
+func openKV[K, V any](t *testing.T, kc codec.Codec[K], vc codec.Codec[V]) (*Store, *state.KV[K, V]) {
 	t.Helper()
-	s, err := Open(Memory(), "", "counts", task)
+	s, err := Open(state.Memory(), "", "counts", task)
 	must(t, err)
 	t.Cleanup(func() { _ = s.Close() })
-	kv, err := NewKV(s, kc, vc)
+	kv, err := state.NewKV(s, kc, vc)
 	must(t, err)
 	return s, kv
 }
 
 func TestKV(t *testing.T) {
-	s, kv := openKV(t, Int64Key(), codec.JSON[counter]())
+	s, kv := openKV(t, state.Int64Key(), codec.JSON[counter]())
 	for _, k := range []int64{10, -3, 9, 0, -20} {
 		must(t, kv.Put(k, counter{N: int(k * 2)}))
 	}
@@ -59,7 +61,7 @@ func TestKV(t *testing.T) {
 }
 
 func TestKVPrefix(t *testing.T) {
-	_, kv := openKV(t, StringKey(), codec.String())
+	_, kv := openKV(t, state.StringKey(), codec.String())
 	for _, k := range []string{"user:2", "order:1", "user:1", "user"} {
 		must(t, kv.Put(k, strings.ToUpper(k)))
 	}
@@ -107,22 +109,22 @@ func TestKVCodecErrors(t *testing.T) {
 			return kv.Put("user-7", "x")
 		}, "encode key", `"user-7"`},
 		{"encode value", func(t *testing.T) error {
-			_, kv := openKV(t, StringKey(), failing[int](true, false))
+			_, kv := openKV(t, state.StringKey(), failing[int](true, false))
 			return kv.Put("user-7", 1)
 		}, "encode value", `"user-7"`},
 		{"decode value on get", func(t *testing.T) error {
-			s, kv := openKV(t, StringKey(), failing[int](false, true))
+			s, kv := openKV(t, state.StringKey(), failing[int](false, true))
 			put(t, s, "user-7", "1")
 			_, _, err := kv.Get("user-7")
 			return err
 		}, "decode value", `"user-7"`},
 		{"decode value in range", func(t *testing.T) error {
-			s, kv := openKV(t, StringKey(), codec.JSON[int]())
+			s, kv := openKV(t, state.StringKey(), codec.JSON[int]())
 			put(t, s, "user-7", "not json")
 			return firstErr(kv.All())
 		}, "decode value", `"user-7"`},
 		{"decode key in range", func(t *testing.T) error {
-			s, kv := openKV(t, Int64Key(), codec.String())
+			s, kv := openKV(t, state.Int64Key(), codec.String())
 			put(t, s, "short", "v")
 			return firstErr(kv.All())
 		}, "decode key", `"short"`},
@@ -134,12 +136,12 @@ func TestKVCodecErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.run(t)
-			var ce *CodecError
-			if !errors.As(err, &ce) || !errors.Is(err, ErrCodec) {
-				t.Fatalf("err = %v, want a *CodecError", err)
+			var ce *state.CodecError
+			if !errors.As(err, &ce) || !errors.Is(err, state.ErrCodec) {
+				t.Fatalf("err = %v, want a *state.CodecError", err)
 			}
 			if ce.Store != "counts" || ce.Task != task || ce.Op != c.op || !strings.Contains(ce.Key, c.keyHas) {
-				t.Fatalf("CodecError = %+v, want store counts, task %s, op %q, key %s", ce, task, c.op, c.keyHas)
+				t.Fatalf("state.CodecError = %+v, want store counts, task %s, op %q, key %s", ce, task, c.op, c.keyHas)
 			}
 			msg := err.Error()
 			for _, want := range []string{`"counts"`, "orders/3", c.op, c.keyHas} {
@@ -161,12 +163,12 @@ func firstErr[E any](seq func(func(E, error) bool)) error {
 }
 
 func TestNewKVInvalid(t *testing.T) {
-	s, err := Open(Memory(), "", "counts", task)
+	s, err := Open(state.Memory(), "", "counts", task)
 	must(t, err)
-	if _, err := NewKV[string, string](s, nil, codec.String()); !errors.Is(err, ErrInvalid) {
+	if _, err := state.NewKV[string, string](s, nil, codec.String()); !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("nil key codec: %v", err)
 	}
-	if _, err := NewKV(nil, StringKey(), codec.String()); !errors.Is(err, ErrInvalid) {
+	if _, err := state.NewKV(nil, state.StringKey(), codec.String()); !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("nil store: %v", err)
 	}
 }

@@ -1,7 +1,9 @@
-package state_test
+package store_test
 
 import (
 	"fmt"
+
+	"github.com/eosflow/eosflow/internal/store"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/state"
@@ -11,7 +13,7 @@ import (
 // the changelog in the batch's transaction and, once it committed,
 // commits the store at the changelog offset of the last change.
 func Example() {
-	s, err := state.Open(state.Memory(), "", "word-counts", state.Task{Topic: "words", Partition: 0})
+	s, err := store.Open(state.Memory(), "", "word-counts", state.Task{Topic: "words", Partition: 0})
 	if err != nil {
 		panic(err)
 	}

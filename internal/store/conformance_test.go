@@ -1,4 +1,4 @@
-package state_test
+package store_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/eosflow/eosflow/internal/store"
 
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
@@ -24,7 +26,7 @@ type engineCase struct {
 func engineCases() []engineCase {
 	return []engineCase{
 		{name: "memory", engine: state.Memory},
-		{name: "kept", engine: state.NewKept, persistent: true},
+		{name: "kept", engine: store.NewKept, persistent: true},
 		{name: "pebble", engine: func() state.Engine { return pebble.New() }, persistent: true},
 	}
 }
@@ -49,9 +51,9 @@ func newFixture(t *testing.T, ec engineCase) *fixture {
 	return &fixture{t: t, e: ec.engine(), dir: t.TempDir()}
 }
 
-func (f *fixture) open() *state.Store {
+func (f *fixture) open() *store.Store {
 	f.t.Helper()
-	s, err := state.Open(f.e, f.dir, "counts", task)
+	s, err := store.Open(f.e, f.dir, "counts", task)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func conformance(t *testing.T, ec engineCase) {
 	}
 }
 
-func mustGet(t *testing.T, s *state.Store, key string) (string, bool) {
+func mustGet(t *testing.T, s *store.Store, key string) (string, bool) {
 	t.Helper()
 	v, ok, err := s.Get([]byte(key))
 	if err != nil {
@@ -97,7 +99,7 @@ func mustGet(t *testing.T, s *state.Store, key string) (string, bool) {
 	return string(v), ok
 }
 
-func wantGet(t *testing.T, s *state.Store, key, want string, wantOK bool) {
+func wantGet(t *testing.T, s *store.Store, key, want string, wantOK bool) {
 	t.Helper()
 	v, ok := mustGet(t, s, key)
 	if ok != wantOK || v != want {
@@ -112,7 +114,7 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func put(t *testing.T, s *state.Store, kv ...string) {
+func put(t *testing.T, s *store.Store, kv ...string) {
 	t.Helper()
 	for i := 0; i < len(kv); i += 2 {
 		must(t, s.Put([]byte(kv[i]), []byte(kv[i+1])))
@@ -120,7 +122,7 @@ func put(t *testing.T, s *state.Store, kv ...string) {
 }
 
 // entries collects a Range as "k=v" strings.
-func entries(t *testing.T, s *state.Store, start, end []byte) []string {
+func entries(t *testing.T, s *store.Store, start, end []byte) []string {
 	t.Helper()
 	var out []string
 	for e, err := range s.Range(start, end) {
@@ -133,9 +135,9 @@ func entries(t *testing.T, s *state.Store, start, end []byte) []string {
 }
 
 // committed reads the engine alone, without the overlay.
-func committed(t *testing.T, s *state.Store, key string) (string, bool) {
+func committed(t *testing.T, s *store.Store, key string) (string, bool) {
 	t.Helper()
-	v, ok, err := state.CommittedGet(s, []byte(key))
+	v, ok, err := store.CommittedGet(s, []byte(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +495,7 @@ func testConcurrent(t *testing.T, ec engineCase) {
 		wg.Go(func() {
 			for !stopped() {
 				seen := map[string]bool{}
-				err := state.CommittedRange(s, nil, nil, func(_, v []byte) bool { seen[string(v)] = true; return true })
+				err := store.CommittedRange(s, nil, nil, func(_, v []byte) bool { seen[string(v)] = true; return true })
 				if err != nil {
 					errs <- err
 					return
@@ -571,13 +573,13 @@ func testWipe(t *testing.T, ec engineCase) {
 func testUnchecked(t *testing.T, ec engineCase) {
 	f := newFixture(t, ec)
 	s := f.open()
-	want := func(s *state.Store, off, checked int64, unchecked ...int64) {
+	want := func(s *store.Store, off, checked int64, unchecked ...int64) {
 		t.Helper()
 		if at := s.Position(); at.Offset != off || at.Checked != checked || !slices.Equal(at.Unchecked, unchecked) {
 			t.Fatalf("Position = %+v, want offset %d, checked %d, unchecked %v", at, off, checked, unchecked)
 		}
 	}
-	reopen := func(s *state.Store) *state.Store {
+	reopen := func(s *store.Store) *store.Store {
 		t.Helper()
 		if !ec.persistent {
 			return s

@@ -1,4 +1,8 @@
-package state
+// Package store is a task's state store as the runtime drives it: an
+// engine's committed data (package state) under the overlay of the open
+// batch, with the lifecycle user code never sees (Mark, Rollback, Changes,
+// Commit, Abort, Restore, Wipe). User code gets it as a state.RawKV.
+package store
 
 import (
 	"bytes"
@@ -8,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/storename"
+	"github.com/eosflow/eosflow/state"
 	"github.com/google/btree"
 )
 
@@ -16,12 +22,12 @@ import (
 // except that Close must not run while a Range is being iterated.
 type Store struct {
 	name string
-	task Task
-	b    Backend
+	task state.Task
+	b    state.Backend
 
 	mu      sync.Mutex
-	overlay *btree.BTreeG[Write] // the batch's writes; a nil Value is a tombstone
-	at      Position             // the backend's changelog position
+	overlay *btree.BTreeG[state.Write] // the batch's writes; a nil Value is a tombstone
+	at      state.Position             // the backend's changelog position
 	closed  bool
 	// The overlay as it was at Mark, for each key written since: what
 	// Rollback puts back. A Savepoint opens a nested level at base: a
@@ -36,13 +42,13 @@ type Store struct {
 
 // undoWrite is a key's overlay entry before the current record wrote it.
 type undoWrite struct {
-	prev Write
+	prev state.Write
 	had  bool // the overlay held prev; else the key was not in it
 }
 
-func lessWrite(a, b Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }
+func lessWrite(a, b state.Write) bool { return bytes.Compare(a.Key, b.Key) < 0 }
 
-func newStore(name string, task Task, b Backend, at Position) *Store {
+func newStore(name string, task state.Task, b state.Backend, at state.Position) *Store {
 	return &Store{name: name, task: task, b: b, at: at, overlay: btree.NewG(32, lessWrite)}
 }
 
@@ -50,9 +56,9 @@ func newStore(name string, task Task, b Backend, at Position) *Store {
 func (s *Store) Name() string { return s.name }
 
 // Task is the input partition that owns the store.
-func (s *Store) Task() Task { return s.task }
+func (s *Store) Task() state.Task { return s.task }
 
-// Offset is the last changelog offset the engine applied (NoOffset if
+// Offset is the last changelog offset the engine applied (state.NoOffset if
 // none): restore from Offset()+1.
 func (s *Store) Offset() int64 {
 	s.mu.Lock()
@@ -62,8 +68,8 @@ func (s *Store) Offset() int64 {
 
 // Position is the changelog position the engine applied, with the batches
 // not yet read back as committed: what a restore must check before it
-// trusts the store (see Position).
-func (s *Store) Position() Position {
+// trusts the store (see state.Position).
+func (s *Store) Position() state.Position {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := s.at
@@ -77,9 +83,9 @@ func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, false, ErrClosed
+		return nil, false, state.ErrClosed
 	}
-	if w, ok := s.overlay.Get(Write{Key: key}); ok {
+	if w, ok := s.overlay.Get(state.Write{Key: key}); ok {
 		s.mu.Unlock()
 		if w.Value == nil {
 			return nil, false, nil
@@ -100,28 +106,28 @@ func (s *Store) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	return s.write(Write{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+	return s.write(state.Write{Key: bytes.Clone(key), Value: bytes.Clone(value)})
 }
 
 // Delete deletes key in the batch's overlay: a tombstone that hides the
 // engine's value and goes to the changelog as a nil value.
 func (s *Store) Delete(key []byte) error {
-	return s.write(Write{Key: bytes.Clone(key)})
+	return s.write(state.Write{Key: bytes.Clone(key)})
 }
 
-func (s *Store) write(w Write) error {
+func (s *Store) write(w state.Write) error {
 	if w.Key == nil {
 		w.Key = []byte{}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return state.ErrClosed
 	}
 	if s.marked && !s.undone(w.Key) {
 		prev, had := s.overlay.Get(w)
 		if !had {
-			prev = Write{Key: w.Key}
+			prev = state.Write{Key: w.Key}
 		}
 		s.undo = append(s.undo, undoWrite{prev: prev, had: had})
 	}
@@ -219,36 +225,36 @@ func (s *Store) unmark() {
 // records to produce to the changelog partition in the batch's
 // transaction. A nil Value is a delete. The slices belong to the overlay:
 // do not modify them.
-func (s *Store) Changes() []Write {
+func (s *Store) Changes() []state.Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Write, 0, s.overlay.Len())
-	s.overlay.Ascend(func(w Write) bool { out = append(out, w); return true })
+	out := make([]state.Write, 0, s.overlay.Len())
+	s.overlay.Ascend(func(w state.Write) bool { out = append(out, w); return true })
 	return out
 }
 
 // Commit writes the overlay and offset, the changelog offset of the
 // batch's last change, to the engine in one atomic write and empties the
 // overlay. Call it only after the transaction that carried Changes
-// reported a commit; offset stays unchecked (see Position) until Checked
+// reported a commit; offset stays unchecked (see state.Position) until Checked
 // is called. A batch that wrote nothing commits nothing. An offset not
-// after Offset() is refused with an *OffsetError and changes nothing.
+// after Offset() is refused with an *state.OffsetError and changes nothing.
 // After an engine error the overlay is gone and the engine may be behind
 // the changelog: close, reopen and restore.
 func (s *Store) Commit(offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return state.ErrClosed
 	}
 	if s.overlay.Len() == 0 {
 		return nil
 	}
 	if offset <= s.at.Offset {
-		return &OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
+		return &state.OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
 	}
-	writes := make([]Write, 0, s.overlay.Len())
-	s.overlay.Ascend(func(w Write) bool { writes = append(writes, w); return true })
+	writes := make([]state.Write, 0, s.overlay.Len())
+	s.overlay.Ascend(func(w state.Write) bool { writes = append(writes, w); return true })
 	s.overlay.Clear(false)
 	s.unmark()
 	at := s.at
@@ -274,17 +280,17 @@ func (s *Store) Abort() {
 // write. Call it between batches, in batches of records; the writes'
 // slices are not kept. Records read read_committed are committed: with
 // nothing unchecked, the store is checked up to offset.
-func (s *Store) Restore(writes []Write, offset int64) error {
+func (s *Store) Restore(writes []state.Write, offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
-		return ErrBatchOpen
+		return state.ErrBatchOpen
 	}
 	if offset <= s.at.Offset {
-		return &OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
+		return &state.OffsetError{Store: s.name, Task: s.task, Applied: s.at.Offset, Got: offset}
 	}
 	at := s.at
 	at.Offset = offset
@@ -301,20 +307,20 @@ func (s *Store) Restore(writes []Write, offset int64) error {
 // Checked records that every batch the store applied was read back as
 // committed from its changelog: the store is checked up to its offset, and
 // nothing is left unchecked. Call it between batches, once a
-// read_committed read delivered every offset Position lists as unchecked.
+// read_committed read delivered every offset state.Position lists as unchecked.
 func (s *Store) Checked() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
-		return ErrBatchOpen
+		return state.ErrBatchOpen
 	}
 	if s.at.Checked == s.at.Offset && len(s.at.Unchecked) == 0 {
 		return nil
 	}
-	at := Position{Offset: s.at.Offset, Checked: s.at.Offset}
+	at := state.Position{Offset: s.at.Offset, Checked: s.at.Offset}
 	if err := s.b.Apply(nil, at); err != nil {
 		return s.fail("check", err)
 	}
@@ -331,31 +337,31 @@ func (s *Store) Wipe() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
-		return ErrBatchOpen
+		return state.ErrBatchOpen
 	}
-	w, ok := s.b.(Wiper)
+	w, ok := s.b.(state.Wiper)
 	if !ok {
-		return s.fail("wipe", fmt.Errorf("%w: the engine cannot empty a store; delete the task's directory instead", ErrInvalid))
+		return s.fail("wipe", fmt.Errorf("%w: the engine cannot empty a store; delete the task's directory instead", state.ErrInvalid))
 	}
 	if err := w.Wipe(); err != nil {
 		return s.fail("wipe", err)
 	}
-	s.at = Position{Offset: NoOffset, Checked: NoOffset}
+	s.at = state.Position{Offset: state.NoOffset, Checked: state.NoOffset}
 	return nil
 }
 
 // AppliedAt is when the engine last applied a batch or a restore, if it
-// records that (see Dated); the zero time otherwise.
+// records that (see state.Dated); the zero time otherwise.
 func (s *Store) AppliedAt() (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return time.Time{}, ErrClosed
+		return time.Time{}, state.ErrClosed
 	}
-	d, ok := s.b.(Dated)
+	d, ok := s.b.(state.Dated)
 	if !ok {
 		return time.Time{}, nil
 	}
@@ -367,10 +373,10 @@ func (s *Store) AppliedAt() (time.Time, error) {
 }
 
 // SizeBytes returns about how many bytes the store's committed data
-// takes, when its engine can tell cheaply (see Sized); ok is false when it
+// takes, when its engine can tell cheaply (see state.Sized); ok is false when it
 // cannot.
 func (s *Store) SizeBytes() (n int64, ok bool, err error) {
-	sz, ok := s.b.(Sized)
+	sz, ok := s.b.(state.Sized)
 	if !ok {
 		return 0, false, nil
 	}
@@ -396,26 +402,26 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) fail(op string, err error) error {
-	return &StoreError{Store: s.name, Task: s.task, Op: op, Err: err}
+	return &state.StoreError{Store: s.name, Task: s.task, Op: op, Err: err}
 }
 
 // Range yields the entries with keys in [start, end) in key order, the
 // overlay merged over the engine (nil start: from the first key; nil
 // end: to the last). Keys and values are copies. An error is yielded
 // once, last.
-func (s *Store) Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error] {
-	return func(yield func(Entry[[]byte, []byte], error) bool) {
+func (s *Store) Range(start, end []byte) iter.Seq2[state.Entry[[]byte, []byte], error] {
+	return func(yield func(state.Entry[[]byte, []byte], error) bool) {
 		if end != nil && bytes.Compare(start, end) >= 0 {
 			return
 		}
 		ov, err := s.overlayRange(start, end)
 		if err != nil {
-			yield(Entry[[]byte, []byte]{}, err)
+			yield(state.Entry[[]byte, []byte]{}, err)
 			return
 		}
 		i, stopped := 0, false
 		emit := func(k, v []byte) bool {
-			if !yield(Entry[[]byte, []byte]{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
+			if !yield(state.Entry[[]byte, []byte]{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
 				stopped = true
 			}
 			return !stopped
@@ -437,7 +443,7 @@ func (s *Store) Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error]
 			return
 		}
 		if err != nil {
-			yield(Entry[[]byte, []byte]{}, s.fail("range", err))
+			yield(state.Entry[[]byte, []byte]{}, s.fail("range", err))
 			return
 		}
 		for ; i < len(ov); i++ {
@@ -449,7 +455,7 @@ func (s *Store) Range(start, end []byte) iter.Seq2[Entry[[]byte, []byte], error]
 }
 
 // Prefix yields the entries whose keys start with prefix, like Range.
-func (s *Store) Prefix(prefix []byte) iter.Seq2[Entry[[]byte, []byte], error] {
+func (s *Store) Prefix(prefix []byte) iter.Seq2[state.Entry[[]byte, []byte], error] {
 	return s.Range(prefix, prefixEnd(prefix))
 }
 
@@ -467,19 +473,50 @@ func prefixEnd(p []byte) []byte {
 }
 
 // overlayRange snapshots the overlay's writes in [start, end).
-func (s *Store) overlayRange(start, end []byte) ([]Write, error) {
+func (s *Store) overlayRange(start, end []byte) ([]state.Write, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		return nil, state.ErrClosed
 	}
-	var out []Write
-	collect := func(w Write) bool { out = append(out, w); return true }
+	var out []state.Write
+	collect := func(w state.Write) bool { out = append(out, w); return true }
 	switch {
 	case end == nil:
-		s.overlay.AscendGreaterOrEqual(Write{Key: start}, collect)
+		s.overlay.AscendGreaterOrEqual(state.Write{Key: start}, collect)
 	default:
-		s.overlay.AscendRange(Write{Key: start}, Write{Key: end}, collect)
+		s.overlay.AscendRange(state.Write{Key: start}, state.Write{Key: end}, collect)
 	}
 	return out, nil
 }
+
+// Open opens the store name of task with engine e under the state
+// directory dir, with an empty overlay. The runtime calls it when the
+// task is assigned, then restores from Offset()+1, and calls Close when
+// the task is revoked.
+func Open(e state.Engine, dir, name string, task state.Task) (*Store, error) {
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil engine for store %q", state.ErrInvalid, name)
+	}
+	if err := storename.Valid("store name", name); err != nil {
+		return nil, fmt.Errorf("%w: %v", state.ErrInvalid, err)
+	}
+	if err := storename.Valid("topic", task.Topic); err != nil {
+		return nil, fmt.Errorf("%w: %v", state.ErrInvalid, err)
+	}
+	if task.Partition < 0 {
+		return nil, fmt.Errorf("%w: negative partition %d for store %q", state.ErrInvalid, task.Partition, name)
+	}
+	b, err := e.Open(dir, name, task)
+	if err != nil {
+		return nil, &state.StoreError{Store: name, Task: task, Op: "open " + e.String(), Err: err}
+	}
+	at, err := b.Position()
+	if err != nil {
+		_ = b.Close()
+		return nil, &state.StoreError{Store: name, Task: task, Op: "read position", Err: err}
+	}
+	return newStore(name, task, b, at), nil
+}
+
+var _ state.RawKV = (*Store)(nil)

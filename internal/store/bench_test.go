@@ -1,10 +1,12 @@
-package state_test
+package store_test
 
 import (
 	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/eosflow/eosflow/internal/store"
 
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
@@ -34,7 +36,7 @@ func BenchmarkRestore(b *testing.B) {
 		b.Run(ec.name, func(b *testing.B) {
 			var elapsed time.Duration
 			for b.Loop() {
-				s, err := state.Open(ec.engine(), b.TempDir(), "counts", task)
+				s, err := store.Open(ec.engine(), b.TempDir(), "counts", task)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -65,8 +67,8 @@ func benchKey(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, 
 
 // benchStore has keys 0..n-1 committed and, when overlay, rewritten in
 // the overlay too.
-func benchStore(b *testing.B, ec engineCase, n int, overlay bool) *state.Store {
-	s, err := state.Open(ec.engine(), b.TempDir(), "counts", task)
+func benchStore(b *testing.B, ec engineCase, n int, overlay bool) *store.Store {
+	s, err := store.Open(ec.engine(), b.TempDir(), "counts", task)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,8 +1,12 @@
-package state
+package store
 
-import "sync"
+import (
+	"sync"
 
-// What the external tests (package state_test) need of the package's
+	"github.com/eosflow/eosflow/state"
+)
+
+// What the external tests (package store_test) need of the package's
 // internals; they are external so that they can import state/pebble.
 
 // CommittedGet reads key from s's engine alone, without the overlay.
@@ -15,31 +19,35 @@ func CommittedRange(s *Store, start, end []byte, fn func(key, value []byte) bool
 
 // NewKept returns a Memory engine whose backends outlive Close, as a
 // persistent engine's do, so the reopen cases run without a store on disk.
-func NewKept() Engine { return &keptEngine{stores: map[string]*memoryBackend{}} }
+func NewKept() state.Engine { return &keptEngine{stores: map[string]state.Backend{}} }
 
 type keptEngine struct {
 	mu     sync.Mutex
-	stores map[string]*memoryBackend
+	stores map[string]state.Backend
 }
 
 func (k *keptEngine) String() string { return "kept" }
 
-func (k *keptEngine) Open(dir, name string, task Task) (Backend, error) {
+func (k *keptEngine) Open(dir, name string, task state.Task) (state.Backend, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	path := StoreDir(dir, name, task)
+	path := state.StoreDir(dir, name, task)
 	if _, ok := k.stores[path]; !ok {
-		b, err := Memory().Open(dir, name, task)
+		b, err := state.Memory().Open(dir, name, task)
 		if err != nil {
 			return nil, err
 		}
-		k.stores[path] = b.(*memoryBackend)
+		k.stores[path] = b
 	}
 	return keptBackend{k.stores[path]}, nil
 }
 
-// keptBackend's Close keeps the data for the next Open; embedding the
-// memory backend keeps its Wiper and Sized.
-type keptBackend struct{ *memoryBackend }
+// keptBackend's Close keeps the data for the next Open; Wipe and SizeBytes
+// pass to the memory backend.
+type keptBackend struct{ state.Backend }
 
 func (keptBackend) Close() error { return nil }
+
+func (k keptBackend) Wipe() error { return k.Backend.(state.Wiper).Wipe() }
+
+func (k keptBackend) SizeBytes() (int64, error) { return k.Backend.(state.Sized).SizeBytes() }
