@@ -8,11 +8,12 @@ import (
 
 // Deletes. A table's updates flow through its stream's port, typed; a
 // deleted row has no value to pass, so its deletes flow apart, through a
-// port of their own, to the nodes that handle them: JoinTables, which
-// deletes the joined row, and ToTable, which writes a tombstone. Only
-// TableFrom, JoinTables and session windows under every-update output
-// (retracted sessions, see sessionretract.go) delete rows, so the other
-// tables have no such port, and a record that is no tombstone never
+// port of their own, to the nodes that handle them: the table-table joins
+// (tablejoin.go), which delete or update the joined row, and ToTable,
+// which writes a tombstone. Only TableFrom, the table-table joins and
+// session windows under every-update output (retracted sessions, see
+// sessionretract.go) delete rows, so the other tables have no such port,
+// and a record that is no tombstone never
 // touches one. No table's node joins a fused chain (see fuse.go), so
 // deletes run the same fused or not, and follow the graph's edges:
 // Describe shows their way too.
@@ -54,20 +55,6 @@ func deleteRow(x graph.Exec, n *Node, st *store.Store, del *deletes, r *kgo.Reco
 	}
 	return del.push(x, Record[struct{}]{Key: r.Key, Headers: r.Headers, Timestamp: r.Timestamp,
 		Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
-}
-
-// retract is how the JoinTables node n handles a delete from one side:
-// the joined row existed if the other side, kept in store other, has a
-// row under the key, and is then deleted too.
-func retract(n *Node, other string, out *deletes) func(graph.Exec, Record[struct{}]) error {
-	return func(x graph.Exec, r Record[struct{}]) error {
-		x.Enter(n.index)
-		_, found, err := lookupRow(x, n, other, r.Key)
-		if err != nil || !found {
-			return err
-		}
-		return out.push(x, r)
-	}
 }
 
 // tombstone is how ToTable's sink n writes a deleted row: the key with a

@@ -3,11 +3,9 @@ package topology
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/internal/graph"
-	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -185,82 +183,6 @@ func join[L, R, Out any](s Stream[L], tbl Table[R], name, op string, step func(c
 	return Stream[Out]{n: n, p: p}
 }
 
-// JoinTables joins two tables by key into a table: whenever either side's
-// row of a key changes, fn(ctx, key, l, r) runs with both rows, if the
-// other side has one, and its result is the joined table's new row (an
-// inner join, as Kafka Streams' KTable#join). A row deleted from either
-// side (a TableFrom tombstone) deletes the joined row if there was one,
-// that is if the other side has a row under the key: ToTable then writes
-// a tombstone for it. A delete where the other side has no row emits
-// nothing, as there was no joined row. The joined table keeps no store
-// of its own: write it with ToTable, join it no further. The tables'
-// topics must be co-partitioned, as for Join. ctx is cancelled on
-// shutdown and when the record's partition is revoked.
-func JoinTables[L, R, Out any](left Table[L], right Table[R], name string, fn func(ctx context.Context, key []byte, l L, r R) (Out, error)) Table[Out] {
-	t := left.s.topology()
-	if t == nil {
-		t = right.s.topology()
-	}
-	if t == nil {
-		return Table[Out]{}
-	}
-	p := &port[Out]{}
-	n := t.add(name, KindProcessor, "JoinTables", left.s.n, right.s.n)
-	var apply func(context.Context, pair[L, R]) (Out, error)
-	if fn != nil {
-		apply = func(ctx context.Context, in pair[L, R]) (Out, error) { return fn(ctx, in.key, in.l, in.r) }
-	}
-	emit := func(x graph.Exec, key []byte, in pair[L, R], meta Record[struct{}]) error {
-		out, err := call(x, n, apply, in)
-		if err != nil {
-			return err
-		}
-		return p.push(x, Record[Out]{Key: key, Value: out, Headers: meta.Headers, Timestamp: meta.Timestamp,
-			Topic: meta.Topic, Partition: meta.Partition, Offset: meta.Offset})
-	}
-	meta := func(k []byte, h []processor.Header, ts time.Time, topic string, part int32, off int64) Record[struct{}] {
-		return Record[struct{}]{Key: k, Headers: h, Timestamp: ts, Topic: topic, Partition: part, Offset: off}
-	}
-	if left.s.p != nil && left.s.n != nil && left.s.n.t == t && right.store != "" {
-		left.s.p.next = append(left.s.p.next, child[L]{name: name, fn: func(x graph.Exec, r Record[L]) error {
-			x.Enter(n.index)
-			b, found, err := lookupRow(x, n, right.store, r.Key)
-			if err != nil || !found {
-				return err
-			}
-			rv, err := right.c.Decode(b)
-			if err != nil {
-				return &NodeError{Node: n.name, Err: fmt.Errorf("decoding the row of %q under %q: %w", right.s.n.name, r.Key, err)}
-			}
-			return emit(x, r.Key, pair[L, R]{key: r.Key, l: r.Value, r: rv}, meta(r.Key, r.Headers, r.Timestamp, r.Topic, r.Partition, r.Offset))
-		}})
-	}
-	if right.s.p != nil && right.s.n != nil && right.s.n.t == t && left.store != "" {
-		right.s.p.next = append(right.s.p.next, child[R]{name: name, fn: func(x graph.Exec, r Record[R]) error {
-			x.Enter(n.index)
-			b, found, err := lookupRow(x, n, left.store, r.Key)
-			if err != nil || !found {
-				return err
-			}
-			lv, err := left.c.Decode(b)
-			if err != nil {
-				return &NodeError{Node: n.name, Err: fmt.Errorf("decoding the row of %q under %q: %w", left.s.n.name, r.Key, err)}
-			}
-			return emit(x, r.Key, pair[L, R]{key: r.Key, l: lv, r: r.Value}, meta(r.Key, r.Headers, r.Timestamp, r.Topic, r.Partition, r.Offset))
-		}})
-	}
-	del := &deletes{}
-	if left.del != nil && left.s.n.t == t && right.store != "" {
-		left.del.add(retract(n, right.store, del))
-	}
-	if right.del != nil && right.s.n.t == t && left.store != "" {
-		right.del.add(retract(n, left.store, del))
-	}
-	t.nilFunc(n, fn == nil)
-	joinSides(t, n, name, tableSide{left.store, left.s.n}, tableSide{right.store, right.s.n})
-	return Table[Out]{s: Stream[Out]{n: n, p: p}, del: del}
-}
-
 // lookupRow reads key's row of the table kept in store, if it has one.
 func lookupRow(x graph.Exec, n *Node, store string, key []byte) ([]byte, bool, error) {
 	st, err := taskStore(x, store)
@@ -286,9 +208,9 @@ func joinSides(t *Topology, n *Node, name string, sides ...tableSide) {
 	for _, side := range sides {
 		switch {
 		case side.n == nil:
-			t.problem(name, "JoinTables has a zero Table; pass tables from TableFrom, Count, Reduce or Aggregate")
+			t.problem(name, "%s has a zero Table; pass tables from TableFrom, Count, Reduce or Aggregate", n.op)
 		case side.store == "":
-			t.problem(name, "JoinTables's table %q keeps no store to look rows up in; join tables from TableFrom, Count, Reduce or Aggregate", side.n.name)
+			t.problem(name, "%s's table %q keeps no store to look rows up in; join tables from TableFrom, Count, Reduce or Aggregate", n.op, side.n.name)
 		default:
 			n.stores = append(n.stores, side.store)
 		}

@@ -49,7 +49,15 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"StreamTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamTableJoinExactlyOnce(t, env, state.Memory()) }},
 		{"StreamJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { StreamJoinExactlyOnce(t, env, state.Memory()) }},
 		{"OuterJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { OuterJoinExactlyOnce(t, env, pebble.New()) }},
-		{"TableJoinDeletesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { TableJoinDeletesExactlyOnce(t, env, state.Memory()) }},
+		{"TableJoinDeletesExactlyOnce", func(t *testing.T, env *kafkatest.Env) {
+			TableJoinDeletesExactlyOnce(t, env, state.Memory(), InnerTableJoin)
+		}},
+		{"LeftTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) {
+			TableJoinDeletesExactlyOnce(t, env, state.Memory(), LeftTableJoin)
+		}},
+		{"OuterTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) {
+			TableJoinDeletesExactlyOnce(t, env, pebble.New(), OuterTableJoin)
+		}},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionUpdatesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionUpdatesExactlyOnce(t, env, pebble.New()) }},

@@ -22,17 +22,56 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// TableJoin is a kind of table-table join: which sides keep the joined
+// row alive on their own.
+type TableJoin struct{ KeepUsers, KeepPlans bool }
+
+// The kinds of table-table join the scenario runs.
+var (
+	InnerTableJoin = TableJoin{}
+	LeftTableJoin  = TableJoin{KeepUsers: true}
+	OuterTableJoin = TableJoin{KeepUsers: true, KeepPlans: true}
+)
+
+// noRow is how a side without a row reads in a joined row.
+const noRow = "-"
+
+// joinedRow is the joined row of user u and plan p, "-" for a side
+// without a row.
+func joinedRow(u string, uok bool, p string, pok bool) string {
+	if !uok {
+		u = noRow
+	}
+	if !pok {
+		p = noRow
+	}
+	return u + " on " + p
+}
+
 // TableJoinTopology joins the table of users with the table of plans,
-// both keyed by user and kept in stores of engine e, and writes the joined
-// table, "<user> on <plan>", to out: rows deleted from either side are
-// deleted from it with a tombstone.
-func TableJoinTopology(users, plans, out string, e state.Engine) *topology.Topology {
+// both keyed by user and kept in stores of engine e, with the join kind
+// j, and writes the joined table, "<user> on <plan>" ("-" for a side
+// without a row), to out: rows the join deletes are deleted from it with
+// a tombstone.
+func TableJoinTopology(users, plans, out string, e state.Engine, j TableJoin) *topology.Topology {
 	top := topology.New()
 	us := topology.TableFrom(top, users, codec.String(), e, topology.Named("users"))
 	ps := topology.TableFrom(top, plans, codec.String(), e, topology.Named("plans"))
-	joined := topology.JoinTables(us, ps, "join", func(_ context.Context, _ []byte, u, p string) (string, error) {
-		return u + " on " + p, nil
-	})
+	var joined topology.Table[string]
+	switch j {
+	case InnerTableJoin:
+		joined = topology.JoinTables(us, ps, "join", func(_ context.Context, _ []byte, u, p string) (string, error) {
+			return joinedRow(u, true, p, true), nil
+		})
+	case LeftTableJoin:
+		joined = topology.LeftJoinTables(us, ps, "join", func(_ context.Context, _ []byte, u, p string, pok bool) (string, error) {
+			return joinedRow(u, true, p, pok), nil
+		})
+	default:
+		joined = topology.OuterJoinTables(us, ps, "join", func(_ context.Context, _ []byte, u, p string, uok, pok bool) (string, error) {
+			return joinedRow(u, uok, p, pok), nil
+		})
+	}
 	topology.ToTable(joined, out, codec.String(), topology.Named("out"))
 	return top
 }
@@ -48,46 +87,63 @@ type tableOp struct{ key, value string }
 // tableModel is the two tables and the joined one in plain Go, with the
 // outputs of each key in order, and counts of what the deletes did.
 type tableModel struct {
+	join  TableJoin
 	sides [2]map[string]string // users, plans
 	outs  map[string][]string
 	// retracted counts the deletes of each side that deleted a joined
-	// row; silent those that had none to delete.
-	retracted, silent [2]int
+	// row, kept those that updated it (the other side keeps it alive),
+	// silent those that had none to change.
+	retracted, kept, silent [2]int
 }
 
-// apply runs op of side (0 users, 1 plans) through the model: a change
-// emits the joined row if the other side has one, a delete emits a
-// tombstone if the side held the row and the other side has one.
-func (m *tableModel) apply(side int, op tableOp) {
-	rows, other := m.sides[side], m.sides[1-side]
-	_, had := rows[op.key]
-	o, joined := other[op.key]
-	if op.value == "" {
-		delete(rows, op.key)
-		if had && joined {
-			m.outs[op.key] = append(m.outs[op.key], deleted)
-			m.retracted[side]++
-		} else {
-			m.silent[side]++
-		}
-		return
+// keeps reports whether side keeps the joined row alive on its own.
+func (m *tableModel) keeps(side int) bool {
+	return side == 0 && m.join.KeepUsers || side == 1 && m.join.KeepPlans
+}
+
+// row is the joined row of key, if there is one.
+func (m *tableModel) row(key string) (string, bool) {
+	u, uok := m.sides[0][key]
+	p, pok := m.sides[1][key]
+	if uok && pok || uok && m.keeps(0) || pok && m.keeps(1) {
+		return joinedRow(u, uok, p, pok), true
 	}
-	rows[op.key] = op.value
-	if joined {
-		u, p := op.value, o
-		if side == 1 {
-			u, p = o, op.value
-		}
-		m.outs[op.key] = append(m.outs[op.key], u+" on "+p)
+	return "", false
+}
+
+// apply runs op of side (0 users, 1 plans) through the model: whatever
+// changes the joined row emits it, a tombstone when it is gone.
+func (m *tableModel) apply(side int, op tableOp) {
+	_, had := m.sides[side][op.key]
+	_, existed := m.row(op.key)
+	if op.value == "" {
+		delete(m.sides[side], op.key)
+	} else {
+		m.sides[side][op.key] = op.value
+	}
+	now, exists := m.row(op.key)
+	switch {
+	case op.value == "" && (!had || !existed):
+		m.silent[side]++
+	case op.value == "" && exists:
+		m.kept[side]++
+		m.outs[op.key] = append(m.outs[op.key], now)
+	case op.value == "":
+		m.retracted[side]++
+		m.outs[op.key] = append(m.outs[op.key], deleted)
+	case exists:
+		m.outs[op.key] = append(m.outs[op.key], now)
 	}
 }
 
 // final is the joined table the model ends with.
 func (m *tableModel) final() map[string]string {
 	rows := map[string]string{}
-	for k, u := range m.sides[0] {
-		if p, ok := m.sides[1][k]; ok {
-			rows[k] = u + " on " + p
+	for _, side := range m.sides {
+		for k := range side {
+			if r, ok := m.row(k); ok {
+				rows[k] = r
+			}
 		}
 	}
 	return rows
@@ -170,18 +226,16 @@ func produceTable(t *testing.T, env *kafkatest.Env, topic string, ops []tableOp)
 // the batch. The phase that deletes plans is hit by a failed EndTxn on the
 // embedded broker, by a second veto on others. A second instance joins for
 // the last two phases. Stores use engine e.
-func TableJoinDeletesExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
+func TableJoinDeletesExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine, j TableJoin) {
 	const keys, partitions = 60, 3
 	phases := tableSeed(keys, rand.New(rand.NewPCG(17, 19)))
-	m := &tableModel{sides: [2]map[string]string{{}, {}}, outs: map[string][]string{}}
+	m := &tableModel{join: j, sides: [2]map[string]string{{}, {}}, outs: map[string][]string{}}
 	for _, ph := range phases {
 		for _, op := range ph.ops {
 			m.apply(ph.side, op)
 		}
 	}
-	if m.retracted[0] == 0 || m.retracted[1] == 0 || m.silent[0] == 0 || m.silent[1] == 0 {
-		t.Fatalf("the seed must delete joined rows and rows without one on both sides: retracted %v, silent %v", m.retracted, m.silent)
-	}
+	checkTableSeed(t, m)
 	compact := "compact"
 	names := []string{env.Name("users"), env.Name("plans"), env.Name("user-plans")}
 	env.CreateTopicsWith(t, partitions, map[string]*string{"cleanup.policy": &compact}, names...)
@@ -189,7 +243,7 @@ func TableJoinDeletesExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engin
 	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 40
 	v := &veto{}
-	f := newFleet(t, env, cfg, func() *topology.Topology { return TableJoinTopology(names[0], names[1], names[2], e) }, eos.BeforeCommit(v.check))
+	f := newFleet(t, env, cfg, func() *topology.Topology { return TableJoinTopology(names[0], names[1], names[2], e, j) }, eos.BeforeCommit(v.check))
 	read := 0
 	phase := func(i int) {
 		t.Helper()
@@ -240,6 +294,26 @@ func TableJoinDeletesExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engin
 	committed("plans changed again")
 	checkTableFaults(t, f, v, endTxn)
 	checkJoinedTable(t, env, m, names[2])
+}
+
+// checkTableSeed fails t unless the seed makes every kind of delete the
+// join kind has happen on both sides: deleting a joined row (not possible
+// for a side whose other side keeps the row alone but which does not),
+// deleting one the other side keeps alive (left and outer joins), and
+// deleting where there is no joined row to change (a side that does not
+// keep the row).
+func checkTableSeed(t *testing.T, m *tableModel) {
+	t.Helper()
+	for side := range 2 {
+		switch {
+		case (m.keeps(side) || !m.keeps(1-side)) && m.retracted[side] == 0:
+			t.Fatalf("side %d: the seed deletes no joined row (retracted %v, kept %v, silent %v)", side, m.retracted, m.kept, m.silent)
+		case m.keeps(1-side) && m.kept[side] == 0:
+			t.Fatalf("side %d: the seed deletes no row the other side keeps (kept %v)", side, m.kept)
+		case !m.keeps(side) && m.silent[side] == 0:
+			t.Fatalf("side %d: the seed deletes no row without a joined one (silent %v)", side, m.silent)
+		}
+	}
 }
 
 // checkTableFaults fails t unless the injected faults happened and
@@ -333,8 +407,8 @@ func checkJoinedTable(t *testing.T, env *kafkatest.Env, m *tableModel, out strin
 			allTombstones++
 		}
 	}
-	t.Logf("%d outputs (%d tombstones) and %d joined rows exact; deletes that retracted a joined row %v, that had none %v; "+
-		"read_uncommitted sees %d records (%d tombstones)", want, tombstones, len(final), m.retracted, m.silent, len(all), allTombstones)
+	t.Logf("%d outputs (%d tombstones) and %d joined rows exact; deletes that retracted a joined row %v, that updated it %v, that had none %v; "+
+		"read_uncommitted sees %d records (%d tombstones)", want, tombstones, len(final), m.retracted, m.kept, m.silent, len(all), allTombstones)
 	if allTombstones <= tombstones {
 		t.Fatalf("read_uncommitted sees %d tombstones, read_committed %d: no aborted batch's tombstone reached the log, so hiding them proves nothing",
 			allTombstones, tombstones)
