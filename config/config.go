@@ -154,6 +154,15 @@ type Config struct {
 	// EOS_RECOVERY_TIMEOUT. Default: 5m; at least connect_timeout, so that
 	// one reconnection can finish within it.
 	RecoveryTimeout time.Duration `yaml:"recovery_timeout"`
+	// MaxTaskIdle is how long a task whose inputs are co-partitioned (a
+	// join's) holds back the records it has while one of its partitions
+	// has none fetched, so that the join does not run one side ahead of
+	// the other (Kafka Streams' max.task.idle.ms). 0 waits only while
+	// that partition is known to have records on the broker that are not
+	// polled yet, for at most commit_interval; a positive value also
+	// waits that long for an empty partition; a negative one (-1ms)
+	// never waits. EOS_MAX_TASK_IDLE. Default: 0.
+	MaxTaskIdle time.Duration `yaml:"max_task_idle"`
 	// LeaveGroupOnClose makes a clean shutdown leave the consumer group so
 	// its partitions move to other instances at once; set it when scaling
 	// down. Otherwise the instance stays a static member (its instance_id

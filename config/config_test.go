@@ -33,6 +33,7 @@ func TestDefault(t *testing.T) {
 		{"rebalance_timeout", c.RebalanceTimeout, 60 * time.Second},
 		{"connect_timeout", c.ConnectTimeout, 10 * time.Second},
 		{"recovery_timeout", c.RecoveryTimeout, 5 * time.Minute},
+		{"max_task_idle", c.MaxTaskIdle, time.Duration(0)},
 		{"leave_group_on_close", c.LeaveGroupOnClose, false},
 		{"state_dir", c.StateDir, ""},
 		{"log_level", c.LogLevel, "info"},

@@ -29,6 +29,7 @@
 //	group_protocol       EOS_GROUP_PROTOCOL              classic (consumer: KIP-848, Kafka 4.0+)
 //	connect_timeout      EOS_CONNECT_TIMEOUT             10s
 //	recovery_timeout     EOS_RECOVERY_TIMEOUT            5m
+//	max_task_idle        EOS_MAX_TASK_IDLE               0 (joins: wait only for fetched-behind partitions; -1ms: never)
 //	leave_group_on_close EOS_LEAVE_GROUP_ON_CLOSE        false
 //	state_dir            EOS_STATE_DIR                   <temp>/eosflow (stores under <app_id>/<instance_id>)
 //	log_level            EOS_LOG_LEVEL                   info

@@ -274,3 +274,20 @@ func TestYAMLRoundTrip(t *testing.T) {
 		t.Fatalf("round trip =\n%v\nwant\n%v", got, c)
 	}
 }
+
+// max_task_idle takes Kafka Streams' -1 as a negative duration (never
+// wait), and is printed only when set.
+func TestMaxTaskIdleFromEnv(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("EOS_MAX_TASK_IDLE", "-1ms")
+	got, err := FromEnv(valid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxTaskIdle != -time.Millisecond || got.Validate() != nil {
+		t.Fatalf("max_task_idle = %s (%v), want -1ms, valid", got.MaxTaskIdle, got.Validate())
+	}
+	if !strings.Contains(got.String(), "max_task_idle=-1ms") || strings.Contains(valid().String(), "max_task_idle") {
+		t.Fatalf("String() = %s; unset: %s", got.String(), valid().String())
+	}
+}

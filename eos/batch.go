@@ -80,6 +80,11 @@ type batch struct {
 	// bytes sums the key, value and header bytes of the records taken;
 	// reaching maxBytes (max_memory's batch share) ends the batch.
 	bytes, maxBytes int64
+	// held are the records of co-partitioned tasks that wait for an
+	// empty partition (taskidle.go); those still held at the end are left
+	// for the next batch. cutShort: records were left for another reason.
+	held     map[state.Task][][]*kgo.Record
+	cutShort bool
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -105,7 +110,12 @@ func (l *streamLoop) newBatch(ctx context.Context, s session) *batch {
 	l.proc.Drop() // updates held back by a batch that did not commit
 	b.timer = time.AfterFunc(l.cfg.CommitInterval, func() { b.cut.Store(true) })
 	b.hardTimer = time.AfterFunc(l.waits.hardCut, func() { b.hard.Store(true) })
+	aborted := l.abortNoted // the last batch's
 	l.abortNoted = false
+	if l.idle != nil && b.cuttable {
+		l.idle.newBatch(b.gen, aborted)
+		b.held = map[state.Task][][]*kgo.Record{}
+	}
 	if l.tracing != nil {
 		b.traceBegin()
 	}
@@ -158,8 +168,12 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		t0 := time.Now()
 		b.process(more)
 		b.busy += time.Since(t0)
+		b.capHeld(limit)
 	}
+	b.cutShort = len(b.rest) > 0
+	b.leaveHeld()
 	if len(b.rest) > 0 {
+		l.idle.rewound(b.rest)
 		b.rewindRest()
 	}
 	l.adaptPollSize(b)
@@ -228,7 +242,7 @@ func (b *batch) stopped() bool { return b.failed != nil || b.interrupted || b.re
 // record), in the order inOrder gives. Once a record of a partition is left for the
 // next batch, so are the partition's later records.
 func (b *batch) process(fs kgo.Fetches) {
-	b.l.inOrder(fs, b.one)
+	b.l.inOrder(fs, b.held, b.one)
 }
 
 // inOrder calls fn for each record of fs: partition by partition, except
@@ -236,7 +250,9 @@ func (b *batch) process(fs kgo.Fetches) {
 // graph.Graph.CoPartitioned) that belong to one task are merged in the
 // order of their Kafka timestamps, each partition's own order kept, so that
 // a join sees its inputs in time order as far as they have been fetched.
-func (l *streamLoop) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
+// With held (not nil) a task that waits for an empty partition (taskIdle)
+// keeps its records there, and they merge with those of the next polls.
+func (l *streamLoop) inOrder(fs kgo.Fetches, held map[state.Task][][]*kgo.Record, fn func(*kgo.Record)) {
 	if l.state == nil || len(l.state.taskTopic) == 0 {
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			for _, rec := range p.Records {
@@ -247,6 +263,10 @@ func (l *streamLoop) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 	}
 	var tasks []state.Task
 	merge := map[state.Task][][]*kgo.Record{}
+	for t, runs := range held {
+		tasks = append(tasks, t)
+		merge[t] = runs
+	}
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if _, grouped := l.state.taskTopic[p.Topic]; !grouped {
 			for _, rec := range p.Records {
@@ -254,37 +274,50 @@ func (l *streamLoop) inOrder(fs kgo.Fetches, fn func(*kgo.Record)) {
 			}
 			return
 		}
+		l.idle.observe(p)
 		if len(p.Records) == 0 {
 			return
 		}
 		t := l.state.task(p.Topic, p.Partition)
-		if merge[t] == nil {
+		if _, ok := merge[t]; !ok {
 			tasks = append(tasks, t)
 		}
 		for i, run := range merge[t] {
 			if run[0].Topic == p.Topic && run[0].Partition == p.Partition {
-				// A partition twice in one poll: one run, in order.
-				merge[t][i] = append(run, p.Records...)
+				// A partition twice: one run, in order (a copy: the
+				// client owns the fetch's slices).
+				merge[t][i] = append(run[:len(run):len(run)], p.Records...)
 				return
 			}
 		}
 		merge[t] = append(merge[t], p.Records)
 	})
+	now := time.Now()
 	for _, t := range tasks {
-		runs := merge[t]
-		for {
-			first := -1
-			for i, run := range runs {
-				if len(run) > 0 && (first < 0 || run[0].Timestamp.Before(runs[first][0].Timestamp)) {
-					first = i
-				}
-			}
-			if first < 0 {
-				break
-			}
-			fn(runs[first][0])
-			runs[first] = runs[first][1:]
+		if held != nil && l.idle.hold(t, merge[t], now) {
+			held[t] = merge[t]
+			continue
 		}
+		delete(held, t)
+		byTime(merge[t], fn)
+	}
+}
+
+// byTime calls fn for the records of runs, earliest timestamp first, each
+// run's own order kept.
+func byTime(runs [][]*kgo.Record, fn func(*kgo.Record)) {
+	for {
+		first := -1
+		for i, run := range runs {
+			if len(run) > 0 && (first < 0 || run[0].Timestamp.Before(runs[first][0].Timestamp)) {
+				first = i
+			}
+		}
+		if first < 0 {
+			return
+		}
+		fn(runs[first][0])
+		runs[first] = runs[first][1:]
 	}
 }
 

@@ -185,7 +185,7 @@ func (l *streamLoop) adaptPollSize(b *batch) {
 	if b.maxBytes > 0 && b.bytes > 0 {
 		size = int(min(int64(size), b.maxBytes/4/max(b.bytes/int64(b.in), 1)))
 	}
-	if len(b.rest) > 0 {
+	if b.cutShort {
 		size = min(size, b.in)
 	}
 	// Grow at most twice per batch: one cheap batch among slow ones must

@@ -9,8 +9,8 @@ import (
 
 // Each guarantee maps to exactly one kind of commit: a transaction, a
 // commit after outputs written through, or a commit at poll; only the
-// transaction is bounded by transaction_timeout, and only at-least-once
-// runs without a producer id.
+// transaction is bounded by transaction_timeout, and only exactly-once and
+// idempotent load a producer id.
 func TestContractOfEachGuarantee(t *testing.T) {
 	cfg := config.Default()
 	cfg.TransactionTimeout = 7 * time.Second

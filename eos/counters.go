@@ -62,6 +62,13 @@ type Stats struct {
 	// user code succeeded or its error was skipped: a firing whose batch
 	// aborted runs again, and counts once.
 	TimerFirings uint64
+	// TaskIdleWaits counts waits of a co-partitioned task (a join's) for
+	// one of its partitions that had no records fetched, its other
+	// partitions' records held back meanwhile (max_task_idle).
+	TaskIdleWaits uint64
+	// TaskIdleEnforced counts those waits that ran out: the task went on
+	// with its other partitions' records, the join one side ahead.
+	TaskIdleEnforced uint64
 }
 
 // counters are what Stats reports, kept as atomics so that Stats, the
@@ -69,7 +76,7 @@ type Stats struct {
 type counters struct {
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
-	timerFirings                                                atomic.Uint64
+	timerFirings, idleWaits, idleEnforced                       atomic.Uint64
 }
 
 // batch counts a committed batch of in input and out output records, and
@@ -91,5 +98,6 @@ func (c *counters) stats() Stats {
 		Committed: c.committed.Load(), Aborted: c.aborted.Load(), Rebuilds: c.rebuilds.Load(), Redone: c.redone.Load(),
 		DeadLettered: c.deadLettered.Load(), Skipped: c.skipped.Load(), Retries: c.retries.Load(),
 		Restored: c.restored.Load(), StoresWiped: c.wipes.Load(), Rewinds: c.rewinds.Load(), TimerFirings: c.timerFirings.Load(),
+		TaskIdleWaits: c.idleWaits.Load(), TaskIdleEnforced: c.idleEnforced.Load(),
 	}
 }

@@ -36,6 +36,7 @@ type streamLoop struct {
 	counts     *counters
 	floor      *offsetFloor
 	idleWake   *pollWake
+	idle       *taskIdle // nil unless co-partitioned tasks may wait (max_task_idle)
 	authz      *authz
 	inputs     []string                               // the topics consumed: the sources' and the repartition topics
 	beforeEnd  func(context.Context, BatchInfo) error // BeforeCommit, if given
@@ -63,7 +64,7 @@ func newStreamLoop(r *Runner) *streamLoop {
 		members: r.members, hanging: r.hanging, stall: r.stall, metrics: r.metrics, tracing: r.tracing, purge: r.purge,
 		contexts: &r.contexts, counts: &r.counts, floor: &r.floor, idleWake: &r.idleWake, authz: r.authz, inputs: r.inputs,
 		beforeEnd: r.beforeEnd, admin: func() *kgo.Client { return r.admin }, mirror: func() *offsetsMirror { return r.mirror },
-		rejects: newRejections(r)}
+		rejects: newRejections(r), idle: newTaskIdle(r)}
 }
 
 // healthy records a commit, or an idle check that found the brokers

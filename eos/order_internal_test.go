@@ -34,7 +34,7 @@ func TestCoPartitionedRecordsInTimestampOrder(t *testing.T) {
 	specs := []graph.Store{{Name: "s", Engine: state.Memory(), Source: "orders"}}
 	l := &streamLoop{state: newTaskStores(specs, map[string]string{"orders": "orders", "payments": "orders"}, t.TempDir(), "app", zap.NewNop())}
 	var got []string
-	l.inOrder(fs, func(rec *kgo.Record) {
+	l.inOrder(fs, nil, func(rec *kgo.Record) {
 		got = append(got, fmt.Sprintf("%s/%d@%d", rec.Topic, rec.Partition, rec.Timestamp.Unix()))
 	})
 	// other/0 is not grouped: as fetched. Task orders/0 merges orders/0

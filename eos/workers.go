@@ -45,7 +45,7 @@ type workers struct {
 // instance id, on the one registry (metrics_addr's, or Metrics').
 func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (*Runner, error) {
 	// Applied to the parent only to learn the logger and the registry.
-	r := &Runner{cfg: cfg, top: t, purge: &purger{}, waits: newWaits(cfg)}
+	r := &Runner{cfg: cfg, contract: contractOf(cfg), top: t, purge: &purger{}, waits: newWaits(cfg)}
 	for _, o := range opts {
 		o.apply(r)
 	}
@@ -166,6 +166,8 @@ func (g *workers) stats() Stats {
 		s.Redone += ws.Redone
 		s.Rewinds += ws.Rewinds
 		s.TimerFirings += ws.TimerFirings
+		s.TaskIdleWaits += ws.TaskIdleWaits
+		s.TaskIdleEnforced += ws.TaskIdleEnforced
 	}
 	return s
 }
