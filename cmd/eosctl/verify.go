@@ -91,6 +91,18 @@ grace of a day so no record expires whatever order they are read in. Every
 pair computed from the seed must come out exactly once and nothing else:
 pair_missing, pair_duplicates and pair_unexpected each exit 1.
 
+--pipeline outer-join outer-joins orders with payments of the same key at
+most 5 s apart (topology.OuterJoinStreams, grace 10 s): a record that joined
+nothing comes out alone ("o12+none", "none+p7") once stream time has passed
+it by twice the window plus the grace, which happens all through the run,
+and one record per partition at the end expires the rest. Orders and
+payments share the input topic (split by Branch), so each partition's order,
+and with it stream time, is the seed's. Besides the pair checks, every
+lonely record must come out alone exactly once (lonely_missing,
+lonely_duplicates), and nothing else alone: a record that joined
+(lonely_joined) or none of the seed (lonely_unexpected); a seed without
+lonely records expiring during the run fails (lonely_none).
+
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and never restarts it: that broker does not replay
 transactions faithfully across a hard restart (it can hide committed
@@ -110,8 +122,9 @@ Negative controls: the same chaos under --guarantee at-least-once must report
 duplicates, and under at-most-once missing records — a verifier that cannot
 fail proves nothing. At-most-once may lose records but never repeat one: a
 duplicate under it is reported as its own failure, at_most_once_repeated.
-Under at-least-once the count pipeline must fail the count checks, and the
-windowed pipeline the window checks.
+Under at-least-once the count pipeline must fail the count checks, the
+windowed pipeline the window checks, and the joins the pair (and lonely)
+checks.
 With -o json, "failed" names every check the run failed.
 
 --sink postgres verifies the exactly-once Postgres sink (package pgsink)
@@ -154,6 +167,8 @@ effects.` + scaleHelp,
   eosctl verify --pipeline windowed --state pebble --records 3000 --keys 50 --kills 3
   eosctl verify --pipeline windowed --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated window results
   eosctl verify --pipeline join --records 3000 --keys 50 --kills 3
+  eosctl verify --pipeline outer-join --records 3000 --keys 50 --kills 3
+  eosctl verify --pipeline outer-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated pairs or lonely records
   eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3
   eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3
   eosctl verify --sink redis-dedup-none --records 10000 --kills 3   # must fail with repeated effects
@@ -281,8 +296,8 @@ effects.` + scaleHelp,
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 2*time.Minute, "limit for each read of the output (and changelog) after the workers stop; past it the run fails naming the topic and the positions reached against those wanted"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
-	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) or join (two streams joined within a window, judged per pair); with --explore also timers (a stream-time and a wall-clock timer per task, judged per firing)")
-	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed and join: memory (default) or pebble")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) join (two streams joined within a window, judged per pair) or outer-join (the same outer-joined, lonely records emitted as they expire, judged per pair and per lonely record); with --explore also timers (a stream-time and a wall-clock timer per task, judged per firing)")
+	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed, join and outer-join: memory (default) or pebble")
 	f.StringVar(&groupBy, "group-by", "", "what --pipeline count counts by: key (default, the input key) or value (through a repartition topic)")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
@@ -292,7 +307,7 @@ effects.` + scaleHelp,
 		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
 		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(
-		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin)},
+		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin), string(chaos.PipelineOuterJoin)},
 		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("dedup-mode", cobra.FixedCompletions(
 		[]string{string(chaos.DedupAfter), string(chaos.DedupBefore), string(chaos.DedupNone)}, cobra.ShellCompDirectiveNoFileComp))

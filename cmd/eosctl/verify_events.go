@@ -7,12 +7,15 @@ import (
 )
 
 // eventClaim is what a passing run of an event-time pipeline (windowed,
-// join) proved, or "" for the other pipelines.
+// join, outer-join) proved, or "" for the other pipelines.
 func eventClaim(r chaos.Result) string {
 	switch {
 	case r.WindowVerdict != nil:
 		return fmt.Sprintf("every window's final count exactly once, as computed from the seed (%d windows; %d late records counted nowhere), through %d faults",
 			r.WindowVerdict.WindowsExpected, r.WindowVerdict.LateRecords, r.FaultsPlanned)
+	case r.LonelyVerdict != nil && r.JoinVerdict != nil:
+		return fmt.Sprintf("every joined pair and every record that joined nothing exactly once, and nothing else, as computed from the seed (%d pairs, %d lonely orders, %d lonely payments, %d of them expired while the workers ran), through %d faults",
+			r.JoinVerdict.PairsExpected, r.LonelyOrders, r.LonelyPayments, r.LonelyEarly, r.FaultsPlanned)
 	case r.JoinVerdict != nil:
 		return fmt.Sprintf("every joined pair exactly once and nothing else, as computed from the seed (%d pairs), through %d faults",
 			r.JoinVerdict.PairsExpected, r.FaultsPlanned)
@@ -49,6 +52,18 @@ func addEventRows(t *table, r chaos.Result) {
 		t.add("pair duplicates", fmt.Sprintf("%d (joined again)", v.PairDuplicates))
 		t.add("pair unexpected", fmt.Sprintf("%d (no pair of the seed)", v.PairUnexpected))
 		for _, e := range v.PairExamples {
+			t.add("  e.g.", e)
+		}
+	}
+	if v := r.LonelyVerdict; v != nil {
+		t.add("lonely expected", fmt.Sprintf("%d orders, %d payments (computed from the seed; %d expire before the closing records)",
+			v.LonelyOrders, v.LonelyPayments, v.LonelyEarly))
+		t.add("lonely seen", v.LonelySeen)
+		t.add("lonely missing", fmt.Sprintf("%d (never came out alone: lost expiries)", v.LonelyMissing))
+		t.add("lonely duplicates", fmt.Sprintf("%d (came out alone again)", v.LonelyDuplicates))
+		t.add("lonely joined", fmt.Sprintf("%d (came out alone, but joined)", v.LonelyJoined))
+		t.add("lonely unexpected", fmt.Sprintf("%d (no record of the seed)", v.LonelyUnexpected))
+		for _, e := range v.LonelyExamples {
 			t.add("  e.g.", e)
 		}
 	}

@@ -9,8 +9,9 @@
 // record; the counting pipeline counts each key in a state store and is
 // judged key by key: its output must be 1, 2, … n_k and its changelog must
 // end at n_k. The event-time pipelines, a windowed count with final
-// results only and a stream-stream join, are judged window by window and
-// pair by pair against results computed from the seed in plain Go. The
+// results only, a stream-stream join and an outer join, are judged window
+// by window, pair by pair and lonely record by lonely record against
+// results computed from the seed in plain Go. The
 // dedup pipeline runs a side effect in Redis behind topology.Dedup and is
 // judged by how often each record's effect ran, within one repeated
 // (mark-after) or lost (mark-before) effect per SIGKILL.
@@ -66,7 +67,8 @@ type Options struct {
 	// Pipeline the workers run; default PipelineUpper.
 	Pipeline PipelineKind
 	// State is the store engine of the stateful pipelines (PipelineCount,
-	// PipelineWindowed, PipelineJoin); default StateMemory.
+	// PipelineWindowed, PipelineJoin, PipelineOuterJoin); default
+	// StateMemory.
 	// Each worker keeps its stores in its own directory under the run's
 	// log directory, across its restarts; the run removes them at its end.
 	State StateKind
@@ -89,7 +91,8 @@ type Options struct {
 	// Keys the records are spread over; default 1,000. PipelineWindowed
 	// seeds Records-Partitions records over them and one per partition
 	// that closes every window; PipelineJoin seeds Records orders and
-	// payments in all.
+	// payments in all; PipelineOuterJoin Records-Partitions of them and
+	// one closing record per partition.
 	Keys int
 	// Workers in the group at the start; default 3.
 	Workers int
@@ -188,6 +191,9 @@ type Result struct {
 	// JoinVerdict is the pair-by-pair verdict of PipelineJoin; nil for
 	// the other pipelines.
 	*JoinVerdict
+	// LonelyVerdict is the verdict of PipelineOuterJoin's records emitted
+	// alone (its pairs are in JoinVerdict); nil for the other pipelines.
+	*LonelyVerdict
 	// DedupVerdict is the id-by-id verdict of PipelineDedup's effects;
 	// nil for the other pipelines, whose output alone is judged.
 	*DedupVerdict
@@ -325,8 +331,8 @@ func (o Options) Validate() error {
 	case o.State != "" && o.State != StateMemory && o.State != StatePebble:
 		return fmt.Errorf("--state must be %s or %s, got %q", StateMemory, StatePebble, o.State)
 	case o.State != "" && !o.Pipeline.stateful():
-		return fmt.Errorf("--state %s needs --pipeline %s, %s or %s: the %s pipeline keeps no state",
-			o.State, PipelineCount, PipelineWindowed, PipelineJoin, PipelineUpper)
+		return fmt.Errorf("--state %s needs --pipeline %s, %s, %s or %s: the %s pipeline keeps no state",
+			o.State, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, o.Pipeline)
 	case o.GroupBy != "" && o.GroupBy != GroupingKey && o.GroupBy != GroupingValue:
 		return fmt.Errorf("--group-by must be %s (count by the input key) or %s (count by value, through a repartition topic), got %q",
 			GroupingKey, GroupingValue, o.GroupBy)

@@ -27,7 +27,7 @@ const (
 )
 
 // pipelines lists every sample pipeline, for help and errors.
-var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin, PipelineDedup}
+var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineDedup}
 
 // known reports whether k names a sample pipeline.
 func (k PipelineKind) known() bool {
@@ -42,12 +42,14 @@ func (k PipelineKind) known() bool {
 // stateful reports whether pipeline k keeps state stores: it takes a
 // store engine (--state) and refuses at-most-once.
 func (k PipelineKind) stateful() bool {
-	return k == PipelineCount || k == PipelineWindowed || k == PipelineJoin
+	return k == PipelineCount || k.eventTime()
 }
 
 // eventTime reports whether k is an event-time pipeline, seeded and
 // judged by an eventRun.
-func (k PipelineKind) eventTime() bool { return k == PipelineWindowed || k == PipelineJoin }
+func (k PipelineKind) eventTime() bool {
+	return k == PipelineWindowed || k == PipelineJoin || k == PipelineOuterJoin
+}
 
 // The checks of the event-time pipelines, named as in Result.Failed.
 const (
@@ -87,6 +89,7 @@ func eventProblems(r Result, add func(cond bool, name Problem, format string, a 
 		add(v.PairDuplicates > 0, ProblemPairDuplicates, "%d pairs came out again", v.PairDuplicates)
 		add(v.PairUnexpected > 0, ProblemPairUnexpected, "%d output records are no pair of the seed", v.PairUnexpected)
 	}
+	lonelyProblems(r, add)
 }
 
 // eventRun seeds and judges one run of an event-time pipeline.
@@ -113,6 +116,8 @@ func newEventRun(o Options, in, right string) eventRun {
 		return newWindowedRun(o, in)
 	case PipelineJoin:
 		return newJoinRun(o, in, right)
+	case PipelineOuterJoin:
+		return newOuterRun(o, in)
 	}
 	return nil
 }
@@ -131,10 +136,10 @@ func (o Options) validateEvents() error {
 		keys = 1000
 	}
 	switch o.Pipeline {
-	case PipelineWindowed:
+	case PipelineWindowed, PipelineOuterJoin:
 		if records <= int(partitions) {
-			return fmt.Errorf("--pipeline %s seeds one record per partition to close the windows, so --records %d must exceed --partitions %d",
-				PipelineWindowed, records, partitions)
+			return fmt.Errorf("--pipeline %s seeds one closing record per partition, so --records %d must exceed --partitions %d",
+				o.Pipeline, records, partitions)
 		}
 	case PipelineJoin:
 		if span := joinSpan(records, keys); span >= JoinGrace {
@@ -234,6 +239,9 @@ func (o WorkerOptions) eventTopology(before func()) (*topology.Topology, error) 
 	}
 	if o.Payments != "" {
 		return nil, fmt.Errorf("chaos: a payments topic is only for pipeline %s, not %s", PipelineJoin, o.Pipeline)
+	}
+	if o.Pipeline == PipelineOuterJoin {
+		return OuterJoinPipeline(o.In, o.Out, e, before), nil
 	}
 	return WindowedPipeline(o.In, o.Out, e, before), nil
 }

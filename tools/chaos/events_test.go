@@ -241,6 +241,9 @@ func TestEventOptionsValidate(t *testing.T) {
 		{"join at most once", Options{Exe: "x", Pipeline: PipelineJoin, Guarantee: "at-most-once"}, "at-most-once"},
 		{"windowed with no record besides the closing ones", Options{Exe: "x", Pipeline: PipelineWindowed, Records: 6, Partitions: 6}, "must exceed --partitions"},
 		{"join spanning more than its grace", Options{Exe: "x", Pipeline: PipelineJoin, Records: 1_000_000, Keys: 2}, "raise --keys"},
+		{"outer join", Options{Exe: "x", Pipeline: PipelineOuterJoin, State: StatePebble}, ""},
+		{"outer join at most once", Options{Exe: "x", Pipeline: PipelineOuterJoin, Guarantee: "at-most-once"}, "at-most-once"},
+		{"outer join with no record besides the closing ones", Options{Exe: "x", Pipeline: PipelineOuterJoin, Records: 6, Partitions: 6}, "must exceed --partitions"},
 		{"unknown pipeline names them all", Options{Exe: "x", Pipeline: "sum"}, "windowed join"},
 		{"state without a stateful pipeline", Options{Exe: "x", State: StatePebble}, "windowed"},
 	} {
@@ -262,6 +265,8 @@ func TestEventWorkerTopology(t *testing.T) {
 		{"windowed", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineWindowed, State: StatePebble}, ""},
 		{"join", WorkerOptions{In: "i", Out: "o", Payments: "p", Pipeline: PipelineJoin}, ""},
 		{"join without payments", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineJoin}, "--payments"},
+		{"outer join", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineOuterJoin, State: StatePebble}, ""},
+		{"outer join with payments", WorkerOptions{In: "i", Out: "o", Payments: "p", Pipeline: PipelineOuterJoin}, "only for pipeline join"},
 		{"windowed with payments", WorkerOptions{In: "i", Out: "o", Payments: "p", Pipeline: PipelineWindowed}, "only for pipeline join"},
 		{"windowed with an unknown state", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineWindowed, State: "rocks"}, "rocks"},
 	} {

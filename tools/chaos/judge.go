@@ -86,4 +86,7 @@ func (r *run) reportVerdict() {
 	if res.JoinVerdict != nil {
 		r.event("join verdict: %s %v", res.JoinVerdict, res.JoinVerdict.PairExamples)
 	}
+	if res.LonelyVerdict != nil {
+		r.event("lonely verdict: %s %v", res.LonelyVerdict, res.LonelyVerdict.LonelyExamples)
+	}
 }

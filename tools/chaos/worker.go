@@ -409,7 +409,7 @@ func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 			return GroupedCountPipeline(o.In, o.Out, e, before), nil
 		}
 		return nil, fmt.Errorf("chaos: grouping %q is not one of %s, %s", o.GroupBy, GroupingKey, GroupingValue)
-	case PipelineWindowed, PipelineJoin:
+	case PipelineWindowed, PipelineJoin, PipelineOuterJoin:
 		return o.eventTopology(before)
 	}
 	return nil, fmt.Errorf("chaos: pipeline %q is not one of %v", o.Pipeline, pipelines)
