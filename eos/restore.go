@@ -307,7 +307,7 @@ func (cr *changelogReader) wipeIfBehind(tg *restoreTarget, topic string, start i
 	cr.log.Warn("wiping a state store to restore it in full from its changelog", zap.String("store", tg.store.Name()),
 		zap.Stringer("task", tg.task), zap.Int64("applied_offset", off), zap.String("reason", why))
 	if err := tg.store.Wipe(); err != nil {
-		return fmt.Errorf("eos: wiping state store %q of task %s (%s): %w; delete the task's directory under %s", tg.store.Name(), tg.task, why, err, cr.stores.dir)
+		return fmt.Errorf("eos: wiping state store %q of task %s (%s): %w%s", tg.store.Name(), tg.task, why, err, unlessFull(err, "; delete the task's directory under "+cr.stores.dir))
 	}
 	cr.wipes.Add(1)
 	return nil
@@ -613,8 +613,8 @@ func (cr *changelogReader) readBack(tg *restoreTarget, topic string, offset int6
 		return nil
 	}
 	if err := tg.store.Checked(); err != nil {
-		return fmt.Errorf("eos: recording that state store %q of task %s was read back as committed: %w; delete the task's directory under %s to restore it in full",
-			tg.store.Name(), tg.task, err, cr.stores.dir)
+		return fmt.Errorf("eos: recording that state store %q of task %s was read back as committed: %w%s",
+			tg.store.Name(), tg.task, err, unlessFull(err, "; delete the task's directory under "+cr.stores.dir+" to restore it in full"))
 	}
 	tg.pos = tg.store.Offset() + 1
 	return nil

@@ -2,6 +2,7 @@ package eos
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -248,8 +249,12 @@ func (ts *taskStores) committed() {
 			ce.Write(zap.String("store", s.Name()), zap.Stringer("task", task), zap.Int64("from_offset", s.Offset()), zap.Int64("to_offset", rec.Offset))
 		}
 		if err := s.Commit(rec.Offset); err != nil {
-			ts.log.Warn("applying a committed batch to its state store failed; restoring it from its changelog",
-				zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
+			msg := "applying a committed batch to its state store failed; restoring it from its changelog"
+			if errors.Is(err, state.ErrDiskFull) {
+				// Nothing was applied; the restore refuses too and stops Run.
+				msg = "the state directory is full: a committed batch was not applied to its state store, which stays behind its changelog until space returns"
+			}
+			ts.log.Warn(msg, zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
 			s.Abort()
 			delete(ts.ready, task)
 		} else if len(s.Position().Unchecked) >= maxUnchecked {
@@ -300,6 +305,16 @@ func (ts *taskStores) sizes() map[string]int64 {
 		}
 	}
 	return out
+}
+
+// unlessFull is fix, unless err is a full state directory: its error
+// already says what to do, and deleting a store to rebuild it needs the
+// space back first.
+func unlessFull(err error, fix string) string {
+	if errors.Is(err, state.ErrDiskFull) {
+		return ""
+	}
+	return fix
 }
 
 func (ts *taskStores) closeAll() {

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // ErrInvalid means Open or NewKV got an argument they cannot use (a nil
@@ -83,3 +84,53 @@ func (e *StoreError) Error() string {
 
 // Unwrap exposes the engine's error.
 func (e *StoreError) Unwrap() error { return e.Err }
+
+// ErrDiskFull matches every *DiskFullError.
+var ErrDiskFull = errors.New("state: state directory full")
+
+// DiskFullError means a persistent engine refused a write, or an open,
+// because the volume of the state directory has too little space left (or
+// a write already failed with ENOSPC). Nothing was applied: the store still
+// agrees with its changelog up to its offset, and a restart once space is
+// back restores the rest. It unwraps to syscall.ENOSPC.
+type DiskFullError struct {
+	Dir  string // the directory that ran out of space
+	Free uint64 // bytes free when the write was refused
+	Need uint64 // bytes free the engine wants before it writes
+	Err  error  // the write's error, when one failed; else nil
+}
+
+// Error names the directory, the space it has and needs, and the fix.
+func (e *DiskFullError) Error() string {
+	cause := "ENOSPC: writes refused below the free-space margin, before one fails"
+	if e.Err != nil {
+		cause = "ENOSPC: " + e.Err.Error()
+	}
+	return fmt.Sprintf("state: state directory %s is full (%s): %s free, needs at least %s; free space or grow the volume (df -h %s), then restart: the store restores what it missed from its changelog",
+		e.Dir, cause, humanBytes(e.Free), humanBytes(e.Need), e.Dir)
+}
+
+// Unwrap is syscall.ENOSPC, or the write's error that was one.
+func (e *DiskFullError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return syscall.ENOSPC
+}
+
+// Is makes errors.Is(err, ErrDiskFull) hold.
+func (e *DiskFullError) Is(target error) bool { return target == ErrDiskFull }
+
+// humanBytes prints n in the units df -h uses.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	pebbledb "github.com/cockroachdb/pebble/v2"
@@ -46,11 +48,25 @@ func FS(fs vfs.FS) Option {
 	return optionFunc(func(e *engine) { e.fs = fs })
 }
 
+// MinFreeSpace makes a store refuse writes, with a *state.DiskFullError,
+// while the state directory's volume has less than n bytes free beyond
+// what its unflushed memtables and the write need, overriding the default
+// 16 MiB. The margin keeps pebble's flushes and compactions from running
+// into ENOSPC, which pebble retries without end (a Flush never returns) or
+// treats as fatal (a MANIFEST write ends the process).
+func MinFreeSpace(n uint64) Option {
+	return optionFunc(func(e *engine) { e.minFree = n })
+}
+
 type engine struct {
 	cacheSize    int64
 	memTableSize uint64
+	minFree      uint64
 	fs           vfs.FS // nil: the OS
 }
+
+// defaultMinFree is MinFreeSpace's default.
+const defaultMinFree = 16 << 20
 
 // New returns the pebble engine. It keeps each store in its own pebble
 // database, in the directory state.StoreDir names
@@ -70,7 +86,7 @@ type engine struct {
 //
 // The engine is a state.Persistent, so Inspect can list its stores.
 func New(opts ...Option) state.Engine {
-	e := &engine{}
+	e := &engine{minFree: defaultMinFree}
 	for _, o := range opts {
 		o.apply(e)
 	}
@@ -83,18 +99,33 @@ func (e *engine) Open(dir, name string, task state.Task) (state.Backend, error) 
 	if dir == "" {
 		return nil, fmt.Errorf("%w: the pebble engine needs a state directory", state.ErrInvalid)
 	}
+	fs := e.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	p := &backend{fs: fs, dir: state.StoreDir(dir, name, task), minFree: e.minFree}
+	// Opening writes a MANIFEST, whose failure pebble treats as fatal.
+	if err := p.room(0); err != nil {
+		return nil, err
+	}
 	opts := &pebbledb.Options{
 		DisableWAL:   true, // see New
 		CacheSize:    e.cacheSize,
 		MemTableSize: e.memTableSize,
-		FS:           e.fs,
+		FS:           fs,
 		Logger:       quiet{},
+		// See maxQueued.
+		MemTableStopWritesThreshold: stopWrites,
+		EventListener:               p.listener(),
 	}
-	db, err := pebbledb.Open(state.StoreDir(dir, name, task), opts)
+	opts.EnsureDefaults()
+	p.memTableSize = opts.MemTableSize
+	db, err := pebbledb.Open(p.dir, opts)
 	if err != nil {
-		return nil, err
+		return nil, p.full(err)
 	}
-	return &backend{db: db}, nil
+	p.db = db
+	return p, nil
 }
 
 // quiet drops pebble's informational log lines (one per flush and
@@ -121,7 +152,18 @@ var (
 	checkKey = []byte{metaPrefix, 'c', 'h', 'e', 'c', 'k'}
 )
 
-type backend struct{ db *pebbledb.DB }
+type backend struct {
+	db      *pebbledb.DB
+	fs      vfs.FS
+	dir     string
+	minFree uint64
+	// memTableSize is the effective memtable size: what the queued
+	// memtables are measured against (see stopWrites).
+	memTableSize uint64
+	// failed is the last background write that failed with ENOSPC, until
+	// a flush succeeds: pebble retries it, and writes would pile up.
+	failed atomic.Pointer[error]
+}
 
 func dataKey(buf, key []byte) []byte { return append(append(buf[:0], dataPrefix), key...) }
 
@@ -202,6 +244,13 @@ func (p *backend) offset() (int64, error) {
 
 // Apply writes the data, the offset, the check and the time in one batch.
 func (p *backend) Apply(writes []state.Write, at state.Position) error {
+	size := uint64(0)
+	for _, w := range writes {
+		size += uint64(len(w.Key) + len(w.Value))
+	}
+	if err := p.waitRoom(size); err != nil {
+		return err
+	}
 	b := p.db.NewBatch()
 	defer b.Close()
 	var buf []byte
@@ -230,7 +279,7 @@ func (p *backend) Apply(writes []state.Write, at state.Position) error {
 	if err := b.Set(timeKey, binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixMilli())), nil); err != nil {
 		return err
 	}
-	return b.Commit(pebbledb.NoSync) // no WAL to sync: see New
+	return p.full(b.Commit(pebbledb.NoSync)) // no WAL to sync: see New
 }
 
 // AppliedAt implements state.Dated.
@@ -277,6 +326,158 @@ func (p *backend) SizeBytes() (int64, error) {
 	return int64(m.DiskSpaceUsage() + m.MemTable.Size), nil
 }
 
+// Close flushes the memtables, unless the disk has no room for them: a
+// flush that fails with ENOSPC is retried until it succeeds, and pebble's
+// Flush waits for it. Unflushed writes are lost, data and offset together,
+// and the next restore reads them again from the changelog.
 func (p *backend) Close() error {
-	return errors.Join(p.db.Flush(), p.db.Close())
+	if err := p.room(0); err != nil {
+		return errors.Join(p.db.Close(), err)
+	}
+	done, err := p.db.AsyncFlush()
+	if err != nil {
+		return errors.Join(err, p.db.Close())
+	}
+	deadline := time.Now().Add(flushWait)
+	for {
+		select {
+		case <-done:
+			return p.db.Close()
+		case <-time.After(5 * time.Millisecond):
+		}
+		if err := p.room(0); err != nil || time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("pebble: %s: the flush at close took over %s; closed without it", p.dir, flushWait)
+			}
+			return errors.Join(p.db.Close(), err)
+		}
+	}
+}
+
+// pebble stalls a write, without a bound, once its queued memtables
+// (the mutable one included) hold stopWrites memtable sizes: while a flush
+// fails for want of space, that write would never return. Apply waits
+// instead, up to flushWait, while they hold waitAt sizes: one Apply
+// rotates the memtable at most once, so pebble's stall never begins.
+const (
+	stopWrites = 4
+	waitAt     = stopWrites - 1
+	// flushWait bounds how long Apply and Close wait for a flush.
+	flushWait = 30 * time.Second
+)
+
+// waitRoom waits, up to flushWait, until the queued memtables hold less
+// than waitAt memtable sizes, and returns room's error for a write of
+// size bytes.
+func (p *backend) waitRoom(size uint64) error {
+	deadline := time.Now().Add(flushWait)
+	for {
+		if err := p.room(size); err != nil {
+			return err
+		}
+		if _, unflushed := p.memtables(); unflushed < waitAt*p.memTableSize {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pebble: %s: memtables waited over %s for a flush: the disk is slow or failing", p.dir, flushWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// memtables is the number of memtables, the mutable one included, and
+// the bytes a flush of them would write.
+func (p *backend) memtables() (queued int64, unflushed uint64) {
+	if p.db == nil {
+		return 0, 0
+	}
+	m := p.db.Metrics()
+	return m.MemTable.Count, m.MemTable.Size
+}
+
+// room returns a *state.DiskFullError if a background write failed with
+// ENOSPC since the last successful flush while memtables wait for one, or
+// if the volume has less than minFree free beyond the unflushed memtables
+// and a write of size bytes. A file system that cannot tell its free
+// space is taken at its failed writes' word.
+func (p *backend) room(size uint64) error {
+	queued, unflushed := p.memtables()
+	need := p.minFree + size + unflushed
+	var failed error
+	if e := p.failed.Load(); e != nil {
+		failed = *e
+	}
+	u, err := p.fs.GetDiskUsage(p.existing())
+	known := err == nil
+	if failed != nil && (known && u.AvailBytes >= need || !known && queued < 2) {
+		// Space is back, or nothing waits on the failed write (a
+		// compaction's): pebble's next flush tells, and waitRoom keeps
+		// a write from stalling meanwhile.
+		failed = nil
+	}
+	if failed != nil || known && u.AvailBytes < need {
+		return &state.DiskFullError{Dir: p.dir, Free: u.AvailBytes, Need: need, Err: failed}
+	}
+	return nil
+}
+
+// existing is the store's directory, or its nearest ancestor that exists
+// (a new store's directory is made by Open).
+func (p *backend) existing() string {
+	d := p.dir
+	if p.db != nil {
+		return d
+	}
+	for {
+		if _, err := p.fs.Stat(d); err == nil {
+			return d
+		}
+		up := p.fs.PathDir(d)
+		if up == d {
+			return d
+		}
+		d = up
+	}
+}
+
+// full turns an error that is ENOSPC into a *state.DiskFullError naming
+// the directory.
+func (p *backend) full(err error) error {
+	if err == nil || !errors.Is(err, syscall.ENOSPC) {
+		return err
+	}
+	df := &state.DiskFullError{Dir: p.dir, Need: p.minFree, Err: err}
+	if u, uerr := p.fs.GetDiskUsage(p.existing()); uerr == nil {
+		df.Free = u.AvailBytes
+	}
+	return df
+}
+
+// listener notes background writes that failed for want of space, and
+// forgets them once a flush succeeds; pebble's own reports still go to
+// its logger.
+func (p *backend) listener() *pebbledb.EventListener {
+	l := &pebbledb.EventListener{
+		BackgroundError: func(err error) {
+			if !errors.Is(err, syscall.ENOSPC) {
+				pebbledb.DefaultLogger.Errorf("pebble: %s: background error: %v", p.dir, err)
+				return
+			}
+			// pebble retries at once, without end: report the first.
+			if p.failed.Swap(&err) == nil {
+				pebbledb.DefaultLogger.Errorf("pebble: %s: background write failed, the disk is full; writes stop until a flush succeeds: %v", p.dir, err)
+			}
+		},
+		FlushEnd: func(info pebbledb.FlushInfo) {
+			if info.Err == nil {
+				p.failed.Store(nil)
+			}
+		},
+		CompactionEnd: func(info pebbledb.CompactionInfo) {
+			if info.Err == nil {
+				p.failed.Store(nil)
+			}
+		},
+	}
+	return l
 }
