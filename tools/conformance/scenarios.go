@@ -60,6 +60,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		}},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
+		{"FullStateDirStopsAndRecovers", FullStateDirStopsAndRecovers},
 		{"SessionUpdatesExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionUpdatesExactlyOnce(t, env, pebble.New()) }},
 		{"StreamTimeTimerExactlyOnce", StreamTimeTimerExactlyOnce},
 		{"WallClockTimerFiresWithoutInput", WallClockTimerFiresWithoutInput},

@@ -1,4 +1,4 @@
-package eos_test
+package conformance
 
 import (
 	"errors"
@@ -13,7 +13,6 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
-	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/topology"
 )
@@ -67,28 +66,29 @@ func fillDisk(t *testing.T, dir string) string {
 	return path
 }
 
-// The state directory's volume fills up mid-run. Run stops with a
+// FullStateDirStopsAndRecovers fills the state directory's volume mid-run
+// (a tmpfs; it skips unless run as root). Run stops with a
 // *state.DiskFullError (ENOSPC) that names the directory, the store and
 // the task, and says how to free space; it does not hang, and pebble does
 // not end the process; a restart on the still-full disk stops at open.
 // Once space is back, a restart restores what the stopped stores missed
 // from the changelog, and every count is exact.
-func TestFullStateDirStopsRunAndRestartRecovers(t *testing.T) {
+func FullStateDirStopsAndRecovers(t *testing.T, env *kafkatest.Env) {
 	dir := smallVolume(t, "8m")
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 3, "in", "out")
-	changelog := topology.ChangelogTopic("app", "counts")
-	cfg := env.Config("app", "a", config.ExactlyOnce)
+	in, out, app := env.Name("in"), env.Name("out"), env.Name("app")
+	env.CreateTopics(t, 3, in, out)
+	changelog := topology.ChangelogTopic(app, "counts")
+	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 100
 	cfg.StateDir = dir
 	engine := pebble.New(pebble.MinFreeSpace(1<<20), pebble.MemTableSize(256<<10))
 	const n = 3000
-	conformance.SeedRange(t, env, "in", 0, n/3)
-	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", engine))
+	SeedRange(t, env, in, 0, n/3)
+	x := Start(t, cfg, CountTopology(in, out, engine))
 	x.WaitCommitted(t, n/3, 60*time.Second)
 
 	filler := fillDisk(t, dir)
-	conformance.SeedRange(t, env, "in", n/3, 2*n/3)
+	SeedRange(t, env, in, n/3, 2*n/3)
 	err := x.Wait(t, 60*time.Second)
 	t.Logf("Run returned: %v", err)
 	var df *state.DiskFullError
@@ -102,7 +102,7 @@ func TestFullStateDirStopsRunAndRestartRecovers(t *testing.T) {
 	case !strings.HasPrefix(df.Dir, dir) || df.Need == 0:
 		t.Fatalf("the error names directory %q needing %d bytes, want one under %s and a size", df.Dir, df.Need, dir)
 	}
-	for _, want := range []string{dir, `"counts"`, "in/", "ENOSPC", "needs at least", "df -h", "free space or grow the volume"} {
+	for _, want := range []string{dir, `"counts"`, in + "/", "ENOSPC", "needs at least", "df -h", "free space or grow the volume"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Fatalf("the error does not say %q: %v", want, err)
 		}
@@ -113,7 +113,7 @@ func TestFullStateDirStopsRunAndRestartRecovers(t *testing.T) {
 	}
 
 	// A restart while the disk is still full stops the same way, at open.
-	early := conformance.Start(t, cfg, conformance.CountTopology("in", "out", engine))
+	early := Start(t, cfg, CountTopology(in, out, engine))
 	if err := early.Wait(t, 60*time.Second); !errors.Is(err, state.ErrDiskFull) || !strings.Contains(err.Error(), "opening state store") {
 		t.Fatalf("a restart on the full disk returned %v, want a state.ErrDiskFull at open", err)
 	}
@@ -121,8 +121,8 @@ func TestFullStateDirStopsRunAndRestartRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	conformance.SeedRange(t, env, "in", 2*n/3, n)
-	y := conformance.Start(t, cfg, conformance.CountTopology("in", "out", engine))
+	SeedRange(t, env, in, 2*n/3, n)
+	y := Start(t, cfg, CountTopology(in, out, engine))
 	y.WaitCommitted(t, n-stopped, 60*time.Second)
 	y.Stop()
 	if err := y.Wait(t, 30*time.Second); err != nil {
@@ -132,5 +132,5 @@ func TestFullStateDirStopsRunAndRestartRecovers(t *testing.T) {
 	if y.R.Stats().Restored == 0 {
 		t.Fatal("the restart restored nothing, yet the stores stopped behind their changelogs")
 	}
-	conformance.CheckCounts(t, env, "out", changelog, n)
+	CheckCounts(t, env, out, changelog, n)
 }
