@@ -25,14 +25,16 @@ type taskIdle struct {
 	// end is the last stable offset the last fetch carried for a
 	// partition; next the offset after its last record polled.
 	end, next map[topicPartition]int64
-	// since: when a partition's wait began (whether it is known to lag
-	// only changes the bound); enforced: its wait ran out and the task
-	// went on without it.
-	since          map[topicPartition]time.Time
-	enforced, loud map[topicPartition]bool
-	batch          int64                    // counts batches, to log each wait once per batch
-	logged         map[topicPartition]int64 // the batch a partition's wait was last logged in
-	gen            int32                    // the group generation of the last batch
+	// since: when a task's wait began; enforced: its wait ran out and it
+	// goes on without the partitions it lacks. A wait belongs to the task,
+	// not to a partition: held records are rewound and come back in a
+	// later poll, so the partitions of a task can have records in turn,
+	// and a wait per partition would start afresh each time, for ever.
+	since          map[state.Task]time.Time
+	enforced, loud map[state.Task]bool
+	batch          int64                // counts batches, to log each wait once per batch
+	logged         map[state.Task]int64 // the batch a task's wait was last logged in
+	gen            int32                // the group generation of the last batch
 }
 
 // newTaskIdle is r's task idling, nil without co-partitioned tasks or
@@ -50,8 +52,8 @@ func newTaskIdle(r *Runner) *taskIdle {
 func makeTaskIdle(maxIdle, lagBound time.Duration, groups [][]string, log *zap.Logger, counts *counters) *taskIdle {
 	ti := &taskIdle{max: maxIdle, lagBound: lagBound, log: log, counts: counts,
 		members: map[string][]string{}, end: map[topicPartition]int64{}, next: map[topicPartition]int64{},
-		since:    map[topicPartition]time.Time{},
-		enforced: map[topicPartition]bool{}, loud: map[topicPartition]bool{}, logged: map[topicPartition]int64{}}
+		since:    map[state.Task]time.Time{},
+		enforced: map[state.Task]bool{}, loud: map[state.Task]bool{}, logged: map[state.Task]int64{}}
 	for _, g := range groups {
 		ti.members[g[0]] = g
 	}
@@ -97,10 +99,10 @@ func (ti *taskIdle) lagging(tp topicPartition) bool {
 }
 
 // hold reports whether task t, whose fetched records are runs (one per
-// partition), waits for a partition without records: while it is known to
-// lag, up to max(max_task_idle, commit_interval); otherwise up to
-// max_task_idle. Past that the task goes on without it (counted as
-// enforced) until the partition has records again.
+// partition), waits for its partitions without records: while one is known
+// to lag, up to max(max_task_idle, commit_interval) from the wait's start;
+// otherwise up to max_task_idle. Past that the task goes on without them
+// (counted as enforced) until it has records of every partition at once.
 func (ti *taskIdle) hold(t state.Task, runs [][]*kgo.Record, now time.Time) bool {
 	if ti == nil {
 		return false
@@ -114,49 +116,55 @@ func (ti *taskIdle) hold(t state.Task, runs [][]*kgo.Record, now time.Time) bool
 	if len(has) == 0 {
 		return false
 	}
-	wait := false
+	var missing []topicPartition
 	for _, topic := range ti.members[t.Topic] {
-		tp := topicPartition{topic, t.Partition}
-		if has[topic] {
-			ti.forget(tp)
-			continue
-		}
-		if ti.waits(t, tp, now) {
-			wait = true
+		if !has[topic] {
+			missing = append(missing, topicPartition{topic, t.Partition})
 		}
 	}
-	return wait
+	if len(missing) == 0 {
+		ti.forget(t)
+		return false
+	}
+	return ti.waits(t, missing, now)
 }
 
-// waits reports whether empty partition tp of t is still waited for.
-func (ti *taskIdle) waits(t state.Task, tp topicPartition, now time.Time) bool {
-	bound, lag := ti.max, ti.lagging(tp)
+// waits reports whether t still waits for its partitions missing records.
+func (ti *taskIdle) waits(t state.Task, missing []topicPartition, now time.Time) bool {
+	tp, lag := missing[0], false
+	for _, m := range missing {
+		if ti.lagging(m) {
+			tp, lag = m, true
+			break
+		}
+	}
+	bound := ti.max
 	if lag {
 		bound = max(ti.max, ti.lagBound)
 	}
 	if bound <= 0 {
 		return false
 	}
-	start, ok := ti.since[tp]
+	start, ok := ti.since[t]
 	if !ok {
-		start, ti.since[tp] = now, now
-		ti.enforced[tp], ti.loud[tp] = false, false
+		start, ti.since[t] = now, now
+		ti.enforced[t], ti.loud[t] = false, false
 		ti.counts.idleWaits.Add(1)
 	}
 	waited := now.Sub(start)
 	if waited >= bound {
-		if !ti.enforced[tp] {
-			ti.enforced[tp] = true
+		if !ti.enforced[t] {
+			ti.enforced[t] = true
 			ti.counts.idleEnforced.Add(1)
 			ti.note(t, tp, lag, waited, bound, "a co-partitioned task waited max_task_idle for a partition without fetched records; processing the records of its other partitions without it")
 		}
 		return false
 	}
-	if waited >= idleLoud && !ti.loud[tp] {
-		ti.loud[tp] = true
+	if waited >= idleLoud && !ti.loud[t] {
+		ti.loud[t] = true
 		ti.note(t, tp, lag, waited, bound, "a co-partitioned task waits for a partition without fetched records before processing its other partitions (max_task_idle)")
-	} else if b, ok := ti.logged[tp]; !ok || b != ti.batch {
-		ti.logged[tp] = ti.batch
+	} else if b, ok := ti.logged[t]; !ok || b != ti.batch {
+		ti.logged[t] = ti.batch
 		if ce := ti.log.Check(zap.DebugLevel, "a co-partitioned task holds its records back for the next batch, waiting for a partition without fetched records (max_task_idle)"); ce != nil {
 			ce.Write(ti.fields(t, tp, lag, waited, bound)...)
 		}
@@ -190,8 +198,8 @@ func (ti *taskIdle) fields(t state.Task, tp topicPartition, lag bool, waited, bo
 	return fs
 }
 
-// forget ends tp's wait: it has records.
-func (ti *taskIdle) forget(tp topicPartition) { delete(ti.since, tp) }
+// forget ends t's wait: it has records of every partition.
+func (ti *taskIdle) forget(t state.Task) { delete(ti.since, t) }
 
 // newBatch starts a batch: each wait is logged once per batch. After a
 // rebalance (a new generation) or an aborted batch, what was known of the

@@ -98,6 +98,36 @@ func TestTaskIdleWaitsStartAfreshAfterARebalanceOrAnAbort(t *testing.T) {
 	}
 }
 
+// Held records are rewound and come back in a later poll, so the
+// partitions of a task can have records in turn: clicks alone, then
+// profiles alone, and so on. The task's wait keeps its start through that
+// and runs out at its bound; a wait per partition started afresh each
+// time, and the task held its records for ever (a seeded fault schedule of
+// the join pipeline found it).
+func TestTaskIdleWaitRunsOutWhenPartitionsHaveRecordsInTurn(t *testing.T) {
+	var c counters
+	ti := makeTaskIdle(0, 50*time.Millisecond, [][]string{{"clicks", "profiles"}}, zap.NewNop(), &c)
+	ti.newBatch(1, false)
+	for _, topic := range []string{"clicks", "profiles"} {
+		last := &kgo.Record{Topic: topic, Offset: 9}
+		ti.observe(kgo.FetchTopicPartition{Topic: topic, FetchPartition: kgo.FetchPartition{LastStableOffset: 50, HighWatermark: 50, Records: []*kgo.Record{last}}})
+	}
+	task, start := state.Task{Topic: "clicks"}, time.Now()
+	turns := [][]*kgo.Record{{{Topic: "clicks"}}, {{Topic: "profiles"}}}
+	held := 0
+	for i := range 20 {
+		ti.newBatch(1, false)
+		if !ti.hold(task, [][]*kgo.Record{turns[i%2]}, start.Add(time.Duration(i)*10*time.Millisecond)) {
+			break
+		}
+		held++
+	}
+	if held != 5 || c.idleWaits.Load() != 1 || c.idleEnforced.Load() != 1 {
+		t.Fatalf("held %d batches (want 5: the bound is 50ms, a batch 10ms), waits %d, enforced %d (want 1 each)",
+			held, c.idleWaits.Load(), c.idleEnforced.Load())
+	}
+}
+
 // Records held for a waiting task count against the batch's record and
 // byte caps: the batch polls no more once they reach either.
 func TestHeldRecordsCountAgainstTheCaps(t *testing.T) {
