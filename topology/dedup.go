@@ -173,7 +173,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store d
 	p := &port[T]{}
 	var base *dedupNode[T]
 	n := attach(s, name, KindProcessor, "Dedup", func(n *Node) func(graph.Exec, Record[T]) error {
-		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner()}
+		d := &dedupNode[T]{n: n, id: id, store: store, effect: effect, conf: conf, owner: dedupOwner(), landed: newLandedEffects()}
 		d.leases, _ = store.(dedup.Leaser)
 		d.apply = func(ctx context.Context, r Record[T]) (struct{}, error) { return struct{}{}, d.effect(ctx, r) }
 		base = d
@@ -200,7 +200,7 @@ func Dedup[T any](s Stream[T], name string, id func(r Record[T]) string, store d
 		// for its own claim, and run the effect beside another engine.
 		n.init = func(context.Context) (any, error) {
 			e := *base
-			e.owner = dedupOwner()
+			e.owner, e.landed = dedupOwner(), newLandedEffects()
 			return &e, nil
 		}
 	}
@@ -250,6 +250,9 @@ type dedupNode[T any] struct {
 	// with a lease); owner names this node's claims.
 	leases dedup.Leaser
 	owner  string
+	// landed: ids whose effect ran in this engine while the store did not
+	// take the mark after it (see settle).
+	landed *landedEffects
 }
 
 // dedupOwner names the claims of one Dedup node of one runner: the host,
@@ -318,22 +321,16 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	case err != nil:
 		return err
 	case !ok: // failing open: the mark is unknown (a lost answer may leave a claim pending until its lease expires); nothing to forget
-		if err := d.run(x, r); err != nil {
-			return err
-		}
-		// The effect happened: mark it (done whoever holds it), so that
-		// a redelivery does not run it again.
-		done := d.markDetached
-		if d.leases != nil {
-			done = func(ctx context.Context, id string) (bool, error) {
-				_, err := d.completeDetached(ctx, id)
-				return true, err
+		if !d.landed.has(id) {
+			if err := d.run(x, r); err != nil {
+				return err
 			}
 		}
-		_, _, err = storeCall(d, x, done, id)
-		return err
+		return d.settle(x, id)
 	case !first: // a repeat
 		return nil
+	case d.landed.has(id): // the effect ran here; its mark did not land
+		return d.settle(x, id)
 	}
 	stop := d.holdLease(x.Context(), id)
 	done := false
@@ -361,7 +358,30 @@ func (d *dedupNode[T]) markBefore(x graph.Exec, r Record[T]) error {
 	// The effect happened: its pending mark becomes done even if the
 	// record's context ends now, or a redelivery would run it again once
 	// the lease expired.
-	_, _, err = storeCall(d, x, d.completeDetached, id)
+	return d.settle(x, id)
+}
+
+// settle marks id done after its effect ran, outside the record's context
+// (a revoke or a shutdown must not stop it): completing its pending mark
+// with a store that holds leases, marking it otherwise. A mark the store
+// does not take (an error failing closed, or failing open) leaves id in
+// landed, so that the record's redelivery to this engine marks it again
+// instead of running the effect a second time; a store paused past the
+// call's timeout would otherwise have the effect repeated by the redo.
+func (d *dedupNode[T]) settle(x graph.Exec, id string) error {
+	done := d.markDetached
+	if d.leases != nil {
+		done = func(ctx context.Context, id string) (bool, error) {
+			_, err := d.completeDetached(ctx, id)
+			return true, err
+		}
+	}
+	_, ok, err := storeCall(d, x, done, id)
+	if err == nil && ok {
+		d.landed.remove(id)
+	} else {
+		d.landed.add(id)
+	}
 	return err
 }
 
@@ -379,13 +399,14 @@ func (d *dedupNode[T]) markAfter(x graph.Exec, r Record[T]) error {
 	case ok && seen: // a repeat
 		return nil
 	}
-	if err := d.run(x, r); err != nil {
-		return err
+	if !d.landed.has(id) {
+		if err := d.run(x, r); err != nil {
+			return err
+		}
 	}
 	// The effect happened: mark it even if the record's context ends now
 	// (a revoke, a shutdown), or the redo would repeat it.
-	_, _, err = storeCall(d, x, d.markDetached, id)
-	return err
+	return d.settle(x, id)
 }
 
 // run calls the effect under the node's retry policy.

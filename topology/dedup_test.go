@@ -22,6 +22,8 @@ type flakyStore struct {
 	mu    sync.Mutex
 	down  int // fail this many more calls; -1: every call
 	calls []string
+	// failOp fails the next calls of an operation: this many.
+	failOp map[string]int
 }
 
 var errStoreDown = errors.New("store down")
@@ -30,6 +32,10 @@ func (f *flakyStore) fail(op string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, op)
+	if f.failOp[op] > 0 {
+		f.failOp[op]--
+		return errStoreDown
+	}
 	if f.down == 0 {
 		return nil
 	}
@@ -267,10 +273,18 @@ func TestDedupStoreDown(t *testing.T) {
 				}
 				reported = append(reported, id)
 			})))
-			r.must("in", 0, "", "a")
-			r.must("in", 0, "", "a")
-			if want := []string{"a", "a"}; !slices.Equal(fx.ran, want) {
-				t.Errorf("effects ran for %v, want %v: failing open lets every record through", fx.ran, want)
+			var outs []string
+			for _, v := range []string{"a", "b", "a"} {
+				outs = append(outs, r.must("in", 0, "", v)...)
+			}
+			// Failing open runs each effect without the store; an id
+			// whose effect ran here is known to this engine, which does
+			// not run it again.
+			if want := []string{"a", "b"}; !slices.Equal(fx.ran, want) {
+				t.Errorf("effects ran for %v, want %v: failing open runs the effects, and this engine knows which ran", fx.ran, want)
+			}
+			if want := []string{"out:=a", "out:=b", "out:=a"}; !slices.Equal(outs, want) {
+				t.Errorf("outputs %v, want %v: failing open lets every record through", outs, want)
 			}
 			if len(reported) == 0 {
 				t.Error("onErr was never called")
@@ -306,6 +320,48 @@ func TestDedupStoreDown(t *testing.T) {
 				t.Errorf("effects ran for %v, want %v", fx.ran, want)
 			}
 		})
+	}
+}
+
+// An effect that ran while the store did not take the mark after it (a
+// failed completion with leases, a failed mark after): failing closed,
+// the record fails and is redone; failing open, it goes on, and an abort
+// redoes it. Either way the redo on this engine marks the id again and
+// does not run the effect a second time (a paused store did that).
+func TestDedupEffectWhoseMarkFailedIsNotRunAgain(t *testing.T) {
+	for _, m := range []struct {
+		mode
+		after string // the store call after the effect
+	}{{modes[0], "complete"}, {modes[1], "complete"}, {modes[3], "mark"}} {
+		for _, closed := range []bool{true, false} {
+			name := m.name + "/FailOpen"
+			opt := topology.FailOpen(func(context.Context, string, error) {})
+			if closed {
+				name, opt = m.name+"/FailClosed", topology.FailClosed()
+			}
+			t.Run(name, func(t *testing.T) {
+				store := newFlaky(t)
+				store.failOp = map[string]int{m.after: 1}
+				fx := &effects{}
+				r := newRig(t, dedupTop(m.store(store), fx, m.opt, opt))
+				got, _, err := r.send("in", 0, "", "a")
+				if closed && (got != engine.Failed || !errors.Is(err, errStoreDown)) {
+					t.Fatalf("outcome %v, error %v; want Failed with the store's error", got, err)
+				}
+				if store.failOp[m.after] != 0 {
+					t.Fatalf("the %s call after the effect never failed: the fault did not fire", m.after)
+				}
+				r.abort()
+				r.must("in", 0, "", "a")
+				r.must("in", 0, "", "a")
+				if want := []string{"a"}; !slices.Equal(fx.ran, want) {
+					t.Errorf("effects ran for %v, want %v: the redo ran the effect again", fx.ran, want)
+				}
+				if seen, _ := store.Memory.Seen(context.Background(), "a"); !seen {
+					t.Error(`id "a" is not marked after the redo`)
+				}
+			})
+		}
 	}
 }
 
