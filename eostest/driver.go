@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,6 +29,7 @@ type Driver struct {
 	scratch kgo.Record // for keyHash, which takes a record
 
 	st stores
+	gl *globals // the global tables, by name and topic
 
 	// The open batch: the outputs it made, the tasks whose records it
 	// took (for wall-clock timers), and whether Batch holds it open.
@@ -89,12 +91,13 @@ func Open(top *topology.Topology, opts ...Option) (*Driver, error) {
 		keyHash: kgo.StickyKeyPartitioner(nil).ForTopic(""), st: newStores(),
 		wallSources: map[string]bool{}, consumed: map[state.Task]bool{}}
 	d.emitFn, d.beginFn, d.doneFn = d.emit, d.begin, d.done
-	eng, err := engine.New(top, engine.AppID(c.appID), engine.Logger(c.log), engine.Stores(d.store),
+	eng, err := engine.New(top, engine.AppID(c.appID), engine.Logger(c.log), engine.Stores(d.store), engine.Globals(func(name string) (graph.GlobalStore, error) { return d.gl.table(name) }),
 		engine.Partitions(d.partitionCount), engine.OutputLimits(d.limits), engine.Sleep(noSleep))
 	if err != nil {
 		return nil, err
 	}
 	d.eng = eng
+	d.gl = newGlobals(eng.GlobalSpecs())
 	if err := d.layout(top, c); err != nil {
 		return nil, err
 	}

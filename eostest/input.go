@@ -52,9 +52,15 @@ func InPartition(p int32) PipeOption { return pipeOpt(func(r *kgo.Record) { r.Pa
 // (a *processor.RecordError), or a stream-time timer it fired did (a
 // *processor.TimerError); the record's batch then aborted, keeping
 // none of its outputs or store writes, and the record is passed over.
-// A record that fails under DeadLetter or Skip is no error.
+// A record that fails under DeadLetter or Skip is no error. A record
+// piped to a global table's topic (topology.GlobalTableFrom) sets its
+// key's row, or deletes it if value is nil, for the records piped after
+// it: the runtime applies such an update between batches.
 func (d *Driver) Pipe(topic string, key, value []byte, opts ...PipeOption) error {
 	d.usable("Pipe")
+	if d.gl.pipe(topic, key, value) {
+		return nil // a global table's update, applied as between batches
+	}
 	r := &kgo.Record{Topic: topic, Partition: graph.AnyPartition, Key: bytes.Clone(key), Value: bytes.Clone(value)}
 	return d.pipeRecord(r, opts)
 }

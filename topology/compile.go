@@ -66,6 +66,7 @@ func (t *Topology) compile(appID string) (*graph.Graph, error) {
 		}
 	}
 	g.Repartitions = t.repartitions(appID)
+	g.Globals = t.compileGlobals()
 	return g, nil
 }
 

@@ -43,6 +43,9 @@ func (t *Topology) Describe() string {
 			fmt.Fprintf(&b, "      used by: %s\n", joinNames(us))
 		}
 	}
+	for _, g := range t.globals {
+		b.WriteString(g.describe())
+	}
 	fmt.Fprintf(&b, "  Default on error: %s\n", t.defaultPolicy)
 	return b.String()
 }
@@ -79,6 +82,9 @@ func describeNode(b *strings.Builder, n *Node) {
 		stores := ""
 		if len(n.stores) > 0 {
 			stores = ", stores: " + strings.Join(n.stores, ", ")
+		}
+		if len(n.globals) > 0 {
+			stores += ", global table: " + strings.Join(n.globals, ", ")
 		}
 		if n.windows != "" {
 			stores += ", windows: " + n.windows

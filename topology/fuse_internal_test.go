@@ -39,6 +39,7 @@ func (c *countingExec) Attempt(int, int)                         {}
 func (c *countingExec) Slot(int) any                             { return nil }
 func (c *countingExec) Partitions(string) (int32, error)         { return 1, nil }
 func (c *countingExec) Store(string) (*store.Store, error)       { return nil, nil }
+func (c *countingExec) Global(string) (graph.GlobalStore, error) { return nil, nil }
 func (c *countingExec) Hold(int, []byte, func(graph.Exec) error) {}
 
 // A fused chain of bytes in, a MapValues, bytes out makes one call to the

@@ -60,6 +60,7 @@ type Node struct {
 	close       func(any) error
 	partitioned bool     // a sink with its own Partitioner
 	stores      []string // the stores the node may use, in declaration order
+	globals     []string // the global tables a JoinGlobal node reads
 	rekeys      bool     // the node may change keys (Map, FlatMap, Process)
 	// internal is the suffix of the app's internal topic that a
 	// repartition sink writes or its source reads ("<node>-repartition");
@@ -127,6 +128,7 @@ type Topology struct {
 	policies      map[string]ErrorPolicy
 	stores        []*storeDecl
 	storeByName   map[string]*storeDecl
+	globals       []*globalDecl
 	unfused       bool // compile runs every node on its own (tests compare)
 }
 

@@ -52,6 +52,7 @@ func (t *Topology) Validate() error {
 		add("", "default error policy: %s", p)
 	}
 	t.storeProblems(add)
+	t.globalProblems(add)
 	if cyc := t.cycle(); cyc != nil {
 		add(cyc[0], "cycle: %v; a pipeline must be acyclic", cyc)
 	}

@@ -91,6 +91,7 @@ type Engine struct {
 	limitCache map[string]topicLimit // every topic asked so far
 	partitions func(topic string) (int32, error)
 	stores     func(name string, task state.Task) (*store.Store, error)
+	globals    func(name string) (graph.GlobalStore, error)
 	curTopic   string // the current record's topic and partition: its task
 	curPart    int32
 	curRec     *kgo.Record // the current input record
@@ -139,6 +140,13 @@ func Partitions(fn func(topic string) (int32, error)) Option {
 // topology with stores fails on its first record.
 func Stores(fn func(name string, task state.Task) (*store.Store, error)) Option {
 	return optFunc(func(e *Engine) { e.stores = fn })
+}
+
+// Globals gives joins the global tables: fn returns the one called name,
+// which the runtime keeps current between batches. Without it a topology
+// with global tables fails on its first join.
+func Globals(fn func(name string) (graph.GlobalStore, error)) Option {
+	return optFunc(func(e *Engine) { e.globals = fn })
 }
 
 // RecordOverhead is what OutputLimits adds to an output's key, value and
@@ -518,6 +526,17 @@ func (e *Engine) Store(name string) (*store.Store, error) {
 	}
 	return s, err
 }
+
+// Global implements graph.Exec.
+func (e *Engine) Global(name string) (graph.GlobalStore, error) {
+	if e.globals == nil {
+		return nil, fmt.Errorf("global table %q: this engine has no global tables", name)
+	}
+	return e.globals(name)
+}
+
+// GlobalSpecs lists the global tables the topology declares.
+func (e *Engine) GlobalSpecs() []graph.Global { return e.g.Globals }
 
 // currentName names the node Enter last named, for attributing a panic.
 func (e *Engine) currentName() string {

@@ -45,6 +45,9 @@ type Exec interface {
 	// Store is the store called name of the current record's task (its
 	// input partition), restored and with the batch's overlay.
 	Store(name string) (*store.Store, error)
+	// Global is the global table called name, as the batch sees it: the
+	// same for every task, changed only between batches.
+	Global(name string) (GlobalStore, error)
 	// Hold keeps run, the update an aggregation made of key for the
 	// current record's task, to be run at the end of the batch instead of
 	// now (topology.LatestPerCommit): a later Hold by node of the same
@@ -97,6 +100,21 @@ type Store struct {
 	Source string
 }
 
+// Global is a global table the topology declares: every instance reads
+// all of Topic into a store of Engine called Name, outside the consumer
+// group, with no changelog.
+type Global struct {
+	Name   string
+	Topic  string
+	Engine state.Engine
+}
+
+// GlobalStore is what a join reads of a global table.
+type GlobalStore interface {
+	// Get returns key's row, and whether the table has one.
+	Get(key []byte) (value []byte, ok bool, err error)
+}
+
 // Repartition is an internal topic through which records are re-keyed:
 // written by one sub-topology and read as a source by another.
 type Repartition struct {
@@ -111,6 +129,9 @@ type Repartition struct {
 type Graph struct {
 	Stores       []Store
 	Repartitions []Repartition
+	// Globals lists the global tables, each read whole by every engine's
+	// runtime.
+	Globals []Global
 	// CoPartitioned lists the groups of input topics whose partitions
 	// of one number form one task, because a store is used from records
 	// of each (a join's stream and table): they must have as many
