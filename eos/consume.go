@@ -39,6 +39,11 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 		if err := l.fetchError(fetches); err != nil {
 			return progressed, err
 		}
+		// Between batches: the global tables take what their reader
+		// fetched, so the coming batch sees one version of them.
+		if err := l.globals.apply(); err != nil {
+			return progressed, err
+		}
 		if fetches.NumRecords() == 0 {
 			ran, committed, err := l.idlePoll(ctx, s, lastBatch, log)
 			progressed = progressed || committed

@@ -26,6 +26,7 @@ type streamLoop struct {
 	proc       *engine.Engine
 	state      *taskStores // nil without state stores
 	changelogs *changelogReader
+	globals    *globalTables // nil without global tables
 	members    *membership
 	hanging    *hangingRepair
 	stall      *stallCheck
@@ -60,7 +61,7 @@ type streamLoop struct {
 
 // newStreamLoop is r's loop, over r's services.
 func newStreamLoop(r *Runner) *streamLoop {
-	return &streamLoop{cfg: r.cfg, contract: r.contract, log: r.log, waits: r.waits, proc: r.proc, state: r.state, changelogs: r.changelogs,
+	return &streamLoop{cfg: r.cfg, contract: r.contract, log: r.log, waits: r.waits, proc: r.proc, state: r.state, changelogs: r.changelogs, globals: r.globals,
 		members: r.members, hanging: r.hanging, stall: r.stall, metrics: r.metrics, tracing: r.tracing, purge: r.purge,
 		contexts: &r.contexts, counts: &r.counts, floor: &r.floor, idleWake: &r.idleWake, authz: r.authz, inputs: r.inputs,
 		beforeEnd: r.beforeEnd, admin: func() *kgo.Client { return r.admin }, mirror: func() *offsetsMirror { return r.mirror },

@@ -21,6 +21,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,7 @@ type Runner struct {
 	outputs       *outputTopics    // what the brokers accept on the output topics
 	state         *taskStores      // the topology's state stores; nil without
 	changelogs    *changelogReader // restores state and checks the changelog topics
+	globals       *globalTables    // the global tables, nil without any
 	inputs        []string         // the topics consumed: the sources' and the repartition topics
 	authz         *authz           // names the grants a refusal lacks
 	repartitioned map[string]bool  // the repartition topics
@@ -171,7 +173,8 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	r.members = &membership{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, own: map[string]bool{}}
 	r.outputs = &outputTopics{cfg: cfg, log: r.log, admin: func() *kgo.Client { return r.admin }, static: map[string]bool{}}
 	proc, err := engine.New(t, engine.AppID(cfg.AppID), engine.Logger(r.log), engine.OutputLimits(r.outputs.limit), engine.Partitions(r.outputs.partitionCount),
-		engine.Stores(func(name string, task state.Task) (*store.Store, error) { return r.state.store(name, task) }))
+		engine.Stores(func(name string, task state.Task) (*store.Store, error) { return r.state.store(name, task) }),
+		engine.Globals(func(name string) (graph.GlobalStore, error) { return r.globals.table(name) }))
 	if err != nil {
 		return nil, err
 	}
@@ -196,6 +199,9 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
 	}
 	r.changelogs = newChangelogReader(r)
+	if specs := proc.GlobalSpecs(); len(specs) > 0 {
+		r.globals = newGlobalTables(r, specs)
+	}
 	r.resume = newResumeCheck(r)
 	r.hanging = newHangingRepair(r)
 	r.stall = newStallCheck(r)
@@ -279,6 +285,13 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	r.loop.timers = findTimers(r.proc, r.state != nil)
+	defer r.globals.close()
+	if err := r.globals.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while loading
+		}
+		return err
+	}
 	defer func() {
 		if cerr := r.proc.Close(); cerr != nil {
 			r.log.Warn("closing processors", zap.Error(cerr))

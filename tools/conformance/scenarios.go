@@ -58,6 +58,7 @@ func All(t *testing.T, newEnv func(testing.TB) *kafkatest.Env) {
 		{"OuterTableJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) {
 			TableJoinDeletesExactlyOnce(t, env, pebble.New(), OuterTableJoin)
 		}},
+		{"GlobalJoinExactlyOnce", func(t *testing.T, env *kafkatest.Env) { GlobalJoinExactlyOnce(t, env, state.Memory()) }},
 		{"WindowedFinalResultsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { WindowedFinalResultsExactlyOnce(t, env, pebble.New()) }},
 		{"SessionWindowsExactlyOnce", func(t *testing.T, env *kafkatest.Env) { SessionWindowsExactlyOnce(t, env, pebble.New()) }},
 		{"FullStateDirStopsAndRecovers", FullStateDirStopsAndRecovers},

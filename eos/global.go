@@ -1,0 +1,290 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/state"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+)
+
+// globalTables keeps the topology's global tables: each a store per
+// partition of its topic, filled read_committed from the start of the
+// topic before the first batch (start), then kept current by a reader
+// goroutine whose fetches the stream loop applies between batches
+// (apply), so that no batch sees half of an update. The topic is the
+// tables' only source of truth: no changelog, no task, and the stores are
+// rebuilt at every start.
+type globalTables struct {
+	cfg         config.Config
+	log         *zap.Logger
+	extra       []kgo.Opt
+	clientLevel func() kgo.LogLevel
+	admin       func() *kgo.Client
+	// bound is how long start waits for a global topic to answer, and
+	// then for its read to make progress, before Run fails.
+	bound   time.Duration
+	tables  []*globalTable
+	byName  map[string]*globalTable
+	byTopic map[string]*globalTable
+
+	cl      *kgo.Client
+	updates chan []globalFetch // the reader's fetches, applied by apply
+	failed  chan error         // the reader's fatal error, once
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// globalTable is one global table: a backend per partition of its topic.
+type globalTable struct {
+	spec  graph.Global
+	parts map[int32]state.Backend
+	order []int32         // the partitions, ascending: where Get looks
+	next  map[int32]int64 // the next offset to apply, per partition
+}
+
+// globalFetch is what the reader fetched of one partition of a global
+// topic: the writes and the offset after the last record.
+type globalFetch struct {
+	table  *globalTable
+	part   int32
+	writes []state.Write
+	next   int64
+}
+
+// newGlobalTables is the keeper of r's global tables.
+func newGlobalTables(r *Runner, specs []graph.Global) *globalTables {
+	g := &globalTables{cfg: r.cfg, log: r.log.Named("global"), extra: r.extra, clientLevel: r.clientLogLevel,
+		admin: func() *kgo.Client { return r.admin }, bound: max(r.cfg.ConnectTimeout, r.waits.stall),
+		byName: map[string]*globalTable{}, byTopic: map[string]*globalTable{}}
+	for _, s := range specs {
+		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}}
+		g.tables = append(g.tables, t)
+		g.byName[s.Name], g.byTopic[s.Topic] = t, t
+	}
+	return g
+}
+
+// table is the global table called name, for the engine's joins.
+func (g *globalTables) table(name string) (graph.GlobalStore, error) {
+	if g == nil || g.byName[name] == nil {
+		return nil, fmt.Errorf("no global table %q is kept here", name)
+	}
+	return g.byName[name], nil
+}
+
+// Get returns key's row: the first partition holding the key has it (the
+// default partitioner keeps a key's records in one partition).
+func (t *globalTable) Get(key []byte) ([]byte, bool, error) {
+	for _, p := range t.order {
+		v, ok, err := t.parts[p].Get(key)
+		if err != nil || ok {
+			return v, ok, err
+		}
+	}
+	return nil, false, nil
+}
+
+// topics lists the global topics, sorted.
+func (g *globalTables) topics() []string {
+	out := make([]string, 0, len(g.tables))
+	for _, t := range g.tables {
+		out = append(out, t.spec.Topic)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// start opens the stores, reads every global topic read_committed up to
+// its last stable offset as it is now, and starts the reader that keeps
+// the stores current. It fails, naming the topic and the fix, if a topic
+// does not exist or cannot be read within the bound.
+func (g *globalTables) start(ctx context.Context) error {
+	if g == nil {
+		return nil
+	}
+	starts, ends, err := g.ends(ctx)
+	if err != nil {
+		return err
+	}
+	consume := map[string]map[int32]kgo.Offset{}
+	for _, t := range g.tables {
+		consume[t.spec.Topic] = map[int32]kgo.Offset{}
+		for p := range ends[t.spec.Topic] {
+			if err := t.open(g.cfg.StateDirFor(), p, starts[t.spec.Topic][p]); err != nil {
+				return err
+			}
+			consume[t.spec.Topic][p] = kgo.NewOffset().AtStart()
+		}
+		slices.Sort(t.order)
+	}
+	opts, err := kafkautil.ConnOptions(g.cfg, g.extra...)
+	if err != nil {
+		return err
+	}
+	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.WithLogger(kzap.New(g.log.Named("kgo"), kzap.LevelFn(g.clientLevel))))
+	if g.cl, err = kgo.NewClient(opts...); err != nil {
+		return err
+	}
+	if err := g.restore(ctx, ends); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	g.cancel, g.updates, g.failed = cancel, make(chan []globalFetch, 16), make(chan error, 1)
+	g.wg.Add(1)
+	go g.read(rctx)
+	return nil
+}
+
+// open opens the backend of partition p of t under dir, empty, to be
+// read from offset start: a store left by an earlier run is wiped, as the
+// topic is read again whole.
+func (t *globalTable) open(dir string, p int32, start int64) error {
+	b, err := t.spec.Engine.Open(dir, t.spec.Name, state.Task{Topic: t.spec.Topic, Partition: p})
+	if err != nil {
+		return fmt.Errorf("eos: opening the store of global table %q, partition %d: %w", t.spec.Name, p, err)
+	}
+	pos, err := b.Position()
+	if err == nil && pos.Offset != state.NoOffset {
+		w, ok := b.(state.Wiper)
+		if !ok {
+			err = fmt.Errorf("the store holds data of an earlier run and engine %s cannot empty it; delete it from %s", t.spec.Engine, dir)
+		} else {
+			err = w.Wipe()
+		}
+	}
+	if err != nil {
+		_ = b.Close()
+		return fmt.Errorf("eos: global table %q, partition %d: %w", t.spec.Name, p, err)
+	}
+	t.parts[p], t.next[p] = b, start
+	t.order = append(t.order, p)
+	return nil
+}
+
+// close stops the reader and closes the client and the stores. It is safe
+// on a keeper that never started.
+func (g *globalTables) close() {
+	if g == nil {
+		return
+	}
+	if g.cancel != nil {
+		g.cancel()
+	}
+	g.wg.Wait()
+	if g.cl != nil {
+		g.cl.Close()
+	}
+	for _, t := range g.tables {
+		for p, b := range t.parts {
+			if err := b.Close(); err != nil {
+				g.log.Warn("closing a global table's store", zap.String("table", t.spec.Name), zap.Int32("partition", p), zap.Error(err))
+			}
+		}
+	}
+}
+
+// apply applies what the reader fetched so far, without waiting for more:
+// the stream loop calls it between batches. It returns the reader's
+// error, if one stopped it.
+func (g *globalTables) apply() error {
+	if g == nil || g.updates == nil {
+		return nil
+	}
+	for {
+		select {
+		case err := <-g.failed:
+			return err
+		case fs := <-g.updates:
+			for _, f := range fs {
+				if err := f.table.applyFetch(f); err != nil {
+					return err
+				}
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// applyFetch writes f to its partition's store.
+func (t *globalTable) applyFetch(f globalFetch) error {
+	if f.next <= t.next[f.part] {
+		return nil
+	}
+	at := state.Position{Offset: f.next - 1, Checked: f.next - 1}
+	if err := t.parts[f.part].Apply(f.writes, at); err != nil {
+		return fmt.Errorf("eos: applying records %s/%d up to offset %d to global table %q: %w", t.spec.Topic, f.part, f.next-1, t.spec.Name, err)
+	}
+	t.next[f.part] = f.next
+	return nil
+}
+
+// fetched groups fs by global partition; control records (transaction
+// markers) only move the offset.
+func (g *globalTables) fetched(fs kgo.Fetches) []globalFetch {
+	var out []globalFetch
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		t := g.byTopic[p.Topic]
+		if t == nil || len(p.Records) == 0 {
+			return
+		}
+		f := globalFetch{table: t, part: p.Partition}
+		for _, rec := range p.Records {
+			if !rec.Attrs.IsControl() {
+				f.writes = append(f.writes, state.Write{Key: rec.Key, Value: rec.Value})
+			}
+			f.next = rec.Offset + 1
+		}
+		out = append(out, f)
+	})
+	return out
+}
+
+// fetchErr is the first error of fs that no retry cures, or nil; the
+// retriable ones are logged.
+func (g *globalTables) fetchErr(fs kgo.Fetches) error {
+	var fatal error
+	fs.EachError(func(topic string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+			return
+		}
+		if kerr.IsRetriable(err) {
+			g.log.Warn("reading a global table's topic, retrying", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+			return
+		}
+		if fatal == nil {
+			fatal = fmt.Errorf("eos: reading global table topic %s/%d: %w; check that the topic exists and this app may read it "+
+				"(`eosctl topic describe %s`)", topic, p, err, topic)
+		}
+	})
+	return fatal
+}
+
+// globalTopicsHint names the topics and the fix for a read that failed.
+func globalTopicsHint(topics []string) string {
+	return fmt.Sprintf("create the global tables' topics (%s) or fix their names in the topology, and check with `eosctl topic describe %s`",
+		strings.Join(topics, ", "), strings.Join(topics, " "))
+}
+
+// listEnds lists the last stable offsets of the global topics once.
+func listEnds(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ListedOffsets, error) {
+	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err == nil {
+		err = ends.Error()
+	}
+	return ends, err
+}

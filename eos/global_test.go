@@ -1,0 +1,106 @@
+package eos_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/state/pebble"
+	"github.com/eosflow/eosflow/tools/conformance"
+	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// With workers: 2 each worker loads the whole global table, all three
+// partitions of its topic, before its first batch (its own log says how
+// many records), and every order of every worker's partitions joins a
+// product of any partition. An update and a tombstone during the run
+// reach both workers: later orders join the new row, or none.
+func TestGlobalTableWorkersHoldWholeTable(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 4, "orders", "out")
+	env.CreateTopics(t, 3, "products")
+	const products, orders = 60, 600
+	var recs []*kgo.Record
+	for p := range products {
+		recs = append(recs, &kgo.Record{Topic: "products", Key: fmt.Appendf(nil, "p%02d", p), Value: fmt.Appendf(nil, "p%02d-v1", p)})
+	}
+	produceAll(t, env, recs)
+	cfg := env.Config("app", "pod", config.ExactlyOnce)
+	cfg.Workers = 2
+	cfg.MaxBatchRecords = 50
+	core, logs := observer.New(zapcore.InfoLevel)
+	x := conformance.Start(t, cfg, conformance.GlobalJoinTopology("orders", "products", "out", pebble.New()), eos.Logger(zap.New(core)))
+	waitWorkersAssigned(t, env, cfg, 2)
+	loaded := map[int64]int64{} // records loaded, by worker
+	for _, e := range logs.FilterMessage("global tables loaded").All() {
+		loaded[e.ContextMap()["worker"].(int64)] = e.ContextMap()["records"].(int64)
+	}
+	if loaded[0] != products || loaded[1] != products {
+		t.Fatalf("records loaded by worker: %v, want %d each", loaded, products)
+	}
+	order := func(from, to int) {
+		recs = recs[:0]
+		for i := from; i < to; i++ {
+			recs = append(recs, &kgo.Record{Topic: "orders", Key: fmt.Appendf(nil, "o%04d", i), Value: fmt.Appendf(nil, "p%02d", i%products)})
+		}
+		produceAll(t, env, recs)
+	}
+	order(0, orders)
+	x.WaitCommitted(t, orders, 60*time.Second)
+	for _, r := range conformance.Drain(t, env, "out", orders) {
+		if !strings.HasSuffix(string(r.Value), "-v1") {
+			t.Fatalf("order %s joined %q, want a v1 product", r.Key, r.Value)
+		}
+	}
+	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00")}, // a tombstone
+		{Topic: "products", Key: []byte("p01"), Value: []byte("p01-v2")}})
+	time.Sleep(time.Second) // the readers fetch the update; the loops apply it between batches
+	order(orders, orders+products)
+	x.WaitCommitted(t, orders+products, 60*time.Second)
+	after := map[string]string{}
+	for _, r := range conformance.Drain(t, env, "out", orders+products-1) {
+		after[string(r.Key)] = string(r.Value)
+	}
+	if len(after) != orders+products-1 {
+		t.Fatalf("%d distinct orders joined, want %d (every order but the one of the deleted product)", len(after), orders+products-1)
+	}
+	if v, ok := after[fmt.Sprintf("o%04d", orders)]; ok {
+		t.Fatalf("an order of the deleted product p00 joined %q", v)
+	}
+	if v := after[fmt.Sprintf("o%04d", orders+1)]; v != fmt.Sprintf("o%04d by p01-v2", orders+1) {
+		t.Fatalf("the order of the updated product p01 joined %q, want p01-v2", v)
+	}
+}
+
+// A global table whose topic does not exist stops Run, after
+// connect_timeout, with an error naming the topic and the fix.
+func TestGlobalTableUnknownTopic(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "orders", "out")
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.ConnectTimeout = 2 * time.Second
+	r, err := eos.New(cfg, conformance.GlobalJoinTopology("orders", "no-such-products", "out", state.Memory()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	began := time.Now()
+	err = r.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "no-such-products") || !strings.Contains(err.Error(), "create the global tables' topics") {
+		t.Fatalf("Run: %v, want an error naming the topic and the fix", err)
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Fatalf("Run took %s to report the missing topic", took)
+	}
+	t.Log(err)
+}
