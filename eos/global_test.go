@@ -13,7 +13,10 @@ import (
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -101,6 +104,32 @@ func TestGlobalTableUnknownTopic(t *testing.T) {
 	}
 	if took := time.Since(began); took > 20*time.Second {
 		t.Fatalf("Run took %s to report the missing topic", took)
+	}
+	t.Log(err)
+}
+
+// A global table's reader that meets a fetch error no retry cures, while
+// the stream runs, stops Run with that error naming the topic, rather
+// than leaving the table silently stale.
+func TestGlobalTableReaderErrorStopsRun(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "orders", "out", "products")
+	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00"), Value: []byte("p00-v1")}})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	core, logs := observer.New(zapcore.InfoLevel)
+	x := conformance.Start(t, cfg, conformance.GlobalJoinTopology("orders", "products", "out", state.Memory()), eos.Logger(zap.New(core)))
+	conformance.WaitAssigned(t, env, cfg.AppID, cfg.InstanceID)
+	if logs.FilterMessage("global tables loaded").Len() != 1 {
+		t.Fatal("the global table was not loaded before the first batch")
+	}
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "products", Err: kerr.UnsupportedCompressionType, Count: -1})
+	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00"), Value: []byte("p00-v2")}})
+	err := x.Wait(t, 60*time.Second)
+	if h.Hits() == 0 {
+		t.Fatal("no fetch of the global topic was failed")
+	}
+	if err == nil || !strings.Contains(err.Error(), "reading global table topic products/0") {
+		t.Fatalf("Run: %v, want the reader's error naming the topic", err)
 	}
 	t.Log(err)
 }
