@@ -13,6 +13,7 @@ import (
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -132,4 +133,49 @@ func TestGlobalTableReaderErrorStopsRun(t *testing.T) {
 		t.Fatalf("Run: %v, want the reader's error naming the topic", err)
 	}
 	t.Log(err)
+}
+
+// A global table is rebuilt from its topic at every start: a pebble store
+// left by an earlier run is emptied first, so a row whose record the topic
+// no longer holds (deleted by retention, here DeleteRecords) is gone, and
+// the table holds exactly what the topic does.
+func TestGlobalTableRebuiltAtStart(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "orders", "out", "products")
+	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00"), Value: []byte("p00-v1")},
+		{Topic: "products", Key: []byte("p01"), Value: []byte("p01-v1")}})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.StateDir = t.TempDir()
+	run := func() (*conformance.Run, *observer.ObservedLogs) {
+		core, logs := observer.New(zapcore.InfoLevel)
+		x := conformance.Start(t, cfg, conformance.GlobalJoinTopology("orders", "products", "out", pebble.New()), eos.Logger(zap.New(core)))
+		conformance.WaitAssigned(t, env, cfg.AppID, cfg.InstanceID)
+		return x, logs
+	}
+	x, _ := run()
+	x.Stop()
+	if err := x.Wait(t, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: "products", Partition: 0, At: 1}) // p00's record
+	if _, err := env.Admin(t).DeleteRecords(context.Background(), del); err != nil {
+		t.Fatal(err)
+	}
+	y, logs := run()
+	conformance.Until(t, 30*time.Second, "the second start's load", func() bool { return logs.FilterMessage("global tables loaded").Len() > 0 })
+	loaded := logs.FilterMessage("global tables loaded").All()
+	if len(loaded) != 1 || loaded[0].ContextMap()["records"].(int64) != 1 {
+		t.Fatalf("second start loaded %v, want the one record left", loaded)
+	}
+	produceAll(t, env, []*kgo.Record{{Topic: "orders", Key: []byte("o0"), Value: []byte("p00")},
+		{Topic: "orders", Key: []byte("o1"), Value: []byte("p01")}})
+	y.WaitCommitted(t, 2, 30*time.Second)
+	var got []string
+	for _, r := range conformance.Drain(t, env, "out", 1) {
+		got = append(got, string(r.Value))
+	}
+	if len(got) != 1 || got[0] != "o1 by p01-v1" {
+		t.Fatalf("joined %q, want only o1 by p01-v1: p00's row left the topic", got)
+	}
 }
