@@ -259,14 +259,22 @@ func (g *globalTables) fetched(fs kgo.Fetches) []globalFetch {
 func (g *globalTables) fetchErr(fs kgo.Fetches) error {
 	var fatal error
 	fs.EachError(func(topic string, p int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		// A poll that timed out empty is no error: the load polls with a
+		// deadline, and its bound is what ends a read that never moves.
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrClientClosed) {
 			return
 		}
 		if kerr.IsRetriable(err) {
 			g.log.Warn("reading a global table's topic, retrying", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
 			return
 		}
-		if fatal == nil {
+		switch {
+		case fatal != nil:
+		case p < 0: // the client's own error, of no one partition
+			topics := g.topics()
+			fatal = fmt.Errorf("eos: reading global table topics %s: %w; check that they exist and this app may read them "+
+				"(`eosctl topic describe %s`)", strings.Join(topics, ", "), err, strings.Join(topics, " "))
+		default:
 			fatal = fmt.Errorf("eos: reading global table topic %s/%d: %w; check that the topic exists and this app may read it "+
 				"(`eosctl topic describe %s`)", topic, p, err, topic)
 		}

@@ -214,3 +214,31 @@ func TestGlobalTableLoadsPastAnOpenTransaction(t *testing.T) {
 		t.Fatalf("joined %q, want o0 with v1 (v2 open) and o1 with v2 (committed)", got)
 	}
 }
+
+// A retriable fetch error on the global topic for 2.5 s during the load,
+// longer than one poll, does not stop Run: the load rides it out and the
+// table is there for the first batch.
+func TestGlobalTableLoadRidesOutRetriableErrors(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "orders", "out", "products")
+	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00"), Value: []byte("p00-v1")}})
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "products", Err: kerr.NotLeaderForPartition, Count: -1})
+	removed := time.AfterFunc(2500*time.Millisecond, h.Remove)
+	defer removed.Stop()
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	core, logs := observer.New(zapcore.InfoLevel)
+	x := conformance.Start(t, cfg, conformance.GlobalJoinTopology("orders", "products", "out", state.Memory()), eos.Logger(zap.New(core)))
+	conformance.WaitAssigned(t, env, cfg.AppID, cfg.InstanceID)
+	if h.Hits() == 0 {
+		t.Fatal("no fetch of the global topic was failed")
+	}
+	loaded := logs.FilterMessage("global tables loaded").All()
+	if len(loaded) != 1 || loaded[0].ContextMap()["records"].(int64) != 1 {
+		t.Fatalf("loaded %v, want the one record", loaded)
+	}
+	produceAll(t, env, []*kgo.Record{{Topic: "orders", Key: []byte("o0"), Value: []byte("p00")}})
+	x.WaitCommitted(t, 1, 30*time.Second)
+	if got := conformance.Drain(t, env, "out", 1); string(got[0].Value) != "o0 by p00-v1" {
+		t.Fatalf("joined %q, want o0 by p00-v1", got[0].Value)
+	}
+}
