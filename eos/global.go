@@ -41,6 +41,8 @@ type globalTables struct {
 	byTopic map[string]*globalTable
 
 	cl      *kgo.Client
+	lag     *globalLag // how far the read got; the loader's, then the reader's
+	warned  time.Time  // when a retriable fetch error was last logged
 	updates chan []globalFetch // the reader's fetches, applied by apply
 	failed  chan error         // the reader's fatal error, once
 	cancel  context.CancelFunc
@@ -119,6 +121,7 @@ func (g *globalTables) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	g.lag = newGlobalLag(starts, time.Now())
 	consume := map[string]map[int32]kgo.Offset{}
 	for _, t := range g.tables {
 		consume[t.spec.Topic] = map[int32]kgo.Offset{}
@@ -135,6 +138,7 @@ func (g *globalTables) start(ctx context.Context) error {
 		return err
 	}
 	opts = append(opts, kgo.ConsumePartitions(consume), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.KeepRetryableFetchErrors(), kgo.FetchMaxWait(globalFetchWait),
 		kgo.WithLogger(kzap.New(g.log.Named("kgo"), kzap.LevelFn(g.clientLevel))))
 	if g.cl, err = kgo.NewClient(opts...); err != nil {
 		return err
@@ -249,6 +253,7 @@ func (g *globalTables) fetched(fs kgo.Fetches) []globalFetch {
 			}
 			f.next = rec.Offset + 1
 		}
+		g.lag.heard(p.Topic, p.Partition, f.next, time.Now())
 		out = append(out, f)
 	})
 	return out
@@ -265,7 +270,11 @@ func (g *globalTables) fetchErr(fs kgo.Fetches) error {
 			return
 		}
 		if kerr.IsRetriable(err) {
-			g.log.Warn("reading a global table's topic, retrying", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+			g.lag.heard(topic, p, 0, time.Now())
+			if time.Since(g.warned) >= 5*time.Second {
+				g.warned = time.Now()
+				g.log.Warn("reading a global table's topic, retrying", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+			}
 			return
 		}
 		switch {

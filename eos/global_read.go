@@ -63,17 +63,25 @@ func (g *globalTables) ends(ctx context.Context) (starts, ends map[string]map[in
 }
 
 // restore reads the global topics until every partition reaches its end
-// in ends, applying each fetch at once. A read that makes no progress for
-// the bound is an error naming the partitions left.
+// in ends (or is caught up, see globalQuiet), applying each fetch at once.
+// A read that makes no progress for the bound is an error naming the
+// partitions left.
 func (g *globalTables) restore(ctx context.Context, ends map[string]map[int32]int64) error {
+	adm := kadm.NewClient(g.admin())
 	began, progressed, logged := time.Now(), time.Now(), time.Now()
-	var records int
+	var records, before int
 	for {
-		left := g.behind(ends)
+		if now := time.Now(); g.lag.due(now) {
+			g.lag.list(ctx, adm, g.topics(), now)
+		}
+		left := g.lag.left(ends)
 		if len(left) == 0 {
 			g.log.Info("global tables loaded", zap.Strings("topics", g.topics()), zap.Int("records", records),
 				zap.Duration("took", time.Since(began).Round(time.Millisecond)))
 			return nil
+		}
+		if len(left) != before {
+			progressed, before = time.Now(), len(left)
 		}
 		if time.Since(progressed) > g.bound {
 			return fmt.Errorf("eos: loading global tables: partitions %v made no progress for %s; %s",
@@ -84,7 +92,7 @@ func (g *globalTables) restore(ctx context.Context, ends map[string]map[int32]in
 				zap.Duration("waited", time.Since(began).Round(time.Millisecond)))
 			logged = time.Now()
 		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		pctx, cancel := context.WithTimeout(ctx, globalCheckEvery)
 		fs := g.cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
@@ -101,19 +109,6 @@ func (g *globalTables) restore(ctx context.Context, ends map[string]map[int32]in
 			progressed = time.Now()
 		}
 	}
-}
-
-// behind names the global partitions not yet read up to their end.
-func (g *globalTables) behind(ends map[string]map[int32]int64) []string {
-	var left []string
-	for _, t := range g.tables {
-		for p, end := range ends[t.spec.Topic] {
-			if t.next[p] < end {
-				left = append(left, fmt.Sprintf("%s/%d", t.spec.Topic, p))
-			}
-		}
-	}
-	return left
 }
 
 // read keeps fetching the global topics and hands the fetches to apply,
@@ -146,6 +141,9 @@ func (g *globalTables) read(ctx context.Context) {
 func offsetMap(os kadm.ListedOffsets) map[string]map[int32]int64 {
 	out := map[string]map[int32]int64{}
 	os.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			return
+		}
 		if out[o.Topic] == nil {
 			out[o.Topic] = map[int32]int64{}
 		}
