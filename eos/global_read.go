@@ -112,20 +112,30 @@ func (g *globalTables) restore(ctx context.Context, ends map[string]map[int32]in
 }
 
 // read keeps fetching the global topics and hands the fetches to apply,
-// until ctx ends. A fetch error no retry cures stops it and is what apply
-// returns next, so that Run fails naming the topic.
+// until ctx ends. A fetch error no retry cures, or a partition left
+// behind its end for the bound (the topic deleted or unreadable), stops
+// it and is what apply returns next, so that Run fails naming the topic
+// rather than joining a stale table.
 func (g *globalTables) read(ctx context.Context) {
 	defer g.wg.Done()
+	adm := kadm.NewClient(g.admin())
 	for ctx.Err() == nil {
-		fs := g.cl.PollFetches(ctx)
+		pctx, cancel := context.WithTimeout(ctx, globalCheckEvery)
+		fs := g.cl.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		if err := g.fetchErr(fs); err != nil {
+		err := g.fetchErr(fs)
+		batch := g.fetched(fs)
+		if now := time.Now(); err == nil && g.lag.due(now) {
+			g.lag.list(ctx, adm, g.topics(), now)
+			err = g.lag.stale(g.log, g.bound, now)
+		}
+		if err != nil {
 			g.failed <- err
 			return
 		}
-		batch := g.fetched(fs)
 		if len(batch) == 0 {
 			continue
 		}
