@@ -69,6 +69,11 @@ type Stats struct {
 	// TaskIdleEnforced counts those waits that ran out: the task went on
 	// with its other partitions' records, the join one side ahead.
 	TaskIdleEnforced uint64
+	// GlobalRecords counts records of global tables' topics applied to
+	// their stores, at the load and while running (tombstones included,
+	// transaction markers not): once it reaches what the topics hold, a
+	// batch that begins next joins those rows.
+	GlobalRecords uint64
 }
 
 // counters are what Stats reports, kept as atomics so that Stats, the
@@ -76,7 +81,7 @@ type Stats struct {
 type counters struct {
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
-	timerFirings, idleWaits, idleEnforced                       atomic.Uint64
+	timerFirings, idleWaits, idleEnforced, globalRecords        atomic.Uint64
 }
 
 // batch counts a committed batch of in input and out output records, and
@@ -98,6 +103,6 @@ func (c *counters) stats() Stats {
 		Committed: c.committed.Load(), Aborted: c.aborted.Load(), Rebuilds: c.rebuilds.Load(), Redone: c.redone.Load(),
 		DeadLettered: c.deadLettered.Load(), Skipped: c.skipped.Load(), Retries: c.retries.Load(),
 		Restored: c.restored.Load(), StoresWiped: c.wipes.Load(), Rewinds: c.rewinds.Load(), TimerFirings: c.timerFirings.Load(),
-		TaskIdleWaits: c.idleWaits.Load(), TaskIdleEnforced: c.idleEnforced.Load(),
+		TaskIdleWaits: c.idleWaits.Load(), TaskIdleEnforced: c.idleEnforced.Load(), GlobalRecords: c.globalRecords.Load(),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -41,8 +42,8 @@ type globalTables struct {
 	byTopic map[string]*globalTable
 
 	cl      *kgo.Client
-	lag     *globalLag // how far the read got; the loader's, then the reader's
-	warned  time.Time  // when a retriable fetch error was last logged
+	lag     *globalLag         // how far the read got; the loader's, then the reader's
+	warned  time.Time          // when a retriable fetch error was last logged
 	updates chan []globalFetch // the reader's fetches, applied by apply
 	failed  chan error         // the reader's fatal error, once
 	cancel  context.CancelFunc
@@ -55,6 +56,8 @@ type globalTable struct {
 	parts map[int32]state.Backend
 	order []int32         // the partitions, ascending: where Get looks
 	next  map[int32]int64 // the next offset to apply, per partition
+	// applied counts the records applied, for Stats.GlobalRecords.
+	applied *atomic.Uint64
 }
 
 // globalFetch is what the reader fetched of one partition of a global
@@ -72,7 +75,7 @@ func newGlobalTables(r *Runner, specs []graph.Global) *globalTables {
 		admin: func() *kgo.Client { return r.admin }, bound: max(r.cfg.ConnectTimeout, r.waits.stall),
 		byName: map[string]*globalTable{}, byTopic: map[string]*globalTable{}}
 	for _, s := range specs {
-		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}}
+		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}, applied: &r.counts.globalRecords}
 		g.tables = append(g.tables, t)
 		g.byName[s.Name], g.byTopic[s.Topic] = t, t
 	}
@@ -234,6 +237,7 @@ func (t *globalTable) applyFetch(f globalFetch) error {
 		return fmt.Errorf("eos: applying records %s/%d up to offset %d to global table %q: %w", t.spec.Topic, f.part, f.next-1, t.spec.Name, err)
 	}
 	t.next[f.part] = f.next
+	t.applied.Add(uint64(len(f.writes)))
 	return nil
 }
 

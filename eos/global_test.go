@@ -67,7 +67,10 @@ func TestGlobalTableWorkersHoldWholeTable(t *testing.T) {
 	}
 	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00")}, // a tombstone
 		{Topic: "products", Key: []byte("p01"), Value: []byte("p01-v2")}})
-	time.Sleep(time.Second) // the readers fetch the update; the loops apply it between batches
+	// Each worker's loop applies the two records between batches.
+	conformance.Until(t, 30*time.Second, "both workers applied the update", func() bool {
+		return x.R.Stats().GlobalRecords >= 2*(products+2)
+	})
 	order(orders, orders+products)
 	x.WaitCommitted(t, orders+products, 60*time.Second)
 	after := map[string]string{}
@@ -203,7 +206,7 @@ func TestGlobalTableLoadsPastAnOpenTransaction(t *testing.T) {
 	if err := w.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // the reader fetches the commit; the loop applies it between batches
+	conformance.Until(t, 30*time.Second, "the committed row applied", func() bool { return x.R.Stats().GlobalRecords >= 2 })
 	produceAll(t, env, []*kgo.Record{{Topic: "orders", Key: []byte("o1"), Value: []byte("p00")}})
 	x.WaitCommitted(t, 2, 30*time.Second)
 	var got []string

@@ -117,6 +117,7 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stat("eosflow_batch_rewinds_total", "Batches that ended with polled records left unprocessed, fetched again by the next batch.", &r.counts.rewinds),
 		stat("eosflow_task_idle_waits_total", "Waits of a co-partitioned task for a partition without fetched records, its other partitions' records held back (max_task_idle).", &r.counts.idleWaits),
 		stat("eosflow_task_idle_enforced_total", "Waits of a co-partitioned task that ran out: it went on without the empty partition.", &r.counts.idleEnforced),
+		stat("eosflow_global_records_total", "Records of global tables' topics applied to their stores (tombstones included).", &r.counts.globalRecords),
 		stat("eosflow_restore_records_total", "Changelog records applied to state stores while restoring them.", &r.counts.restored),
 		gauge("eosflow_restore_remaining_offsets", "Changelog offsets left to read by the running restore (0 when none runs).", func() float64 { return float64(h.restoreLeft.Load()) }),
 		gauge("eosflow_restoring", "1 while state stores are being restored from their changelogs.", bit(&h.restoring)),

@@ -168,6 +168,7 @@ func (g *workers) stats() Stats {
 		s.TimerFirings += ws.TimerFirings
 		s.TaskIdleWaits += ws.TaskIdleWaits
 		s.TaskIdleEnforced += ws.TaskIdleEnforced
+		s.GlobalRecords += ws.GlobalRecords
 	}
 	return s
 }

@@ -61,8 +61,8 @@ func produceTxn(t *testing.T, env *kafkatest.Env, txnID, topic string, from, to 
 // different partition counts: a global table needs no co-partitioning.
 // Every order must come out exactly once, joined with a product value
 // the products topic committed (never the aborted one); the orders
-// produced after the last update committed, and after a pause for the
-// running instance's table reader, must join the last version.
+// produced after the last update committed, and after the running
+// instance applied it (Stats.GlobalRecords), must join the last version.
 func GlobalJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	const products, orders = 30, 3000
 	names := topics(t, env, 3, "orders", "out")
@@ -89,7 +89,7 @@ func GlobalJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	}
 	a := f.start("a")
 	phase("the first orders joined", 0, orders/3)
-	f.start("b") // a rebalance, while the table changes
+	b := f.start("b") // a rebalance, while the table changes
 	produceTxn(t, env, txn, table, 0, products, product, version("v2"), false)
 	phase("the second orders joined", orders/3, 2*orders/3)
 	a.Stop()
@@ -97,8 +97,10 @@ func GlobalJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 		t.Fatal(err)
 	}
 	produceTxn(t, env, txn, table, 0, products, product, version("v3"), false)
-	f.start("a")                // loads the table, v3 included, before its first batch
-	time.Sleep(3 * time.Second) // b's reader applies v3 between its batches
+	f.start("a") // loads the table, v3 included, before its first batch
+	// b applies v3 between its batches: it has then applied v1, v2 and v3
+	// (the aborted version is never delivered).
+	Until(t, 120*time.Second, "b applied v3", func() bool { return b.R.Stats().GlobalRecords >= 3*products })
 	last := 2 * orders / 3
 	phase("every order joined", last, orders)
 
