@@ -58,6 +58,7 @@ type globalTable struct {
 	next  map[int32]int64 // the next offset to apply, per partition
 	// applied counts the records applied, for Stats.GlobalRecords.
 	applied *atomic.Uint64
+	held    map[int32]*txnHold // the fetching side's records held back, per partition
 }
 
 // globalFetch is what the reader fetched of one partition of a global
@@ -75,7 +76,8 @@ func newGlobalTables(r *Runner, specs []graph.Global) *globalTables {
 		admin: func() *kgo.Client { return r.admin }, bound: max(r.cfg.ConnectTimeout, r.waits.stall),
 		byName: map[string]*globalTable{}, byTopic: map[string]*globalTable{}}
 	for _, s := range specs {
-		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}, applied: &r.counts.globalRecords}
+		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}, applied: &r.counts.globalRecords,
+			held: map[int32]*txnHold{}}
 		g.tables = append(g.tables, t)
 		g.byName[s.Name], g.byTopic[s.Topic] = t, t
 	}
@@ -241,8 +243,9 @@ func (t *globalTable) applyFetch(f globalFetch) error {
 	return nil
 }
 
-// fetched groups fs by global partition; control records (transaction
-// markers) only move the offset.
+// fetched groups fs by global partition, each transaction's records
+// held back until its marker comes (see txnHold); control records
+// (transaction markers) only move the offset.
 func (g *globalTables) fetched(fs kgo.Fetches) []globalFetch {
 	var out []globalFetch
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
@@ -250,15 +253,13 @@ func (g *globalTables) fetched(fs kgo.Fetches) []globalFetch {
 		if t == nil || len(p.Records) == 0 {
 			return
 		}
-		f := globalFetch{table: t, part: p.Partition}
-		for _, rec := range p.Records {
-			if !rec.Attrs.IsControl() {
-				f.writes = append(f.writes, state.Write{Key: rec.Key, Value: rec.Value})
-			}
-			f.next = rec.Offset + 1
+		g.lag.heard(p.Topic, p.Partition, p.Records[len(p.Records)-1].Offset+1, time.Now())
+		if t.held[p.Partition] == nil {
+			t.held[p.Partition] = &txnHold{}
 		}
-		g.lag.heard(p.Topic, p.Partition, f.next, time.Now())
-		out = append(out, f)
+		if writes, next, ok := t.held[p.Partition].take(p.Records); ok {
+			out = append(out, globalFetch{table: t, part: p.Partition, writes: writes, next: next})
+		}
 	})
 	return out
 }
