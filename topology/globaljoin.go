@@ -127,7 +127,8 @@ func lookupGlobal[R any](x graph.Exec, n *Node, g GlobalTable[R], key []byte, r 
 		return nil
 	}
 	if *r, err = g.c.Decode(b); err != nil {
-		return &NodeError{Node: n.name, Err: fmt.Errorf("decoding the row of global table %q under %q: %w", g.name, key, err)}
+		return &NodeError{Node: n.name, Err: fmt.Errorf("decoding the row of global table %q under key %q: %w; "+
+			"fix that record, or tombstone key %q in topic %s, for the table's codec to read it", g.name, key, err, key, g.topic)}
 	}
 	*found = true
 	return nil

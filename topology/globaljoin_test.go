@@ -161,3 +161,24 @@ func TestDescribeGlobalTable(t *testing.T) {
 		t.Errorf("InputTopics = %v, want only the stream's topic", got)
 	}
 }
+
+// A row the table's codec cannot decode fails the joining record with an
+// error naming the table, the key, the topic and the fix.
+func TestJoinGlobalUndecodableRow(t *testing.T) {
+	top := topology.New()
+	prices := topology.GlobalTableFrom(top, "prices", codec.JSON[int](), state.Memory())
+	orders := topology.Source(top, "orders", codec.String())
+	joined := topology.JoinGlobal(orders, prices, "price", func(_ []byte, v string) []byte { return []byte(v) },
+		func(_ context.Context, _ []byte, o string, p int) (string, error) { return o, nil })
+	topology.To(joined, "priced", codec.String())
+	d := eostest.New(t, top)
+	if err := d.Pipe("prices", []byte("tea"), []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Pipe("orders", []byte("o1"), []byte("tea"))
+	if err == nil || !strings.Contains(err.Error(), `global table "prices" under key "tea"`) ||
+		!strings.Contains(err.Error(), `tombstone key "tea" in topic prices`) {
+		t.Fatalf("Pipe: %v, want an error naming the table, the key, the topic and the fix", err)
+	}
+	t.Log(err)
+}
