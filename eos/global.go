@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// globalTables keeps the topology's global tables: each a store per
-// partition of its topic, filled read_committed from the start of the
+// globalTables keeps the topology's global tables: each one store for
+// all partitions of its topic (a lookup is one read), filled read_committed from the start of the
 // topic before the first batch (start), then kept current by a reader
 // goroutine whose fetches the stream loop applies between batches
 // (apply), so that no batch sees half of an update. The topic is the
@@ -50,11 +50,11 @@ type globalTables struct {
 	wg      sync.WaitGroup
 }
 
-// globalTable is one global table: a backend per partition of its topic.
+// globalTable is one global table: one backend for all partitions of its
+// topic.
 type globalTable struct {
 	spec  graph.Global
-	parts map[int32]state.Backend
-	order []int32         // the partitions, ascending: where Get looks
+	store state.Backend   // nil until open
 	next  map[int32]int64 // the next offset to apply, per partition
 	// applied counts the records applied, for Stats.GlobalRecords.
 	applied *atomic.Uint64
@@ -76,7 +76,7 @@ func newGlobalTables(r *Runner, specs []graph.Global) *globalTables {
 		admin: func() *kgo.Client { return r.admin }, bound: max(r.cfg.ConnectTimeout, r.waits.stall),
 		byName: map[string]*globalTable{}, byTopic: map[string]*globalTable{}}
 	for _, s := range specs {
-		t := &globalTable{spec: s, parts: map[int32]state.Backend{}, next: map[int32]int64{}, applied: &r.counts.globalRecords,
+		t := &globalTable{spec: s, next: map[int32]int64{}, applied: &r.counts.globalRecords,
 			held: map[int32]*txnHold{}}
 		g.tables = append(g.tables, t)
 		g.byName[s.Name], g.byTopic[s.Topic] = t, t
@@ -92,16 +92,10 @@ func (g *globalTables) table(name string) (graph.GlobalStore, error) {
 	return g.byName[name], nil
 }
 
-// Get returns key's row: the first partition holding the key has it (the
-// default partitioner keeps a key's records in one partition).
+// Get returns key's row: the last record applied under key, whatever its
+// partition (the default partitioner keeps a key's records in one).
 func (t *globalTable) Get(key []byte) ([]byte, bool, error) {
-	for _, p := range t.order {
-		v, ok, err := t.parts[p].Get(key)
-		if err != nil || ok {
-			return v, ok, err
-		}
-	}
-	return nil, false, nil
+	return t.store.Get(key)
 }
 
 // topics lists the global topics, sorted.
@@ -129,14 +123,14 @@ func (g *globalTables) start(ctx context.Context) error {
 	g.lag = newGlobalLag(starts, time.Now())
 	consume := map[string]map[int32]kgo.Offset{}
 	for _, t := range g.tables {
+		if err := t.open(g.cfg.StateDirFor()); err != nil {
+			return err
+		}
 		consume[t.spec.Topic] = map[int32]kgo.Offset{}
 		for p := range ends[t.spec.Topic] {
-			if err := t.open(g.cfg.StateDirFor(), p, starts[t.spec.Topic][p]); err != nil {
-				return err
-			}
+			t.next[p] = starts[t.spec.Topic][p]
 			consume[t.spec.Topic][p] = kgo.NewOffset().AtStart()
 		}
-		slices.Sort(t.order)
 	}
 	opts, err := kafkautil.ConnOptions(g.cfg, g.extra...)
 	if err != nil {
@@ -158,13 +152,13 @@ func (g *globalTables) start(ctx context.Context) error {
 	return nil
 }
 
-// open opens the backend of partition p of t under dir, empty, to be
-// read from offset start: a store left by an earlier run is wiped, as the
-// topic is read again whole.
-func (t *globalTable) open(dir string, p int32, start int64) error {
-	b, err := t.spec.Engine.Open(dir, t.spec.Name, state.Task{Topic: t.spec.Topic, Partition: p})
+// open opens the backend of t under dir, empty: a store left by an
+// earlier run is wiped, as the topic is read again whole. It lives where
+// a task store of the topic's partition 0 would.
+func (t *globalTable) open(dir string) error {
+	b, err := t.spec.Engine.Open(dir, t.spec.Name, state.Task{Topic: t.spec.Topic, Partition: 0})
 	if err != nil {
-		return fmt.Errorf("eos: opening the store of global table %q, partition %d: %w", t.spec.Name, p, err)
+		return fmt.Errorf("eos: opening the store of global table %q: %w", t.spec.Name, err)
 	}
 	pos, err := b.Position()
 	if err == nil && pos.Offset != state.NoOffset {
@@ -177,10 +171,9 @@ func (t *globalTable) open(dir string, p int32, start int64) error {
 	}
 	if err != nil {
 		_ = b.Close()
-		return fmt.Errorf("eos: global table %q, partition %d: %w", t.spec.Name, p, err)
+		return fmt.Errorf("eos: global table %q: %w", t.spec.Name, err)
 	}
-	t.parts[p], t.next[p] = b, start
-	t.order = append(t.order, p)
+	t.store = b
 	return nil
 }
 
@@ -198,10 +191,11 @@ func (g *globalTables) close() {
 		g.cl.Close()
 	}
 	for _, t := range g.tables {
-		for p, b := range t.parts {
-			if err := b.Close(); err != nil {
-				g.log.Warn("closing a global table's store", zap.String("table", t.spec.Name), zap.Int32("partition", p), zap.Error(err))
-			}
+		if t.store == nil {
+			continue
+		}
+		if err := t.store.Close(); err != nil {
+			g.log.Warn("closing a global table's store", zap.String("table", t.spec.Name), zap.Error(err))
 		}
 	}
 }
@@ -235,7 +229,7 @@ func (t *globalTable) applyFetch(f globalFetch) error {
 		return nil
 	}
 	at := state.Position{Offset: f.next - 1, Checked: f.next - 1}
-	if err := t.parts[f.part].Apply(f.writes, at); err != nil {
+	if err := t.store.Apply(f.writes, at); err != nil {
 		return fmt.Errorf("eos: applying records %s/%d up to offset %d to global table %q: %w", t.spec.Topic, f.part, f.next-1, t.spec.Name, err)
 	}
 	t.next[f.part] = f.next
