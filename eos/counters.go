@@ -74,6 +74,14 @@ type Stats struct {
 	// transaction markers not): once it reaches what the topics hold, a
 	// batch that begins next joins those rows.
 	GlobalRecords uint64
+	// ExpiriesSkipped and ExpiriesDeadLettered count expired entries (a
+	// left or outer stream join's unmatched records, final-only window
+	// results) whose emission failed and that the failing node's Skip or
+	// DeadLetter policy dropped or dead-lettered, in batches that
+	// committed; the record whose stream time expired them counts as
+	// processed.
+	ExpiriesSkipped      uint64
+	ExpiriesDeadLettered uint64
 }
 
 // counters are what Stats reports, kept as atomics so that Stats, the
@@ -82,6 +90,7 @@ type counters struct {
 	recordsIn, recordsOut, committed, aborted, rebuilds, redone atomic.Uint64
 	deadLettered, skipped, retries, restored, wipes, rewinds    atomic.Uint64
 	timerFirings, idleWaits, idleEnforced, globalRecords        atomic.Uint64
+	expiriesSkipped, expiriesDeadLettered                       atomic.Uint64
 }
 
 // batch counts a committed batch of in input and out output records, and
@@ -94,6 +103,8 @@ func (c *counters) batch(in, out int, t engine.Tally) {
 	c.skipped.Add(t.Skipped)
 	c.retries.Add(t.Retries)
 	c.timerFirings.Add(t.TimerFirings)
+	c.expiriesSkipped.Add(t.ExpiriesSkipped)
+	c.expiriesDeadLettered.Add(t.ExpiriesDeadLettered)
 }
 
 // stats reads the counters.
@@ -104,5 +115,6 @@ func (c *counters) stats() Stats {
 		DeadLettered: c.deadLettered.Load(), Skipped: c.skipped.Load(), Retries: c.retries.Load(),
 		Restored: c.restored.Load(), StoresWiped: c.wipes.Load(), Rewinds: c.rewinds.Load(), TimerFirings: c.timerFirings.Load(),
 		TaskIdleWaits: c.idleWaits.Load(), TaskIdleEnforced: c.idleEnforced.Load(), GlobalRecords: c.globalRecords.Load(),
+		ExpiriesSkipped: c.expiriesSkipped.Load(), ExpiriesDeadLettered: c.expiriesDeadLettered.Load(),
 	}
 }

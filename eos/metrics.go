@@ -111,6 +111,8 @@ func (r *Runner) newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		stat("eosflow_records_dead_lettered_total", "Committed input records that went to a dead-letter topic.", &r.counts.deadLettered),
 		stat("eosflow_records_skipped_total", "Committed input records dropped by the Skip policy.", &r.counts.skipped),
 		stat("eosflow_retries_total", "Retried calls of user code in batches that committed.", &r.counts.retries),
+		stat("eosflow_expiries_skipped_total", "Expired entries (unmatched join records, final window results) whose emission failed and the Skip policy dropped, in batches that committed.", &r.counts.expiriesSkipped),
+		stat("eosflow_expiries_dead_lettered_total", "Expired entries whose emission failed and that went to a dead-letter topic, in batches that committed.", &r.counts.expiriesDeadLettered),
 		stat("eosflow_timer_firings_total", "Timer firings in batches that committed (a firing whose error the node's policy skipped included).", &r.counts.timerFirings),
 		stat("eosflow_records_redone_total", "Input records run again after their batch did not commit its offsets although outputs may have been written (idempotent and at-least-once only).", &r.counts.redone),
 		stat("eosflow_client_rebuilds_total", "Kafka clients closed and made anew after an error.", &r.counts.rebuilds),

@@ -169,6 +169,8 @@ func (g *workers) stats() Stats {
 		s.TaskIdleWaits += ws.TaskIdleWaits
 		s.TaskIdleEnforced += ws.TaskIdleEnforced
 		s.GlobalRecords += ws.GlobalRecords
+		s.ExpiriesSkipped += ws.ExpiriesSkipped
+		s.ExpiriesDeadLettered += ws.ExpiriesDeadLettered
 	}
 	return s
 }

@@ -131,6 +131,8 @@ func (d *Driver) commit() error {
 	d.stats.Skipped += tally.Skipped
 	d.stats.Retries += tally.Retries
 	d.stats.TimerFirings += tally.TimerFirings
+	d.stats.ExpiriesSkipped += tally.ExpiriesSkipped
+	d.stats.ExpiriesDeadLettered += tally.ExpiriesDeadLettered
 	return d.st.commit()
 }
 

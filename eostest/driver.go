@@ -61,6 +61,11 @@ type Stats struct {
 	Skipped      uint64 // records dropped by a Skip policy (late records too)
 	Retries      uint64 // calls retried under a Retry policy
 	TimerFirings uint64 // timer firings (one whose error a Skip policy dropped included)
+	// Expired entries (unmatched join records, final window results)
+	// whose emission failed, dropped or dead-lettered by the policy of
+	// the node that failed.
+	ExpiriesSkipped      uint64
+	ExpiriesDeadLettered uint64
 }
 
 // New is Open for tests: it fails tb if the topology cannot run, and

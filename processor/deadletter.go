@@ -19,12 +19,19 @@ type DeadLetter struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
+	// ExpiryNode and Expiry are set when the dead letter is an expired
+	// entry rather than an input record (see HeaderExpiryNode): the join
+	// or window node, and what expired. Topic, Partition, Offset and
+	// Timestamp then name the record whose stream time expired it.
+	ExpiryNode string
+	Expiry     string
 }
 
 // deadLetterHeaders are the keys DeadLetter headers use.
 var deadLetterHeaders = []string{
 	HeaderNode, HeaderError, HeaderStack,
 	HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceTimestamp,
+	HeaderExpiryNode, HeaderExpiry,
 }
 
 // ParseDeadLetter reads the dead-letter headers of a record, as a
@@ -50,6 +57,10 @@ func ParseDeadLetter(headers []Header) (dl DeadLetter, ok bool) {
 		case HeaderSourceTimestamp:
 			ms, _ := strconv.ParseInt(v, 10, 64)
 			dl.Timestamp = time.UnixMilli(ms)
+		case HeaderExpiryNode:
+			dl.ExpiryNode = v
+		case HeaderExpiry:
+			dl.Expiry = v
 		}
 	}
 	return dl, dl.Topic != ""

@@ -35,7 +35,8 @@ func FuzzParseDeadLetter(f *testing.F) {
 		if ok != (last[processor.HeaderSourceTopic] != "") || dl.Topic != last[processor.HeaderSourceTopic] {
 			t.Fatalf("ParseDeadLetter: topic %q ok=%v; the last %s header is %q", dl.Topic, ok, processor.HeaderSourceTopic, last[processor.HeaderSourceTopic])
 		}
-		if dl.Node != last[processor.HeaderNode] || dl.Error != last[processor.HeaderError] || dl.Stack != last[processor.HeaderStack] {
+		if dl.Node != last[processor.HeaderNode] || dl.Error != last[processor.HeaderError] || dl.Stack != last[processor.HeaderStack] ||
+			dl.ExpiryNode != last[processor.HeaderExpiryNode] || dl.Expiry != last[processor.HeaderExpiry] {
 			t.Fatalf("ParseDeadLetter: %+v, want the last value of each header %v", dl, last)
 		}
 		if off, err := strconv.ParseInt(last[processor.HeaderSourceOffset], 10, 64); err == nil && dl.Offset != off {
@@ -50,7 +51,8 @@ func FuzzParseDeadLetter(f *testing.F) {
 		for _, h := range headers {
 			switch h.Key {
 			case processor.HeaderNode, processor.HeaderError, processor.HeaderStack, processor.HeaderSourceTopic,
-				processor.HeaderSourcePartition, processor.HeaderSourceOffset, processor.HeaderSourceTimestamp:
+				processor.HeaderSourcePartition, processor.HeaderSourceOffset, processor.HeaderSourceTimestamp,
+				processor.HeaderExpiryNode, processor.HeaderExpiry:
 			default:
 				want = append(want, h)
 			}

@@ -35,12 +35,13 @@ func (c *countingExec) EmitRecord(_ int, r *kgo.Record) error {
 	c.out = append(c.out, r)
 	return nil
 }
-func (c *countingExec) Attempt(int, int)                         {}
-func (c *countingExec) Slot(int) any                             { return nil }
-func (c *countingExec) Partitions(string) (int32, error)         { return 1, nil }
-func (c *countingExec) Store(string) (*store.Store, error)       { return nil, nil }
-func (c *countingExec) Global(string) (graph.GlobalStore, error) { return nil, nil }
-func (c *countingExec) Hold(int, []byte, func(graph.Exec) error) {}
+func (c *countingExec) Attempt(int, int)                               {}
+func (c *countingExec) Slot(int) any                                   { return nil }
+func (c *countingExec) Partitions(string) (int32, error)               { return 1, nil }
+func (c *countingExec) Store(string) (*store.Store, error)             { return nil, nil }
+func (c *countingExec) Global(string) (graph.GlobalStore, error)       { return nil, nil }
+func (c *countingExec) Hold(int, []byte, func(graph.Exec) error)       {}
+func (c *countingExec) Expire(_ graph.Expiry, emit func() error) error { return emit() }
 
 // A fused chain of bytes in, a MapValues, bytes out makes one call to the
 // engine per record, the output itself: no codec calls, no per-node calls

@@ -62,24 +62,23 @@ type emitUnmatched func(x graph.Exec, st *store.Store, key []byte, ts int64, b [
 
 // unmatched makes the emitUnmatched of a side whose values c decodes and
 // mk puts in a pair alone: fn's result goes out with the record's key and
-// timestamp.
-func unmatched[V, L, R, Out any](n *Node, c codec.Codec[V], p *port[Out], apply func(context.Context, pair[L, R]) (Out, error),
+// timestamp, as an expiry of its own (what names the side's record, for
+// the expiry's dead letter and error).
+func unmatched[V, L, R, Out any](n *Node, what string, c codec.Codec[V], p *port[Out], apply func(context.Context, pair[L, R]) (Out, error),
 	mk func(key []byte, v V) pair[L, R]) emitUnmatched {
 	return func(x graph.Exec, st *store.Store, key []byte, ts int64, b []byte, o origin) error {
-		v, err := c.Decode(b)
-		if err != nil {
-			return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
-		}
-		out, err := call(x, n, apply, mk(key, v))
-		if err != nil {
-			return err
-		}
-		if err := p.push(x, Record[Out]{Key: key, Value: out, Timestamp: time.UnixMilli(ts),
-			Topic: o.topic, Partition: o.partition, Offset: o.offset}); err != nil {
-			return err
-		}
-		x.Enter(n.index)
-		return nil
+		return expireEntry(x, n, o, what, key, b, ts, func() error {
+			v, err := c.Decode(b)
+			if err != nil {
+				return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
+			}
+			out, err := call(x, n, apply, mk(key, v))
+			if err != nil {
+				return err
+			}
+			return p.push(x, Record[Out]{Key: key, Value: out, Timestamp: time.UnixMilli(ts),
+				Topic: o.topic, Partition: o.partition, Offset: o.offset})
+		})
 	}
 }
 

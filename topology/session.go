@@ -100,7 +100,7 @@ func session[T, A any](x graph.Exec, n *Node, st *store.Store, r Record[T], ts, 
 		return nil
 	}
 	x.Enter(n.index)
-	return closeSessions(x, n, st, before-gap-grace, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+	return closeSessions(x, n, st, before-gap-grace, now-gap-grace, c, w.final, p, origin{r.Topic, r.Partition, r.Offset, r.Timestamp})
 }
 
 // sessionFound is a stored session of a key: its first and last
@@ -190,16 +190,13 @@ func closeSessions[A any](x graph.Exec, n *Node, st *store.Store, from, last int
 				return storeFailed(x, n, err)
 			}
 			if found && len(b) >= 8 {
-				v, err := c.Decode(b[8:])
-				if err != nil {
-					return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
-				}
-				rec := Record[Windowed[A]]{Key: key, Value: Windowed[A]{Window: Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}, Value: v},
-					Timestamp: time.UnixMilli(end), Topic: o.topic, Partition: o.partition, Offset: o.offset}
-				if err := p.push(x, rec); err != nil {
+				w := Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}
+				what := fmt.Sprintf("final result of session window [%s, %s]", w.Start.Format(time.RFC3339Nano), w.End.Format(time.RFC3339Nano))
+				if err := expireEntry(x, n, o, what, key, b[8:], end, func() error {
+					return emitFinal(x, n, st, key, b[8:], w, end, c, p, o)
+				}); err != nil {
 					return err
 				}
-				x.Enter(n.index)
 			}
 		}
 		if err := st.Delete(sk); err != nil {

@@ -104,10 +104,10 @@ func joinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w 
 	within := w.within.Milliseconds()
 	ls, rs := joinEnd{store: name + "-left"}, joinEnd{store: name + "-right"}
 	if how.left {
-		ls.unmatched = unmatched(n, lc, p, how.apply, func(key []byte, l L) pair[L, R] { return pair[L, R]{key: key, l: l, lok: true} })
+		ls.unmatched = unmatched(n, "unmatched left record", lc, p, how.apply, func(key []byte, l L) pair[L, R] { return pair[L, R]{key: key, l: l, lok: true} })
 	}
 	if how.right {
-		rs.unmatched = unmatched(n, rc, p, how.apply, func(key []byte, r R) pair[L, R] { return pair[L, R]{key: key, r: r, rok: true} })
+		rs.unmatched = unmatched(n, "unmatched right record", rc, p, how.apply, func(key []byte, r R) pair[L, R] { return pair[L, R]{key: key, r: r, rok: true} })
 	}
 	if left.p != nil && left.n != nil && left.n.t == t {
 		left.p.next = append(left.p.next, child[L]{name: name, fn: func(x graph.Exec, r Record[L]) error {
@@ -254,7 +254,7 @@ func joinSide[V, O, L, R, Out any](x graph.Exec, n *Node, r Record[V], own, othe
 	// Stream time advances, in both stores, and records no partner can
 	// join any more expire: the oldest record that is not late has event
 	// time ts-span and joins records back to ts-span-within.
-	o := origin{r.Topic, r.Partition, r.Offset}
+	o := origin{r.Topic, r.Partition, r.Offset, r.Timestamp}
 	for _, side := range []struct {
 		st  *store.Store
 		end joinEnd

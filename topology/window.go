@@ -407,7 +407,7 @@ func hopping[T, A any](x graph.Exec, n *Node, st *store.Store, r Record[T], ts, 
 		return nil
 	}
 	x.Enter(n.index)
-	return closeWindows(x, n, st, from, last, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset})
+	return closeWindows(x, n, st, from, last, size, c, w.final, p, origin{r.Topic, r.Partition, r.Offset, r.Timestamp})
 }
 
 func window(start, size int64) Window {
@@ -431,6 +431,7 @@ type origin struct {
 	topic     string
 	partition int32
 	offset    int64
+	at        time.Time
 }
 
 // nextStart is the first window start (a multiple of adv) after from.
@@ -468,16 +469,13 @@ func closeWindows[A any](x graph.Exec, n *Node, st *store.Store, from, last, siz
 				return storeFailed(x, n, err)
 			}
 			if found {
-				v, err := c.Decode(b)
-				if err != nil {
-					return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
-				}
-				rec := Record[Windowed[A]]{Key: key, Value: Windowed[A]{Window: window(start, size), Value: v},
-					Timestamp: time.UnixMilli(start + size - 1), Topic: o.topic, Partition: o.partition, Offset: o.offset}
-				if err := p.push(x, rec); err != nil {
+				w := window(start, size)
+				what := fmt.Sprintf("final result of window [%s, %s)", w.Start.Format(time.RFC3339Nano), w.End.Format(time.RFC3339Nano))
+				if err := expireEntry(x, n, o, what, key, b, start+size-1, func() error {
+					return emitFinal(x, n, st, key, b, w, start+size-1, c, p, o)
+				}); err != nil {
 					return err
 				}
-				x.Enter(n.index)
 			}
 		}
 		if err := st.Delete(wk); err != nil {
@@ -488,4 +486,15 @@ func closeWindows[A any](x graph.Exec, n *Node, st *store.Store, from, last, siz
 		}
 	}
 	return nil
+}
+
+// emitFinal emits the final result of window w of key, encoded as b in
+// st, at ts, as an output of the record from o.
+func emitFinal[A any](x graph.Exec, n *Node, st *store.Store, key, b []byte, w Window, ts int64, c codec.Codec[A], p *port[Windowed[A]], o origin) error {
+	v, err := c.Decode(b)
+	if err != nil {
+		return &NodeError{Node: n.name, Err: codecError(st, "decode value", key, err)}
+	}
+	return p.push(x, Record[Windowed[A]]{Key: key, Value: Windowed[A]{Window: w, Value: v},
+		Timestamp: time.UnixMilli(ts), Topic: o.topic, Partition: o.partition, Offset: o.offset})
 }

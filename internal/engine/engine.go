@@ -58,6 +58,12 @@ type Tally struct {
 	// TimerFirings counts timer firings that ran their user code to the
 	// end (a firing the node's policy skipped included).
 	TimerFirings uint64
+	// ExpiriesSkipped and ExpiriesDeadLettered count expired entries (a
+	// join's unmatched records, final window results) whose emission
+	// failed and that the failing node's policy dropped or dead-lettered;
+	// the record that expired them counts as processed.
+	ExpiriesSkipped      uint64
+	ExpiriesDeadLettered uint64
 }
 
 // Engine runs records through one topology. It is not safe for concurrent
@@ -94,10 +100,11 @@ type Engine struct {
 	globals    func(name string) (graph.GlobalStore, error)
 	curTopic   string // the current record's topic and partition: its task
 	curPart    int32
-	curRec     *kgo.Record // the current input record
-	hold       holding     // updates held back for the end of the batch
-	timers     timerNodes  // nodes that scheduled timers; see timer.go
-	att        attempts    // the stores a retried call reached; see attempt.go
+	curRec     *kgo.Record  // the current input record
+	hold       holding      // updates held back for the end of the batch
+	timers     timerNodes   // nodes that scheduled timers; see timer.go
+	att        attempts     // the stores a retried call reached; see attempt.go
+	exp        expiryScopes // expiries being emitted; see expiry.go
 
 	lastSrc graph.Source // the source of curTopic; nil: look it up
 
@@ -325,6 +332,9 @@ func (e *Engine) Process(ctx context.Context, r *kgo.Record, out func(*kgo.Recor
 // failure settles r, whose processing failed with err; a function of
 // its own keeps Process's frame small.
 func (e *Engine) failure(ctx context.Context, r *kgo.Record, err error, out func(*kgo.Record)) (Outcome, error) {
+	if expiryFailed(err) {
+		return Failed, err // charged to the expired entry, not to r
+	}
 	var ne *topology.NodeError
 	if !errors.As(err, &ne) {
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Err: err}
@@ -462,7 +472,8 @@ func isDeadLetterHeader(key string) bool {
 	switch key {
 	case processor.HeaderNode, processor.HeaderError, processor.HeaderStack,
 		processor.HeaderSourceTopic, processor.HeaderSourcePartition,
-		processor.HeaderSourceOffset, processor.HeaderSourceTimestamp:
+		processor.HeaderSourceOffset, processor.HeaderSourceTimestamp,
+		processor.HeaderExpiryNode, processor.HeaderExpiry:
 		return true
 	}
 	return false
@@ -523,6 +534,9 @@ func (e *Engine) Store(name string) (*store.Store, error) {
 	s, err := e.stores(name, state.Task{Topic: topic, Partition: e.curPart})
 	if e.att.on && err == nil && s != nil {
 		e.att.reached(s)
+	}
+	if len(e.exp.open) > 0 && err == nil && s != nil {
+		e.exp.reached(s)
 	}
 	return s, err
 }
@@ -586,6 +600,12 @@ func (e *Engine) EmitRecord(node int, rec *kgo.Record) error {
 			return &topology.NodeError{Node: e.g.Nodes[node].Name, Err: err}
 		}
 	}
+	e.keepOutput(node, rec)
+	return nil
+}
+
+// keepOutput holds rec, emitted by node, until the step succeeds.
+func (e *Engine) keepOutput(node int, rec *kgo.Record) {
 	if e.outs == 0 {
 		e.first, e.firstNode = rec, node
 	} else {
@@ -593,12 +613,13 @@ func (e *Engine) EmitRecord(node int, rec *kgo.Record) error {
 		e.moreNode = append(e.moreNode, node)
 	}
 	e.outs++
-	return nil
 }
 
-// dropOutputs forgets the outputs emitted so far, as a step begins.
+// dropOutputs forgets the outputs emitted so far, and the step's expiry
+// outcomes, as a step begins.
 func (e *Engine) dropOutputs() {
 	e.outs = 0
+	e.exp.skipped, e.exp.dead = 0, 0
 	if len(e.more) > 0 {
 		e.more = e.more[:0]
 		e.moreNode = e.moreNode[:0]
@@ -606,8 +627,11 @@ func (e *Engine) dropOutputs() {
 }
 
 // passOutputs hands the outputs of the step that succeeded to out, in the
-// order they were emitted.
+// order they were emitted, and counts its expiry outcomes.
 func (e *Engine) passOutputs(out func(*kgo.Record)) {
+	if e.exp.skipped+e.exp.dead > 0 {
+		e.settleExpiries()
+	}
 	if e.outs == 0 {
 		return
 	}

@@ -145,6 +145,9 @@ func (e *Engine) flushOne(h held, ctx context.Context, out func(*kgo.Record)) (O
 		return Processed, nil
 	}
 	e.hold.begin()
+	if expiryFailed(err) {
+		return Failed, err
+	}
 	var ne *topology.NodeError
 	if !errors.As(err, &ne) {
 		return Failed, &processor.RecordError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,

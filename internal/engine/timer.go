@@ -260,7 +260,7 @@ func (e *Engine) fire(tn *timerNode, j int, tick graph.Tick, in *kgo.Record, beg
 	}
 	e.hold.begin()
 	var ne *topology.NodeError
-	if !errors.As(err, &ne) {
+	if expiryFailed(err) || !errors.As(err, &ne) {
 		done(Failed)
 		return Failed, e.timerError(tn, t, tick.Topic, tick.Partition, err)
 	}

@@ -54,6 +54,15 @@ type Exec interface {
 	// task and key replaces it, so only a key's last update runs. Like an
 	// output, it is kept only if the whole record succeeds.
 	Hold(node int, key []byte, run func(Exec) error)
+	// Expire runs emit, the emission of an expired entry x, as a unit of
+	// work of its own inside the current record's: a failure in it is
+	// charged to x under the failing node's final policy (Skip drops it,
+	// DeadLetter dead-letters x itself), and whatever emit emitted, held
+	// or wrote before failing is undone, so that the record goes on. It
+	// returns nil when x was emitted or settled, and the caller then
+	// removes x from its store in the same record; an error (the Fail
+	// policy, or a failure after the context ended) fails the record.
+	Expire(x Expiry, emit func() error) error
 }
 
 // AnyPartition in Output.Partition lets the producer choose the partition

@@ -1,0 +1,265 @@
+package eostest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/eostest"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/topology"
+)
+
+// errNoPayment is what the join function of fragileJoin returns for the
+// order "bad" when it expires without a payment.
+var errNoPayment = errors.New("no payment for a bad order")
+
+// fragileJoin is an outer join of orders and payments within 10 s, grace
+// 5 s, whose function fails for the unmatched order "bad"; policy is the
+// join's.
+func fragileJoin(policy topology.ErrorPolicy) *topology.Topology {
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
+	payments := topology.Source(top, "payments", codec.String())
+	matched := topology.OuterJoinStreams(orders, payments, "match", topology.Within(10*time.Second).Grace(5*time.Second),
+		func(_ context.Context, _ []byte, o, p string, hasO, hasP bool) (string, error) {
+			if o == "bad" && !hasP {
+				return "", errNoPayment
+			}
+			return orNone(o, hasO) + "+" + orNone(p, hasP), nil
+		}, state.Memory(), codec.String(), codec.String())
+	topology.To(matched, "matched", codec.String(), topology.Named("out"))
+	top.OnError("match", policy)
+	return top
+}
+
+// orNone is v, or "none" for a side without a record.
+func orNone(v string, found bool) string {
+	if !found {
+		return "none"
+	}
+	return v
+}
+
+// pipeAt pipes key=value to topic at sec seconds of event time.
+func pipeAt(t *testing.T, in *eostest.InputTopic[string], sec int, key, value string) error {
+	t.Helper()
+	return in.Pipe(key, value, eostest.Timestamp(time.Unix(int64(sec), 0)))
+}
+
+// outerJoinSteps pipes the records of the expiry tests: the order "bad"
+// at 10 s expires unmatched once stream time passes 35 s, which the tick
+// at 40 s does; the pairs after it must join as if nothing had failed.
+func outerJoinSteps(t *testing.T, d *eostest.Driver) {
+	t.Helper()
+	orders := eostest.Input(d, "orders", codec.String())
+	payments := eostest.Input(d, "payments", codec.String())
+	for _, s := range []struct {
+		in         *eostest.InputTopic[string]
+		sec        int
+		key, value string
+	}{
+		{orders, 10, "o1", "bad"},
+		{payments, 12, "o2", "pay2"},
+		{orders, 13, "o2", "order2"},
+		{orders, 40, "t1", "tick"}, // expires "bad": its function fails
+		{orders, 41, "o3", "order3"},
+		{payments, 42, "o3", "pay3"},
+	} {
+		if err := pipeAt(t, s.in, s.sec, s.key, s.value); err != nil {
+			t.Fatalf("%s=%s at %d s: %v", s.key, s.value, s.sec, err)
+		}
+	}
+}
+
+// A failure while emitting an unmatched record is that record's: under
+// Skip it is dropped and under DeadLetter it is dead-lettered, once, with
+// its own key, value and timestamp; it leaves the store either way, and
+// the record whose stream time expired it, and every record after, is
+// processed as if nothing had failed.
+func TestOuterJoinUnmatchedFailureIsCharged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy topology.ErrorPolicy
+	}{
+		{"skip", topology.Skip()},
+		{"dead-letter", topology.DeadLetter("match-dlq")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := eostest.New(t, fragileJoin(tc.policy), eostest.Topics("match-dlq"))
+			outerJoinSteps(t, d)
+			var got []string
+			for _, r := range eostest.Output(d, "matched", codec.String()).ReadAll() {
+				got = append(got, fmt.Sprintf("%s=%s", r.Key, r.Value))
+			}
+			if want := []string{"o2=order2+pay2", "o3=order3+pay3"}; !slices.Equal(got, want) {
+				t.Fatalf("matched %v, want %v", got, want)
+			}
+			// Stream time 80 s expires everything else: t1's tick alone.
+			if err := pipeAt(t, eostest.Input(d, "orders", codec.String()), 80, "t2", "tick"); err != nil {
+				t.Fatal(err)
+			}
+			rest := eostest.Output(d, "matched", codec.String()).ReadAll()
+			if len(rest) != 1 || string(rest[0].Key) != "t1" || rest[0].Value != "tick+none" {
+				t.Fatalf("after stream time 80 s: %+v, want t1=tick+none alone", rest)
+			}
+			s := d.Stats()
+			if s.Processed != 7 || s.Skipped != 0 || s.DeadLettered != 0 {
+				t.Errorf("Stats %+v: every input record must be processed", s)
+			}
+			if tc.name == "skip" {
+				if s.ExpiriesSkipped != 1 || s.ExpiriesDeadLettered != 0 {
+					t.Errorf("Stats %+v: want one expiry skipped", s)
+				}
+				return
+			}
+			if s.ExpiriesDeadLettered != 1 || s.ExpiriesSkipped != 0 {
+				t.Errorf("Stats %+v: want one expiry dead-lettered", s)
+			}
+			assertUnmatchedDeadLetter(t, d)
+		})
+	}
+}
+
+// assertUnmatchedDeadLetter checks the one dead letter of
+// TestOuterJoinUnmatchedFailureIsCharged: the order "bad" itself, naming
+// the join, the error and the tick whose stream time expired it.
+func assertUnmatchedDeadLetter(t *testing.T, d *eostest.Driver) {
+	t.Helper()
+	dls := d.DeadLetters("match-dlq")
+	if len(dls) != 1 {
+		t.Fatalf("%d dead letters, want 1: %+v", len(dls), dls)
+	}
+	dl := dls[0]
+	if string(dl.Key) != "o1" || string(dl.Value) != "bad" || dl.Node != "match" || !strings.Contains(dl.Error, errNoPayment.Error()) {
+		t.Errorf("dead letter %+v: want o1=bad from node match with the function's error", dl)
+	}
+	if dl.ExpiryNode != "match" || !strings.Contains(dl.Expiry, "unmatched left record") {
+		t.Errorf("dead letter %+v: its headers must name the join and the unmatched record", dl)
+	}
+	if dl.Topic != "orders" || dl.Offset != 2 {
+		t.Errorf("dead letter %+v: must name the record whose stream time expired it, orders@2", dl)
+	}
+	recs := eostest.Output(d, "match-dlq", codec.String()).ReadAll()
+	if len(recs) != 1 || !recs[0].Timestamp.Equal(time.Unix(10, 0)) {
+		t.Errorf("dead letter records %+v: want one, at the expired record's own time, 10 s", recs)
+	}
+}
+
+// Under Fail, a failure while emitting an unmatched record stops the run
+// with an error naming the join and the expired record, and the batch
+// aborts: nothing of it is visible.
+func TestOuterJoinUnmatchedFailureFails(t *testing.T) {
+	d := eostest.New(t, fragileJoin(topology.Fail()))
+	orders := eostest.Input(d, "orders", codec.String())
+	if err := pipeAt(t, orders, 10, "o1", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	err := pipeAt(t, orders, 40, "t1", "tick")
+	var ee *processor.ExpiryError
+	if !errors.As(err, &ee) || ee.Node != "match" || string(ee.Key) != "o1" || !errors.Is(err, errNoPayment) {
+		t.Fatalf("Pipe: %v, want an ExpiryError naming the join and o1, wrapping the function's error", err)
+	}
+	if !strings.Contains(err.Error(), `"match"`) {
+		t.Errorf("error %q does not name the join", err)
+	}
+	if got := eostest.Output(d, "matched", codec.String()).ReadAll(); len(got) != 0 {
+		t.Errorf("outputs of the aborted batch are visible: %+v", got)
+	}
+}
+
+// errBadWindow is what the node after fragileWindows returns for the
+// window result of key "bad".
+var errBadWindow = errors.New("cannot publish the count of a bad key")
+
+// fragileWindows counts clicks in final-only tumbling windows of 10 s;
+// the node "check" after it fails for key "bad", under policy.
+func fragileWindows(policy topology.ErrorPolicy) *topology.Topology {
+	top := topology.New()
+	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
+	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-window", topology.Tumbling(10*time.Second).FinalOnly(), state.Memory())
+	checked := topology.Map(topology.ToStream(counts, "results"), "check",
+		func(_ context.Context, key []byte, w topology.Windowed[int64]) ([]byte, string, error) {
+			if string(key) == "bad" {
+				return nil, "", errBadWindow
+			}
+			return key, fmt.Sprintf("%d@%d", w.Value, w.Window.Start.Unix()), nil
+		})
+	topology.To(checked, "clicks-per-window", codec.String(), topology.Named("out"))
+	top.OnError("check", policy)
+	return top
+}
+
+// A failure downstream of a final-only window's result is that result's:
+// under Skip it is dropped, under DeadLetter dead-lettered once with the
+// window's key and time; the window leaves the store, and the record that
+// closed it counts as if nothing had failed.
+func TestFinalWindowFailureIsCharged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy topology.ErrorPolicy
+	}{
+		{"skip", topology.Skip()},
+		{"dead-letter", topology.DeadLetter("check-dlq")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := eostest.New(t, fragileWindows(tc.policy), eostest.Topics("check-dlq"))
+			clicks := eostest.Input(d, "clicks", codec.String())
+			for _, s := range []struct {
+				sec int
+				key string
+			}{{1, "bad"}, {2, "a"}, {12, "c"}, {25, "d"}} {
+				if err := pipeAt(t, clicks, s.sec, s.key, "click"); err != nil {
+					t.Fatalf("%s at %d s: %v", s.key, s.sec, err)
+				}
+			}
+			var got []string
+			for _, r := range eostest.Output(d, "clicks-per-window", codec.String()).ReadAll() {
+				got = append(got, fmt.Sprintf("%s=%s", r.Key, r.Value))
+			}
+			if want := []string{"a=1@0", "c=1@10"}; !slices.Equal(got, want) {
+				t.Fatalf("results %v, want %v", got, want)
+			}
+			if s := d.Stats(); s.Processed != 4 || s.ExpiriesSkipped+s.ExpiriesDeadLettered != 1 {
+				t.Errorf("Stats %+v: want every record processed and one expiry settled", s)
+			}
+			if tc.name == "skip" {
+				return
+			}
+			dls := d.DeadLetters("check-dlq")
+			if len(dls) != 1 {
+				t.Fatalf("%d dead letters, want 1", len(dls))
+			}
+			dl := dls[0]
+			if string(dl.Key) != "bad" || dl.Node != "check" || dl.ExpiryNode != "per-window" ||
+				!strings.Contains(dl.Expiry, "window") || !strings.Contains(dl.Error, errBadWindow.Error()) || dl.Offset != 2 {
+				t.Errorf("dead letter %+v", dl)
+			}
+			recs := eostest.Output(d, "check-dlq", codec.Bytes()).ReadAll()
+			if len(recs) != 1 || !recs[0].Timestamp.Equal(time.UnixMilli(9999)) {
+				t.Errorf("dead letter records %+v: want one at the window's last millisecond", recs)
+			}
+		})
+	}
+}
+
+// Under Fail, a failure downstream of a final-only window's result stops
+// the run with an error naming the window node.
+func TestFinalWindowFailureFails(t *testing.T) {
+	d := eostest.New(t, fragileWindows(topology.Fail()))
+	clicks := eostest.Input(d, "clicks", codec.String())
+	if err := pipeAt(t, clicks, 1, "bad", "click"); err != nil {
+		t.Fatal(err)
+	}
+	err := pipeAt(t, clicks, 12, "c", "click")
+	var ee *processor.ExpiryError
+	if !errors.As(err, &ee) || ee.Node != "per-window" || string(ee.Key) != "bad" || !errors.Is(err, errBadWindow) {
+		t.Fatalf("Pipe: %v, want an ExpiryError naming the window node and key bad", err)
+	}
+}

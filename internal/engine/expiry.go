@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+
+	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/internal/store"
+	"github.com/eosflow/eosflow/processor"
+	"github.com/eosflow/eosflow/topology"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// expiryScope is an expiry's emission under way inside a step: what the
+// step had emitted and held when it began, and the stores it reached,
+// each with where its writes stood then, so that a failed emission can
+// be undone alone while the step's own work stays.
+type expiryScope struct {
+	outs   int
+	staged int
+	saved  []savedStore
+}
+
+// expiryScopes are the emissions under way, innermost last (a window's
+// result can feed a join that expires records in turn), and the expiry
+// outcomes of the current step, counted once the step succeeds.
+type expiryScopes struct {
+	open    []*expiryScope
+	skipped uint64
+	dead    uint64
+}
+
+// reached notes that the emissions under way reached s.
+func (x *expiryScopes) reached(s *store.Store) {
+	for _, sc := range x.open {
+		if !reachedBefore(sc.saved, s) {
+			sc.saved = append(sc.saved, savedStore{s: s, sp: s.Savepoint()})
+		}
+	}
+}
+
+func reachedBefore(saved []savedStore, s *store.Store) bool {
+	for _, sv := range saved {
+		if sv.s == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Expire implements graph.Exec.
+func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
+	sc := &expiryScope{outs: e.outs, staged: len(e.hold.staged)}
+	e.exp.open = append(e.exp.open, sc)
+	err := e.runExpiry(emit)
+	e.exp.open = e.exp.open[:len(e.exp.open)-1]
+	e.Enter(x.Node)
+	if err == nil {
+		return nil
+	}
+	var ne *topology.NodeError
+	if expiryFailed(err) || !errors.As(err, &ne) || (e.cur.Ctx.Err() != nil && ne.Stack == nil) {
+		return err // a nested expiry's failure, a runtime error, or an interrupt: the step's
+	}
+	e.undoExpiry(sc)
+	policy := e.g.Default
+	i := e.nodeIndex(ne.Node)
+	if i >= 0 {
+		policy = e.g.Nodes[i].Policy
+	}
+	fields := []zap.Field{zap.String("node", ne.Node), zap.Error(ne.Err), zap.String("expiry_node", e.g.Nodes[x.Node].Name),
+		zap.String("expired", x.What), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
+		zap.String("topic", x.Topic), zap.Int32("partition", x.Partition), zap.Int64("offset", x.Offset)}
+	switch p := policy.Final(); p.Kind {
+	case graph.PolicySkip:
+		e.exp.skipped++
+		e.log.Warn("expired entry skipped", fields...)
+		return nil
+	case graph.PolicyDeadLetter:
+		e.exp.dead++
+		e.log.Warn("expired entry dead-lettered", append(fields, zap.String("dlq", p.Topic))...)
+		if i < 0 {
+			i = x.Node
+		}
+		e.keepOutput(i, e.expiryDeadLetter(p.Topic, x, ne))
+		return nil
+	}
+	return &processor.ExpiryError{Node: e.g.Nodes[x.Node].Name, What: x.What, Key: bytes.Clone(x.Key), Timestamp: x.Timestamp,
+		Topic: x.Topic, Partition: x.Partition, Offset: x.Offset, Err: ne}
+}
+
+// runExpiry turns a panic in user code into a NodeError carrying the
+// stack, charged to the expiry under way.
+func (e *Engine) runExpiry(emit func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &topology.NodeError{Node: e.currentName(), Err: fmt.Errorf("panic: %v", v), Stack: debug.Stack()}
+		}
+	}()
+	return emit()
+}
+
+// undoExpiry drops what the failed emission of sc emitted and held, and
+// undoes its store writes.
+func (e *Engine) undoExpiry(sc *expiryScope) {
+	for _, sv := range sc.saved {
+		sv.s.RollbackTo(sv.sp)
+	}
+	if e.outs > sc.outs {
+		keep := max(sc.outs-1, 0) // the first output is not in more
+		clear(e.more[keep:])
+		e.more, e.moreNode = e.more[:keep], e.moreNode[:keep]
+		e.outs = sc.outs
+	}
+	clear(e.hold.staged[sc.staged:])
+	e.hold.staged = e.hold.staged[:sc.staged]
+}
+
+// settleExpiries counts the expiry outcomes of a step that succeeded;
+// those of a step that did not are forgotten with its outputs.
+func (e *Engine) settleExpiries() {
+	e.tally.ExpiriesSkipped += e.exp.skipped
+	e.tally.ExpiriesDeadLettered += e.exp.dead
+	e.exp.skipped, e.exp.dead = 0, 0
+}
+
+// expiryDeadLetter builds the dead letter of expired entry x after ne:
+// its key, value and timestamp, the headers naming the node that failed
+// and the error, the record whose stream time expired it, and the join or
+// window node and what expired.
+func (e *Engine) expiryDeadLetter(topic string, x graph.Expiry, ne *topology.NodeError) *kgo.Record {
+	h := make([]kgo.RecordHeader, 0, 9)
+	h = append(h,
+		kgo.RecordHeader{Key: processor.HeaderNode, Value: headerText(ne.Node, maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderError, Value: headerText(ne.Err.Error(), maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderSourceTopic, Value: []byte(x.Topic)},
+		kgo.RecordHeader{Key: processor.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(x.Partition), 10)},
+		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, x.Offset, 10)},
+		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, x.At.UnixMilli(), 10)},
+		kgo.RecordHeader{Key: processor.HeaderExpiryNode, Value: []byte(e.g.Nodes[x.Node].Name)},
+		kgo.RecordHeader{Key: processor.HeaderExpiry, Value: headerText(x.What, maxErrorHeader)},
+	)
+	if ne.Stack != nil {
+		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: headerText(string(ne.Stack), maxStackHeader)})
+	}
+	return &kgo.Record{Topic: topic, Partition: graph.AnyPartition, Key: bytes.Clone(x.Key), Value: bytes.Clone(x.Value), Headers: h, Timestamp: x.Timestamp}
+}
+
+// expiryFailed reports whether err is an expired entry's failure under
+// the Fail policy, which fails the step whatever the step's own policy.
+func expiryFailed(err error) bool {
+	var ee *processor.ExpiryError
+	return errors.As(err, &ee)
+}
