@@ -263,3 +263,111 @@ func TestFinalWindowFailureFails(t *testing.T) {
 		t.Fatalf("Pipe: %v, want an ExpiryError naming the window node and key bad", err)
 	}
 }
+
+// An expired entry's dead letter commits with the batch that expired it:
+// an aborted batch shows none, and the entry expires again when its
+// records are redone, dead-lettered once in all.
+func TestUnmatchedDeadLetterCommitsWithItsBatch(t *testing.T) {
+	d := eostest.New(t, fragileJoin(topology.DeadLetter("match-dlq")), eostest.Topics("match-dlq"))
+	orders := eostest.Input(d, "orders", codec.String())
+	if err := pipeAt(t, orders, 10, "o1", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	errVeto := errors.New("vetoed")
+	if err := d.Batch(func() error {
+		if err := pipeAt(t, orders, 40, "t1", "tick"); err != nil {
+			return err
+		}
+		return errVeto
+	}); !errors.Is(err, errVeto) {
+		t.Fatalf("Batch: %v, want the veto", err)
+	}
+	if dls := d.DeadLetters("match-dlq"); len(dls) != 0 {
+		t.Fatalf("the aborted batch's dead letters are visible: %+v", dls)
+	}
+	for sec := 40; sec <= 42; sec++ {
+		if err := pipeAt(t, orders, sec, "t1", "tick"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dls := d.DeadLetters("match-dlq"); len(dls) != 1 || string(dls[0].Key) != "o1" {
+		t.Fatalf("dead letters %+v, want o1 once", dls)
+	}
+	if s := d.Stats(); s.ExpiriesDeadLettered != 1 {
+		t.Errorf("Stats %+v: the aborted batch's expiry counted", s)
+	}
+}
+
+// errAudit is what the node "audit" after auditedJoin returns for an
+// order that expired without a payment.
+var errAudit = errors.New("an unpaid order cannot be audited")
+
+// auditedJoin left-joins orders with payments; the node "audit" after it
+// writes each result to its store "seen", then fails for the order "bad"
+// without a payment, under Skip.
+func auditedJoin() *topology.Topology {
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
+	payments := topology.Source(top, "payments", codec.String())
+	matched := topology.LeftJoinStreams(orders, payments, "match", topology.Within(10*time.Second).Grace(5*time.Second),
+		func(_ context.Context, _ []byte, o, p string, found bool) (string, error) { return o + "+" + orNone(p, found), nil },
+		state.Memory(), codec.String(), codec.String())
+	top.AddStore("seen", state.Memory())
+	audited := topology.Process(matched, "audit", func(ctx processor.Context[string], r processor.Record[string]) error {
+		seen, err := ctx.Store("seen")
+		if err != nil {
+			return err
+		}
+		if err := seen.Put(r.Key, []byte(r.Value)); err != nil {
+			return err
+		}
+		if r.Value == "bad+none" {
+			return errAudit
+		}
+		ctx.Emit(r)
+		return nil
+	}, topology.UseStores("seen"))
+	topology.To(audited, "audited", codec.String(), topology.Named("out"))
+	top.OnError("audit", topology.Skip())
+	return top
+}
+
+// What a node after the join wrote to its store while handling an
+// unmatched record that then failed is undone with that record alone:
+// the writes for the record whose stream time expired it stay.
+func TestUnmatchedFailureUndoesItsStoreWrites(t *testing.T) {
+	d := eostest.New(t, auditedJoin())
+	orders := eostest.Input(d, "orders", codec.String())
+	payments := eostest.Input(d, "payments", codec.String())
+	if err := pipeAt(t, orders, 10, "o1", "bad"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeAt(t, orders, 20, "o2", "order2"); err != nil {
+		t.Fatal(err)
+	}
+	// Stream time 40 s expires "bad", whose audit fails, but not order2
+	// (20 s, expiring after 45 s); the payment, 20 s away, joins nothing.
+	if err := pipeAt(t, payments, 40, "o2", "pay2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeAt(t, orders, 46, "t1", "tick"); err != nil { // expires order2 unmatched
+		t.Fatal(err)
+	}
+	seen := eostest.Store(d, "seen", codec.String(), codec.String())
+	if v, ok := seen.Get("o1"); ok {
+		t.Errorf("seen holds o1=%q, written for the unmatched record whose audit failed", v)
+	}
+	if v, ok := seen.Get("o2"); !ok || v != "order2+none" {
+		t.Errorf("seen: o2=%q (%v), want order2+none", v, ok)
+	}
+	var got []string
+	for _, r := range eostest.Output(d, "audited", codec.String()).ReadAll() {
+		got = append(got, fmt.Sprintf("%s=%s", r.Key, r.Value))
+	}
+	if want := []string{"o2=order2+none"}; !slices.Equal(got, want) {
+		t.Errorf("audited %v, want %v", got, want)
+	}
+	if s := d.Stats(); s.Processed != 4 || s.ExpiriesSkipped != 1 {
+		t.Errorf("Stats %+v: want 4 records processed, 1 expiry skipped", s)
+	}
+}
