@@ -310,7 +310,9 @@ func auditedJoin() *topology.Topology {
 	orders := topology.Source(top, "orders", codec.String())
 	payments := topology.Source(top, "payments", codec.String())
 	matched := topology.LeftJoinStreams(orders, payments, "match", topology.Within(10*time.Second).Grace(5*time.Second),
-		func(_ context.Context, _ []byte, o, p string, found bool) (string, error) { return o + "+" + orNone(p, found), nil },
+		func(_ context.Context, _ []byte, o, p string, found bool) (string, error) {
+			return o + "+" + orNone(p, found), nil
+		},
 		state.Memory(), codec.String(), codec.String())
 	top.AddStore("seen", state.Memory())
 	audited := topology.Process(matched, "audit", func(ctx processor.Context[string], r processor.Record[string]) error {

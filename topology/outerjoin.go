@@ -21,7 +21,12 @@ import (
 // records that joined nothing are dropped, as in JoinStreams. The
 // unmatched result carries the left record's key and timestamp, no
 // headers, and commits in the transaction of the batch whose record
-// expired it, with the store change that drops it.
+// expired it, with the store change that drops it. Its emission is a unit
+// of work of its own: if fn, or a node after the join, fails for it, the
+// failing node's policy settles the unmatched record alone (Skip drops
+// it, DeadLetter writes it with its own key, value and timestamp, Fail
+// stops Run with a *processor.ExpiryError), it leaves the store, and the
+// record that expired it is processed as if nothing had failed.
 func LeftJoinStreams[L, R, Out any](left Stream[L], right Stream[R], name string, w JoinWindow, fn func(ctx context.Context, key []byte, l L, r R, found bool) (Out, error),
 	engine state.Engine, lc codec.Codec[L], rc codec.Codec[R]) Stream[Out] {
 	how := joinHow[L, R, Out]{op: "LeftJoinStreams", left: true}

@@ -17,13 +17,17 @@ type ErrorPolicy struct{ p graph.Policy }
 func Fail() ErrorPolicy { return ErrorPolicy{} }
 
 // Skip drops records whose processing failed. They are counted and logged;
-// their offsets commit with the rest of the batch.
+// their offsets commit with the rest of the batch. An expired entry whose
+// emission failed (a join's unmatched record, a final window result) is
+// dropped alone, and the record that expired it goes on.
 func Skip() ErrorPolicy { return ErrorPolicy{graph.Policy{Kind: graph.PolicySkip}} }
 
 // DeadLetter writes the failed input record, unchanged, to topic with headers
 // naming the node, the error and the source coordinates (the Header
 // constants of package processor). The write and the offset commit share a
-// transaction in exactly-once mode.
+// transaction in exactly-once mode. For an expired entry whose emission
+// failed (a join's unmatched record, a final window result) the dead
+// letter is the entry itself, with headers naming its join or window.
 func DeadLetter(topic string) ErrorPolicy {
 	return ErrorPolicy{graph.Policy{Kind: graph.PolicyDeadLetter, Topic: topic}}
 }

@@ -53,10 +53,13 @@ func (w Windows) Grace(d time.Duration) Windows { w.grace = d; return w }
 // window's removal from the store and the input offsets commit in one
 // transaction, so a final result is emitted exactly once across crashes
 // and rebalances. Stream time advances only with records of the task, so
-// the last windows close when later records arrive. A final result is an
-// output of the record that closed its window: if a node after the
-// aggregation fails on it and its policy skips or dead-letters that
-// record, the window stays and closes again with the next record.
+// the last windows close when later records arrive. A final result goes
+// out in the batch of the record that closed its window, but as a unit of
+// work of its own: if a node after the aggregation fails on it, that
+// node's policy settles the result alone (Skip drops it, DeadLetter writes
+// the window's key and encoded aggregate, Fail stops Run with a
+// *processor.ExpiryError), the window leaves the store, and the record
+// that closed it is processed as if nothing had failed.
 func (w Windows) FinalOnly() Windows { w.final = true; return w }
 
 // Late sets the policy for late records (ErrLate), overriding the
