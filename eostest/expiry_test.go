@@ -373,3 +373,66 @@ func TestUnmatchedFailureUndoesItsStoreWrites(t *testing.T) {
 		t.Errorf("Stats %+v: want 4 records processed, 1 expiry skipped", s)
 	}
 }
+
+// An expiry's emission is retried as a record's node call is, and a
+// panic in it is charged to it like an error: under Retry(3, 0, Skip())
+// the function runs three times for the unmatched record, which is then
+// dropped; a panic is dead-lettered with its stack.
+func TestUnmatchedRetriedAndPanicCharged(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy topology.ErrorPolicy
+		panics bool
+	}{
+		{"retry-then-skip", topology.Retry(3, 0, topology.Skip()), false},
+		{"panic-dead-letter", topology.DeadLetter("match-dlq"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			top := topology.New()
+			orders := topology.Source(top, "orders", codec.String())
+			payments := topology.Source(top, "payments", codec.String())
+			matched := topology.LeftJoinStreams(orders, payments, "match", topology.Within(10*time.Second),
+				func(_ context.Context, _ []byte, o, p string, found bool) (string, error) {
+					if o != "bad" {
+						return o + "+" + orNone(p, found), nil
+					}
+					calls++
+					if tc.panics {
+						panic("unpaid")
+					}
+					return "", errNoPayment
+				}, state.Memory(), codec.String(), codec.String())
+			topology.To(matched, "matched", codec.String(), topology.Named("out"))
+			top.OnError("match", tc.policy)
+			d := eostest.New(t, top, eostest.Topics("match-dlq"))
+			in := eostest.Input(d, "orders", codec.String())
+			for _, s := range []struct {
+				sec        int
+				key, value string
+			}{{1, "o1", "bad"}, {2, "o2", "good"}, {30, "t1", "tick"}, {31, "t2", "tick"}} {
+				if err := pipeAt(t, in, s.sec, s.key, s.value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []string
+			for _, r := range eostest.Output(d, "matched", codec.String()).ReadAll() {
+				got = append(got, fmt.Sprintf("%s=%s", r.Key, r.Value))
+			}
+			if want := []string{"o2=good+none"}; !slices.Equal(got, want) {
+				t.Errorf("matched %v, want %v", got, want)
+			}
+			s := d.Stats()
+			if tc.panics {
+				dls := d.DeadLetters("match-dlq")
+				if calls != 1 || len(dls) != 1 || string(dls[0].Key) != "o1" || !strings.Contains(dls[0].Error, "unpaid") || dls[0].Stack == "" {
+					t.Errorf("%d calls, dead letters %+v: want one call and o1 with the panic and its stack", calls, dls)
+				}
+				return
+			}
+			if calls != 3 || s.Retries != 2 || s.ExpiriesSkipped != 1 || s.Processed != 4 {
+				t.Errorf("%d calls, Stats %+v: want 3 calls, 2 retries, 1 expiry skipped, 4 records processed", calls, s)
+			}
+		})
+	}
+}
