@@ -178,12 +178,16 @@ func TestOuterJoinUnmatchedFailureFails(t *testing.T) {
 // window result of key "bad".
 var errBadWindow = errors.New("cannot publish the count of a bad key")
 
-// fragileWindows counts clicks in final-only tumbling windows of 10 s;
-// the node "check" after it fails for key "bad", under policy.
-func fragileWindows(policy topology.ErrorPolicy) *topology.Topology {
+// fragileWindows counts clicks in final-only windows w (tumbling windows
+// of 10 s if zero); the node "check" after it fails for key "bad", under
+// policy.
+func fragileWindows(policy topology.ErrorPolicy, w topology.Windows) *topology.Topology {
+	if w == (topology.Windows{}) {
+		w = topology.Tumbling(10 * time.Second).FinalOnly()
+	}
 	top := topology.New()
 	in := topology.Source(top, "clicks", codec.String(), topology.Named("in"))
-	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-window", topology.Tumbling(10*time.Second).FinalOnly(), state.Memory())
+	counts := topology.CountWindows(topology.GroupByKey(in, "by-user"), "per-window", w, state.Memory())
 	checked := topology.Map(topology.ToStream(counts, "results"), "check",
 		func(_ context.Context, key []byte, w topology.Windowed[int64]) ([]byte, string, error) {
 			if string(key) == "bad" {
@@ -202,14 +206,21 @@ func fragileWindows(policy topology.ErrorPolicy) *topology.Topology {
 // closed it counts as if nothing had failed.
 func TestFinalWindowFailureIsCharged(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		policy topology.ErrorPolicy
+		name    string
+		policy  topology.ErrorPolicy
+		windows topology.Windows
+		want    []string
+		what    string
+		at      time.Time // the dead letter's timestamp: the window's
 	}{
-		{"skip", topology.Skip()},
-		{"dead-letter", topology.DeadLetter("check-dlq")},
+		{"skip", topology.Skip(), topology.Windows{}, []string{"a=1@0", "c=1@10"}, "", time.Time{}},
+		{"dead-letter", topology.DeadLetter("check-dlq"), topology.Windows{}, []string{"a=1@0", "c=1@10"},
+			"final result of window 1970-01-01T00:00:00Z to 1970-01-01T00:00:10Z", time.UnixMilli(9999)},
+		{"session-dead-letter", topology.DeadLetter("check-dlq"), topology.Session(5 * time.Second).FinalOnly(), []string{"a=1@2", "c=1@12"},
+			"final result of window 1970-01-01T00:00:01Z to 1970-01-01T00:00:01Z", time.Unix(1, 0)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := eostest.New(t, fragileWindows(tc.policy), eostest.Topics("check-dlq"))
+			d := eostest.New(t, fragileWindows(tc.policy, tc.windows), eostest.Topics("check-dlq"))
 			clicks := eostest.Input(d, "clicks", codec.String())
 			for _, s := range []struct {
 				sec int
@@ -223,13 +234,13 @@ func TestFinalWindowFailureIsCharged(t *testing.T) {
 			for _, r := range eostest.Output(d, "clicks-per-window", codec.String()).ReadAll() {
 				got = append(got, fmt.Sprintf("%s=%s", r.Key, r.Value))
 			}
-			if want := []string{"a=1@0", "c=1@10"}; !slices.Equal(got, want) {
-				t.Fatalf("results %v, want %v", got, want)
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("results %v, want %v", got, tc.want)
 			}
 			if s := d.Stats(); s.Processed != 4 || s.ExpiriesSkipped+s.ExpiriesDeadLettered != 1 {
 				t.Errorf("Stats %+v: want every record processed and one expiry settled", s)
 			}
-			if tc.name == "skip" {
+			if tc.what == "" {
 				return
 			}
 			dls := d.DeadLetters("check-dlq")
@@ -238,12 +249,12 @@ func TestFinalWindowFailureIsCharged(t *testing.T) {
 			}
 			dl := dls[0]
 			if string(dl.Key) != "bad" || dl.Node != "check" || dl.ExpiryNode != "per-window" ||
-				!strings.Contains(dl.Expiry, "window") || !strings.Contains(dl.Error, errBadWindow.Error()) || dl.Offset != 2 {
-				t.Errorf("dead letter %+v", dl)
+				dl.Expiry != tc.what || !strings.Contains(dl.Error, errBadWindow.Error()) || dl.Offset != 2 {
+				t.Errorf("dead letter %+v, want key bad from check, naming %q, expired by clicks@2", dl, tc.what)
 			}
 			recs := eostest.Output(d, "check-dlq", codec.Bytes()).ReadAll()
-			if len(recs) != 1 || !recs[0].Timestamp.Equal(time.UnixMilli(9999)) {
-				t.Errorf("dead letter records %+v: want one at the window's last millisecond", recs)
+			if len(recs) != 1 || !recs[0].Timestamp.Equal(tc.at) {
+				t.Errorf("dead letter records %+v: want one at %s", recs, tc.at)
 			}
 		})
 	}
@@ -252,7 +263,7 @@ func TestFinalWindowFailureIsCharged(t *testing.T) {
 // Under Fail, a failure downstream of a final-only window's result stops
 // the run with an error naming the window node.
 func TestFinalWindowFailureFails(t *testing.T) {
-	d := eostest.New(t, fragileWindows(topology.Fail()))
+	d := eostest.New(t, fragileWindows(topology.Fail(), topology.Windows{}))
 	clicks := eostest.Input(d, "clicks", codec.String())
 	if err := pipeAt(t, clicks, 1, "bad", "click"); err != nil {
 		t.Fatal(err)

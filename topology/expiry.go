@@ -17,3 +17,9 @@ func expireEntry(x graph.Exec, n *Node, o origin, what string, key, value []byte
 	return x.Expire(graph.Expiry{Node: n.index, What: what, Key: key, Value: value, Timestamp: time.UnixMilli(ts),
 		Topic: o.topic, Partition: o.partition, Offset: o.offset, At: o.at}, emit)
 }
+
+// expireWindow is expireEntry for the final result of window w.
+func expireWindow(x graph.Exec, n *Node, o origin, w Window, key, value []byte, ts int64, emit func() error) error {
+	return x.Expire(graph.Expiry{Node: n.index, What: "final result of window", Start: w.Start, End: w.End, Key: key, Value: value,
+		Timestamp: time.UnixMilli(ts), Topic: o.topic, Partition: o.partition, Offset: o.offset, At: o.at}, emit)
+}

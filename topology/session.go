@@ -191,8 +191,7 @@ func closeSessions[A any](x graph.Exec, n *Node, st *store.Store, from, last int
 			}
 			if found && len(b) >= 8 {
 				w := Window{Start: time.UnixMilli(start).UTC(), End: time.UnixMilli(end).UTC()}
-				what := fmt.Sprintf("final result of session window [%s, %s]", w.Start.Format(time.RFC3339Nano), w.End.Format(time.RFC3339Nano))
-				if err := expireEntry(x, n, o, what, key, b[8:], end, func() error {
+				if err := expireWindow(x, n, o, w, key, b[8:], end, func() error {
 					return emitFinal(x, n, st, key, b[8:], w, end, c, p, o)
 				}); err != nil {
 					return err

@@ -473,8 +473,7 @@ func closeWindows[A any](x graph.Exec, n *Node, st *store.Store, from, last, siz
 			}
 			if found {
 				w := window(start, size)
-				what := fmt.Sprintf("final result of window [%s, %s)", w.Start.Format(time.RFC3339Nano), w.End.Format(time.RFC3339Nano))
-				if err := expireEntry(x, n, o, what, key, b, start+size-1, func() error {
+				if err := expireWindow(x, n, o, w, key, b, start+size-1, func() error {
 					return emitFinal(x, n, st, key, b, w, start+size-1, c, p, o)
 				}); err != nil {
 					return err

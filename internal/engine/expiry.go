@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"time"
 
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/internal/store"
@@ -29,15 +30,15 @@ type expiryScope struct {
 // result can feed a join that expires records in turn), and the expiry
 // outcomes of the current step, counted once the step succeeds.
 type expiryScopes struct {
-	open    []*expiryScope
+	open    []expiryScope
 	skipped uint64
 	dead    uint64
 }
 
 // reached notes that the emissions under way reached s.
 func (x *expiryScopes) reached(s *store.Store) {
-	for _, sc := range x.open {
-		if !reachedBefore(sc.saved, s) {
+	for i := range x.open {
+		if sc := &x.open[i]; !reachedBefore(sc.saved, s) {
 			sc.saved = append(sc.saved, savedStore{s: s, sp: s.Savepoint()})
 		}
 	}
@@ -54,9 +55,9 @@ func reachedBefore(saved []savedStore, s *store.Store) bool {
 
 // Expire implements graph.Exec.
 func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
-	sc := &expiryScope{outs: e.outs, staged: len(e.hold.staged)}
-	e.exp.open = append(e.exp.open, sc)
+	e.exp.open = append(e.exp.open, expiryScope{outs: e.outs, staged: len(e.hold.staged)})
 	err := e.runExpiry(emit)
+	sc := e.exp.open[len(e.exp.open)-1]
 	e.exp.open = e.exp.open[:len(e.exp.open)-1]
 	e.Enter(x.Node)
 	if err == nil {
@@ -66,14 +67,14 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 	if expiryFailed(err) || !errors.As(err, &ne) || (e.cur.Ctx.Err() != nil && ne.Stack == nil) {
 		return err // a nested expiry's failure, a runtime error, or an interrupt: the step's
 	}
-	e.undoExpiry(sc)
+	e.undoExpiry(&sc)
 	policy := e.g.Default
 	i := e.nodeIndex(ne.Node)
 	if i >= 0 {
 		policy = e.g.Nodes[i].Policy
 	}
 	fields := []zap.Field{zap.String("node", ne.Node), zap.Error(ne.Err), zap.String("expiry_node", e.g.Nodes[x.Node].Name),
-		zap.String("expired", x.What), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
+		zap.String("expired", expiryWhat(x)), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
 		zap.String("topic", x.Topic), zap.Int32("partition", x.Partition), zap.Int64("offset", x.Offset)}
 	switch p := policy.Final(); p.Kind {
 	case graph.PolicySkip:
@@ -89,7 +90,7 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 		e.keepOutput(i, e.expiryDeadLetter(p.Topic, x, ne))
 		return nil
 	}
-	return &processor.ExpiryError{Node: e.g.Nodes[x.Node].Name, What: x.What, Key: bytes.Clone(x.Key), Timestamp: x.Timestamp,
+	return &processor.ExpiryError{Node: e.g.Nodes[x.Node].Name, What: expiryWhat(x), Key: bytes.Clone(x.Key), Timestamp: x.Timestamp,
 		Topic: x.Topic, Partition: x.Partition, Offset: x.Offset, Err: ne}
 }
 
@@ -142,7 +143,7 @@ func (e *Engine) expiryDeadLetter(topic string, x graph.Expiry, ne *topology.Nod
 		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, x.Offset, 10)},
 		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, x.At.UnixMilli(), 10)},
 		kgo.RecordHeader{Key: processor.HeaderExpiryNode, Value: []byte(e.g.Nodes[x.Node].Name)},
-		kgo.RecordHeader{Key: processor.HeaderExpiry, Value: headerText(x.What, maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderExpiry, Value: headerText(expiryWhat(x), maxErrorHeader)},
 	)
 	if ne.Stack != nil {
 		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: headerText(string(ne.Stack), maxStackHeader)})
@@ -155,4 +156,12 @@ func (e *Engine) expiryDeadLetter(topic string, x graph.Expiry, ne *topology.Nod
 func expiryFailed(err error) bool {
 	var ee *processor.ExpiryError
 	return errors.As(err, &ee)
+}
+
+// expiryWhat says what expired, with its window's bounds if it has one.
+func expiryWhat(x graph.Expiry) string {
+	if x.Start.IsZero() && x.End.IsZero() {
+		return x.What
+	}
+	return fmt.Sprintf("%s %s to %s", x.What, x.Start.UTC().Format(time.RFC3339Nano), x.End.UTC().Format(time.RFC3339Nano))
 }

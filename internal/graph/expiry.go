@@ -6,10 +6,14 @@ import "time"
 // whose emission is a unit of work of its own (Exec.Expire): an unmatched
 // record of a left or outer stream join, or a final-only window's result.
 type Expiry struct {
-	Node  int    // the join or window node
-	What  string // what expired, e.g. "unmatched left record"
-	Key   []byte
-	Value []byte // as the store holds it, for a dead letter
+	Node int    // the join or window node
+	What string // what expired, e.g. "unmatched left record"
+	// Start and End bound the window whose result expired, left zero
+	// for a join's record; the engine names them only on a failure, so
+	// that an emission that succeeds formats nothing.
+	Start, End time.Time
+	Key        []byte
+	Value      []byte // as the store holds it, for a dead letter
 	// Timestamp is the entry's own event time, the dead letter's.
 	Timestamp time.Time
 	// Topic, Partition, Offset and At name the record whose stream time
