@@ -447,3 +447,40 @@ func TestUnmatchedRetriedAndPanicCharged(t *testing.T) {
 		})
 	}
 }
+
+// An unmatched record that a window after the join finds late is settled
+// by that window's Late policy (Skip by default), as a late input record
+// would be, not by the window's own policy (Fail here): it is dropped
+// alone and the run goes on.
+func TestUnmatchedLateDownstreamTakesTheLatePolicy(t *testing.T) {
+	top := topology.New()
+	orders := topology.Source(top, "orders", codec.String())
+	payments := topology.Source(top, "payments", codec.String())
+	matched := topology.LeftJoinStreams(orders, payments, "match", topology.Within(10*time.Second).Grace(5*time.Second),
+		func(_ context.Context, _ []byte, o, p string, found bool) (string, error) {
+			return o + "+" + orNone(p, found), nil
+		},
+		state.Memory(), codec.String(), codec.String())
+	counts := topology.CountWindows(topology.GroupByKey(matched, "by-order"), "per-window", topology.Tumbling(10*time.Second), state.Memory())
+	topology.To(topology.ToStream(counts, "updates"), "counts", codec.JSON[topology.Windowed[int64]](), topology.Named("out"))
+	d := eostest.New(t, top)
+	in := map[string]*eostest.InputTopic[string]{"orders": eostest.Input(d, "orders", codec.String()), "payments": eostest.Input(d, "payments", codec.String())}
+	for _, s := range []struct {
+		topic      string
+		sec        int
+		key, value string
+	}{
+		{"orders", 10, "o1", "order1"}, // never joins; late for the window once it expires
+		{"orders", 30, "o2", "order2"},
+		{"payments", 31, "o2", "pay2"}, // the window's stream time: 31 s, [10 s, 20 s) closed
+		{"orders", 40, "t1", "tick"},   // expires o1, at 10 s
+		{"orders", 41, "t2", "tick"},
+	} {
+		if err := pipeAt(t, in[s.topic], s.sec, s.key, s.value); err != nil {
+			t.Fatalf("%s=%s at %d s: %v", s.key, s.value, s.sec, err)
+		}
+	}
+	if s := d.Stats(); s.Processed != 5 || s.Skipped != 0 || s.ExpiriesSkipped != 1 {
+		t.Errorf("Stats %+v: want 5 records processed and the late unmatched record skipped alone", s)
+	}
+}

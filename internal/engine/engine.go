@@ -344,6 +344,12 @@ func (e *Engine) failure(ctx context.Context, r *kgo.Record, err error, out func
 			zap.String("topic", r.Topic), zap.Int32("partition", r.Partition), zap.Int64("offset", r.Offset))
 		return Interrupted, nil
 	}
+	return e.settle(r, ne, e.policyOf(ne), out)
+}
+
+// policyOf is the final policy for ne: its node's (its Late policy for a
+// late record), else the topology's default.
+func (e *Engine) policyOf(ne *topology.NodeError) graph.Policy {
 	policy := e.g.Default
 	if i := e.nodeIndex(ne.Node); i >= 0 {
 		policy = e.g.Nodes[i].Policy
@@ -351,7 +357,7 @@ func (e *Engine) failure(ctx context.Context, r *kgo.Record, err error, out func
 			policy = *late
 		}
 	}
-	return e.settle(r, ne, policy.Final(), out)
+	return policy.Final()
 }
 
 // nodeIndex is the index of the node called name, or -1.

@@ -68,15 +68,10 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 		return err // a nested expiry's failure, a runtime error, or an interrupt: the step's
 	}
 	e.undoExpiry(&sc)
-	policy := e.g.Default
-	i := e.nodeIndex(ne.Node)
-	if i >= 0 {
-		policy = e.g.Nodes[i].Policy
-	}
 	fields := []zap.Field{zap.String("node", ne.Node), zap.Error(ne.Err), zap.String("expiry_node", e.g.Nodes[x.Node].Name),
 		zap.String("expired", expiryWhat(x)), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
 		zap.String("topic", x.Topic), zap.Int32("partition", x.Partition), zap.Int64("offset", x.Offset)}
-	switch p := policy.Final(); p.Kind {
+	switch p := e.policyOf(ne); p.Kind {
 	case graph.PolicySkip:
 		e.exp.skipped++
 		e.log.Warn("expired entry skipped", fields...)
@@ -84,6 +79,7 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 	case graph.PolicyDeadLetter:
 		e.exp.dead++
 		e.log.Warn("expired entry dead-lettered", append(fields, zap.String("dlq", p.Topic))...)
+		i := e.nodeIndex(ne.Node)
 		if i < 0 {
 			i = x.Node
 		}
