@@ -430,7 +430,7 @@ func (b *batch) emit(rec *kgo.Record) {
 		if b.recCtx != nil {
 			parent = b.recCtx
 		}
-		rec.Context = &outputSource{Context: parent, in: b.cur, sink: b.l.proc.OutputNode()}
+		rec.Context = &outputSource{Context: parent, in: b.cur, sink: b.l.proc.OutputNode(), exp: b.l.proc.OutputExpiry()}
 	} else if b.recCtx != nil {
 		rec.Context = b.recCtx
 	}

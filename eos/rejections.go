@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/internal/runcfg"
 
 	"github.com/eosflow/eosflow/processor"
@@ -22,12 +23,14 @@ type rejection struct {
 	err  error
 }
 
-// outputSource tags an output with its input record and sink node while
-// the runtime is finding which input made an output the broker refused.
+// outputSource tags an output with its input record and sink node, and
+// the expired entry whose emission made it, if one did, while the runtime
+// is finding which input made an output the broker refused.
 type outputSource struct {
 	context.Context
 	in   *kgo.Record
 	sink string
+	exp  *graph.Expiry
 }
 
 // outputSourceKey finds an outputSource inside a context derived from it:
@@ -67,9 +70,13 @@ type rejections struct {
 	producerBuf int64
 	outputs     *outputTopics
 	byInput     map[string]rejection // input records whose outputs the broker refused
-	attribute   bool                 // tag outputs with their input record (after a rejected output)
-	seen        bool                 // an output was rejected since the last commit
-	refused     error                // a dead letter or internal record the broker refused: Run stops
+	// refuseExpiry hands the engine an expired entry an output of which
+	// the broker refused: the entry is at fault, not the record that
+	// expired it, and the redo settles it by the sink's policy.
+	refuseExpiry func(x *graph.Expiry, sink string, err error)
+	attribute    bool  // tag outputs with their input record (after a rejected output)
+	seen         bool  // an output was rejected since the last commit
+	refused      error // a dead letter or internal record the broker refused: Run stops
 }
 
 // newRejections is the rejections of r's outputs.
@@ -83,7 +90,8 @@ func newRejections(r *Runner) rejections {
 			internal[topology.ChangelogTopic(r.cfg.AppID, s.Name)] = "changelog"
 		}
 	}
-	return rejections{log: r.log, internal: internal, producerBuf: int64(runcfg.MemoryOf(r.cfg).ProducerBufferedBytes), outputs: r.outputs}
+	return rejections{log: r.log, internal: internal, producerBuf: int64(runcfg.MemoryOf(r.cfg).ProducerBufferedBytes), outputs: r.outputs,
+		refuseExpiry: r.proc.RefuseExpiry}
 }
 
 // of returns the rejection noted for input record rec; with none noted
@@ -155,9 +163,25 @@ func (rj *rejections) note(s session) {
 			zap.String("output_topic", rec.Topic), zap.Int("value_bytes", len(rec.Value)), zap.Error(err))
 		return
 	}
+	detail := rj.detail(rec, err)
+	if src.exp != nil {
+		rj.refuseExpiry(src.exp, src.sink, detail)
+		rj.log.Warn("the broker refused an output of an expired entry; the entry goes through the sink's error policy",
+			zap.String("expired", src.exp.What), zap.ByteString("key", src.exp.Key), zap.Time("timestamp", src.exp.Timestamp),
+			zap.String("expired_by", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
+		return
+	}
 	if rj.byInput == nil {
 		rj.byInput = make(map[string]rejection)
 	}
+	rj.byInput[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
+	rj.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
+		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
+}
+
+// detail says why the broker (or the producer) refused output rec with
+// err, and what to change.
+func (rj *rejections) detail(rec *kgo.Record, err error) error {
 	detail := fmt.Errorf("output to %s (%d bytes) refused by the broker: %w", rec.Topic, len(rec.Key)+len(rec.Value), err)
 	if buf := rj.producerBuf; errors.Is(err, kerr.MessageTooLarge) && recordBytes(rec) > buf {
 		detail = fmt.Errorf("output to %s (%d bytes) refused by the producer: %w; it is larger than the producer buffer max_memory gives a worker (%d bytes, an eighth of its share): raise max_memory or make the record smaller",
@@ -165,7 +189,5 @@ func (rj *rejections) note(s session) {
 	} else if l, ok := rj.outputs.limits[rec.Topic]; ok && errors.Is(err, kerr.MessageTooLarge) {
 		detail = fmt.Errorf("%w; the topic's max.message.bytes is %d: raise it or make the record smaller", detail, l.maxBytes)
 	}
-	rj.byInput[recordKey(src.in)] = rejection{sink: src.sink, err: detail}
-	rj.log.Warn("the broker refused an output; its input record goes through the sink's error policy",
-		zap.String("input", recordKey(src.in)), zap.String("sink", src.sink), zap.Error(detail))
+	return detail
 }

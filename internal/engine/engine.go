@@ -90,6 +90,15 @@ type Engine struct {
 	outs      int
 	outIdx    int
 	outName   string
+	// firstExp and moreExp are the expiries whose emission made each
+	// output (nil: the step's own), outExp the one being passed to out;
+	// see OutputExpiry.
+	firstExp *graph.Expiry
+	moreExp  []*graph.Expiry
+	outExp   *graph.Expiry
+	// refused are the expired entries an output of which the broker
+	// refused; see RefuseExpiry.
+	refused map[expiryID]refusal
 
 	limits     func(topic string) (maxBytes int, compacted bool, err error)
 	limitTopic string                // topic of the last output checked
@@ -420,7 +429,7 @@ func (e *Engine) settle(r *kgo.Record, ne *topology.NodeError, policy graph.Poli
 	case graph.PolicyDeadLetter:
 		e.tally.DeadLettered++
 		e.log.Warn("record dead-lettered", append(fields, zap.String("dlq", policy.Topic))...)
-		e.outIdx, e.outName = e.nodeIndex(ne.Node), ne.Node
+		e.outIdx, e.outName, e.outExp = e.nodeIndex(ne.Node), ne.Node, nil
 		out(deadLetter(policy.Topic, r, ne))
 		return DeadLettered, nil
 	}
@@ -612,11 +621,16 @@ func (e *Engine) EmitRecord(node int, rec *kgo.Record) error {
 
 // keepOutput holds rec, emitted by node, until the step succeeds.
 func (e *Engine) keepOutput(node int, rec *kgo.Record) {
+	var x *graph.Expiry
+	if n := len(e.exp.open); n > 0 {
+		x = e.exp.open[n-1].x
+	}
 	if e.outs == 0 {
-		e.first, e.firstNode = rec, node
+		e.first, e.firstNode, e.firstExp = rec, node, x
 	} else {
 		e.more = append(e.more, rec)
 		e.moreNode = append(e.moreNode, node)
+		e.moreExp = append(e.moreExp, x)
 	}
 	e.outs++
 }
@@ -627,8 +641,10 @@ func (e *Engine) dropOutputs() {
 	e.outs = 0
 	e.exp.skipped, e.exp.dead = 0, 0
 	if len(e.more) > 0 {
+		clear(e.moreExp)
 		e.more = e.more[:0]
 		e.moreNode = e.moreNode[:0]
+		e.moreExp = e.moreExp[:0]
 	}
 }
 
@@ -641,12 +657,13 @@ func (e *Engine) passOutputs(out func(*kgo.Record)) {
 	if e.outs == 0 {
 		return
 	}
-	e.outIdx = e.firstNode
+	e.outIdx, e.outExp = e.firstNode, e.firstExp
 	out(e.first)
 	for i, o := range e.more {
-		e.outIdx = e.moreNode[i]
+		e.outIdx, e.outExp = e.moreNode[i], e.moreExp[i]
 		out(o)
 	}
+	e.outExp = nil
 }
 
 // resolve names the app's internal topic whose suffix is suffix.

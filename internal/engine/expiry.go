@@ -21,6 +21,7 @@ import (
 // each with where its writes stood then, so that a failed emission can
 // be undone alone while the step's own work stays.
 type expiryScope struct {
+	x      *graph.Expiry // the entry, which the outputs of its emission carry
 	outs   int
 	staged int
 	saved  []savedStore
@@ -53,9 +54,16 @@ func reachedBefore(saved []savedStore, s *store.Store) bool {
 	return false
 }
 
-// Expire implements graph.Exec.
+// Expire implements graph.Exec. An entry one of whose outputs the broker
+// refused (RefuseExpiry) is settled by the refusing sink's policy without
+// being emitted again.
 func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
-	e.exp.open = append(e.exp.open, expiryScope{outs: e.outs, staged: len(e.hold.staged)})
+	if len(e.refused) > 0 {
+		if r, ok := e.refused[idOf(&x)]; ok {
+			return e.settleExpiry(&x, &topology.NodeError{Node: r.sink, Err: r.err})
+		}
+	}
+	e.exp.open = append(e.exp.open, expiryScope{x: &x, outs: e.outs, staged: len(e.hold.staged)})
 	err := e.runExpiry(emit)
 	sc := e.exp.open[len(e.exp.open)-1]
 	e.exp.open = e.exp.open[:len(e.exp.open)-1]
@@ -68,8 +76,15 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 		return err // a nested expiry's failure, a runtime error, or an interrupt: the step's
 	}
 	e.undoExpiry(&sc)
+	return e.settleExpiry(&x, ne)
+}
+
+// settleExpiry applies the final policy of ne's node to entry x, whose
+// emission failed with ne: nil once x is dropped or dead-lettered, an
+// ExpiryError under Fail.
+func (e *Engine) settleExpiry(x *graph.Expiry, ne *topology.NodeError) error {
 	fields := []zap.Field{zap.String("node", ne.Node), zap.Error(ne.Err), zap.String("expiry_node", e.g.Nodes[x.Node].Name),
-		zap.String("expired", expiryWhat(x)), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
+		zap.String("expired", expiryWhat(*x)), zap.ByteString("key", x.Key), zap.Time("timestamp", x.Timestamp),
 		zap.String("topic", x.Topic), zap.Int32("partition", x.Partition), zap.Int64("offset", x.Offset)}
 	switch p := e.policyOf(ne); p.Kind {
 	case graph.PolicySkip:
@@ -83,10 +98,10 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 		if i < 0 {
 			i = x.Node
 		}
-		e.keepOutput(i, e.expiryDeadLetter(p.Topic, x, ne))
+		e.keepOutput(i, e.expiryDeadLetter(p.Topic, *x, ne))
 		return nil
 	}
-	return &processor.ExpiryError{Node: e.g.Nodes[x.Node].Name, What: expiryWhat(x), Key: bytes.Clone(x.Key), Timestamp: x.Timestamp,
+	return &processor.ExpiryError{Node: e.g.Nodes[x.Node].Name, What: expiryWhat(*x), Key: bytes.Clone(x.Key), Timestamp: x.Timestamp,
 		Topic: x.Topic, Partition: x.Partition, Offset: x.Offset, Err: ne}
 }
 
@@ -110,7 +125,8 @@ func (e *Engine) undoExpiry(sc *expiryScope) {
 	if e.outs > sc.outs {
 		keep := max(sc.outs-1, 0) // the first output is not in more
 		clear(e.more[keep:])
-		e.more, e.moreNode = e.more[:keep], e.moreNode[:keep]
+		clear(e.moreExp[keep:])
+		e.more, e.moreNode, e.moreExp = e.more[:keep], e.moreNode[:keep], e.moreExp[:keep]
 		e.outs = sc.outs
 	}
 	clear(e.hold.staged[sc.staged:])
