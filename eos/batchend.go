@@ -16,8 +16,9 @@ import (
 // decide says whether the batch should commit. In order:
 //  1. a failed record (Fail policy, or a client error) or a record that
 //     carried the batch past transaction_timeout: no;
-//  2. a Fail-policy record in a plain session: yes for what came before
-//     it, whose outputs are already written (a redo would duplicate them);
+//  2. a Fail-policy record or expired entry in a plain session: yes for
+//     what came before it, whose outputs are already written (a redo
+//     would duplicate them);
 //  3. the updates aggregations held back (flush): a failing one, no;
 //  4. a BeforeCommit veto (of a batch with no failed record): no, and it
 //     becomes the batch's failure;
@@ -31,7 +32,7 @@ func (b *batch) decide() bool {
 	// user code for the batch, BeforeCommit included.
 	commit := b.failed == nil && b.slow == nil && !b.doomed && !b.revokedSince()
 	vetoable := commit
-	if !commit && l.contract.writesThrough && b.failed != nil && !isRebuildable(b.failed) && errors.As(b.failed, new(*processor.RecordError)) {
+	if !commit && l.contract.writesThrough && b.failed != nil && !isRebuildable(b.failed) && isPolicyFailure(b.failed) {
 		commit = true
 	}
 	if commit {
@@ -49,6 +50,13 @@ func (b *batch) decide() bool {
 			time.Since(b.start).Round(time.Millisecond), l.cfg.TransactionTimeout)}
 	}
 	return commit
+}
+
+// isPolicyFailure reports a failure under the Fail policy: of a record,
+// or of an expired entry's emission (charged to the entry, which fails
+// the record that expired it); the records before it are done.
+func isPolicyFailure(err error) bool {
+	return errors.As(err, new(*processor.RecordError)) || errors.As(err, new(*processor.ExpiryError))
 }
 
 // end ends the batch, committing if commit, and classifies the outcome.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
-	"github.com/eosflow/eosflow/processor"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -182,7 +181,7 @@ func (b *batch) abortReason(endErr error) abortReason {
 		return abortVeto
 	case b.slow != nil || b.timedOut:
 		return abortTimeout
-	case b.failed != nil && errors.As(b.failed, new(*processor.RecordError)):
+	case b.failed != nil && isPolicyFailure(b.failed):
 		return abortProcessing
 	case b.failed != nil && b.ctx.Err() != nil:
 		return abortShutdown
