@@ -17,14 +17,16 @@ import (
 )
 
 // expiryScope is an expiry's emission under way inside a step: what the
-// step had emitted and held when it began, and the stores it reached,
-// each with where its writes stood then, so that a failed emission can
-// be undone alone while the step's own work stays.
+// step had emitted, held and counted as settled expiries when it began,
+// and the stores it reached, each with where its writes stood then, so
+// that a failed emission can be undone alone, the expiries settled inside
+// it included, while the step's own work stays.
 type expiryScope struct {
-	x      *graph.Expiry // the entry, which the outputs of its emission carry
-	outs   int
-	staged int
-	saved  []savedStore
+	x             *graph.Expiry // the entry, which the outputs of its emission carry
+	outs          int
+	staged        int
+	skipped, dead uint64
+	saved         []savedStore
 }
 
 // expiryScopes are the emissions under way, innermost last (a window's
@@ -63,7 +65,7 @@ func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 			return e.settleExpiry(&x, &topology.NodeError{Node: r.sink, Err: r.err})
 		}
 	}
-	e.exp.open = append(e.exp.open, expiryScope{x: &x, outs: e.outs, staged: len(e.hold.staged)})
+	e.exp.open = append(e.exp.open, expiryScope{x: &x, outs: e.outs, staged: len(e.hold.staged), skipped: e.exp.skipped, dead: e.exp.dead})
 	err := e.runExpiry(emit)
 	sc := e.exp.open[len(e.exp.open)-1]
 	e.exp.open = e.exp.open[:len(e.exp.open)-1]
@@ -117,8 +119,10 @@ func (e *Engine) runExpiry(emit func() error) (err error) {
 }
 
 // undoExpiry drops what the failed emission of sc emitted and held, and
-// undoes its store writes.
+// undoes its store writes and the counts of the expiries settled inside
+// it, which expire again.
 func (e *Engine) undoExpiry(sc *expiryScope) {
+	e.exp.skipped, e.exp.dead = sc.skipped, sc.dead
 	for _, sv := range sc.saved {
 		sv.s.RollbackTo(sv.sp)
 	}
