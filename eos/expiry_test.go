@@ -74,7 +74,7 @@ func TestUnmatchedRecordDeadLetteredByTheRuntime(t *testing.T) {
 	}
 	dl, ok := processor.ParseDeadLetter(hs)
 	if len(dls) != 1 || !ok || string(dls[0].Key) != "o1" || string(dls[0].Value) != "bad" || !dls[0].Timestamp.Equal(time.Unix(10, 0)) ||
-		dl.Node != "match" || dl.ExpiryNode != "match" || dl.Expiry != "unmatched left record" || dl.Topic != "orders" {
+		dl.Node != "match" || dl.ExpiryNode != "match" || dl.ExpiryWhat != "unmatched left record" || dl.ExpirySourceTopic != "orders" || dl.Topic != "" {
 		t.Fatalf("dead letters %+v (%+v): want o1=bad at 10 s, naming the join", dls, dl)
 	}
 	if s := x.R.Stats(); s.ExpiriesDeadLettered != 1 || s.DeadLettered != 0 || s.Skipped != 0 || s.RecordsIn != 6 {

@@ -138,8 +138,12 @@ func (rj *rejections) note(s session) {
 	if isDeadLetter(rec) {
 		// A dead letter is the input record itself; refused, it has no
 		// policy left to go through.
+		topic, part, off := processor.HeaderSourceTopic, processor.HeaderSourcePartition, processor.HeaderSourceOffset
+		if header(rec, processor.HeaderExpiryNode) != "" {
+			topic, part, off = processor.HeaderExpirySourceTopic, processor.HeaderExpirySourcePartition, processor.HeaderExpirySourceOffset
+		}
 		rj.refused = fmt.Errorf("eos: the dead letter of %s/%s@%s to %s was refused by the broker: %w; raise the dead-letter topic's max.message.bytes to at least the input topic's",
-			header(rec, processor.HeaderSourceTopic), header(rec, processor.HeaderSourcePartition), header(rec, processor.HeaderSourceOffset), rec.Topic, err)
+			header(rec, topic), header(rec, part), header(rec, off), rec.Topic, err)
 		return
 	}
 	if rj.internal[rec.Topic] == "mirror" {

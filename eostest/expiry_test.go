@@ -140,11 +140,14 @@ func assertUnmatchedDeadLetter(t *testing.T, d *eostest.Driver) {
 	if string(dl.Key) != "o1" || string(dl.Value) != "bad" || dl.Node != "match" || !strings.Contains(dl.Error, errNoPayment.Error()) {
 		t.Errorf("dead letter %+v: want o1=bad from node match with the function's error", dl)
 	}
-	if dl.ExpiryNode != "match" || !strings.Contains(dl.Expiry, "unmatched left record") {
+	if dl.ExpiryNode != "match" || !strings.Contains(dl.ExpiryWhat, "unmatched left record") {
 		t.Errorf("dead letter %+v: its headers must name the join and the unmatched record", dl)
 	}
-	if dl.Topic != "orders" || dl.Offset != 2 {
-		t.Errorf("dead letter %+v: must name the record whose stream time expired it, orders@2", dl)
+	if dl.ExpirySourceTopic != "orders" || dl.ExpirySourceOffset != 2 || !dl.ExpirySourceTimestamp.Equal(time.Unix(40, 0)) {
+		t.Errorf("dead letter %+v: must name the record whose stream time expired it, orders@2 at 40 s", dl)
+	}
+	if dl.Topic != "" || dl.Offset != 0 {
+		t.Errorf("dead letter %+v: an expired entry was read from no topic, and must not look replayable", dl)
 	}
 	recs := eostest.Output(d, "match-dlq", codec.String()).ReadAll()
 	if len(recs) != 1 || !recs[0].Timestamp.Equal(time.Unix(10, 0)) {
@@ -249,7 +252,7 @@ func TestFinalWindowFailureIsCharged(t *testing.T) {
 			}
 			dl := dls[0]
 			if string(dl.Key) != "bad" || dl.Node != "check" || dl.ExpiryNode != "per-window" ||
-				dl.Expiry != tc.what || !strings.Contains(dl.Error, errBadWindow.Error()) || dl.Offset != 2 {
+				dl.ExpiryWhat != tc.what || !strings.Contains(dl.Error, errBadWindow.Error()) || dl.ExpirySourceOffset != 2 || dl.Topic != "" {
 				t.Errorf("dead letter %+v, want key bad from check, naming %q, expired by clicks@2", dl, tc.what)
 			}
 			recs := eostest.Output(d, "check-dlq", codec.Bytes()).ReadAll()

@@ -108,7 +108,7 @@ func (d *Driver) DeadLetters(topic string) []DeadLetter {
 	for i, r := range rs {
 		dl, ok := processor.ParseDeadLetter(r.Headers)
 		if !ok {
-			d.failf("%s/%d@%d is not a dead letter: it has no %s header", r.Topic, r.Partition, r.Offset, processor.HeaderSourceTopic)
+			d.failf("%s/%d@%d is not a dead letter: it has no %s or %s header", r.Topic, r.Partition, r.Offset, processor.HeaderSourceTopic, processor.HeaderExpiryNode)
 		}
 		out[i] = DeadLetter{Key: r.Key, Value: r.Value, Headers: r.Headers, DeadLetter: dl}
 	}

@@ -19,24 +19,30 @@ type DeadLetter struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
-	// ExpiryNode and Expiry are set when the dead letter is an expired
-	// entry rather than an input record (see HeaderExpiryNode): the join
-	// or window node, and what expired. Topic, Partition, Offset and
-	// Timestamp then name the record whose stream time expired it.
-	ExpiryNode string
-	Expiry     string
+	// The Expiry fields are set, and the source fields above left zero,
+	// when the dead letter is an expired entry rather than an input record
+	// (see HeaderExpiryNode), which cannot be replayed: the join or window
+	// node, what expired, and the record whose stream time expired it.
+	ExpiryNode            string
+	ExpiryWhat            string
+	ExpirySourceTopic     string
+	ExpirySourcePartition int32
+	ExpirySourceOffset    int64
+	ExpirySourceTimestamp time.Time
 }
 
 // deadLetterHeaders are the keys DeadLetter headers use.
 var deadLetterHeaders = []string{
 	HeaderNode, HeaderError, HeaderStack,
 	HeaderSourceTopic, HeaderSourcePartition, HeaderSourceOffset, HeaderSourceTimestamp,
-	HeaderExpiryNode, HeaderExpiry,
+	HeaderExpiryNode, HeaderExpiryWhat,
+	HeaderExpirySourceTopic, HeaderExpirySourcePartition, HeaderExpirySourceOffset, HeaderExpirySourceTimestamp,
 }
 
 // ParseDeadLetter reads the dead-letter headers of a record, as a
-// consumer of a dead-letter topic sees them; ok is false when they do not
-// name a source topic (not a dead letter).
+// consumer of a dead-letter topic sees them; ok is false when they name
+// neither a source topic nor an expiry node (not a dead letter). Only a
+// letter with a Topic can be replayed: an expired entry's has none.
 func ParseDeadLetter(headers []Header) (dl DeadLetter, ok bool) {
 	for _, h := range headers {
 		v := string(h.Value)
@@ -50,20 +56,36 @@ func ParseDeadLetter(headers []Header) (dl DeadLetter, ok bool) {
 		case HeaderSourceTopic:
 			dl.Topic = v
 		case HeaderSourcePartition:
-			p, _ := strconv.ParseInt(v, 10, 32)
-			dl.Partition = int32(p)
+			dl.Partition = parsePartition(v)
 		case HeaderSourceOffset:
 			dl.Offset, _ = strconv.ParseInt(v, 10, 64)
 		case HeaderSourceTimestamp:
-			ms, _ := strconv.ParseInt(v, 10, 64)
-			dl.Timestamp = time.UnixMilli(ms)
+			dl.Timestamp = parseMillis(v)
 		case HeaderExpiryNode:
 			dl.ExpiryNode = v
-		case HeaderExpiry:
-			dl.Expiry = v
+		case HeaderExpiryWhat:
+			dl.ExpiryWhat = v
+		case HeaderExpirySourceTopic:
+			dl.ExpirySourceTopic = v
+		case HeaderExpirySourcePartition:
+			dl.ExpirySourcePartition = parsePartition(v)
+		case HeaderExpirySourceOffset:
+			dl.ExpirySourceOffset, _ = strconv.ParseInt(v, 10, 64)
+		case HeaderExpirySourceTimestamp:
+			dl.ExpirySourceTimestamp = parseMillis(v)
 		}
 	}
-	return dl, dl.Topic != ""
+	return dl, dl.Topic != "" || dl.ExpiryNode != ""
+}
+
+func parsePartition(v string) int32 {
+	p, _ := strconv.ParseInt(v, 10, 32)
+	return int32(p)
+}
+
+func parseMillis(v string) time.Time {
+	ms, _ := strconv.ParseInt(v, 10, 64)
+	return time.UnixMilli(ms)
 }
 
 // WithoutDeadLetter returns a copy of headers less those DeadLetter added:

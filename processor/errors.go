@@ -5,19 +5,6 @@ import (
 	"fmt"
 )
 
-// Dead-letter headers, added after the original record's own headers, so
-// that a consumer of the dead-letter topic can tell why and from where a
-// record came (and replay it to its source).
-const (
-	HeaderNode            = "eosflow.error.node"
-	HeaderError           = "eosflow.error.message"
-	HeaderStack           = "eosflow.error.stack"
-	HeaderSourceTopic     = "eosflow.source.topic"
-	HeaderSourcePartition = "eosflow.source.partition"
-	HeaderSourceOffset    = "eosflow.source.offset"
-	HeaderSourceTimestamp = "eosflow.source.timestamp"
-)
-
 // RecordError is a record whose processing failed under the Fail policy. It
 // names the input record so an operator can find it; the runtime aborts the
 // open transaction and stops.

@@ -5,17 +5,6 @@ import (
 	"time"
 )
 
-// Expiry headers, added to the dead letter of an expired entry (an
-// unmatched record of a left or outer stream join, a final-only window's
-// result) whose emission failed, so that a consumer of the dead-letter
-// topic can tell it from a dead-lettered input record: its key, value and
-// timestamp are the entry's own, and the source headers name the record
-// whose stream time expired it.
-const (
-	HeaderExpiryNode = "eosflow.expiry.node" // the join or window node
-	HeaderExpiry     = "eosflow.expiry.what" // what expired, e.g. "unmatched left record"
-)
-
 // ExpiryError is the failure, under the Fail policy, of emitting an entry
 // that stream time expired: an unmatched record of a left or outer stream
 // join, or the final result of a window. It names the entry rather than

@@ -58,7 +58,9 @@ type letter struct {
 }
 
 // replay sends each dead letter back to its source topic as it was read
-// there: same key, value, timestamp and headers, less those DeadLetter added.
+// there: same key, value, timestamp and headers, less those DeadLetter
+// added. An expired entry's dead letter is not an input record: it is
+// left where it is.
 func replay() *topology.Topology {
 	top := topology.New()
 	dead := topology.Source(top, "payments-dlq", codec.Bytes())
@@ -66,6 +68,12 @@ func replay() *topology.Topology {
 		dl, ok := processor.ParseDeadLetter(r.Headers)
 		if !ok {
 			return errors.New("not a dead letter: no eosflow.source.topic header")
+		}
+		if dl.ExpiryNode != "" {
+			// An expired entry (a join's unmatched record, a window's
+			// result) was read from no topic: there is nowhere to send it.
+			fmt.Printf("not replaying the %s of %s (%s)\n", dl.ExpiryWhat, dl.ExpiryNode, dl.Error)
+			return nil
 		}
 		fmt.Printf("replaying %s/%d@%d (%s)\n", dl.Topic, dl.Partition, dl.Offset, dl.Error)
 		ctx.Emit(processor.Record[letter]{Key: r.Key, Value: letter{topic: dl.Topic, value: r.Value},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/eostest"
+	"github.com/eosflow/eosflow/processor"
 )
 
 // A payment that is not JSON is dead-lettered with the reason and where
@@ -47,5 +48,29 @@ func TestPoisonPaymentDeadLetteredAndReplayed(t *testing.T) {
 	if string(b.Key) != "ada" || string(b.Value) != payments[1] || !b.Timestamp.Equal(at) ||
 		len(b.Headers) != 1 || b.Headers[0].Key != "origin" || !bytes.Equal(b.Headers[0].Value, []byte("shop")) {
 		t.Errorf("replayed: %+v, want the record as first read, its own headers only", b)
+	}
+}
+
+// The replay leaves an expired entry's dead letter (a join's unmatched
+// record, a window's result) alone: it was read from no topic, and the
+// record its headers name only expired it.
+func TestExpiredEntryNotReplayed(t *testing.T) {
+	r := eostest.New(t, replay(), eostest.Topics("payments", "orders"))
+	headers := []processor.Header{
+		{Key: processor.HeaderNode, Value: []byte("match")},
+		{Key: processor.HeaderError, Value: []byte("no payment")},
+		{Key: processor.HeaderExpiryNode, Value: []byte("match")},
+		{Key: processor.HeaderExpiryWhat, Value: []byte("unmatched left record")},
+		{Key: processor.HeaderExpirySourceTopic, Value: []byte("orders")},
+		{Key: processor.HeaderExpirySourcePartition, Value: []byte("0")},
+		{Key: processor.HeaderExpirySourceOffset, Value: []byte("2")},
+	}
+	if err := r.Pipe("payments-dlq", []byte("o1"), []byte("bad"), eostest.Headers(headers...)); err != nil {
+		t.Fatalf("Pipe: %v, want the expired entry's letter left alone", err)
+	}
+	for _, topic := range []string{"payments", "orders"} {
+		if back := eostest.Output(r, topic, codec.Bytes()).ReadAll(); len(back) != 0 {
+			t.Fatalf("replayed %v to %s, want nothing", back, topic)
+		}
 	}
 }

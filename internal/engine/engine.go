@@ -488,7 +488,9 @@ func isDeadLetterHeader(key string) bool {
 	case processor.HeaderNode, processor.HeaderError, processor.HeaderStack,
 		processor.HeaderSourceTopic, processor.HeaderSourcePartition,
 		processor.HeaderSourceOffset, processor.HeaderSourceTimestamp,
-		processor.HeaderExpiryNode, processor.HeaderExpiry:
+		processor.HeaderExpiryNode, processor.HeaderExpiryWhat,
+		processor.HeaderExpirySourceTopic, processor.HeaderExpirySourcePartition,
+		processor.HeaderExpirySourceOffset, processor.HeaderExpirySourceTimestamp:
 		return true
 	}
 	return false

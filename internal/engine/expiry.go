@@ -147,19 +147,20 @@ func (e *Engine) settleExpiries() {
 
 // expiryDeadLetter builds the dead letter of expired entry x after ne:
 // its key, value and timestamp, the headers naming the node that failed
-// and the error, the record whose stream time expired it, and the join or
-// window node and what expired.
+// and the error, the join or window node and what expired, and, in
+// headers of their own, since the entry was not read from it and must
+// not be replayed there, the record whose stream time expired it.
 func (e *Engine) expiryDeadLetter(topic string, x graph.Expiry, ne *topology.NodeError) *kgo.Record {
 	h := make([]kgo.RecordHeader, 0, 9)
 	h = append(h,
 		kgo.RecordHeader{Key: processor.HeaderNode, Value: headerText(ne.Node, maxErrorHeader)},
 		kgo.RecordHeader{Key: processor.HeaderError, Value: headerText(ne.Err.Error(), maxErrorHeader)},
-		kgo.RecordHeader{Key: processor.HeaderSourceTopic, Value: []byte(x.Topic)},
-		kgo.RecordHeader{Key: processor.HeaderSourcePartition, Value: strconv.AppendInt(nil, int64(x.Partition), 10)},
-		kgo.RecordHeader{Key: processor.HeaderSourceOffset, Value: strconv.AppendInt(nil, x.Offset, 10)},
-		kgo.RecordHeader{Key: processor.HeaderSourceTimestamp, Value: strconv.AppendInt(nil, x.At.UnixMilli(), 10)},
 		kgo.RecordHeader{Key: processor.HeaderExpiryNode, Value: []byte(e.g.Nodes[x.Node].Name)},
-		kgo.RecordHeader{Key: processor.HeaderExpiry, Value: headerText(expiryWhat(x), maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderExpiryWhat, Value: headerText(expiryWhat(x), maxErrorHeader)},
+		kgo.RecordHeader{Key: processor.HeaderExpirySourceTopic, Value: []byte(x.Topic)},
+		kgo.RecordHeader{Key: processor.HeaderExpirySourcePartition, Value: strconv.AppendInt(nil, int64(x.Partition), 10)},
+		kgo.RecordHeader{Key: processor.HeaderExpirySourceOffset, Value: strconv.AppendInt(nil, x.Offset, 10)},
+		kgo.RecordHeader{Key: processor.HeaderExpirySourceTimestamp, Value: strconv.AppendInt(nil, x.At.UnixMilli(), 10)},
 	)
 	if ne.Stack != nil {
 		h = append(h, kgo.RecordHeader{Key: processor.HeaderStack, Value: headerText(string(ne.Stack), maxStackHeader)})
