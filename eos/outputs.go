@@ -118,9 +118,16 @@ func (o *outputTopics) loadLimits(ctx context.Context, adm *kadm.Client, topics 
 }
 
 // partitionCount is the partition count of an output topic, for sinks with
-// their own partitioner; asked once per topic.
+// their own partitioner; asked once per topic. A topic that does not
+// exist is the sink's error; any other failure to learn the count is the
+// client's, and the batch is redone with a new one, as after any client
+// error, rather than dropping the record.
 func (o *outputTopics) partitionCount(topic string) (int32, error) {
-	return o.lookup(topic)
+	n, err := o.lookup(topic)
+	if err != nil && !errors.Is(err, processor.ErrUnknownTopic) {
+		return 0, &rebuildError{err}
+	}
+	return n, err
 }
 
 // lookup looks up an output topic once: its partition count, or that

@@ -142,8 +142,11 @@ func (tg sinkTarget[T]) deliver(x graph.Exec, n *Node, r Record[T], v []byte) er
 	if tg.partitioner != nil {
 		x.Enter(n.index)
 		count, err := x.Partitions(dst)
+		if errors.Is(err, processor.ErrUnknownTopic) {
+			return &NodeError{Node: n.name, Err: err} // the sink chose it: its policy settles the record
+		}
 		if err != nil {
-			return &NodeError{Node: n.name, Err: err}
+			return err // the runtime could not tell (a broker not answering): no policy may drop the record for it
 		}
 		if part = tg.partitioner(r, count); part < 0 || part >= count {
 			return &NodeError{Node: n.name, Err: fmt.Errorf("%w: partitioner chose %d, topic %q has partitions 0 to %d",
