@@ -62,6 +62,11 @@ func reachedBefore(saved []savedStore, s *store.Store) bool {
 func (e *Engine) Expire(x graph.Expiry, emit func() error) error {
 	if len(e.refused) > 0 {
 		if r, ok := e.refused[idOf(&x)]; ok {
+			// Once: a later entry with the same node, key and times (two
+			// records of one key and timestamp) is emitted, not settled;
+			// a redo of this step emits it again and meets the broker's
+			// answer again.
+			delete(e.refused, idOf(&x))
 			return e.settleExpiry(&x, &topology.NodeError{Node: r.sink, Err: r.err})
 		}
 	}
