@@ -93,17 +93,25 @@ func OuterJoinExactlyOnce(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	t.Logf("%d pairs, %d lonely orders and %d lonely payments came out exactly once", len(pairs), len(lonelyOrders), len(lonelyPayments))
 }
 
-// closingVeto fails the first batch of input records that ends once armed,
-// with errVeto: the batch aborts and its runner stops.
+// closingVeto fails the first batch that ends once armed having emitted
+// outputs (unmatched records), with errVeto: the batch aborts and its
+// runner stops. A batch of a closer whose partition had nothing left to
+// expire emitted nothing, and is let through.
 type closingVeto struct {
 	armed atomic.Bool
 	fired atomic.Int32
 }
 
+// vetoSendTime is how long the veto lets the batch's outputs reach the
+// broker before it aborts the batch: an abort drops the records not sent
+// yet, and the scenario checks that read_uncommitted saw some.
+const vetoSendTime = 250 * time.Millisecond
+
 // option returns the BeforeCommit option every instance gets.
 func (v *closingVeto) option() eos.Option {
 	return eos.BeforeCommit(func(_ context.Context, b eos.BatchInfo) error {
-		if b.Records > 0 && v.armed.Load() && v.fired.CompareAndSwap(0, 1) {
+		if b.Records > 0 && b.Outputs > 0 && v.armed.Load() && v.fired.CompareAndSwap(0, 1) {
+			time.Sleep(vetoSendTime)
 			return errVeto
 		}
 		return nil
