@@ -61,32 +61,8 @@ func LeftJoinGlobal[L, R, Out any](s Stream[L], g GlobalTable[R], name string, k
 // global table g and emits what step makes of it, if anything.
 func joinGlobal[L, R, Out any](s Stream[L], g GlobalTable[R], name, op string, keyOf func([]byte, L) []byte,
 	step func(context.Context, joinIn[L, R]) (Out, bool, error)) Stream[Out] {
-	p := &port[Out]{}
-	type result struct {
-		out  Out
-		emit bool
-	}
-	var apply func(context.Context, joinIn[L, R]) (result, error)
-	if step != nil {
-		apply = func(ctx context.Context, in joinIn[L, R]) (result, error) {
-			out, emit, err := step(ctx, in)
-			return result{out, emit}, err
-		}
-	}
-	n := attach(s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[L]) error {
-		return func(x graph.Exec, r Record[L]) error {
-			x.Enter(n.index)
-			in := joinIn[L, R]{key: r.Key, l: r.Value}
-			if err := lookupGlobal(x, n, g, keyOf(r.Key, r.Value), &in.r, &in.found); err != nil {
-				return err
-			}
-			res, err := call(x, n, apply, in)
-			if err != nil || !res.emit {
-				return err
-			}
-			return p.push(x, Record[Out]{Key: r.Key, Value: res.out, Headers: r.Headers, Timestamp: r.Timestamp,
-				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
-		}
+	n, p := lookupJoin(s, name, op, step, func(x graph.Exec, n *Node, r Record[L], in *joinIn[L, R]) error {
+		return lookupGlobal(x, n, g, keyOf(r.Key, r.Value), &in.r, &in.found)
 	})
 	if n == nil {
 		return Stream[Out]{}

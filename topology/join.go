@@ -121,45 +121,25 @@ type joinIn[L, R any] struct {
 // join adds a node that looks each record's key up in tbl's store of the
 // record's task and emits what step makes of it, if anything.
 func join[L, R, Out any](s Stream[L], tbl Table[R], name, op string, step func(context.Context, joinIn[L, R]) (Out, bool, error)) Stream[Out] {
-	p := &port[Out]{}
-	type result struct {
-		out  Out
-		emit bool
-	}
-	var apply func(context.Context, joinIn[L, R]) (result, error)
-	if step != nil {
-		apply = func(ctx context.Context, in joinIn[L, R]) (result, error) {
-			out, emit, err := step(ctx, in)
-			return result{out, emit}, err
+	n, p := lookupJoin(s, name, op, step, func(x graph.Exec, n *Node, r Record[L], in *joinIn[L, R]) error {
+		if r.Key == nil {
+			return nil
 		}
-	}
-	n := attach(s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[L]) error {
-		return func(x graph.Exec, r Record[L]) error {
-			x.Enter(n.index)
-			in := joinIn[L, R]{key: r.Key, l: r.Value}
-			if r.Key != nil {
-				st, err := taskStore(x, tbl.store)
-				if err != nil {
-					return storeFailed(x, n, err)
-				}
-				b, found, err := st.Get(r.Key)
-				if err != nil {
-					return storeFailed(x, n, err)
-				}
-				if found {
-					if in.r, err = tbl.c.Decode(b); err != nil {
-						return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
-					}
-					in.found = true
-				}
-			}
-			res, err := call(x, n, apply, in)
-			if err != nil || !res.emit {
-				return err
-			}
-			return p.push(x, Record[Out]{Key: r.Key, Value: res.out, Headers: r.Headers, Timestamp: r.Timestamp,
-				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+		st, err := taskStore(x, tbl.store)
+		if err != nil {
+			return storeFailed(x, n, err)
 		}
+		b, found, err := st.Get(r.Key)
+		if err != nil {
+			return storeFailed(x, n, err)
+		}
+		if found {
+			if in.r, err = tbl.c.Decode(b); err != nil {
+				return &NodeError{Node: n.name, Err: codecError(st, "decode value", r.Key, err)}
+			}
+			in.found = true
+		}
+		return nil
 	})
 	if n == nil {
 		return Stream[Out]{}
@@ -181,6 +161,40 @@ func join[L, R, Out any](s Stream[L], tbl Table[R], name, op string, step func(c
 			"as Kafka Streams repartitions before a join", op, by)
 	}
 	return Stream[Out]{n: n, p: p}
+}
+
+// lookupJoin adds the node of a stream join with a table: lookup fills
+// in the row for each record, and step makes what is emitted, if anything.
+func lookupJoin[L, R, Out any](s Stream[L], name, op string, step func(context.Context, joinIn[L, R]) (Out, bool, error),
+	lookup func(graph.Exec, *Node, Record[L], *joinIn[L, R]) error) (*Node, *port[Out]) {
+	p := &port[Out]{}
+	type result struct {
+		out  Out
+		emit bool
+	}
+	var apply func(context.Context, joinIn[L, R]) (result, error)
+	if step != nil {
+		apply = func(ctx context.Context, in joinIn[L, R]) (result, error) {
+			out, emit, err := step(ctx, in)
+			return result{out, emit}, err
+		}
+	}
+	n := attach(s, name, KindProcessor, op, func(n *Node) func(graph.Exec, Record[L]) error {
+		return func(x graph.Exec, r Record[L]) error {
+			x.Enter(n.index)
+			in := joinIn[L, R]{key: r.Key, l: r.Value}
+			if err := lookup(x, n, r, &in); err != nil {
+				return err
+			}
+			res, err := call(x, n, apply, in)
+			if err != nil || !res.emit {
+				return err
+			}
+			return p.push(x, Record[Out]{Key: r.Key, Value: res.out, Headers: r.Headers, Timestamp: r.Timestamp,
+				Topic: r.Topic, Partition: r.Partition, Offset: r.Offset})
+		}
+	})
+	return n, p
 }
 
 // lookupRow reads key's row of the table kept in store, if it has one.
