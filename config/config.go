@@ -117,6 +117,13 @@ type Config struct {
 	// CommitInterval is how often the current batch is committed.
 	// EOS_COMMIT_INTERVAL. Default: 100ms (as Kafka Streams).
 	CommitInterval time.Duration `yaml:"commit_interval"`
+	// AdaptiveCommit ends a batch as soon as the records at hand are
+	// processed, instead of when CommitInterval runs out, which then
+	// only bounds a batch. Records that arrive while a transaction
+	// commits make the next batch, so batches stay small (and latency
+	// short) at low rates and grow to the interval under load.
+	// EOS_ADAPTIVE_COMMIT. Default: false.
+	AdaptiveCommit bool `yaml:"adaptive_commit"`
 	// MaxBatchRecords is the most records one transaction holds; a batch
 	// commits early when it reaches it. EOS_MAX_BATCH_RECORDS. Default: 50000;
 	// at most 2147483647.

@@ -22,6 +22,7 @@
 //	instance_id          EOS_INSTANCE_ID                 host name
 //	guarantee            EOS_GUARANTEE                   exactly-once
 //	commit_interval      EOS_COMMIT_INTERVAL             100ms
+//	adaptive_commit      EOS_ADAPTIVE_COMMIT             false (true: a batch ends once the records at hand are processed)
 //	max_batch_records    EOS_MAX_BATCH_RECORDS           50000
 //	transaction_timeout  EOS_TRANSACTION_TIMEOUT         10s
 //	session_timeout      EOS_SESSION_TIMEOUT             45s

@@ -137,9 +137,10 @@ func (b *batch) stop() {
 	b.cancelProduce()
 }
 
-// fill processes fetches and keeps polling until the commit interval, the
-// record or byte cap, a failure or shutdown: fewer, larger transactions
-// cost fewer round trips. Records polled but not processed are rewound.
+// fill processes fetches and keeps polling until the commit interval (with
+// AdaptiveCommit, until no more records are at hand), the record or byte
+// cap, a failure or shutdown: fewer, larger transactions cost fewer round
+// trips. Records polled but not processed are rewound.
 func (b *batch) fill(fetches kgo.Fetches) {
 	l := b.l
 	t0 := time.Now()
@@ -151,9 +152,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 	// would return at once, spinning.
 	deadline := b.start.Add(l.cfg.CommitInterval)
 	for !b.stopped() && b.in < limit && b.ctx.Err() == nil && !b.cut.Load() && time.Now().Before(deadline) {
-		pctx, cancel := context.WithDeadline(b.ctx, deadline)
-		more, perr := b.s.poll(pctx, b.pollLimit(min(l.pollSize(), limit-b.in)))
-		cancel()
+		more, perr := b.pollMore(deadline, limit)
 		if perr != nil {
 			b.failed, b.pollFailed = perr, true
 			break
@@ -164,6 +163,9 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		if err := l.fetchError(more); err != nil {
 			b.failed, b.pollFailed = err, true
 			break
+		}
+		if l.cfg.AdaptiveCommit && more.NumRecords() == 0 {
+			break // the records at hand are processed
 		}
 		t0 := time.Now()
 		b.process(more)
@@ -177,6 +179,19 @@ func (b *batch) fill(fetches kgo.Fetches) {
 		b.rewindRest()
 	}
 	l.adaptPollSize(b)
+}
+
+// pollMore polls for the batch's next records: until deadline, or with
+// AdaptiveCommit only what the client has buffered (a nil context makes
+// franz-go return at once).
+func (b *batch) pollMore(deadline time.Time, limit int) (kgo.Fetches, error) {
+	n := b.pollLimit(min(b.l.pollSize(), limit-b.in))
+	if b.l.cfg.AdaptiveCommit {
+		return b.s.poll(nil, n)
+	}
+	pctx, cancel := context.WithDeadline(b.ctx, deadline)
+	defer cancel()
+	return b.s.poll(pctx, n)
 }
 
 // rewindRest moves the consumer back to the records left for the next
