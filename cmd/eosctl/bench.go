@@ -39,6 +39,9 @@ keys unchanged — from an input topic to an output topic with each case, on the
 same broker, one after the other:
 
   at-most-once, at-least-once, idempotent, exactly-once   this framework
+  exactly-once/adaptive  exactly-once with adaptive_commit: a batch ends once
+                         the records at hand are processed (--commit-interval
+                         only bounds it)
   exactly-once/metrics   exactly-once serving /metrics, scraped every second;
                          reported as a ratio to exactly-once (goal ≥ 0.97×)
   exactly-once/traced    exactly-once with eos.Tracing, every span exported

@@ -43,6 +43,10 @@ const (
 	// ExactlyOnceMetrics is exactly-once serving its metrics on
 	// metrics_addr, scraped every second as Prometheus would.
 	ExactlyOnceMetrics = "exactly-once/metrics"
+	// ExactlyOnceAdaptive is exactly-once with adaptive_commit: a batch
+	// ends once the records at hand are processed, the commit interval
+	// only bounding it.
+	ExactlyOnceAdaptive = "exactly-once/adaptive"
 	// ExactlyOnceTraced is exactly-once with eos.Tracing, every span kept
 	// and handed to a batching exporter that discards them.
 	ExactlyOnceTraced = "exactly-once/traced"
@@ -60,7 +64,7 @@ const (
 // Cases lists every case of the upper pipeline in report order; the Redis
 // dedup cases run by default only with Options.RedisURL set.
 func Cases() []string {
-	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceMetrics, ExactlyOnceTraced,
+	return []string{AtMostOnce, AtLeastOnce, Idempotent, ExactlyOnce, ExactlyOnceAdaptive, ExactlyOnceMetrics, ExactlyOnceTraced,
 		DedupMemoryCase, DedupRedisCase, DedupBloomCase, RawFranzGo, KafkaStreams, KafkaStreamsTuned}
 }
 
@@ -640,6 +644,7 @@ type caseSpec struct {
 	restore   bool   // a restore case
 	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
+	adaptive  bool   // adaptive_commit (ExactlyOnceAdaptive)
 	dedup     string // the dedup store in front of the upper-casing: DedupMemory, DedupRedis or DedupBloom
 	workers   int    // workers (Kafka Streams: threads); 0 or 1: one
 	tuned     bool   // Kafka Streams with the Go side's batching, a thread per core unless workers says
@@ -655,6 +660,8 @@ func (o *Options) plan() []caseSpec {
 			c.engine, c.guarantee = EngineFranzGo, ExactlyOnce
 		case ExactlyOnceMetrics:
 			c.kind, c.guarantee, c.metrics = ExactlyOnce, ExactlyOnce, true
+		case ExactlyOnceAdaptive:
+			c.kind, c.guarantee, c.adaptive = ExactlyOnce, ExactlyOnce, true
 		case ExactlyOnceTraced:
 			c.kind, c.guarantee, c.traced = ExactlyOnce, ExactlyOnce, true
 		case DedupMemoryCase:
@@ -1226,7 +1233,7 @@ func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDi
 		Input: in, Output: out, AppID: appID,
 		CommitInterval: c.commit, BatchRecords: h.o.BatchRecords, MaxMemory: h.o.MaxMemory,
 		Pipeline: c.pipeline, State: c.state, StateDir: stateDir, RestoreRecords: restore,
-		Metrics: c.metrics, Traced: c.traced, Workers: c.workers,
+		Metrics: c.metrics, Traced: c.traced, Workers: c.workers, Adaptive: c.adaptive,
 	}
 	if c.pipeline == PipelineCPU {
 		spec.Rounds = h.o.CPURounds

@@ -49,7 +49,9 @@ type WorkerSpec struct {
 	Output         string        `json:"output"`
 	AppID          string        `json:"app_id"`
 	CommitInterval time.Duration `json:"commit_interval"`
-	BatchRecords   int           `json:"batch_records"`
+	// Adaptive is config adaptive_commit.
+	Adaptive     bool `json:"adaptive,omitempty"`
+	BatchRecords int  `json:"batch_records"`
 	// MaxMemory is config max_memory; 0: its default.
 	MaxMemory config.ByteSize `json:"max_memory,omitempty"`
 	// Pipeline is PipelineUpper (default), PipelineCount or
@@ -109,6 +111,7 @@ func (s WorkerSpec) Config() (config.Config, error) {
 	if s.CommitInterval > 0 { // the postgres pipeline's cases have none
 		cfg.CommitInterval = s.CommitInterval
 	}
+	cfg.AdaptiveCommit = s.Adaptive
 	cfg.MaxBatchRecords = s.BatchRecords
 	cfg.MaxMemory = s.MaxMemory
 	cfg.Guarantee = config.Guarantee(s.Case)
