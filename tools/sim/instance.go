@@ -132,6 +132,7 @@ func (s *sim) config(idx int) config.Config {
 	c.InstanceID = memberID(idx)
 	c.Guarantee = s.cfg.Guarantee
 	c.CommitInterval = 10 * time.Millisecond
+	c.AdaptiveCommit = s.sched.Adaptive
 	c.MaxBatchRecords = 25
 	c.SessionTimeout = 6 * time.Second
 	c.RebalanceTimeout = 3 * time.Second

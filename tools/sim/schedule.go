@@ -195,7 +195,10 @@ type Schedule struct {
 	// (AddPartitionsToTxn and AddOffsetsToTxn on the wire, one producer
 	// epoch per session) instead of KIP-890's second.
 	TxnV1 bool
-	Steps []Step
+	// Adaptive runs the members with adaptive_commit: batches end once
+	// the records at hand are processed.
+	Adaptive bool
+	Steps    []Step
 }
 
 // String is the schedule on one line: its seed, pipeline, protocol and
@@ -208,6 +211,9 @@ func (s Schedule) String() string {
 	v := "v2"
 	if s.TxnV1 {
 		v = "v1"
+	}
+	if s.Adaptive {
+		v += " adaptive"
 	}
 	return fmt.Sprintf("seed %d %s txn-%s [%s]", s.Seed, s.Pipeline, v, strings.Join(parts, " "))
 }
@@ -244,6 +250,10 @@ func Draw(seed uint64, pipeline string) Schedule {
 	s := Schedule{Seed: seed, Pipeline: pipeline, TxnV1: v1Only[first.Point] || !v2Only[first] && rng.IntN(3) == 0}
 	if pipeline == PgSink {
 		s.TxnV1 = false // the sink has no transactions; drawn all the same, so the stream of draws stays put
+	} else {
+		// A stream of its own, so that the faults of a seed stay as
+		// they were drawn before adaptive commits were.
+		s.Adaptive = rand.New(rand.NewPCG(seed, fnv(pipeline+"/adaptive"))).IntN(2) == 0
 	}
 	all := pairs(protocolOf(s.TxnV1), pipeline)
 	joined := false
