@@ -125,3 +125,38 @@ func TestTaskIdleWaitRunsOut(t *testing.T) {
 	}
 	t.Logf("clicks processed %s after start; %+v", time.Since(start).Round(time.Millisecond), s)
 }
+
+// A batch that holds every record back commits nothing. It ends without
+// franz-go's 500 ms hold after a commit without offsets, which delayed the
+// next batch's end: the task's held batches follow each other at about
+// commit_interval. Under adaptive_commit such a batch still waits out the
+// interval, rather than fetching the held records again at once.
+func TestHeldBatchesFollowAtTheCommitInterval(t *testing.T) {
+	for _, adaptive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("adaptive=%v", adaptive), func(t *testing.T) {
+			t.Parallel()
+			env := kafkatest.Fake(t)
+			env.CreateTopics(t, 1, "clicks", "profiles", "out")
+			produceAll(t, env, []*kgo.Record{{Topic: "clicks", Key: []byte("u0"), Value: []byte("c0")}})
+			cfg := env.Config("app", "a", config.ExactlyOnce)
+			cfg.StateDir = t.TempDir()
+			cfg.MaxTaskIdle = time.Minute
+			cfg.AdaptiveCommit = adaptive
+			x := conformance.Start(t, cfg, conformance.JoinTopology("clicks", "profiles", "out", state.Memory()))
+			conformance.Until(t, 10*time.Second, "the task holds its click", func() bool { return x.R.Stats().TaskIdleWaits > 0 })
+			before, start := x.R.Stats().Committed, time.Now()
+			time.Sleep(3 * time.Second)
+			st := x.R.Stats()
+			held := st.Committed - before
+			if st.RecordsIn != 0 {
+				t.Fatalf("the click was processed while its task waited: %+v", st)
+			}
+			// 3 s of 100 ms intervals: about 27 batches; with a 500 ms hold
+			// after each, at most 6; with none, hundreds.
+			if held < 10 || held > 45 {
+				t.Fatalf("%d held batches in %s at a commit interval of %s; want about one per interval", held, time.Since(start).Round(time.Millisecond), cfg.CommitInterval)
+			}
+			t.Logf("%d held batches in %s", held, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}

@@ -25,8 +25,10 @@ type txnSession struct {
 	guard *joinGuard
 	// doomedEnd: the last End aborted a doomed transaction (see doom.go).
 	doomedEnd bool
-	hanging   *hangingRepair
-	pids      producerIDs
+	// produced: the transaction was handed a record (see end).
+	produced bool
+	hanging  *hangingRepair
+	pids     producerIDs
 }
 
 // start loads the producer id, which fences a zombie of this instance and
@@ -65,6 +67,7 @@ func (s *txnSession) begin() error {
 	if err := s.sess.Begin(); err != nil {
 		return err
 	}
+	s.produced = false
 	s.guard.begin(s.sess.Client(), s.endTimeout)
 	return nil
 }
@@ -128,6 +131,7 @@ func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
 		return
 	}
 	s.errs.sent()
+	s.produced = true
 	s.sess.Produce(ctx, r, s.promise)
 }
 
@@ -182,13 +186,20 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	if err != nil {
 		return false, &leftOpenError{err}
 	}
+	// A transaction that wrote nothing and commits no offsets ends alike
+	// committed or aborted. Ended as an abort, it skips the 500 ms that
+	// franz-go holds the session after a commit without offsets (which it
+	// takes for a broker without KIP-447): a batch that only held records
+	// back would delay the next batch's end by that much.
+	empty := commit && !s.produced && s.fence == nil && len(s.sess.Client().UncommittedOffsets()) == 0
 	if fence := s.fence; fence != nil {
 		s.fence = nil
 		ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error { fenceOffsets(req, fence); return nil })
 	}
-	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit))
+	committed, err := s.sess.End(ctx, kgo.TransactionEndTry(commit && !empty))
 	if err == nil {
-		s.guard.ended(ctx, s.sess.Client(), committed, commit)
+		s.guard.ended(ctx, s.sess.Client(), committed, commit && !empty)
+		committed = committed || empty
 	}
 	if !commit && err == nil {
 		// The results of records refused before buffering come late
