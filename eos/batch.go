@@ -164,7 +164,7 @@ func (b *batch) fill(fetches kgo.Fetches) {
 			b.failed, b.pollFailed = err, true
 			break
 		}
-		if l.cfg.AdaptiveCommit && more.NumRecords() == 0 {
+		if b.adaptive() && more.NumRecords() == 0 {
 			break // the records at hand are processed
 		}
 		t0 := time.Now()
@@ -181,12 +181,18 @@ func (b *batch) fill(fetches kgo.Fetches) {
 	l.adaptPollSize(b)
 }
 
-// pollMore polls for the batch's next records: until deadline, or with
-// AdaptiveCommit only what the client has buffered (a nil context makes
+// adaptive reports whether the batch ends once the records at hand are
+// processed (AdaptiveCommit). A batch that processed none, holding every
+// record back for its task's other partitions, waits out the interval
+// instead: ended at once, it would fetch the same records again and again.
+func (b *batch) adaptive() bool { return b.l.cfg.AdaptiveCommit && b.in > 0 }
+
+// pollMore polls for the batch's next records: until deadline, or when
+// adaptive only what the client has buffered (a nil context makes
 // franz-go return at once).
 func (b *batch) pollMore(deadline time.Time, limit int) (kgo.Fetches, error) {
 	n := b.pollLimit(min(b.l.pollSize(), limit-b.in))
-	if b.l.cfg.AdaptiveCommit {
+	if b.adaptive() {
 		return b.s.poll(nil, n)
 	}
 	pctx, cancel := context.WithDeadline(b.ctx, deadline)
