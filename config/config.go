@@ -121,7 +121,8 @@ type Config struct {
 	// processed, instead of when CommitInterval runs out, which then
 	// only bounds a batch. Records that arrive while a transaction
 	// commits make the next batch, so batches stay small (and latency
-	// short) at low rates and grow to the interval under load.
+	// short) at low rates and grow with the load. A batch holding records
+	// back for task idling still waits out the interval.
 	// EOS_ADAPTIVE_COMMIT. Default: false.
 	AdaptiveCommit bool `yaml:"adaptive_commit"`
 	// MaxBatchRecords is the most records one transaction holds; a batch

@@ -182,10 +182,11 @@ func (b *batch) fill(fetches kgo.Fetches) {
 }
 
 // adaptive reports whether the batch ends once the records at hand are
-// processed (AdaptiveCommit). A batch that processed none, holding every
-// record back for its task's other partitions, waits out the interval
-// instead: ended at once, it would fetch the same records again and again.
-func (b *batch) adaptive() bool { return b.l.cfg.AdaptiveCommit && b.in > 0 }
+// processed (AdaptiveCommit). A batch holding records back for their
+// task's other partitions waits out the interval instead: ended at once,
+// it would fetch the held records again for every transaction, and again
+// and again when it processed none.
+func (b *batch) adaptive() bool { return b.l.cfg.AdaptiveCommit && b.in > 0 && len(b.held) == 0 }
 
 // pollMore polls for the batch's next records: until deadline, or when
 // adaptive only what the client has buffered (a nil context makes

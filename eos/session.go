@@ -101,7 +101,8 @@ func (r *Runner) newSession() (session, error) {
 			return nil, err
 		}
 		guard.doom.cl.Store(sess.Client())
-		ts := &txnSession{sess: sess, endTimeout: endTimeout, guard: guard, hanging: r.hanging, pids: pids}
+		ts := &txnSession{sess: sess, endTimeout: endTimeout, guard: guard, hanging: r.hanging, pids: pids,
+			revokes: &r.contexts.revokes, revokesAtEnd: r.loop.flaggedAtEnd}
 		ts.promise = ts.errs.record
 		ts.errs.track = true
 		return ts, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,8 +28,13 @@ type txnSession struct {
 	doomedEnd bool
 	// produced: the transaction was handed a record (see end).
 	produced bool
-	hanging  *hangingRepair
-	pids     producerIDs
+	// revokes counts the revokes and losses franz-go's session passed
+	// on, revokesAtEnd its value when the last End began: a change means
+	// the session failed the transaction (see nothingToCommit).
+	revokes      *atomic.Int64
+	revokesAtEnd int64
+	hanging      *hangingRepair
+	pids         producerIDs
 }
 
 // start loads the producer id, which fences a zombie of this instance and
@@ -136,6 +142,7 @@ func (s *txnSession) produce(ctx context.Context, r *kgo.Record) {
 }
 
 func (s *txnSession) end(commit bool) (bool, error) {
+	unrevoked := s.unrevokedSinceEnd()
 	ctx, cancel := context.WithTimeout(context.Background(), s.endTimeout)
 	defer cancel()
 	defer s.guard.doom.finish()
@@ -166,19 +173,9 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		return false, &rebuildError{errAbandoned}
 	}
 	if !commit && !s.doomedEnd && s.guard.suspected() {
-		// An abort does not wait for its records; the check must see
-		// where they landed, or one landing after it could join an
-		// older transaction that this abort then ends. Records not
-		// sent yet are dropped, not sent; those in flight are waited
-		// for, or abandoned with the client as a doomed batch's are.
-		actx, cancel := context.WithTimeout(ctx, doomDrainBound)
-		err := s.sess.Client().AbortBufferedRecords(actx)
-		cancel()
-		if err != nil {
-			s.guard.doom.dropUnsafely(s.sess.Client())
-			return false, &rebuildError{errAbandoned}
+		if err := s.drainAbort(ctx); err != nil {
+			return false, err
 		}
-		_ = s.errs.settle(ctx)
 	}
 	// Ending the transaction ends whatever it joined: look first, when
 	// a broker may have skipped a marker. An error ends nothing.
@@ -186,12 +183,7 @@ func (s *txnSession) end(commit bool) (bool, error) {
 	if err != nil {
 		return false, &leftOpenError{err}
 	}
-	// A transaction that wrote nothing and commits no offsets ends alike
-	// committed or aborted. Ended as an abort, it skips the 500 ms that
-	// franz-go holds the session after a commit without offsets (which it
-	// takes for a broker without KIP-447): a batch that only held records
-	// back would delay the next batch's end by that much.
-	empty := commit && !s.produced && s.fence == nil && len(s.sess.Client().UncommittedOffsets()) == 0
+	empty := s.nothingToCommit(commit, unrevoked)
 	if fence := s.fence; fence != nil {
 		s.fence = nil
 		ctx = kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error { fenceOffsets(req, fence); return nil })
@@ -220,6 +212,44 @@ func (s *txnSession) end(commit bool) (bool, error) {
 		return false, &rebuildError{&produceError{perr}}
 	}
 	return committed, nil
+}
+
+// drainAbort readies an abort once a broker may have skipped a marker. An
+// abort does not wait for its records; the check must see where they
+// landed, or one landing after it could join an older transaction that
+// this abort then ends. Records not sent yet are dropped, not sent; those
+// in flight are waited for, or abandoned with the client as a doomed
+// batch's are.
+func (s *txnSession) drainAbort(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, doomDrainBound)
+	err := s.sess.Client().AbortBufferedRecords(actx)
+	cancel()
+	if err != nil {
+		s.guard.doom.dropUnsafely(s.sess.Client())
+		return &rebuildError{errAbandoned}
+	}
+	_ = s.errs.settle(ctx)
+	return nil
+}
+
+// unrevokedSinceEnd reports, as an End begins, whether franz-go passed on
+// no revoke or loss since the last End began, and starts counting anew.
+func (s *txnSession) unrevokedSinceEnd() bool {
+	n := s.revokes.Load()
+	unrevoked := n == s.revokesAtEnd
+	s.revokesAtEnd = n
+	return unrevoked
+}
+
+// nothingToCommit reports whether a committing transaction wrote nothing
+// and commits no offsets, so that it ends alike committed or aborted.
+// Ended as an abort, it skips the 500 ms that franz-go holds the session
+// after a commit without offsets (which it takes for a broker without
+// KIP-447): a batch that only held records back would delay the next
+// batch's end by that much. A revoke or loss since the last End began
+// makes franz-go abort the transaction and report it so: that it keeps.
+func (s *txnSession) nothingToCommit(commit, unrevoked bool) bool {
+	return commit && unrevoked && !s.produced && s.fence == nil && len(s.sess.Client().UncommittedOffsets()) == 0
 }
 
 func (s *txnSession) rewind(o map[string]map[int32]kgo.EpochOffset) { s.sess.Client().SetOffsets(o) }
