@@ -157,11 +157,6 @@ func (v JoinVerdict) String() string {
 // judgePairs compares the output of PipelineJoin with want.
 func judgePairs(want map[string]bool, out []*kgo.Record) JoinVerdict {
 	v := JoinVerdict{PairsExpected: len(want)}
-	example := func(format string, a ...any) {
-		if len(v.PairExamples) < 5 {
-			v.PairExamples = append(v.PairExamples, fmt.Sprintf(format, a...))
-		}
-	}
 	seen := map[string]int{}
 	for _, r := range out {
 		id := pairID(string(r.Key), string(r.Value))
@@ -169,24 +164,16 @@ func judgePairs(want map[string]bool, out []*kgo.Record) JoinVerdict {
 		switch {
 		case !want[id]:
 			v.PairUnexpected++
-			example("pair %s is not in the seed", id)
+			addExample(&v.PairExamples, "pair %s is not in the seed", id)
 		case seen[id] > 1:
 			v.PairDuplicates++
-			example("pair %s joined %d times", id, seen[id])
+			addExample(&v.PairExamples, "pair %s joined %d times", id, seen[id])
 		}
 	}
-	missing := make([]string, 0)
-	for id := range want {
-		if seen[id] == 0 {
-			v.PairMissing++
-			if len(missing) < 5 {
-				missing = append(missing, id)
-			}
-		}
-	}
-	slices.Sort(missing)
-	for _, id := range missing {
-		example("pair %s never joined", id)
+	missing := unseen(want, seen)
+	v.PairMissing = len(missing)
+	for _, id := range missing[:min(len(missing), 5)] {
+		addExample(&v.PairExamples, "pair %s never joined", id)
 	}
 	return v
 }

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -89,4 +91,27 @@ func (r *run) reportVerdict() {
 	if res.LonelyVerdict != nil {
 		r.event("lonely verdict: %s %v", res.LonelyVerdict, res.LonelyVerdict.LonelyExamples)
 	}
+}
+
+// maxExamples is how many differences a verdict names, for the logs.
+const maxExamples = 5
+
+// addExample appends one difference to list, up to maxExamples.
+func addExample(list *[]string, format string, a ...any) {
+	if len(*list) < maxExamples {
+		*list = append(*list, fmt.Sprintf(format, a...))
+	}
+}
+
+// unseen lists, sorted, the names of want that seen never counted: what
+// never came out.
+func unseen[V any](want map[string]V, seen map[string]int) []string {
+	var out []string
+	for id := range want {
+		if seen[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

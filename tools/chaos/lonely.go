@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -83,11 +82,7 @@ func alone(r *kgo.Record) (string, bool) {
 // as judgePairs does, and the records emitted alone one by one.
 func judgeOuter(m outerModel, out []*kgo.Record) (JoinVerdict, LonelyVerdict) {
 	v := LonelyVerdict{LonelyOrders: m.leftAlone, LonelyPayments: m.rightAlone, LonelyEarly: m.early}
-	example := func(format string, a ...any) {
-		if len(v.LonelyExamples) < 5 {
-			v.LonelyExamples = append(v.LonelyExamples, fmt.Sprintf(format, a...))
-		}
-	}
+	example := func(format string, a ...any) { addExample(&v.LonelyExamples, format, a...) }
 	var pairs []*kgo.Record
 	seen := map[string]int{}
 	for _, r := range out {
@@ -110,16 +105,9 @@ func judgeOuter(m outerModel, out []*kgo.Record) (JoinVerdict, LonelyVerdict) {
 			example("%s came out alone %d times", id, seen[id])
 		}
 	}
-	var missing []string
-	for id := range m.lonely {
-		if seen[id] == 0 {
-			missing = append(missing, id)
-		} else {
-			v.LonelySeen++
-		}
-	}
+	missing := unseen(m.lonely, seen)
 	v.LonelyMissing = len(missing)
-	slices.Sort(missing)
+	v.LonelySeen = len(m.lonely) - len(missing)
 	for _, id := range missing[:min(len(missing), 5)] {
 		example("%s never came out alone", id)
 	}
