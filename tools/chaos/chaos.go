@@ -67,7 +67,7 @@ type Options struct {
 	// Pipeline the workers run; default PipelineUpper.
 	Pipeline PipelineKind
 	// State is the store engine of the stateful pipelines (PipelineCount,
-	// PipelineWindowed, PipelineJoin, PipelineOuterJoin); default
+	// PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineGlobalJoin); default
 	// StateMemory.
 	// Each worker keeps its stores in its own directory under the run's
 	// log directory, across its restarts; the run removes them at its end.
@@ -194,6 +194,9 @@ type Result struct {
 	// LonelyVerdict is the verdict of PipelineOuterJoin's records emitted
 	// alone (its pairs are in JoinVerdict); nil for the other pipelines.
 	*LonelyVerdict
+	// GlobalVerdict is the order-by-order verdict of PipelineGlobalJoin;
+	// nil for the other pipelines.
+	*GlobalVerdict
 	// DedupVerdict is the id-by-id verdict of PipelineDedup's effects;
 	// nil for the other pipelines, whose output alone is judged.
 	*DedupVerdict
@@ -273,6 +276,9 @@ type Result struct {
 	// Payments is the second input of PipelineJoin; Input holds the
 	// orders.
 	Payments string `json:"payments_topic,omitempty"`
+	// Table is the topic of PipelineGlobalJoin's global table, which the
+	// verifier updates while the workers run.
+	Table string `json:"table_topic,omitempty"`
 
 	// ProcessWorkers is the sessions each worker process ran, and
 	// GroupProtocol their group protocol.
@@ -331,8 +337,8 @@ func (o Options) Validate() error {
 	case o.State != "" && o.State != StateMemory && o.State != StatePebble:
 		return fmt.Errorf("--state must be %s or %s, got %q", StateMemory, StatePebble, o.State)
 	case o.State != "" && !o.Pipeline.stateful():
-		return fmt.Errorf("--state %s needs --pipeline %s, %s, %s or %s: the %s pipeline keeps no state",
-			o.State, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, o.Pipeline)
+		return fmt.Errorf("--state %s needs --pipeline %s, %s, %s, %s or %s: the %s pipeline keeps no state",
+			o.State, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineGlobalJoin, o.Pipeline)
 	case o.GroupBy != "" && o.GroupBy != GroupingKey && o.GroupBy != GroupingValue:
 		return fmt.Errorf("--group-by must be %s (count by the input key) or %s (count by value, through a repartition topic), got %q",
 			GroupingKey, GroupingValue, o.GroupBy)

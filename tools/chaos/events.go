@@ -27,7 +27,7 @@ const (
 )
 
 // pipelines lists every sample pipeline, for help and errors.
-var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineDedup}
+var pipelines = []PipelineKind{PipelineUpper, PipelineCount, PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineGlobalJoin, PipelineDedup}
 
 // known reports whether k names a sample pipeline.
 func (k PipelineKind) known() bool {
@@ -48,7 +48,7 @@ func (k PipelineKind) stateful() bool {
 // eventTime reports whether k is an event-time pipeline, seeded and
 // judged by an eventRun.
 func (k PipelineKind) eventTime() bool {
-	return k == PipelineWindowed || k == PipelineJoin || k == PipelineOuterJoin
+	return k == PipelineWindowed || k == PipelineJoin || k == PipelineOuterJoin || k == PipelineGlobalJoin
 }
 
 // The checks of the event-time pipelines, named as in Result.Failed.
@@ -90,6 +90,7 @@ func eventProblems(r Result, add func(cond bool, name Problem, format string, a 
 		add(v.PairUnexpected > 0, ProblemPairUnexpected, "%d output records are no pair of the seed", v.PairUnexpected)
 	}
 	lonelyProblems(r, add)
+	globalProblems(r, add)
 }
 
 // eventRun seeds and judges one run of an event-time pipeline.
@@ -107,8 +108,19 @@ type eventRun interface {
 	judge(out []*kgo.Record, res *Result)
 }
 
+// tableUpdater is an eventRun that updates a table its pipeline reads
+// while the workers run, and judges by what it wrote.
+type tableUpdater interface {
+	// startUpdates starts writing through a transactional producer of
+	// id txnID made from base, reporting through event.
+	startUpdates(base []kgo.Opt, txnID string, event func(string, ...any))
+	// stopUpdates stops writing and waits for the writer; idempotent.
+	stopUpdates()
+}
+
 // newEventRun makes the seed of o's event-time pipeline for input topic
-// in (and right, the join's payments), or returns nil for any other
+// in (and right, the join's payments or the global join's table), or
+// returns nil for any other
 // pipeline. o has its defaults.
 func newEventRun(o Options, in, right string) eventRun {
 	switch o.Pipeline {
@@ -118,6 +130,8 @@ func newEventRun(o Options, in, right string) eventRun {
 		return newJoinRun(o, in, right)
 	case PipelineOuterJoin:
 		return newOuterRun(o, in)
+	case PipelineGlobalJoin:
+		return newGlobalRun(o, in, right)
 	}
 	return nil
 }
@@ -239,6 +253,12 @@ func (o WorkerOptions) eventTopology(before func()) (*topology.Topology, error) 
 	}
 	if o.Payments != "" {
 		return nil, fmt.Errorf("chaos: a payments topic is only for pipeline %s, not %s", PipelineJoin, o.Pipeline)
+	}
+	if (o.Table != "") != (o.Pipeline == PipelineGlobalJoin) {
+		return nil, fmt.Errorf("chaos: pipeline %s, and only it, joins a global table: give its topic (--table) with it alone", PipelineGlobalJoin)
+	}
+	if o.Pipeline == PipelineGlobalJoin {
+		return GlobalJoinPipeline(o.In, o.Table, o.Out, e, before), nil
 	}
 	if o.Pipeline == PipelineOuterJoin {
 		return OuterJoinPipeline(o.In, o.Out, e, before), nil

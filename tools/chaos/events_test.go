@@ -244,6 +244,8 @@ func TestEventOptionsValidate(t *testing.T) {
 		{"outer join", Options{Exe: "x", Pipeline: PipelineOuterJoin, State: StatePebble}, ""},
 		{"outer join at most once", Options{Exe: "x", Pipeline: PipelineOuterJoin, Guarantee: "at-most-once"}, "at-most-once"},
 		{"outer join with no record besides the closing ones", Options{Exe: "x", Pipeline: PipelineOuterJoin, Records: 6, Partitions: 6}, "must exceed --partitions"},
+		{"global join", Options{Exe: "x", Pipeline: PipelineGlobalJoin, State: StatePebble}, ""},
+		{"global join at most once", Options{Exe: "x", Pipeline: PipelineGlobalJoin, Guarantee: "at-most-once"}, "at-most-once"},
 		{"unknown pipeline names them all", Options{Exe: "x", Pipeline: "sum"}, "windowed join"},
 		{"state without a stateful pipeline", Options{Exe: "x", State: StatePebble}, "windowed"},
 	} {
@@ -267,6 +269,9 @@ func TestEventWorkerTopology(t *testing.T) {
 		{"join without payments", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineJoin}, "--payments"},
 		{"outer join", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineOuterJoin, State: StatePebble}, ""},
 		{"outer join with payments", WorkerOptions{In: "i", Out: "o", Payments: "p", Pipeline: PipelineOuterJoin}, "only for pipeline join"},
+		{"global join", WorkerOptions{In: "i", Out: "o", Table: "t", Pipeline: PipelineGlobalJoin, State: StatePebble}, ""},
+		{"global join without its table", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineGlobalJoin}, "--table"},
+		{"outer join with a table", WorkerOptions{In: "i", Out: "o", Table: "t", Pipeline: PipelineOuterJoin}, "--table"},
 		{"windowed with payments", WorkerOptions{In: "i", Out: "o", Payments: "p", Pipeline: PipelineWindowed}, "only for pipeline join"},
 		{"windowed with an unknown state", WorkerOptions{In: "i", Out: "o", Pipeline: PipelineWindowed, State: "rocks"}, "rocks"},
 	} {

@@ -91,6 +91,9 @@ func (r *run) reportVerdict() {
 	if res.LonelyVerdict != nil {
 		r.event("lonely verdict: %s %v", res.LonelyVerdict, res.LonelyVerdict.LonelyExamples)
 	}
+	if res.GlobalVerdict != nil {
+		r.event("global join verdict: %s %v", res.GlobalVerdict, res.GlobalVerdict.GlobalExamples)
+	}
 }
 
 // maxExamples is how many differences a verdict names, for the logs.

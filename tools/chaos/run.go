@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -117,9 +118,11 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.startWorkers(); err != nil {
 		return err
 	}
+	r.startUpdates()
 	if err := r.loop(ctx); err != nil {
 		return err
 	}
+	r.stopUpdates()
 	r.stopWorkers(ctx)
 	return r.judge(ctx)
 }
@@ -186,7 +189,10 @@ func (r *run) nameTopics() {
 		res.Payments = r.app + "-payments"
 		r.inputs = append(r.inputs, res.Payments)
 	}
-	r.ev = newEventRun(r.o, res.Input, res.Payments)
+	if r.o.Pipeline == PipelineGlobalJoin {
+		res.Table = r.app + "-customers"
+	}
+	r.ev = newEventRun(r.o, res.Input, cmp.Or(res.Payments, res.Table))
 }
 
 // openRedis connects to the Redis of PipelineDedup, whose keys the run
@@ -223,14 +229,20 @@ func (r *run) createTopics(ctx context.Context) error {
 	r.atEnd(conn.Close)
 	r.cl, r.adm, r.base = conn.Client, conn.Admin, conn.Opts
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	err = kafkautil.CreateTopics(cctx, r.adm, r.o.Partitions, -1, nil, append(r.inputs, r.res.Output)...)
+	defer cancel()
+	topics := append(slices.Clone(r.inputs), r.res.Output)
+	err = kafkautil.CreateTopics(cctx, r.adm, r.o.Partitions, -1, nil, topics...)
+	if err == nil && r.res.Table != "" {
+		// Not co-partitioned with the orders: that is what a global table is for.
+		err = kafkautil.CreateTopics(cctx, r.adm, globalPartitions(r.o.Partitions), -1, nil, r.res.Table)
+		topics = append(topics, r.res.Table)
+	}
 	if err == nil {
 		// A worker asks any broker; a scale run starts its first at once.
-		err = kafkautil.AwaitTopicsOnEveryBroker(cctx, r.cl, append(r.inputs, r.res.Output)...)
+		err = kafkautil.AwaitTopicsOnEveryBroker(cctx, r.cl, topics...)
 	}
-	cancel()
 	if err != nil {
-		return fmt.Errorf("chaos: creating topics %s, %s: %w", strings.Join(r.inputs, ", "), r.res.Output, err)
+		return fmt.Errorf("chaos: creating topics %s: %w", strings.Join(topics, ", "), err)
 	}
 	r.dropTopicsAtEnd()
 	return nil
@@ -370,6 +382,9 @@ func (r *run) workerArgs(id string) []string {
 		if res.Payments != "" {
 			state = append(state, "--payments", res.Payments)
 		}
+		if res.Table != "" {
+			state = append(state, "--table", res.Table)
+		}
 	}
 	if res.DedupVerdict != nil {
 		state = []string{"--pipeline", string(o.Pipeline), "--dedup-mode", string(o.DedupMode),
@@ -392,4 +407,20 @@ func (r *run) startProgress(ctx context.Context) {
 	r.pctx, r.stopProgress = context.WithCancel(ctx)
 	r.atEnd(r.stopProgress)
 	go pollConsumed(r.pctx, r.adm, r.app, r.ends, &r.consumed)
+}
+
+// startUpdates starts what the pipeline's run writes to its inputs while
+// the workers run: the global join's table updates.
+func (r *run) startUpdates() {
+	if u, ok := r.ev.(tableUpdater); ok {
+		u.startUpdates(r.base, r.app+"-table-writer", r.event)
+		r.atEnd(u.stopUpdates)
+	}
+}
+
+// stopUpdates ends them, once the input is consumed.
+func (r *run) stopUpdates() {
+	if u, ok := r.ev.(tableUpdater); ok {
+		u.stopUpdates()
+	}
 }

@@ -39,6 +39,7 @@ type WorkerOptions struct {
 	State       StateKind     // the store engine of PipelineCount; default StateMemory
 	GroupBy     Grouping      // what PipelineCount counts by; default GroupingKey
 	Payments    string        // the second input of PipelineJoin, whose orders are In
+	Table       string        // the global table's topic of PipelineGlobalJoin
 	Rate        int           // records per second this worker processes at most; 0: unlimited
 	CommitDelay time.Duration // pause before each batch ends, with its records produced
 	AbortRate   float64       // probability that a batch fails with ErrInjected
@@ -409,7 +410,7 @@ func (o WorkerOptions) topology(before func()) (*topology.Topology, error) {
 			return GroupedCountPipeline(o.In, o.Out, e, before), nil
 		}
 		return nil, fmt.Errorf("chaos: grouping %q is not one of %s, %s", o.GroupBy, GroupingKey, GroupingValue)
-	case PipelineWindowed, PipelineJoin, PipelineOuterJoin:
+	case PipelineWindowed, PipelineJoin, PipelineOuterJoin, PipelineGlobalJoin:
 		return o.eventTopology(before)
 	}
 	return nil, fmt.Errorf("chaos: pipeline %q is not one of %v", o.Pipeline, pipelines)

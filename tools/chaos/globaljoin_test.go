@@ -1,0 +1,105 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The seed must hold every kind of customer, and the table must not be
+// co-partitioned with the orders.
+func TestGlobalSeedHoldsEveryKind(t *testing.T) {
+	g := newGlobalRun(Options{Records: 3000, Keys: 50, Partitions: 6, Seed: 3}, "in", "table")
+	if g.counts[customerStable] == 0 || g.counts[customerChanging] == 0 || g.counts[customerAbsent] == 0 {
+		t.Fatalf("orders per kind %v: want every kind", g.counts)
+	}
+	rows := 0
+	for _, r := range g.recs {
+		switch r.topic {
+		case "table":
+			rows++
+			if kindOf(customerNum(r.key)) == customerAbsent || r.value != globalInitial || r.partition >= globalPartitions(6) {
+				t.Fatalf("table row %+v", r)
+			}
+		case "in":
+			if r.partition >= 6 {
+				t.Fatalf("order %+v", r)
+			}
+		}
+	}
+	if rows != 45 || len(g.orders) != 3000 || globalPartitions(6) == 6 {
+		t.Fatalf("%d rows, %d orders, %d table partitions", rows, len(g.orders), globalPartitions(6))
+	}
+}
+
+func TestJudgeGlobal(t *testing.T) {
+	g := newGlobalRun(Options{Records: 600, Keys: 50, Partitions: 6, Seed: 5}, "in", "table")
+	t0 := tableOutcome{committed: map[string]map[string]bool{"c0": {"v3": true}}, uncertain: map[string]map[string]bool{"c1": {"v4": true}},
+		aborted: map[string]bool{"x5": true}, commits: 1, aborts: 1, unknown: 1}
+	rowOf := func(c string) string {
+		switch kindOf(customerNum(c)) {
+		case customerAbsent:
+			return globalNone
+		case customerChanging:
+			return "v3" // committed for c0 only
+		}
+		return globalInitial
+	}
+	var out []*kgo.Record
+	var orders []string
+	for o, c := range g.orders {
+		orders = append(orders, o)
+		row := rowOf(c)
+		if row == "v3" && c != "c0" {
+			row = globalInitial
+		}
+		out = append(out, &kgo.Record{Key: []byte(o), Value: []byte(c + "=" + row)})
+	}
+	slices.Sort(orders)
+	v := judgeGlobal(g, t0, out)
+	if !v.OK() || v.GlobalSeen != 600 || v.GlobalNoneOrders == 0 {
+		t.Fatalf("exact output: %s %v", v, v.GlobalExamples)
+	}
+	find := func(kind customerKind, not string) string {
+		for _, o := range orders {
+			if kindOf(customerNum(g.orders[o])) == kind && g.orders[o] != not {
+				return o
+			}
+		}
+		t.Fatalf("no order of kind %d", kind)
+		return ""
+	}
+	rec := func(o, row string) *kgo.Record {
+		return &kgo.Record{Key: []byte(o), Value: []byte(g.orders[o] + "=" + row)}
+	}
+	stable, absent, changing := find(customerStable, ""), find(customerAbsent, ""), find(customerChanging, "c0")
+	var bad []*kgo.Record
+	for _, r := range out {
+		switch string(r.Key) {
+		case stable:
+			bad = append(bad, rec(stable, "v3")) // another customer's update
+		case absent:
+			bad = append(bad, rec(absent, "x5")) // an aborted update
+		case changing:
+			// never came out
+		default:
+			bad = append(bad, r)
+		}
+	}
+	bad = append(bad, out[0], &kgo.Record{Key: []byte("o999999"), Value: []byte("c1=v0")})
+	v = judgeGlobal(g, t0, bad)
+	if v.GlobalWrongRow != 1 || v.GlobalAbortedRow != 1 || v.GlobalMissing != 1 || v.GlobalDuplicates != 1 || v.GlobalUnexpected != 1 {
+		t.Fatalf("%s %v: want one of each difference", v, v.GlobalExamples)
+	}
+	var names []Problem
+	globalProblems(Result{GlobalVerdict: &v}, func(cond bool, p Problem, _ string, _ ...any) {
+		if cond {
+			names = append(names, p)
+		}
+	})
+	want := []Problem{ProblemGlobalMissing, ProblemGlobalDuplicates, ProblemGlobalWrongRow, ProblemGlobalAbortedRow, ProblemGlobalUnexpected}
+	if !slices.Equal(names, want) {
+		t.Fatalf("problems %v, want %v", names, want)
+	}
+}

@@ -1,0 +1,146 @@
+package chaos
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// The checks of PipelineGlobalJoin, named as in Result.Failed.
+const (
+	// ProblemGlobalMissing: an order never came out.
+	ProblemGlobalMissing Problem = "global_missing"
+	// ProblemGlobalDuplicates: an order came out again, with whatever row.
+	ProblemGlobalDuplicates Problem = "global_duplicates"
+	// ProblemGlobalWrongRow: an order came out joined with a row its
+	// customer never committed: not its seeded row nor a committed
+	// update, or a row for a customer that has none.
+	ProblemGlobalWrongRow Problem = "global_wrong_row"
+	// ProblemGlobalAbortedRow: an order joined the value of an aborted
+	// update of the table.
+	ProblemGlobalAbortedRow Problem = "global_aborted_row"
+	// ProblemGlobalUnexpected: an output record is no order of the seed.
+	ProblemGlobalUnexpected Problem = "global_unexpected"
+	// ProblemGlobalNoUpdates: the run committed or aborted no update,
+	// or no order joined an updated row, or the seed lacks orders of a
+	// kind of customer: it cannot show what it is for.
+	ProblemGlobalNoUpdates Problem = "global_no_updates"
+)
+
+// GlobalVerdict is the order-by-order judgement of PipelineGlobalJoin:
+// each order exactly once, joined with a row its customer committed.
+type GlobalVerdict struct {
+	// GlobalOrders is how many orders the seed holds; of them
+	// GlobalStableOrders are of customers whose row never changes,
+	// GlobalChangingOrders of customers updated while the workers ran and
+	// GlobalNoneOrders of customers without a row.
+	GlobalOrders         int `json:"global_orders"`
+	GlobalStableOrders   int `json:"global_stable_orders"`
+	GlobalChangingOrders int `json:"global_changing_orders"`
+	GlobalNoneOrders     int `json:"global_none_orders"`
+	// GlobalSeen is how many distinct orders came out.
+	GlobalSeen int `json:"global_seen"`
+	// GlobalUpdatedJoins is how many output records joined a row updated
+	// while the workers ran.
+	GlobalUpdatedJoins int `json:"global_updated_joins"`
+	// GlobalMissing is how many orders never came out.
+	GlobalMissing int `json:"global_missing"`
+	// GlobalDuplicates is how many output records repeat an order.
+	GlobalDuplicates int `json:"global_duplicates"`
+	// GlobalWrongRow is how many joined a row their customer never
+	// committed; GlobalAbortedRow how many an aborted update's value.
+	GlobalWrongRow   int `json:"global_wrong_row"`
+	GlobalAbortedRow int `json:"global_aborted_row"`
+	// GlobalUnexpected is how many output records are no order of the seed.
+	GlobalUnexpected int `json:"global_unexpected"`
+	// TableCommits, TableAborts and TableUnknown count the update
+	// transactions on the table's topic while the workers ran: committed,
+	// aborted, and failed at the commit (their rows are accepted).
+	TableCommits int `json:"table_commits"`
+	TableAborts  int `json:"table_aborts"`
+	TableUnknown int `json:"table_unknown"`
+	// GlobalExamples names the first few differences, for the logs.
+	GlobalExamples []string `json:"global_examples,omitempty"`
+}
+
+// OK reports whether every order came out once, with a committed row.
+func (v GlobalVerdict) OK() bool {
+	return v.GlobalMissing == 0 && v.GlobalDuplicates == 0 && v.GlobalWrongRow == 0 && v.GlobalAbortedRow == 0 && v.GlobalUnexpected == 0
+}
+
+// String is the global verdict on one line, for logs.
+func (v GlobalVerdict) String() string {
+	return fmt.Sprintf("orders=%d (stable %d, changing %d, none %d) seen=%d updated_joins=%d missing=%d duplicates=%d wrong_row=%d aborted_row=%d unexpected=%d table_commits=%d table_aborts=%d table_unknown=%d",
+		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders, v.GlobalSeen, v.GlobalUpdatedJoins,
+		v.GlobalMissing, v.GlobalDuplicates, v.GlobalWrongRow, v.GlobalAbortedRow, v.GlobalUnexpected, v.TableCommits, v.TableAborts, v.TableUnknown)
+}
+
+// allowed reports whether customer c's order may join row: its seeded
+// row, a committed update (or one whose commit failed), or none for a
+// customer that has no row.
+func (g *globalRun) allowed(t tableOutcome, c, row string) bool {
+	switch g.kind[c] {
+	case customerStable:
+		return row == globalInitial
+	case customerChanging:
+		return row == globalInitial || t.committed[c][row] || t.uncertain[c][row]
+	}
+	return row == globalNone
+}
+
+// judgeGlobal compares the output of PipelineGlobalJoin with g's seed and
+// the table's updates t.
+func judgeGlobal(g *globalRun, t tableOutcome, out []*kgo.Record) GlobalVerdict {
+	v := GlobalVerdict{GlobalOrders: len(g.orders), GlobalStableOrders: g.counts[customerStable],
+		GlobalChangingOrders: g.counts[customerChanging], GlobalNoneOrders: g.counts[customerAbsent],
+		TableCommits: t.commits, TableAborts: t.aborts, TableUnknown: t.unknown}
+	seen := map[string]int{}
+	for _, r := range out {
+		order := string(r.Key)
+		c, row, ok := strings.Cut(string(r.Value), "=")
+		if want, known := g.orders[order]; !ok || !known || want != c {
+			v.GlobalUnexpected++
+			addExample(&v.GlobalExamples, "%s=%s is no order of the seed", order, r.Value)
+			continue
+		}
+		seen[order]++
+		switch {
+		case seen[order] > 1:
+			v.GlobalDuplicates++
+			addExample(&v.GlobalExamples, "order %s came out %d times (now %s=%s)", order, seen[order], c, row)
+		case t.aborted[row]:
+			v.GlobalAbortedRow++
+			addExample(&v.GlobalExamples, "order %s joined %s=%s, an aborted update", order, c, row)
+		case !g.allowed(t, c, row):
+			v.GlobalWrongRow++
+			addExample(&v.GlobalExamples, "order %s joined %s=%s, a row %s never committed", order, c, row, c)
+		case row != globalInitial && row != globalNone:
+			v.GlobalUpdatedJoins++
+		}
+	}
+	v.GlobalSeen = len(seen)
+	missing := unseen(g.orders, seen)
+	v.GlobalMissing = len(missing)
+	for _, id := range missing[:min(len(missing), 5)] {
+		addExample(&v.GlobalExamples, "order %s never came out", id)
+	}
+	return v
+}
+
+// globalProblems names the global-join checks r fails, through add.
+func globalProblems(r Result, add func(cond bool, name Problem, format string, a ...any)) {
+	v := r.GlobalVerdict
+	if v == nil {
+		return
+	}
+	add(v.TableCommits == 0 || v.TableAborts == 0 || v.GlobalUpdatedJoins == 0 ||
+		v.GlobalStableOrders == 0 || v.GlobalChangingOrders == 0 || v.GlobalNoneOrders == 0, ProblemGlobalNoUpdates,
+		"%d update transactions committed and %d aborted while the workers ran, %d orders joined an updated row, and the seed has %d orders of unchanging customers, %d of updated ones and %d of customers without a row: the run cannot show every case under faults; raise --records or --keys, or lower --rate",
+		v.TableCommits, v.TableAborts, v.GlobalUpdatedJoins, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders)
+	add(v.GlobalMissing > 0, ProblemGlobalMissing, "%d of %d orders never came out", v.GlobalMissing, v.GlobalOrders)
+	add(v.GlobalDuplicates > 0, ProblemGlobalDuplicates, "%d output records repeat an order", v.GlobalDuplicates)
+	add(v.GlobalWrongRow > 0, ProblemGlobalWrongRow, "%d orders joined a row their customer never committed", v.GlobalWrongRow)
+	add(v.GlobalAbortedRow > 0, ProblemGlobalAbortedRow, "%d orders joined the value of an aborted update", v.GlobalAbortedRow)
+	add(v.GlobalUnexpected > 0, ProblemGlobalUnexpected, "%d output records are no order of the seed", v.GlobalUnexpected)
+}
