@@ -103,6 +103,20 @@ lonely_duplicates), and nothing else alone: a record that joined
 (lonely_joined) or none of the seed (lonely_unexpected); a seed without
 lonely records expiring during the run fails (lonely_none).
 
+--pipeline global-join left-joins orders, keyed by order id, with a global
+table of customers (topology.GlobalTableFrom and LeftJoinGlobal) by the
+customer each order names in its value; the table's topic has one more
+partition than the orders', so nothing is co-partitioned. The table is
+seeded before the workers start, and while they run the verifier updates
+some customers in transactions, two thirds committed and a third aborted.
+Each order must come out exactly once ("c7=v12" under its key), joined with
+a row its customer committed: the seeded one for customers never updated,
+the seeded or a committed update for the others, and "none" for customers
+without a row; global_missing, global_duplicates, global_wrong_row,
+global_aborted_row (an aborted update's value) and global_unexpected each
+exit 1, and so does a run that committed or aborted no update, or in which
+no order joined an updated row (global_no_updates).
+
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and never restarts it: that broker does not replay
 transactions faithfully across a hard restart (it can hide committed
@@ -169,6 +183,8 @@ effects.` + scaleHelp,
   eosctl verify --pipeline join --records 3000 --keys 50 --kills 3
   eosctl verify --pipeline outer-join --records 3000 --keys 50 --kills 3
   eosctl verify --pipeline outer-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated pairs or lonely records
+  eosctl verify --pipeline global-join --records 3000 --keys 50 --kills 3
+  eosctl verify --pipeline global-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated orders
   eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3
   eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3
   eosctl verify --sink redis-dedup-none --records 10000 --kills 3   # must fail with repeated effects
@@ -296,8 +312,8 @@ effects.` + scaleHelp,
 	f.DurationVar(&o.DrainTimeout, "drain-timeout", 2*time.Minute, "limit for each read of the output (and changelog) after the workers stop; past it the run fails naming the topic and the positions reached against those wanted"+durationFlagHelp)
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the fault plan, to repeat a run; 0 picks one (printed in the result)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee of the workers: exactly-once, idempotent, at-least-once, at-most-once")
-	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) join (two streams joined within a window, judged per pair) or outer-join (the same outer-joined, lonely records emitted as they expire, judged per pair and per lonely record); with --explore also timers (a stream-time and a wall-clock timer per task, judged per firing)")
-	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed, join and outer-join: memory (default) or pebble")
+	f.StringVar(&pipeline, "pipeline", string(chaos.PipelineUpper), "sample pipeline of the workers: upper (stateless, judged per record), count (counts per key in a state store, judged per key), windowed (final counts per key and event-time window, judged per window) join (two streams joined within a window, judged per pair) outer-join (the same outer-joined, lonely records emitted as they expire, judged per pair and per lonely record) or global-join (orders left-joined with a global table updated while the workers run, judged per order); with --explore also timers (a stream-time and a wall-clock timer per task, judged per firing)")
+	f.StringVar(&stateKind, "state", "", "store engine of --pipeline count, windowed, join, outer-join and global-join: memory (default) or pebble")
 	f.StringVar(&groupBy, "group-by", "", "what --pipeline count counts by: key (default, the input key) or value (through a repartition topic)")
 	f.BoolVar(&o.KeepTopics, "keep-topics", false, "keep the topics and the consumer group on the cluster afterwards")
 	f.StringVar(&o.LogDir, "log-dir", "", "directory for the workers' and broker's logs; default a temporary one, kept only when the run fails")
@@ -307,7 +323,7 @@ effects.` + scaleHelp,
 		[]string{string(config.ExactlyOnce), string(config.Idempotent), string(config.AtLeastOnce), string(config.AtMostOnce)},
 		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("pipeline", cobra.FixedCompletions(
-		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin), string(chaos.PipelineOuterJoin)},
+		[]string{string(chaos.PipelineUpper), string(chaos.PipelineCount), string(chaos.PipelineWindowed), string(chaos.PipelineJoin), string(chaos.PipelineOuterJoin), string(chaos.PipelineGlobalJoin)},
 		cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("dedup-mode", cobra.FixedCompletions(
 		[]string{string(chaos.DedupAfter), string(chaos.DedupBefore), string(chaos.DedupNone)}, cobra.ShellCompDirectiveNoFileComp))

@@ -7,9 +7,12 @@ import (
 )
 
 // eventClaim is what a passing run of an event-time pipeline (windowed,
-// join, outer-join) proved, or "" for the other pipelines.
+// join, outer-join, global-join) proved, or "" for the other pipelines.
 func eventClaim(r chaos.Result) string {
 	switch {
+	case r.GlobalVerdict != nil:
+		return fmt.Sprintf("every order exactly once, joined with a row its customer committed, never an aborted update's (%d orders, %d joined a row updated while the workers ran; %d update transactions committed, %d aborted), through %d faults",
+			r.GlobalOrders, r.GlobalUpdatedJoins, r.TableCommits, r.TableAborts, r.FaultsPlanned)
 	case r.WindowVerdict != nil:
 		return fmt.Sprintf("every window's final count exactly once, as computed from the seed (%d windows; %d late records counted nowhere), through %d faults",
 			r.WindowVerdict.WindowsExpected, r.WindowVerdict.LateRecords, r.FaultsPlanned)
@@ -27,6 +30,9 @@ func eventClaim(r chaos.Result) string {
 func verifyTopics(r chaos.Result) string {
 	if r.Payments != "" {
 		return r.Input + " + " + r.Payments + " → " + r.Output
+	}
+	if r.Table != "" {
+		return r.Input + " ⋈ global " + r.Table + " → " + r.Output
 	}
 	return r.Input + " → " + r.Output
 }
@@ -66,5 +72,25 @@ func addEventRows(t *table, r chaos.Result) {
 		for _, e := range v.LonelyExamples {
 			t.add("  e.g.", e)
 		}
+	}
+	if v := r.GlobalVerdict; v != nil {
+		addGlobalRows(t, *v)
+	}
+}
+
+// addGlobalRows adds the order-by-order verdict of the global join to t.
+func addGlobalRows(t *table, v chaos.GlobalVerdict) {
+	t.add("orders expected", fmt.Sprintf("%d (%d of unchanging customers, %d of updated ones, %d of customers without a row)",
+		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders))
+	t.add("table updates", fmt.Sprintf("%d transactions committed, %d aborted, %d failed at the commit (accepted either way)",
+		v.TableCommits, v.TableAborts, v.TableUnknown))
+	t.add("orders seen", fmt.Sprintf("%d (%d joined an updated row)", v.GlobalSeen, v.GlobalUpdatedJoins))
+	t.add("order missing", fmt.Sprintf("%d (never came out)", v.GlobalMissing))
+	t.add("order duplicates", fmt.Sprintf("%d (came out again)", v.GlobalDuplicates))
+	t.add("wrong row", fmt.Sprintf("%d (a row the customer never committed)", v.GlobalWrongRow))
+	t.add("aborted row", fmt.Sprintf("%d (an aborted update's value)", v.GlobalAbortedRow))
+	t.add("unexpected", fmt.Sprintf("%d (no order of the seed)", v.GlobalUnexpected))
+	for _, e := range v.GlobalExamples {
+		t.add("  e.g.", e)
 	}
 }
