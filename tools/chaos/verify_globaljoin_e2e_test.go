@@ -1,0 +1,124 @@
+package chaos_test
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eosflow/eosflow/tools/chaos"
+	"github.com/eosflow/eosflow/tools/kafkatest"
+)
+
+// The global join under the event-time pipelines' load (eventArgs): 3,000
+// orders over 50 customers, their table updated in committed and aborted
+// transactions while the workers run, through 3 SIGKILLs, a SIGTERM, 2
+// rebalances and 5 % injected aborts on the embedded broker; about 30 s
+// each.
+
+func TestVerifyGlobalJoinMemoryExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "global-join", "--state", "memory")...)
+	checkGlobalExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+func TestVerifyGlobalJoinPebbleExactlyOnce(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, append(eventArgs, "--pipeline", "global-join", "--state", "pebble")...)
+	checkGlobalExactlyOnce(t, res, raw, code, 3, 0)
+}
+
+// Under at-least-once a batch's joined orders and its input offsets do
+// not commit together: a worker killed or failed after some of its
+// batch's orders reached the output, but before its offsets committed,
+// leaves them there, and its successor joins the same orders again.
+func TestVerifyGlobalJoinAtLeastOnceControlFails(t *testing.T) {
+	t.Parallel()
+	res, _, code := verify(t, append(eventArgs, "--pipeline", "global-join", "--guarantee", "at-least-once")...)
+	checkGlobalAtLeastOnce(t, res, code, 3)
+}
+
+// TestVerifyGlobalJoinRealBroker runs the global join against Apache
+// Kafka (EOS_KAFKA_BROKERS, EOS_KAFKA_RESTART_CMD as for
+// TestVerifyRealBroker): 20,000 orders over 200 customers through 4
+// kills, a SIGTERM, 2 rebalances, 5 % injected aborts and a hard broker
+// restart on pebble state, then the at-least-once control under 3 kills
+// and a restart; about 3 minutes.
+func TestVerifyGlobalJoinRealBroker(t *testing.T) {
+	brokers := kafkatest.RealBrokers()
+	restart := strings.TrimSpace(os.Getenv(EnvRestartCmd))
+	if brokers == nil || restart == "" {
+		t.Skipf("set %s and %s (e.g. %q) to run verify against a real cluster",
+			kafkatest.EnvBrokers, EnvRestartCmd, "integration/kafka/kafka.sh restart --hard")
+	}
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < 9*time.Minute {
+		t.Fatalf("the real-broker global join needs up to 8 minutes; run go test with -timeout 10m")
+	}
+	real := []string{"--brokers", strings.Join(brokers, ","), "--broker-restart-cmd", restart, "--pipeline", "global-join",
+		"--records", "20000", "--keys", "200", "--abort-rate", "0.05"}
+	t.Run("pebble state", func(t *testing.T) {
+		res, raw, code := verify(t, append(real, "--state", "pebble", "--workers", "3", "--kills", "4", "--broker-restarts", "1",
+			"--terms", "1", "--rebalances", "2", "--duration", "4m")...)
+		checkGlobalExactlyOnce(t, res, raw, code, 4, 1)
+		checkRestarts(t, res, maxRestartToFirstCommit)
+	})
+	t.Run("at-least-once control", func(t *testing.T) {
+		res, _, code := verify(t, append(real, "--guarantee", "at-least-once", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
+			"--terms", "0", "--rebalances", "0", "--duration", "3m")...)
+		checkGlobalAtLeastOnce(t, res, code, 3)
+	})
+}
+
+// checkGlobalExactlyOnce asserts a passing global join run: every order
+// came out once with a row its customer committed, some joined rows
+// updated while the workers ran, committed and aborted updates happened,
+// nothing was repeated live, and the faults fired and hit open
+// transactions.
+func checkGlobalExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, code, kills, brokerRestarts int) {
+	t.Helper()
+	if code != 0 || !res.Pass {
+		t.Fatalf("exit %d, problems %v", code, res.Problems)
+	}
+	v := res.GlobalVerdict
+	if v == nil || res.Pipeline != "global-join" || res.Table == "" || res.Payments != "" {
+		t.Fatalf("pipeline %q, table %q, global verdict %v: not a global join run", res.Pipeline, res.Table, v)
+	}
+	t.Logf("global join verdict: %s", v)
+	if !v.OK() || v.GlobalSeen != v.GlobalOrders || res.RecordsOut != v.GlobalOrders || res.LiveRead != v.GlobalOrders || res.LiveDuplicates != 0 {
+		t.Errorf("%s; %d output records, live %d (duplicates %d), want %d", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates, v.GlobalOrders)
+	}
+	if v.TableCommits == 0 || v.TableAborts == 0 || v.GlobalUpdatedJoins == 0 || v.GlobalNoneOrders == 0 || v.GlobalStableOrders == 0 {
+		t.Errorf("global verdict %s: the run must update the table, committed and aborted, and join updated rows, unchanged rows and no row", v)
+	}
+	checkEventFaults(t, res, raw, kills, brokerRestarts, "table_topic", "global_orders", "global_seen", "global_missing", "global_duplicates",
+		"global_wrong_row", "global_aborted_row", "global_unexpected", "global_updated_joins", "table_commits", "table_aborts")
+}
+
+// checkGlobalAtLeastOnce asserts that the global join's at-least-once
+// control failed with repeated orders, named in its examples, and for no
+// reason but the order checks.
+func checkGlobalAtLeastOnce(t *testing.T, res chaos.Result, code, kills int) {
+	t.Helper()
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
+	}
+	v := res.GlobalVerdict
+	if v == nil {
+		t.Fatalf("pipeline %q: no global verdict in %+v", res.Pipeline, res)
+	}
+	t.Logf("global join verdict: %s, e.g. %v", v, v.GlobalExamples)
+	if v.GlobalDuplicates == 0 || !res.Fails(chaos.ProblemGlobalDuplicates) {
+		t.Errorf("%s (failed %v): the same chaos under at-least-once must repeat orders", v, res.Failed)
+	}
+	if !slices.ContainsFunc(v.GlobalExamples, func(e string) bool { return strings.Contains(e, " times") }) {
+		t.Errorf("examples %q name no repeat", v.GlobalExamples)
+	}
+	if v.TableCommits == 0 || v.TableAborts == 0 {
+		t.Errorf("global verdict %s: the control must run through table updates too", v)
+	}
+	if res.WorkerKills != kills || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, faults not injected %d: want %d and 0", res.WorkerKills, res.FaultsNotInjected, kills)
+	}
+	checkFailsOnly(t, res, chaos.ProblemGlobalDuplicates, chaos.ProblemGlobalMissing, chaos.ProblemLiveDuplicates)
+}
