@@ -113,6 +113,10 @@ type globalRun struct {
 	kind   map[string]customerKind
 	w      *tableWriter
 	counts [3]int // orders per customerKind
+	// base and event are the run's client options and its reporter, from
+	// startUpdates: judge reads the table with them.
+	base  []kgo.Opt
+	event func(string, ...any)
 	// partitions are the orders' partitions; the table has one more.
 	partitions int32
 }
@@ -156,14 +160,27 @@ func (g *globalRun) expected() int { return len(g.orders) }
 // startUpdates has the table updated while the workers run, through a
 // transactional producer of id txnID made from base.
 func (g *globalRun) startUpdates(base []kgo.Opt, txnID string, event func(string, ...any)) {
+	g.base, g.event = base, event
 	g.w.start(base, txnID, event)
 }
 
 // stopUpdates ends the updates and waits for the writer; idempotent.
 func (g *globalRun) stopUpdates() { g.w.stop() }
 
+// judge settles the table's uncertain transactions by reading it, then
+// judges out by the seed and the settled updates.
 func (g *globalRun) judge(out []*kgo.Record, res *Result) {
 	g.w.stop()
-	v := judgeGlobal(g, g.w.outcome(), out)
+	t := g.w.outcome()
+	if len(t.uncertain) > 0 && g.base != nil {
+		visible, err := readTable(context.Background(), g.base, g.w.table)
+		if err != nil {
+			g.event("settling %d update transactions whose commit failed: %v", len(t.uncertain), err)
+		}
+		t.settle(visible)
+	} else {
+		t.settle(nil)
+	}
+	v := judgeGlobal(g, t, out)
 	res.GlobalVerdict = &v
 }

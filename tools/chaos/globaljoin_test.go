@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -35,8 +36,7 @@ func TestGlobalSeedHoldsEveryKind(t *testing.T) {
 
 func TestJudgeGlobal(t *testing.T) {
 	g := newGlobalRun(Options{Records: 600, Keys: 50, Partitions: 6, Seed: 5}, "in", "table")
-	t0 := tableOutcome{committed: map[string]map[string]bool{"c0": {"v3": true}}, uncertain: map[string]map[string]bool{"c1": {"v4": true}},
-		aborted: map[string]bool{"x5": true}, commits: 1, aborts: 1, unknown: 1}
+	t0 := tableOutcome{committed: map[string]map[string]bool{"c0": {"v3": true}}, aborted: map[string]bool{"x5": true}, commits: 1, aborts: 1}
 	rowOf := func(c string) string {
 		switch kindOf(customerNum(c)) {
 		case customerAbsent:
@@ -101,5 +101,69 @@ func TestJudgeGlobal(t *testing.T) {
 	want := []Problem{ProblemGlobalMissing, ProblemGlobalDuplicates, ProblemGlobalWrongRow, ProblemGlobalAbortedRow, ProblemGlobalUnexpected}
 	if !slices.Equal(names, want) {
 		t.Fatalf("problems %v, want %v", names, want)
+	}
+}
+
+// A transaction that failed before its commit could only abort, whatever
+// it meant to do; only a commit that failed after every record was
+// written has an unknown outcome.
+func TestTableTxnEnd(t *testing.T) {
+	fail := errors.New("broker down")
+	for _, c := range []struct {
+		commit             bool
+		produceErr, endErr error
+		want               txnEnd
+	}{
+		{true, nil, nil, txnCommitted},
+		{true, fail, nil, txnAborted},
+		{true, fail, fail, txnAborted},
+		{true, nil, fail, txnUncertain},
+		{false, nil, nil, txnAborted},
+		{false, nil, fail, txnAborted},
+		{false, fail, fail, txnAborted},
+	} {
+		if got := endOf(c.commit, c.produceErr, c.endErr); got != c.want {
+			t.Errorf("commit %v, produce %v, end %v: %d, want %d", c.commit, c.produceErr, c.endErr, got, c.want)
+		}
+	}
+}
+
+// An uncertain transaction is accepted only when the table shows its
+// rows read_committed; one the table does not show is aborted, and so is
+// every one when the table could not be read.
+func TestSettleUncertain(t *testing.T) {
+	g := newGlobalRun(Options{Records: 600, Keys: 50, Partitions: 6, Seed: 5}, "in", "table")
+	fresh := func() tableOutcome {
+		out := tableOutcome{committed: map[string]map[string]bool{}, aborted: map[string]bool{}}
+		out.uncertain = []tableTxn{{"c0": "v7", "c1": "v8"}, {"c2": "v9", "c10": "v10"}}
+		out.unknown = 2
+		return out
+	}
+	order := func(c string) string {
+		for o, oc := range g.orders {
+			if oc == c {
+				return o
+			}
+		}
+		t.Fatalf("no order of %s", c)
+		return ""
+	}
+	joins := []*kgo.Record{{Key: []byte(order("c0")), Value: []byte("c0=v7")}, {Key: []byte(order("c2")), Value: []byte("c2=v9")}}
+
+	t1 := fresh()
+	t1.settle(map[string]map[string]bool{"c0": {"v0": true, "v7": true}, "c1": {"v8": true}, "c2": {"v0": true}})
+	if t1.commits != 1 || t1.aborts != 1 || t1.unsettled != 0 || !t1.committed["c1"]["v8"] || !t1.aborted["v9"] || !t1.aborted["v10"] {
+		t.Fatalf("settled %+v: want v7, v8 committed and v9, v10 aborted", t1)
+	}
+	v := judgeGlobal(g, t1, joins)
+	if v.GlobalAbortedRow != 1 || v.GlobalWrongRow != 0 || v.TableUnknown != 2 || v.TableCommits != 1 || v.TableAborts != 1 {
+		t.Fatalf("%s %v: want the join of v9 judged an aborted row", v, v.GlobalExamples)
+	}
+
+	t2 := fresh()
+	t2.settle(nil)
+	v = judgeGlobal(g, t2, joins)
+	if v.TableUnsettled != 2 || v.GlobalWrongRow != 2 || v.OK() {
+		t.Fatalf("%s %v: unread, both joins are of rows never shown committed", v, v.GlobalExamples)
 	}
 }

@@ -26,6 +26,10 @@ const (
 	// or no order joined an updated row, or the seed lacks orders of a
 	// kind of customer: it cannot show what it is for.
 	ProblemGlobalNoUpdates Problem = "global_no_updates"
+	// ProblemGlobalUnsettled: an update transaction whose commit failed
+	// could not be settled by reading the table, so its rows are not
+	// known to be committed or aborted.
+	ProblemGlobalUnsettled Problem = "global_unsettled"
 )
 
 // GlobalVerdict is the order-by-order judgement of PipelineGlobalJoin:
@@ -54,47 +58,54 @@ type GlobalVerdict struct {
 	GlobalAbortedRow int `json:"global_aborted_row"`
 	// GlobalUnexpected is how many output records are no order of the seed.
 	GlobalUnexpected int `json:"global_unexpected"`
-	// TableCommits, TableAborts and TableUnknown count the update
-	// transactions on the table's topic while the workers ran: committed,
-	// aborted, and failed at the commit (their rows are accepted).
-	TableCommits int `json:"table_commits"`
-	TableAborts  int `json:"table_aborts"`
-	TableUnknown int `json:"table_unknown"`
+	// TableCommits and TableAborts count the update transactions on the
+	// table's topic while the workers ran, committed and aborted.
+	// TableUnknown counts those whose commit failed with an unknown
+	// outcome: each is settled, committed or aborted, by whether its rows
+	// show in the table read read_committed after the run, and counted so;
+	// TableUnsettled counts those that read could not settle, whose rows
+	// no order may join.
+	TableCommits   int `json:"table_commits"`
+	TableAborts    int `json:"table_aborts"`
+	TableUnknown   int `json:"table_unknown"`
+	TableUnsettled int `json:"table_unsettled"`
 	// GlobalExamples names the first few differences, for the logs.
 	GlobalExamples []string `json:"global_examples,omitempty"`
 }
 
 // OK reports whether every order came out once, with a committed row.
 func (v GlobalVerdict) OK() bool {
-	return v.GlobalMissing == 0 && v.GlobalDuplicates == 0 && v.GlobalWrongRow == 0 && v.GlobalAbortedRow == 0 && v.GlobalUnexpected == 0
+	return v.GlobalMissing == 0 && v.GlobalDuplicates == 0 && v.GlobalWrongRow == 0 && v.GlobalAbortedRow == 0 && v.GlobalUnexpected == 0 &&
+		v.TableUnsettled == 0
 }
 
 // String is the global verdict on one line, for logs.
 func (v GlobalVerdict) String() string {
-	return fmt.Sprintf("orders=%d (stable %d, changing %d, none %d) seen=%d updated_joins=%d missing=%d duplicates=%d wrong_row=%d aborted_row=%d unexpected=%d table_commits=%d table_aborts=%d table_unknown=%d",
+	return fmt.Sprintf("orders=%d (stable %d, changing %d, none %d) seen=%d updated_joins=%d missing=%d duplicates=%d wrong_row=%d aborted_row=%d unexpected=%d table_commits=%d table_aborts=%d table_unknown=%d table_unsettled=%d",
 		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders, v.GlobalSeen, v.GlobalUpdatedJoins,
-		v.GlobalMissing, v.GlobalDuplicates, v.GlobalWrongRow, v.GlobalAbortedRow, v.GlobalUnexpected, v.TableCommits, v.TableAborts, v.TableUnknown)
+		v.GlobalMissing, v.GlobalDuplicates, v.GlobalWrongRow, v.GlobalAbortedRow, v.GlobalUnexpected, v.TableCommits, v.TableAborts, v.TableUnknown, v.TableUnsettled)
 }
 
 // allowed reports whether customer c's order may join row: its seeded
-// row, a committed update (or one whose commit failed), or none for a
-// customer that has no row.
+// row, a committed update (one whose commit failed counts once a read of
+// the table settled it committed), or none for a customer that has no
+// row.
 func (g *globalRun) allowed(t tableOutcome, c, row string) bool {
 	switch g.kind[c] {
 	case customerStable:
 		return row == globalInitial
 	case customerChanging:
-		return row == globalInitial || t.committed[c][row] || t.uncertain[c][row]
+		return row == globalInitial || t.committed[c][row]
 	}
 	return row == globalNone
 }
 
 // judgeGlobal compares the output of PipelineGlobalJoin with g's seed and
-// the table's updates t.
+// the table's updates t, settled.
 func judgeGlobal(g *globalRun, t tableOutcome, out []*kgo.Record) GlobalVerdict {
 	v := GlobalVerdict{GlobalOrders: len(g.orders), GlobalStableOrders: g.counts[customerStable],
 		GlobalChangingOrders: g.counts[customerChanging], GlobalNoneOrders: g.counts[customerAbsent],
-		TableCommits: t.commits, TableAborts: t.aborts, TableUnknown: t.unknown}
+		TableCommits: t.commits, TableAborts: t.aborts, TableUnknown: t.unknown, TableUnsettled: t.unsettled}
 	seen := map[string]int{}
 	for _, r := range out {
 		order := string(r.Key)
@@ -143,4 +154,5 @@ func globalProblems(r Result, add func(cond bool, name Problem, format string, a
 	add(v.GlobalWrongRow > 0, ProblemGlobalWrongRow, "%d orders joined a row their customer never committed", v.GlobalWrongRow)
 	add(v.GlobalAbortedRow > 0, ProblemGlobalAbortedRow, "%d orders joined the value of an aborted update", v.GlobalAbortedRow)
 	add(v.GlobalUnexpected > 0, ProblemGlobalUnexpected, "%d output records are no order of the seed", v.GlobalUnexpected)
+	add(v.TableUnsettled > 0, ProblemGlobalUnsettled, "%d update transactions failed at the commit and reading the table did not settle them", v.TableUnsettled)
 }

@@ -40,21 +40,48 @@ type tableWriter struct {
 }
 
 // tableOutcome is what the writer did: the versions whose transaction
-// committed, those whose commit's outcome is unknown (an error at the
-// commit), and the values of aborted transactions.
+// committed, the transactions whose commit's outcome is unknown (all
+// their records written, then an error at the commit) until settle reads
+// the table, and the values of aborted transactions.
 type tableOutcome struct {
 	committed map[string]map[string]bool // customer → versions
-	uncertain map[string]map[string]bool
+	uncertain []tableTxn
 	aborted   map[string]bool
-	// commits, aborts and unknown count transactions.
-	commits, aborts, unknown int
+	// commits and aborts count transactions, those settled included;
+	// unknown counts the commits that failed with an unknown outcome,
+	// and unsettled those of them no read of the table has settled.
+	commits, aborts, unknown, unsettled int
+}
+
+// tableTxn is one transaction's rows: customer → value.
+type tableTxn map[string]string
+
+// txnEnd is how one update transaction ended, as far as the writer knows.
+type txnEnd int
+
+const (
+	txnCommitted txnEnd = iota // meant to commit, and EndTransaction committed it
+	txnAborted                 // meant to abort, or a record failed: the end could only abort
+	txnUncertain               // every record written, then the commit failed: either may have happened
+)
+
+// endOf is how a transaction meant to commit (or not) ended, from the
+// errors of its produce and of its end.
+func endOf(commit bool, produceErr, endErr error) txnEnd {
+	switch {
+	case !commit || produceErr != nil:
+		return txnAborted
+	case endErr != nil:
+		return txnUncertain
+	}
+	return txnCommitted
 }
 
 func newTableWriter(table string, partitions int32, customers []string, seed uint64) *tableWriter {
 	return &tableWriter{
 		table: table, partitions: partitions, changing: customers,
 		rng: rand.New(rand.NewPCG(seed, seed^0x7461626c)),
-		out: tableOutcome{committed: map[string]map[string]bool{}, uncertain: map[string]map[string]bool{}, aborted: map[string]bool{}},
+		out: tableOutcome{committed: map[string]map[string]bool{}, aborted: map[string]bool{}},
 	}
 }
 
@@ -102,13 +129,51 @@ func (w *tableWriter) outcome() tableOutcome {
 	return w.out
 }
 
+// settle decides each uncertain transaction by visible, the table's
+// rows read read_committed once no transaction was open on it: committed
+// when its values are there, aborted when not. Nothing is accepted
+// without that evidence: with visible nil (the read failed) they stay
+// unsettled, and an order joining one of their values is judged wrong.
+func (t *tableOutcome) settle(visible map[string]map[string]bool) {
+	if visible == nil {
+		t.unsettled = len(t.uncertain)
+		return
+	}
+	for _, txn := range t.uncertain {
+		shown := false
+		for c, v := range txn {
+			shown = shown || visible[c][v]
+		}
+		t.add(txn, shown)
+	}
+	t.uncertain = nil
+}
+
+// add files one transaction's rows as committed or aborted.
+func (t *tableOutcome) add(txn tableTxn, committed bool) {
+	if !committed {
+		t.aborts++
+		for _, v := range txn {
+			t.aborted[v] = true
+		}
+		return
+	}
+	t.commits++
+	for c, v := range txn {
+		if t.committed[c] == nil {
+			t.committed[c] = map[string]bool{}
+		}
+		t.committed[c][v] = true
+	}
+}
+
 // txn writes one transaction, which commits two thirds of the time, and
 // records its outcome.
 func (w *tableWriter) txn(cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), tableTxnTimeout)
 	defer cancel()
 	commit := w.rng.IntN(3) != 0
-	rows := map[string]string{}
+	rows := tableTxn{}
 	var recs []*kgo.Record
 	for range tableRowsPerTxn {
 		k := w.rng.IntN(len(w.changing))
@@ -130,38 +195,23 @@ func (w *tableWriter) txn(cl *kgo.Client) error {
 	err := cl.ProduceSync(ctx, recs...).FirstErr()
 	end := kgo.TransactionEndTry(commit && err == nil)
 	endErr := cl.EndTransaction(ctx, end)
-	w.record(rows, commit, err == nil && endErr == nil)
+	w.record(rows, endOf(commit, err, endErr))
 	if err != nil {
 		return err
 	}
 	return endErr
 }
 
-// record notes one transaction's rows: committed when it was meant to
-// and did, uncertain when it was meant to and failed, aborted otherwise.
-func (w *tableWriter) record(rows map[string]string, commit, ok bool) {
+// record notes one transaction's rows by how it ended.
+func (w *tableWriter) record(rows tableTxn, end txnEnd) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	into := w.out.committed
-	switch {
-	case commit && ok:
-		w.out.commits++
-	case commit:
+	if end == txnUncertain {
 		w.out.unknown++
-		into = w.out.uncertain
-	default:
-		w.out.aborts++
+		w.out.uncertain = append(w.out.uncertain, rows)
+		return
 	}
-	for c, v := range rows {
-		if !commit {
-			w.out.aborted[v] = true
-			continue
-		}
-		if into[c] == nil {
-			into[c] = map[string]bool{}
-		}
-		into[c][v] = true
-	}
+	w.out.add(rows, end == txnCommitted)
 }
 
 // customerNum is the k of customer key "c<k>".
