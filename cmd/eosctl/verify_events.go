@@ -82,8 +82,8 @@ func addEventRows(t *table, r chaos.Result) {
 func addGlobalRows(t *table, v chaos.GlobalVerdict) {
 	t.add("orders expected", fmt.Sprintf("%d (%d of unchanging customers, %d of updated ones, %d of customers without a row)",
 		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders))
-	t.add("table updates", fmt.Sprintf("%d transactions committed, %d aborted, %d failed at the commit (accepted either way)",
-		v.TableCommits, v.TableAborts, v.TableUnknown))
+	t.add("table updates", fmt.Sprintf("%d transactions committed, %d aborted; of them %d failed at the commit, settled by reading the table, %d unsettled",
+		v.TableCommits, v.TableAborts, v.TableUnknown, v.TableUnsettled))
 	t.add("orders seen", fmt.Sprintf("%d (%d joined an updated row)", v.GlobalSeen, v.GlobalUpdatedJoins))
 	t.add("order missing", fmt.Sprintf("%d (never came out)", v.GlobalMissing))
 	t.add("order duplicates", fmt.Sprintf("%d (came out again)", v.GlobalDuplicates))
