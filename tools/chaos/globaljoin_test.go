@@ -167,3 +167,27 @@ func TestSettleUncertain(t *testing.T) {
 		t.Fatalf("%s %v: unread, both joins are of rows never shown committed", v, v.GlobalExamples)
 	}
 }
+
+// Each transaction's records are its recorded rows, one per customer, a
+// new version each, and a commit updates only customers that have a row.
+func TestTableWriterDraw(t *testing.T) {
+	g := newGlobalRun(Options{Records: 100, Keys: 20, Partitions: 3, Seed: 7}, "in", "table")
+	seen := map[string]bool{}
+	for i := range 500 {
+		commit := i%3 != 0
+		rows, recs := g.w.draw(commit)
+		if len(rows) != tableRowsPerTxn || len(recs) != tableRowsPerTxn {
+			t.Fatalf("draw %d: %d rows, %d records, want %d each", i, len(rows), len(recs), tableRowsPerTxn)
+		}
+		for _, r := range recs {
+			c, v := string(r.Key), string(r.Value)
+			if rows[c] != v || seen[v] || (commit && v[0] != 'v') || (!commit && v[0] != 'x') {
+				t.Fatalf("draw %d: record %s=%s against rows %v", i, c, v, rows)
+			}
+			seen[v] = true
+			if kindOf(customerNum(c)) == customerStable || (commit && kindOf(customerNum(c)) == customerAbsent) {
+				t.Fatalf("draw %d (commit %v) updates %s", i, commit, c)
+			}
+		}
+	}
+}

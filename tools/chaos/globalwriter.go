@@ -28,6 +28,7 @@ type tableWriter struct {
 	table      string
 	partitions int32
 	changing   []string // customers an aborted update may touch
+	rowed      []string // those of them with a row, which a commit updates
 	rng        *rand.Rand
 
 	mu  sync.Mutex
@@ -78,8 +79,14 @@ func endOf(commit bool, produceErr, endErr error) txnEnd {
 }
 
 func newTableWriter(table string, partitions int32, customers []string, seed uint64) *tableWriter {
+	var rowed []string
+	for _, c := range customers {
+		if kindOf(customerNum(c)) != customerAbsent {
+			rowed = append(rowed, c)
+		}
+	}
 	return &tableWriter{
-		table: table, partitions: partitions, changing: customers,
+		table: table, partitions: partitions, changing: customers, rowed: rowed,
 		rng: rand.New(rand.NewPCG(seed, seed^0x7461626c)),
 		out: tableOutcome{committed: map[string]map[string]bool{}, aborted: map[string]bool{}},
 	}
@@ -173,21 +180,9 @@ func (w *tableWriter) txn(cl *kgo.Client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), tableTxnTimeout)
 	defer cancel()
 	commit := w.rng.IntN(3) != 0
-	rows := tableTxn{}
-	var recs []*kgo.Record
-	for range tableRowsPerTxn {
-		k := w.rng.IntN(len(w.changing))
-		c := w.changing[k]
-		if commit && kindOf(customerNum(c)) == customerAbsent {
-			continue // a customer without a row keeps none
-		}
-		w.n++
-		v := "x" + strconv.Itoa(w.n)
-		if commit {
-			v = "v" + strconv.Itoa(w.n)
-		}
-		rows[c] = v
-		recs = append(recs, &kgo.Record{Topic: w.table, Partition: int32(customerNum(c)) % w.partitions, Key: []byte(c), Value: []byte(v)})
+	rows, recs := w.draw(commit)
+	if len(recs) == 0 {
+		return nil // no customer to update: a transaction would be empty
 	}
 	if err := cl.BeginTransaction(); err != nil {
 		return err
@@ -200,6 +195,31 @@ func (w *tableWriter) txn(cl *kgo.Client) error {
 		return err
 	}
 	return endErr
+}
+
+// draw picks one transaction's rows: tableRowsPerTxn distinct customers,
+// so that each record written is one row recorded, with a new version
+// each ("v<n>" to commit, "x<n>" to abort). A commit picks only
+// customers that have a row, which a customer without one never gets, so
+// no transaction commits nothing.
+func (w *tableWriter) draw(commit bool) (tableTxn, []*kgo.Record) {
+	from := w.changing
+	if commit {
+		from = w.rowed
+	}
+	rows := tableTxn{}
+	var recs []*kgo.Record
+	for _, k := range w.rng.Perm(len(from))[:min(tableRowsPerTxn, len(from))] {
+		c := from[k]
+		w.n++
+		v := "x" + strconv.Itoa(w.n)
+		if commit {
+			v = "v" + strconv.Itoa(w.n)
+		}
+		rows[c] = v
+		recs = append(recs, &kgo.Record{Topic: w.table, Partition: int32(customerNum(c)) % w.partitions, Key: []byte(c), Value: []byte(v)})
+	}
+	return rows, recs
 }
 
 // record notes one transaction's rows by how it ended.
