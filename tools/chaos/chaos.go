@@ -162,8 +162,12 @@ type Options struct {
 	// temporary directory, removed when the run passes.
 	LogDir string
 	// Progress is called about ten times a second while workers run.
+	// Progress and Events may be called from different goroutines, but
+	// never at once: a callback needs no lock of its own, even one that
+	// draws on the same terminal as the other.
 	Progress func(Progress)
-	// Events receives one line per fault and notable event.
+	// Events receives one line per fault and notable event; see Progress
+	// for when it is called.
 	Events func(string)
 }
 

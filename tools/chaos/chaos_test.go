@@ -3,7 +3,10 @@ package chaos
 import (
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/tools/verdict"
 )
@@ -109,5 +112,33 @@ func TestDedupProblems(t *testing.T) {
 				t.Fatalf("problems %v (%v), want %v", got, words, tc.want)
 			}
 		})
+	}
+}
+
+// Events reported from several goroutines at once (the loop and the table
+// writer) reach Options.Events one at a time.
+func TestEventsOneAtATime(t *testing.T) {
+	var inside, overlaps, calls atomic.Int32
+	r := newRun(Options{Records: 10, Events: func(string) {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		calls.Add(1)
+		time.Sleep(50 * time.Microsecond)
+		inside.Add(-1)
+	}})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.event("goroutine %d, event %d", g, i)
+			}
+		}()
+	}
+	wg.Wait()
+	if calls.Load() != 1600 || overlaps.Load() != 0 {
+		t.Fatalf("%d calls, %d while another was under way: want 1600 and 0", calls.Load(), overlaps.Load())
 	}
 }

@@ -182,6 +182,8 @@ func (r *run) watch(now time.Time, c int64) {
 		go func() { r.wedged <- wedgeProbe{unservedGroup(r.pctx, r.adm, r.app, coordinatorProbe), c, restarts} }()
 	}
 	if r.o.Progress != nil {
+		r.report.Lock()
+		defer r.report.Unlock()
 		r.o.Progress(Progress{
 			Records: r.o.Records, Consumed: int(c), LiveRead: int(r.live.read.Load()),
 			Kills: r.res.WorkerKills, BrokerRestarts: r.res.BrokerRestarts,

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,10 @@ type run struct {
 	pctx         context.Context // ends when the workers have stopped
 	stopProgress context.CancelFunc
 	consumed     atomic.Int64 // input records whose offsets the group committed
+	// report serialises the calls of Options.Events and Options.Progress:
+	// the loop and the global join's table writer report from goroutines
+	// of their own.
+	report sync.Mutex
 
 	loopState
 	cleanups []func()
@@ -128,9 +133,12 @@ func (r *run) execute(ctx context.Context) error {
 }
 
 // event reports one line through Options.Events, stamped with the time
-// since the workers started and the share of the input consumed.
+// since the workers started and the share of the input consumed; safe
+// from any goroutine.
 func (r *run) event(format string, a ...any) {
 	pct := 100 * float64(r.consumed.Load()) / float64(r.o.Records)
+	r.report.Lock()
+	defer r.report.Unlock()
 	r.o.Events(fmt.Sprintf("%7.1fs %3.0f%%  ", time.Since(r.start).Seconds(), pct) + fmt.Sprintf(format, a...))
 }
 
