@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,8 +18,17 @@ const (
 	tableUpdateEvery = 200 * time.Millisecond
 	// tableRowsPerTxn is how many rows one transaction updates.
 	tableRowsPerTxn = 2
-	// tableTxnTimeout bounds one transaction, from its begin to its end.
+	// tableTxnTimeout is the writer's transaction timeout, after which
+	// the broker aborts a transaction left open, and the deadline of each
+	// transaction's produce and end, its records' delivery timeout too. It
+	// does not bound a transaction: a record already sent fails only once
+	// the broker answers, so while a broker is down a produce can wait
+	// past it. stop bounds its own wait.
 	tableTxnTimeout = 15 * time.Second
+	// tableStopGrace is how long stop waits for the transaction under way
+	// before it cancels the writer's client, which fails its requests, and
+	// then again before it gives up on the writer.
+	tableStopGrace = tableTxnTimeout + 5*time.Second
 )
 
 // tableWriter updates a global table's topic while the workers run: in
@@ -36,8 +47,11 @@ type tableWriter struct {
 	n   int // the last version number written
 
 	once   sync.Once
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the updates after the one under way
+	kill   context.CancelFunc // ends the client's requests too
 	done   chan struct{}
+	event  func(string, ...any)
+	grace  time.Duration // tableStopGrace, but for tests
 }
 
 // tableOutcome is what the writer did: the versions whose transaction
@@ -87,7 +101,7 @@ func newTableWriter(table string, partitions int32, customers []string, seed uin
 	}
 	return &tableWriter{
 		table: table, partitions: partitions, changing: customers, rowed: rowed,
-		rng: rand.New(rand.NewPCG(seed, seed^0x7461626c)),
+		rng: rand.New(rand.NewPCG(seed, seed^0x7461626c)), grace: tableStopGrace,
 		out: tableOutcome{committed: map[string]map[string]bool{}, aborted: map[string]bool{}},
 	}
 }
@@ -96,12 +110,14 @@ func newTableWriter(table string, partitions int32, customers []string, seed uin
 // id txnID made from base, remade after any error.
 func (w *tableWriter) start(base []kgo.Opt, txnID string, event func(string, ...any)) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w.cancel, w.done = cancel, make(chan struct{})
+	hard, kill := context.WithCancel(context.Background())
+	w.cancel, w.kill, w.done, w.event = cancel, kill, make(chan struct{}), event
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
-			cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...), kgo.TransactionalID(txnID),
-				kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(tableTxnTimeout))...)
+			cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), base...), kgo.TransactionalID(txnID), kgo.WithContext(hard),
+				kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(tableTxnTimeout),
+				kgo.RecordDeliveryTimeout(tableTxnTimeout))...)
 			for err == nil && ctx.Err() == nil {
 				if err = w.txn(cl); err == nil {
 					sleepCtx(ctx, tableUpdateEvery)
@@ -118,22 +134,52 @@ func (w *tableWriter) start(base []kgo.Opt, txnID string, event func(string, ...
 	}()
 }
 
-// stop ends the updates and waits for the transaction under way; a
-// writer never started stops at once.
+// stop ends the updates and waits for the transaction under way, for
+// tableStopGrace; past it, it fails the client's requests, and waits as
+// long again before it gives up on the writer (whose transaction under
+// way is then recorded nowhere: no order may join its rows). A writer
+// never started stops at once.
 func (w *tableWriter) stop() {
 	w.once.Do(func() {
-		if w.cancel != nil {
-			w.cancel()
-			<-w.done
+		if w.cancel == nil {
+			return
+		}
+		w.cancel()
+		if waitFor(w.done, w.grace) {
+			return
+		}
+		w.event("global table writer: its transaction is still under way after %s; failing its requests", w.grace)
+		w.kill()
+		if !waitFor(w.done, w.grace) {
+			w.event("global table writer: still not stopped; going on without it")
 		}
 	})
 }
 
-// outcome is what the writer did, once it has stopped.
+// waitFor reports whether done closed within d.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// outcome is a copy of what the writer did, its own even if the writer
+// never stopped.
 func (w *tableWriter) outcome() tableOutcome {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.out
+	out := w.out
+	out.committed, out.aborted = map[string]map[string]bool{}, maps.Clone(w.out.aborted)
+	for c, vs := range w.out.committed {
+		out.committed[c] = maps.Clone(vs)
+	}
+	out.uncertain = slices.Clone(w.out.uncertain)
+	return out
 }
 
 // settle decides each uncertain transaction by visible, the table's
