@@ -131,11 +131,7 @@ func judgeGlobal(g *globalRun, t tableOutcome, out []*kgo.Record) GlobalVerdict 
 		}
 	}
 	v.GlobalSeen = len(seen)
-	missing := unseen(g.orders, seen)
-	v.GlobalMissing = len(missing)
-	for _, id := range missing[:min(len(missing), 5)] {
-		addExample(&v.GlobalExamples, "order %s never came out", id)
-	}
+	v.GlobalMissing = addUnseen(&v.GlobalExamples, g.orders, seen, "order %s never came out")
 	return v
 }
 

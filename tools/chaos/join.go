@@ -170,11 +170,7 @@ func judgePairs(want map[string]bool, out []*kgo.Record) JoinVerdict {
 			addExample(&v.PairExamples, "pair %s joined %d times", id, seen[id])
 		}
 	}
-	missing := unseen(want, seen)
-	v.PairMissing = len(missing)
-	for _, id := range missing[:min(len(missing), 5)] {
-		addExample(&v.PairExamples, "pair %s never joined", id)
-	}
+	v.PairMissing = addUnseen(&v.PairExamples, want, seen, "pair %s never joined")
 	return v
 }
 

@@ -106,9 +106,10 @@ func addExample(list *[]string, format string, a ...any) {
 	}
 }
 
-// unseen lists, sorted, the names of want that seen never counted: what
-// never came out.
-func unseen[V any](want map[string]V, seen map[string]int) []string {
+// addUnseen counts the names of want that seen never counted, what never
+// came out, and names the first of them, sorted, in list (up to
+// maxExamples), each by format with its name.
+func addUnseen[V any](list *[]string, want map[string]V, seen map[string]int, format string) int {
 	var out []string
 	for id := range want {
 		if seen[id] == 0 {
@@ -116,5 +117,8 @@ func unseen[V any](want map[string]V, seen map[string]int) []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	for _, id := range out[:min(len(out), maxExamples)] {
+		addExample(list, format, id)
+	}
+	return len(out)
 }

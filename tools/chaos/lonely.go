@@ -105,12 +105,8 @@ func judgeOuter(m outerModel, out []*kgo.Record) (JoinVerdict, LonelyVerdict) {
 			example("%s came out alone %d times", id, seen[id])
 		}
 	}
-	missing := unseen(m.lonely, seen)
-	v.LonelyMissing = len(missing)
-	v.LonelySeen = len(m.lonely) - len(missing)
-	for _, id := range missing[:min(len(missing), 5)] {
-		example("%s never came out alone", id)
-	}
+	v.LonelyMissing = addUnseen(&v.LonelyExamples, m.lonely, seen, "%s never came out alone")
+	v.LonelySeen = len(m.lonely) - v.LonelyMissing
 	return judgePairs(m.pairs, pairs), v
 }
 
