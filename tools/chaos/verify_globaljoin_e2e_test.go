@@ -36,7 +36,7 @@ func TestVerifyGlobalJoinPebbleExactlyOnce(t *testing.T) {
 func TestVerifyGlobalJoinAtLeastOnceControlFails(t *testing.T) {
 	t.Parallel()
 	res, _, code := verify(t, append(eventArgs, "--pipeline", "global-join", "--guarantee", "at-least-once")...)
-	checkGlobalAtLeastOnce(t, res, code, 3)
+	checkGlobalAtLeastOnce(t, res, code, 3, 0)
 }
 
 // TestVerifyGlobalJoinRealBroker runs the global join against Apache
@@ -66,7 +66,7 @@ func TestVerifyGlobalJoinRealBroker(t *testing.T) {
 	t.Run("at-least-once control", func(t *testing.T) {
 		res, _, code := verify(t, append(real, "--guarantee", "at-least-once", "--workers", "2", "--kills", "3", "--broker-restarts", "1",
 			"--terms", "0", "--rebalances", "0", "--duration", "3m")...)
-		checkGlobalAtLeastOnce(t, res, code, 3)
+		checkGlobalAtLeastOnce(t, res, code, 3, 1)
 	})
 }
 
@@ -97,8 +97,9 @@ func checkGlobalExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 
 // checkGlobalAtLeastOnce asserts that the global join's at-least-once
 // control failed with repeated orders, named in its examples, and for no
-// reason but the order checks.
-func checkGlobalAtLeastOnce(t *testing.T, res chaos.Result, code, kills int) {
+// reason but the order checks, through its faults: kills and
+// brokerRestarts.
+func checkGlobalAtLeastOnce(t *testing.T, res chaos.Result, code, kills, brokerRestarts int) {
 	t.Helper()
 	if code != 1 || res.Pass {
 		t.Errorf("exit %d, pass %v: the at-least-once control must fail", code, res.Pass)
@@ -117,8 +118,9 @@ func checkGlobalAtLeastOnce(t *testing.T, res chaos.Result, code, kills int) {
 	if v.TableCommits == 0 || v.TableAborts == 0 {
 		t.Errorf("global verdict %s: the control must run through table updates too", v)
 	}
-	if res.WorkerKills != kills || res.FaultsNotInjected != 0 {
-		t.Errorf("kills %d, faults not injected %d: want %d and 0", res.WorkerKills, res.FaultsNotInjected, kills)
+	if res.WorkerKills != kills || res.BrokerRestarts != brokerRestarts || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, broker restarts %d, faults not injected %d: want %d, %d and 0",
+			res.WorkerKills, res.BrokerRestarts, res.FaultsNotInjected, kills, brokerRestarts)
 	}
 	checkFailsOnly(t, res, chaos.ProblemGlobalDuplicates, chaos.ProblemGlobalMissing, chaos.ProblemLiveDuplicates)
 }
