@@ -84,6 +84,7 @@ func addGlobalRows(t *table, v chaos.GlobalVerdict) {
 		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders))
 	t.add("table updates", fmt.Sprintf("%d transactions committed, %d aborted; of them %d failed at the commit, settled by reading the table, %d unsettled",
 		v.TableCommits, v.TableAborts, v.TableUnknown, v.TableUnsettled))
+	t.add("aborted in log", fmt.Sprintf("%d (aborted updates' records in the table's topic, read read_uncommitted)", v.TableAbortedPresent))
 	t.add("orders seen", fmt.Sprintf("%d (%d joined an updated row)", v.GlobalSeen, v.GlobalUpdatedJoins))
 	t.add("order missing", fmt.Sprintf("%d (never came out)", v.GlobalMissing))
 	t.add("order duplicates", fmt.Sprintf("%d (came out again)", v.GlobalDuplicates))

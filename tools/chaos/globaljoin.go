@@ -167,20 +167,21 @@ func (g *globalRun) startUpdates(base []kgo.Opt, txnID string, event func(string
 // stopUpdates ends the updates and waits for the writer; idempotent.
 func (g *globalRun) stopUpdates() { g.w.stop() }
 
-// judge settles the table's uncertain transactions by reading it, then
-// judges out by the seed and the settled updates.
+// judge reads the table: it settles the uncertain transactions and counts
+// the aborted updates that reached the log; then it judges out by the
+// seed and the settled updates.
 func (g *globalRun) judge(out []*kgo.Record, res *Result) {
 	g.w.stop()
 	t := g.w.outcome()
-	if len(t.uncertain) > 0 && g.base != nil {
-		visible, err := readTable(context.Background(), g.base, g.w.table)
-		if err != nil {
-			g.event("settling %d update transactions whose commit failed: %v", len(t.uncertain), err)
+	var read tableRead
+	if g.base != nil {
+		var err error
+		if read, err = readTable(context.Background(), g.base, g.w.table); err != nil {
+			g.event("reading the table %s after the run: %v", g.w.table, err)
 		}
-		t.settle(visible)
-	} else {
-		t.settle(nil)
 	}
+	t.settle(read.visible)
 	v := judgeGlobal(g, t, out)
+	v.TableAbortedPresent = abortedPresent(read.all, t.aborted)
 	res.GlobalVerdict = &v
 }

@@ -92,14 +92,23 @@ func TestJudgeGlobal(t *testing.T) {
 	if v.GlobalWrongRow != 1 || v.GlobalAbortedRow != 1 || v.GlobalMissing != 1 || v.GlobalDuplicates != 1 || v.GlobalUnexpected != 1 {
 		t.Fatalf("%s %v: want one of each difference", v, v.GlobalExamples)
 	}
-	var names []Problem
-	globalProblems(Result{GlobalVerdict: &v}, func(cond bool, p Problem, _ string, _ ...any) {
-		if cond {
-			names = append(names, p)
-		}
-	})
+	problems := func(v GlobalVerdict) []Problem {
+		var names []Problem
+		globalProblems(Result{GlobalVerdict: &v}, func(cond bool, p Problem, _ string, _ ...any) {
+			if cond {
+				names = append(names, p)
+			}
+		})
+		return names
+	}
 	want := []Problem{ProblemGlobalMissing, ProblemGlobalDuplicates, ProblemGlobalWrongRow, ProblemGlobalAbortedRow, ProblemGlobalUnexpected}
-	if !slices.Equal(names, want) {
+	// No aborted record in the table's log: the run cannot show an
+	// aborted row, whatever it judged.
+	if names := problems(v); !slices.Equal(names, append([]Problem{ProblemGlobalNoUpdates}, want...)) {
+		t.Fatalf("no aborted record in the log: problems %v, want global_no_updates and %v", names, want)
+	}
+	v.TableAbortedPresent = 2
+	if names := problems(v); !slices.Equal(names, want) {
 		t.Fatalf("problems %v, want %v", names, want)
 	}
 }

@@ -15,33 +15,58 @@ import (
 // left open (tableTxnTimeout) and abort it.
 const settleBound = 2 * time.Minute
 
+// tableRead is the global table's topic as read after the run.
+type tableRead struct {
+	// visible is what read_committed shows: customer → values.
+	visible map[string]map[string]bool
+	// all is every record read_uncommitted, aborted ones included.
+	all []*kgo.Record
+}
+
 // readTable reads the global table's topic once no transaction is open
-// on it, read_committed: customer → the values it shows. It waits first
-// for every partition's last stable offset to reach its end, so that a
-// transaction still open (a commit whose outcome the writer never
-// learned) has ended, committed or aborted, before the read.
-func readTable(ctx context.Context, base []kgo.Opt, topic string) (map[string]map[string]bool, error) {
+// on it, read_committed and read_uncommitted. It waits first for every
+// partition's last stable offset to reach its end, so that a transaction
+// still open (a commit whose outcome the writer never learned) has ended,
+// committed or aborted, before the reads.
+func readTable(ctx context.Context, base []kgo.Opt, topic string) (tableRead, error) {
 	ctx, cancel := context.WithTimeout(ctx, settleBound)
 	defer cancel()
+	var t tableRead
 	if err := awaitNoOpenTxn(ctx, base, topic); err != nil {
-		return nil, err
+		return t, err
 	}
 	recs, err := verdict.Drain(ctx, base, topic, 0, time.Second)
+	if err == nil {
+		t.all, err = verdict.DrainAll(ctx, base, topic, len(recs), time.Second)
+	}
 	if err == nil && ctx.Err() != nil {
-		err = fmt.Errorf("reading %s read_committed: %w", topic, ctx.Err())
+		err = fmt.Errorf("reading %s: %w", topic, ctx.Err())
 	}
 	if err != nil {
-		return nil, err
+		return tableRead{}, err
 	}
-	visible := map[string]map[string]bool{}
+	t.visible = map[string]map[string]bool{}
 	for _, r := range recs {
 		c := string(r.Key)
-		if visible[c] == nil {
-			visible[c] = map[string]bool{}
+		if t.visible[c] == nil {
+			t.visible[c] = map[string]bool{}
 		}
-		visible[c][string(r.Value)] = true
+		t.visible[c][string(r.Value)] = true
 	}
-	return visible, nil
+	return t, nil
+}
+
+// abortedPresent counts the records of all whose value an aborted
+// transaction wrote: the aborted updates that reached the log, which
+// read_committed readers must skip.
+func abortedPresent(all []*kgo.Record, aborted map[string]bool) int {
+	n := 0
+	for _, r := range all {
+		if aborted[string(r.Value)] {
+			n++
+		}
+	}
+	return n
 }
 
 // awaitNoOpenTxn waits until each partition of topic has its last stable

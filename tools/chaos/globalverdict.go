@@ -23,8 +23,9 @@ const (
 	// ProblemGlobalUnexpected: an output record is no order of the seed.
 	ProblemGlobalUnexpected Problem = "global_unexpected"
 	// ProblemGlobalNoUpdates: the run committed or aborted no update,
-	// or no order joined an updated row, or the seed lacks orders of a
-	// kind of customer: it cannot show what it is for.
+	// no aborted update reached the table's log, no order joined an
+	// updated row, or the seed lacks orders of a kind of customer: it
+	// cannot show what it is for.
 	ProblemGlobalNoUpdates Problem = "global_no_updates"
 	// ProblemGlobalUnsettled: an update transaction whose commit failed
 	// could not be settled by reading the table, so its rows are not
@@ -69,6 +70,11 @@ type GlobalVerdict struct {
 	TableAborts    int `json:"table_aborts"`
 	TableUnknown   int `json:"table_unknown"`
 	TableUnsettled int `json:"table_unsettled"`
+	// TableAbortedPresent is how many records of aborted update
+	// transactions the table's topic holds, read read_uncommitted after
+	// the run: the aborted values the workers' read_committed readers had
+	// to skip. None, and no run could show global_aborted_row.
+	TableAbortedPresent int `json:"table_aborted_present"`
 	// GlobalExamples names the first few differences, for the logs.
 	GlobalExamples []string `json:"global_examples,omitempty"`
 }
@@ -81,9 +87,9 @@ func (v GlobalVerdict) OK() bool {
 
 // String is the global verdict on one line, for logs.
 func (v GlobalVerdict) String() string {
-	return fmt.Sprintf("orders=%d (stable %d, changing %d, none %d) seen=%d updated_joins=%d missing=%d duplicates=%d wrong_row=%d aborted_row=%d unexpected=%d table_commits=%d table_aborts=%d table_unknown=%d table_unsettled=%d",
+	return fmt.Sprintf("orders=%d (stable %d, changing %d, none %d) seen=%d updated_joins=%d missing=%d duplicates=%d wrong_row=%d aborted_row=%d unexpected=%d table_commits=%d table_aborts=%d table_unknown=%d table_unsettled=%d table_aborted_present=%d",
 		v.GlobalOrders, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders, v.GlobalSeen, v.GlobalUpdatedJoins,
-		v.GlobalMissing, v.GlobalDuplicates, v.GlobalWrongRow, v.GlobalAbortedRow, v.GlobalUnexpected, v.TableCommits, v.TableAborts, v.TableUnknown, v.TableUnsettled)
+		v.GlobalMissing, v.GlobalDuplicates, v.GlobalWrongRow, v.GlobalAbortedRow, v.GlobalUnexpected, v.TableCommits, v.TableAborts, v.TableUnknown, v.TableUnsettled, v.TableAbortedPresent)
 }
 
 // allowed reports whether customer c's order may join row: its seeded
@@ -141,10 +147,10 @@ func globalProblems(r Result, add func(cond bool, name Problem, format string, a
 	if v == nil {
 		return
 	}
-	add(v.TableCommits == 0 || v.TableAborts == 0 || v.GlobalUpdatedJoins == 0 ||
+	add(v.TableCommits == 0 || v.TableAborts == 0 || v.TableAbortedPresent == 0 || v.GlobalUpdatedJoins == 0 ||
 		v.GlobalStableOrders == 0 || v.GlobalChangingOrders == 0 || v.GlobalNoneOrders == 0, ProblemGlobalNoUpdates,
-		"%d update transactions committed and %d aborted while the workers ran, %d orders joined an updated row, and the seed has %d orders of unchanging customers, %d of updated ones and %d of customers without a row: the run cannot show every case under faults; raise --records or --keys, or lower --rate",
-		v.TableCommits, v.TableAborts, v.GlobalUpdatedJoins, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders)
+		"%d update transactions committed and %d aborted while the workers ran (%d aborted records in the table's log), %d orders joined an updated row, and the seed has %d orders of unchanging customers, %d of updated ones and %d of customers without a row: the run cannot show every case under faults; raise --records or --keys, or lower --rate",
+		v.TableCommits, v.TableAborts, v.TableAbortedPresent, v.GlobalUpdatedJoins, v.GlobalStableOrders, v.GlobalChangingOrders, v.GlobalNoneOrders)
 	add(v.GlobalMissing > 0, ProblemGlobalMissing, "%d of %d orders never came out", v.GlobalMissing, v.GlobalOrders)
 	add(v.GlobalDuplicates > 0, ProblemGlobalDuplicates, "%d output records repeat an order", v.GlobalDuplicates)
 	add(v.GlobalWrongRow > 0, ProblemGlobalWrongRow, "%d orders joined a row their customer never committed", v.GlobalWrongRow)

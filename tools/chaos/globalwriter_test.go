@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,5 +68,58 @@ func TestTableWriterStopBounded(t *testing.T) {
 	}
 	if out.commits != 0 || out.aborts != 1 || len(out.uncertain) != 0 || len(out.aborted) != tableRowsPerTxn {
 		t.Fatalf("outcome %+v: want the stalled transaction aborted, nothing else", out)
+	}
+}
+
+// The read after the run shows a committed update read_committed and not
+// an aborted one, whose record it still finds in the log.
+func TestReadTable(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "table"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}
+	w := newTableWriter("table", 3, []string{"c0", "c1", "c2", "c9"}, 1)
+	cl, err := kgo.NewClient(append(base, kgo.TransactionalID("writer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	for _, commit := range []bool{true, false} {
+		rows, recs := w.draw(commit)
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+		w.record(rows, endOf(commit, nil, nil))
+	}
+	read, err := readTable(ctx, base, "table")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := w.outcome()
+	for c, vs := range out.committed {
+		for v := range vs {
+			if !read.visible[c][v] {
+				t.Errorf("committed %s=%s not visible read_committed: %v", c, v, read.visible)
+			}
+		}
+	}
+	for _, vs := range read.visible {
+		for v := range vs {
+			if out.aborted[v] {
+				t.Errorf("aborted %s visible read_committed", v)
+			}
+		}
+	}
+	if n := abortedPresent(read.all, out.aborted); n != tableRowsPerTxn || len(read.all) != 2*tableRowsPerTxn {
+		t.Fatalf("%d records read_uncommitted, %d of aborted updates: want %d and %d", len(read.all), n, 2*tableRowsPerTxn, tableRowsPerTxn)
 	}
 }

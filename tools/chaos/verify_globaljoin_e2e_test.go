@@ -88,11 +88,11 @@ func checkGlobalExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 	if !v.OK() || v.GlobalSeen != v.GlobalOrders || res.RecordsOut != v.GlobalOrders || res.LiveRead != v.GlobalOrders || res.LiveDuplicates != 0 {
 		t.Errorf("%s; %d output records, live %d (duplicates %d), want %d", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates, v.GlobalOrders)
 	}
-	if v.TableCommits == 0 || v.TableAborts == 0 || v.GlobalUpdatedJoins == 0 || v.GlobalNoneOrders == 0 || v.GlobalStableOrders == 0 {
-		t.Errorf("global verdict %s: the run must update the table, committed and aborted, and join updated rows, unchanged rows and no row", v)
+	if v.TableCommits == 0 || v.TableAborts == 0 || v.TableAbortedPresent == 0 || v.GlobalUpdatedJoins == 0 || v.GlobalNoneOrders == 0 || v.GlobalStableOrders == 0 {
+		t.Errorf("global verdict %s: the run must update the table, committed and aborted (the aborted records in its log), and join updated rows, unchanged rows and no row", v)
 	}
 	checkEventFaults(t, res, raw, kills, brokerRestarts, "table_topic", "global_orders", "global_seen", "global_missing", "global_duplicates",
-		"global_wrong_row", "global_aborted_row", "global_unexpected", "global_updated_joins", "table_commits", "table_aborts")
+		"global_wrong_row", "global_aborted_row", "global_unexpected", "global_updated_joins", "table_commits", "table_aborts", "table_aborted_present")
 }
 
 // checkGlobalAtLeastOnce asserts that the global join's at-least-once
@@ -115,8 +115,8 @@ func checkGlobalAtLeastOnce(t *testing.T, res chaos.Result, code, kills, brokerR
 	if !slices.ContainsFunc(v.GlobalExamples, func(e string) bool { return strings.Contains(e, " times") }) {
 		t.Errorf("examples %q name no repeat", v.GlobalExamples)
 	}
-	if v.TableCommits == 0 || v.TableAborts == 0 {
-		t.Errorf("global verdict %s: the control must run through table updates too", v)
+	if v.TableCommits == 0 || v.TableAborts == 0 || v.TableAbortedPresent == 0 {
+		t.Errorf("global verdict %s: the control must run through table updates too, aborted records in the table's log", v)
 	}
 	if res.WorkerKills != kills || res.BrokerRestarts != brokerRestarts || res.FaultsNotInjected != 0 {
 		t.Errorf("kills %d, broker restarts %d, faults not injected %d: want %d, %d and 0",
