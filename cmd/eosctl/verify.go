@@ -114,8 +114,10 @@ a row its customer committed: the seeded one for customers never updated,
 the seeded or a committed update for the others, and "none" for customers
 without a row; global_missing, global_duplicates, global_wrong_row,
 global_aborted_row (an aborted update's value) and global_unexpected each
-exit 1, and so does a run that committed or aborted no update, or in which
-no order joined an updated row (global_no_updates).
+exit 1, and so does a run that committed or aborted no update, left no
+aborted record in the table's log, or in which no order joined an updated
+row (global_no_updates). An update whose commit failed is settled by
+reading the table after the run (global_unsettled when it cannot be).
 
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and never restarts it: that broker does not replay
