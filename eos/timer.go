@@ -61,7 +61,7 @@ func (b *batch) wallClock() bool {
 		return true
 	}
 	now := time.Now()
-	ready, _ := l.state.timerTasks(l.timers.wall, b.s)
+	ready, _, _ := l.state.timerTasks(l.timers.wall, b.s)
 	for _, task := range ready {
 		next, ok, err := l.proc.NextWallClock(task, func(name string) (*store.Store, error) { return l.state.peek(name, task) })
 		if err != nil {
@@ -83,14 +83,17 @@ func (b *batch) wallClock() bool {
 
 // timerTasks lists the ready tasks whose wall-clock timers may fire on s.
 // Under exactly-once, those are the tasks whose partition the client holds
-// a committed offset for, with those offsets (heldTasks); the other
-// sessions fire for every task the runtime owns.
-func (ts *taskStores) timerTasks(wall []string, s session) ([]state.Task, map[string]map[int32]kgo.EpochOffset) {
+// a committed offset for, with those offsets (heldTasks), and whether a
+// task waits for its offset; the other sessions fire for every task the
+// runtime owns.
+func (ts *taskStores) timerTasks(wall []string, s session) ([]state.Task, map[string]map[int32]kgo.EpochOffset, bool) {
 	ready, _ := ts.ownedOf(wall)
 	if _, ok := s.(*txnSession); !ok {
-		return ready, nil
+		return ready, nil, false
 	}
-	return heldTasks(ready, s.client().CommittedOffsets())
+	n := len(ready)
+	tasks, held := heldTasks(ready, s.client().CommittedOffsets())
+	return tasks, held, len(tasks) < n
 }
 
 // heldTasks keeps the tasks of ready whose partition has an offset in
@@ -170,7 +173,13 @@ func (l *streamLoop) idleTimers(ctx context.Context, s session, log *zap.Logger)
 	}
 	now := time.Now()
 	t.next = now.Add(l.waits.idleCheck)
-	ready, held := l.state.timerTasks(l.timers.wall, s)
+	ready, held, waiting := l.state.timerTasks(l.timers.wall, s)
+	if waiting {
+		// A task without a committed offset in the client: just assigned,
+		// its offsets not fetched yet, or never committed. Look again
+		// within a commit interval, not an idle check later.
+		t.next = minTime(t.next, now.Add(l.cfg.CommitInterval))
+	}
 	var due []state.Task
 	for _, task := range ready {
 		next, ok, err := l.proc.NextWallClock(task, func(name string) (*store.Store, error) { return l.state.peek(name, task) })
