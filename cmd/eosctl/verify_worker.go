@@ -108,6 +108,7 @@ func newVerifyWorkerCmd(g *globals) *cobra.Command {
 	f.StringVar(&o.Out, "out", "", "output topic")
 	f.StringVar(&o.Payments, "payments", "", "second input topic of the join pipeline (the orders are --in)")
 	f.StringVar(&o.Table, "table", "", "global table topic of the global-join pipeline (the orders are --in)")
+	f.BoolVar(&o.TableSnapshot, "table-snapshot", false, "global-join pipeline only: join a copy of the table read once at start, never kept current (a negative control)")
 	f.StringVar(&guarantee, "guarantee", string(config.ExactlyOnce), "delivery guarantee")
 	f.IntVar(&o.Rate, "rate", 0, "records per second at most; 0 unlimited")
 	f.DurationVar(&o.CommitDelay, "commit-delay", 0, "pause before each batch commits"+durationFlagHelp)

@@ -78,6 +78,18 @@ type Options struct {
 	// spread over all input partitions, and the workers count through a
 	// repartition topic (GroupedCountPipeline).
 	GroupBy Grouping
+	// TableLag is how long after the global table's last update became
+	// readable PipelineGlobalJoin's probe orders may still join an older
+	// row; a wave of them produced later must come out current (see
+	// ProblemGlobalStale). Default the runtime's documented bound for the
+	// workers' settings, max(connect_timeout, the stall bound): 30s with
+	// the defaults.
+	TableLag time.Duration
+	// TableSnapshot has PipelineGlobalJoin's workers join a copy of the
+	// table read once at their start, never kept current
+	// (GlobalSnapshotPipeline): the negative control of the probe
+	// phase, which must fail with ProblemGlobalStale.
+	TableSnapshot bool
 	// RedisURL is the Redis of PipelineDedup: its dedup store and the
 	// hash its effects count in. The workers get it in their environment
 	// (EnvRedisURL), not on their command line. Required by PipelineDedup.
@@ -354,6 +366,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--dedup-mode must be one of %v, got %q", dedupModes, o.DedupMode)
 	case o.DedupMode != "" && o.Pipeline != PipelineDedup:
 		return fmt.Errorf("--dedup-mode %s needs --sink redis-dedup", o.DedupMode)
+	case o.TableLag < 0:
+		return fmt.Errorf("--table-lag must not be negative")
+	case (o.TableLag != 0 || o.TableSnapshot) && o.Pipeline != PipelineGlobalJoin:
+		return fmt.Errorf("--table-lag and --table-snapshot need --pipeline %s: only it joins a global table", PipelineGlobalJoin)
 	case o.Pipeline.stateful() && o.Guarantee == config.AtMostOnce:
 		return fmt.Errorf("--pipeline %s keeps state, which the runtime refuses under %s (its changelog must commit with its input offsets); use exactly-once or at-least-once",
 			o.Pipeline, config.AtMostOnce)
@@ -407,6 +423,9 @@ func (o *Options) defaults() {
 	}
 	if o.DrainTimeout == 0 {
 		o.DrainTimeout = 2 * time.Minute
+	}
+	if o.TableLag == 0 && o.Pipeline == PipelineGlobalJoin {
+		o.TableLag = tableLagBound(o.Base, o.SessionTimeout)
 	}
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()

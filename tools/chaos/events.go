@@ -118,6 +118,14 @@ type tableUpdater interface {
 	stopUpdates()
 }
 
+// prober is a tableUpdater that, once the loop is over, checks that the
+// workers' copies of its table followed the updates.
+type prober interface {
+	// probe stops the updates, then writes late input to in and reads
+	// what comes out of out, until it has its finding or ctx ends.
+	probe(ctx context.Context, in, out string)
+}
+
 // newEventRun makes the seed of o's event-time pipeline for input topic
 // in (and right, the join's payments or the global join's table), or
 // returns nil for any other
@@ -256,6 +264,12 @@ func (o WorkerOptions) eventTopology(before func()) (*topology.Topology, error) 
 	}
 	if (o.Table != "") != (o.Pipeline == PipelineGlobalJoin) {
 		return nil, fmt.Errorf("chaos: pipeline %s, and only it, joins a global table: give its topic (--table) with it alone", PipelineGlobalJoin)
+	}
+	if o.TableSnapshot && o.Pipeline != PipelineGlobalJoin {
+		return nil, fmt.Errorf("chaos: --table-snapshot is for pipeline %s alone", PipelineGlobalJoin)
+	}
+	if o.Pipeline == PipelineGlobalJoin && o.TableSnapshot {
+		return GlobalSnapshotPipeline(o.In, o.Out, nil, before), nil
 	}
 	if o.Pipeline == PipelineGlobalJoin {
 		return GlobalJoinPipeline(o.In, o.Table, o.Out, e, before), nil

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -9,7 +10,10 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
+	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -57,6 +61,52 @@ func GlobalJoinPipeline(in, table, out string, e state.Engine, before func()) *t
 		})
 	topology.To(joined, out, codec.String(), topology.Named("output"))
 	return top
+}
+
+// GlobalSnapshotPipeline is GlobalJoinPipeline with its table replaced
+// by rows, a copy (customer → version) read once at the worker's start
+// and never kept current: orders come out as "<customer>=<version>", or
+// "<customer>=none" for a customer rows lacks. It is the negative
+// control of the verifier's probe phase (ProblemGlobalStale); every row
+// it joins was committed, so it passes every other check.
+func GlobalSnapshotPipeline(in, out string, rows map[string]string, before func()) *topology.Topology {
+	top := topology.New()
+	src := topology.Source(top, in, codec.String(), topology.Named("input"))
+	joined := topology.MapValues(src, GlobalJoinNode, func(_ context.Context, customer string) (string, error) {
+		if before != nil {
+			before()
+		}
+		version, ok := rows[customer]
+		if !ok {
+			version = globalNone
+		}
+		return customer + "=" + version, nil
+	})
+	topology.To(joined, out, codec.String(), topology.Named("output"))
+	return top
+}
+
+// snapshotTopology is GlobalSnapshotPipeline over the table o.Table as
+// read now, read_committed up to its last stable offsets.
+func (o WorkerOptions) snapshotTopology(before func()) (*topology.Topology, func(), error) {
+	opts, err := kafkautil.ConnOptions(o.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(o.Config.ConnectTimeout, config.DefaultConnectTimeout))
+	defer cancel()
+	recs, err := verdict.Drain(ctx, opts, o.Table, 0, 200*time.Millisecond)
+	if err == nil && ctx.Err() != nil {
+		err = fmt.Errorf("chaos: reading the table %s: %w", o.Table, ctx.Err())
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	rows := map[string]string{}
+	for _, r := range recs {
+		rows[string(r.Key)] = string(r.Value)
+	}
+	return GlobalSnapshotPipeline(o.In, o.Out, rows, before), func() {}, nil
 }
 
 // customerKind is what the run does with a customer's row.
@@ -119,11 +169,25 @@ type globalRun struct {
 	event func(string, ...any)
 	// partitions are the orders' partitions; the table has one more.
 	partitions int32
+
+	// read is the table as read once the writer stopped, at readAt; its
+	// visible is nil until a read succeeded, readErr the last failure.
+	read    tableRead
+	readAt  time.Time
+	readErr error
+	// lagBound is Options.TableLag. waves are the probe waves produced
+	// and probes their orders (key → customer); probeNote says why no
+	// wave was produced.
+	lagBound  time.Duration
+	waves     []probeWave
+	probes    map[string]string
+	probeNote string
 }
 
 func newGlobalRun(o Options, orders, table string) *globalRun {
 	recs := globalSeed(orders, table, o.Records, o.Keys, o.Partitions, o.Seed, time.Now())
-	g := &globalRun{recs: recs, orders: map[string]string{}, kind: map[string]customerKind{}, partitions: o.Partitions}
+	g := &globalRun{recs: recs, orders: map[string]string{}, kind: map[string]customerKind{}, partitions: o.Partitions,
+		lagBound: o.TableLag, probes: map[string]string{}, probeNote: "the probe phase did not run"}
 	var changing []string
 	for k := range o.Keys {
 		g.kind[customerKey(k)] = kindOf(k)
@@ -144,18 +208,36 @@ func newGlobalRun(o Options, orders, table string) *globalRun {
 func (g *globalRun) records() []eventRecord { return g.recs }
 
 func (g *globalRun) describe() string {
-	return fmt.Sprintf("%d orders left-joined with a global table of %d customers (%d partitions against %d, keyed by a field of the order): %d orders of customers whose row never changes, %d of customers updated while the workers run (committed and aborted), %d of customers without a row",
-		len(g.orders), len(g.kind), globalPartitions(g.partitions), g.partitions, g.counts[customerStable], g.counts[customerChanging], g.counts[customerAbsent])
+	return fmt.Sprintf("%d orders left-joined with a global table of %d customers (%d partitions against %d, keyed by a field of the order): %d orders of customers whose row never changes, %d of customers updated while the workers run (committed and aborted), %d of customers without a row; after the last fault, late orders must join their customers' last rows within %s",
+		len(g.orders), len(g.kind), globalPartitions(g.partitions), g.partitions, g.counts[customerStable], g.counts[customerChanging], g.counts[customerAbsent], g.lagBound)
 }
 
-// identify names an output record by its order: a repeat is a duplicate
-// whatever version it joined.
+// identify names an output record by its order, of the seed or a probe:
+// a repeat is a duplicate whatever version it joined. It reads only what
+// newGlobalRun wrote, so the live reader may call it while probes are
+// produced.
 func (g *globalRun) identify(r *kgo.Record) (string, bool) {
 	c, _, ok := strings.Cut(string(r.Value), "=")
-	return string(r.Key), ok && g.orders[string(r.Key)] == c
+	if !ok {
+		return string(r.Key), false
+	}
+	if pc, probe := probeCustomer(string(r.Key)); probe {
+		return string(r.Key), pc == c
+	}
+	return string(r.Key), g.orders[string(r.Key)] == c
 }
 
-func (g *globalRun) expected() int { return len(g.orders) }
+func (g *globalRun) expected() int { return len(g.orders) + len(g.probes) }
+
+// customerOf is the customer of order, of the seed or a probe produced,
+// and whether there is one.
+func (g *globalRun) customerOf(order string) (string, bool) {
+	if c, ok := g.orders[order]; ok {
+		return c, true
+	}
+	c, ok := g.probes[order]
+	return c, ok
+}
 
 // startUpdates has the table updated while the workers run, through a
 // transactional producer of id txnID made from base.
@@ -167,21 +249,29 @@ func (g *globalRun) startUpdates(base []kgo.Opt, txnID string, event func(string
 // stopUpdates ends the updates and waits for the writer; idempotent.
 func (g *globalRun) stopUpdates() { g.w.stop() }
 
-// judge reads the table: it settles the uncertain transactions and counts
-// the aborted updates that reached the log; then it judges out by the
-// seed and the settled updates.
+// judge reads the table, unless the probe phase did: it settles the
+// uncertain transactions and counts the aborted updates that reached the
+// log; then it judges out by the seed, the settled updates and the
+// table's last rows.
 func (g *globalRun) judge(out []*kgo.Record, res *Result) {
 	g.w.stop()
 	t := g.w.outcome()
-	var read tableRead
-	if g.base != nil {
-		var err error
-		if read, err = readTable(context.Background(), g.base, g.w.table); err != nil {
-			g.event("reading the table %s after the run: %v", g.w.table, err)
-		}
-	}
-	t.settle(read.visible)
+	g.readTableOnce(context.Background())
+	t.settle(g.read.visible)
 	v := judgeGlobal(g, t, out)
-	v.TableAbortedPresent = abortedPresent(read.all, t.aborted)
+	v.TableAbortedPresent = abortedPresent(g.read.all, t.aborted)
 	res.GlobalVerdict = &v
+}
+
+// readTableOnce reads the table into g.read, once the writer stopped,
+// unless a read succeeded already; a failed read leaves g.read empty.
+func (g *globalRun) readTableOnce(ctx context.Context) {
+	if g.read.visible != nil || g.base == nil {
+		return
+	}
+	g.read, g.readErr = readTable(ctx, g.base, g.w.table)
+	g.readAt = time.Now()
+	if g.readErr != nil {
+		g.event("reading the table %s after the run: %v", g.w.table, g.readErr)
+	}
 }

@@ -2,9 +2,13 @@ package chaos
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -57,8 +61,10 @@ func TestJudgeGlobal(t *testing.T) {
 		out = append(out, &kgo.Record{Key: []byte(o), Value: []byte(c + "=" + row)})
 	}
 	slices.Sort(orders)
+	current(g, "c0", "v3")
+	out = append(out, probeRecords(g, 0, "v3")...)
 	v := judgeGlobal(g, t0, out)
-	if !v.OK() || v.GlobalSeen != 600 || v.GlobalNoneOrders == 0 {
+	if !v.OK() || v.GlobalSeen != 606 || v.GlobalNoneOrders == 0 || !v.GlobalCurrent || v.GlobalProbes != 6 {
 		t.Fatalf("exact output: %s %v", v, v.GlobalExamples)
 	}
 	find := func(kind customerKind, not string) string {
@@ -88,8 +94,9 @@ func TestJudgeGlobal(t *testing.T) {
 		}
 	}
 	bad = append(bad, out[0], &kgo.Record{Key: []byte("o999999"), Value: []byte("c1=v0")})
+	bad = append(bad, &kgo.Record{Key: []byte(probeKey(1, 0, "c0")), Value: []byte("c0=v3")}) // of a wave never produced
 	v = judgeGlobal(g, t0, bad)
-	if v.GlobalWrongRow != 1 || v.GlobalAbortedRow != 1 || v.GlobalMissing != 1 || v.GlobalDuplicates != 1 || v.GlobalUnexpected != 1 {
+	if v.GlobalWrongRow != 1 || v.GlobalAbortedRow != 1 || v.GlobalMissing != 1 || v.GlobalDuplicates != 1 || v.GlobalUnexpected != 2 {
 		t.Fatalf("%s %v: want one of each difference", v, v.GlobalExamples)
 	}
 	problems := func(v GlobalVerdict) []Problem {
@@ -102,6 +109,9 @@ func TestJudgeGlobal(t *testing.T) {
 		return names
 	}
 	want := []Problem{ProblemGlobalMissing, ProblemGlobalDuplicates, ProblemGlobalWrongRow, ProblemGlobalAbortedRow, ProblemGlobalUnexpected}
+	if !v.GlobalCurrent {
+		t.Fatalf("%s: the probes came out current", v)
+	}
 	// No aborted record in the table's log: the run cannot show an
 	// aborted row, whatever it judged.
 	if names := problems(v); !slices.Equal(names, append([]Problem{ProblemGlobalNoUpdates}, want...)) {
@@ -110,6 +120,128 @@ func TestJudgeGlobal(t *testing.T) {
 	v.TableAbortedPresent = 2
 	if names := problems(v); !slices.Equal(names, want) {
 		t.Fatalf("problems %v, want %v", names, want)
+	}
+}
+
+// current sets g's table as read after the run: customer c's last row is
+// row, every other customer's its seeded one.
+func current(g *globalRun, c, row string) {
+	g.read.last = map[string]string{}
+	for k, kind := range g.kind {
+		if kind != customerAbsent {
+			g.read.last[k] = globalInitial
+		}
+	}
+	g.read.last[c] = row
+}
+
+// probeRecords produces wave w of g's probes for c0, one per partition,
+// after the bound when w is the last, and returns their output records,
+// each joined with row.
+func probeRecords(g *globalRun, w int, row string) []*kgo.Record {
+	wave := probeWave{lag: time.Duration(w) * time.Second, orders: map[string]string{}}
+	var out []*kgo.Record
+	for p := range g.partitions {
+		k := probeKey(w, p, "c0")
+		wave.orders[k], g.probes[k] = "c0", "c0"
+		out = append(out, &kgo.Record{Key: []byte(k), Value: []byte("c0=" + row)})
+	}
+	g.waves = append(g.waves, wave)
+	return out
+}
+
+// The last probe wave decides: earlier waves may join older rows; the
+// last must come out whole, every probe with its customer's last row.
+func TestJudgeGlobalProbes(t *testing.T) {
+	t0 := tableOutcome{committed: map[string]map[string]bool{"c0": {"v3": true, "v5": true}}, aborted: map[string]bool{}, commits: 2}
+	seed := func() (*globalRun, []*kgo.Record) {
+		g := newGlobalRun(Options{Records: 60, Keys: 50, Partitions: 3, Seed: 5, TableLag: 2 * time.Second}, "in", "table")
+		current(g, "c0", "v5")
+		var out []*kgo.Record
+		for o, c := range g.orders {
+			row := globalInitial
+			if g.kind[c] == customerAbsent {
+				row = globalNone
+			}
+			out = append(out, &kgo.Record{Key: []byte(o), Value: []byte(c + "=" + row)})
+		}
+		return g, out
+	}
+	g, out := seed()
+	out = append(out, probeRecords(g, 0, "v3")...)
+	out = append(out, probeRecords(g, 1, "v5")...)
+	v := judgeGlobal(g, t0, out)
+	if !v.OK() || v.GlobalStaleEarly != 3 || v.GlobalStale != 0 || v.GlobalProbeWaves != 2 || v.GlobalProbes != 6 || v.GlobalLastWave != 3 {
+		t.Fatalf("a stale wave, then a current one: %s %v", v, v.GlobalExamples)
+	}
+
+	g, out = seed()
+	out = append(out, probeRecords(g, 0, "v3")...)
+	last := probeRecords(g, 2, "v5")
+	last[1].Value = []byte("c0=v3")
+	v = judgeGlobal(g, t0, append(out, last...))
+	if v.OK() || v.GlobalCurrent || v.GlobalStale != 1 || v.GlobalProbeLag != 2 || v.GlobalWrongRow != 0 || len(v.GlobalExamples) != 1 {
+		t.Fatalf("one probe of the last wave joined an older row: %s %v", v, v.GlobalExamples)
+	}
+
+	g, out = seed()
+	v = judgeGlobal(g, t0, append(out, probeRecords(g, 0, "v5")[1:]...))
+	if v.OK() || v.GlobalCurrent || v.GlobalStale != 0 || v.GlobalLastWaveOut != 2 || v.GlobalMissing != 1 {
+		t.Fatalf("a probe of the last wave never came out: %s %v", v, v.GlobalExamples)
+	}
+
+	g, out = seed()
+	g.probeNote = "no customer's row changed"
+	v = judgeGlobal(g, t0, out)
+	var failed []Problem
+	var why string
+	globalProblems(Result{GlobalVerdict: &v}, func(cond bool, p Problem, format string, a ...any) {
+		if cond {
+			failed, why = append(failed, p), fmt.Sprintf(format, a...)
+		}
+	})
+	if v.OK() || !slices.Contains(failed, ProblemGlobalStale) || !strings.Contains(why, "no customer's row changed") {
+		t.Fatalf("no wave: %s, failed %v (%s)", v, failed, why)
+	}
+}
+
+// A probe's key names its customer, which identify checks against the
+// value, and no key of the seed is a probe's.
+func TestProbeKeys(t *testing.T) {
+	g := newGlobalRun(Options{Records: 60, Keys: 50, Partitions: 3, Seed: 5}, "in", "table")
+	k := probeKey(3, 2, "c17")
+	if c, ok := probeCustomer(k); !ok || c != "c17" {
+		t.Fatalf("probeCustomer(%q) = %q, %v", k, c, ok)
+	}
+	for _, bad := range []string{"o12", "p1.2", "px.1.c3", "p1.2.o3", "p1.2.c3.4"} {
+		if _, ok := probeCustomer(bad); ok {
+			t.Errorf("probeCustomer(%q) accepted", bad)
+		}
+	}
+	for v, want := range map[string]bool{"c17=v4": true, "c18=v4": false, "c17": false} {
+		if _, ok := g.identify(&kgo.Record{Key: []byte(k), Value: []byte(v)}); ok != want {
+			t.Errorf("identify(%s, %s) = %v, want %v", k, v, ok, want)
+		}
+	}
+}
+
+// The default lag bound is the runtime's for the workers' settings.
+func TestTableLagBound(t *testing.T) {
+	for _, c := range []struct {
+		base    config.Config
+		session time.Duration
+		want    time.Duration
+	}{
+		{config.Default(), 6 * time.Second, 30 * time.Second},
+		{config.Config{}, 6 * time.Second, 30 * time.Second},
+		{config.Config{TransactionTimeout: 40 * time.Second}, 6 * time.Second, time.Minute},
+		{config.Config{}, 20 * time.Second, 50 * time.Second},
+		{config.Config{ConnectTimeout: 2 * time.Minute}, 6 * time.Second, 2 * time.Minute},
+	} {
+		if got := tableLagBound(c.base, c.session); got != c.want {
+			t.Errorf("tableLagBound(txn %s, connect %s, session %s) = %s, want %s",
+				c.base.TransactionTimeout, c.base.ConnectTimeout, c.session, got, c.want)
+		}
 	}
 }
 

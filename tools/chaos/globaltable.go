@@ -19,6 +19,9 @@ const settleBound = 2 * time.Minute
 type tableRead struct {
 	// visible is what read_committed shows: customer → values.
 	visible map[string]map[string]bool
+	// last is each customer's row as read_committed leaves it: the value
+	// of its last record, a customer's records being in one partition.
+	last map[string]string
 	// all is every record read_uncommitted, aborted ones included.
 	all []*kgo.Record
 }
@@ -45,13 +48,14 @@ func readTable(ctx context.Context, base []kgo.Opt, topic string) (tableRead, er
 	if err != nil {
 		return tableRead{}, err
 	}
-	t.visible = map[string]map[string]bool{}
+	t.visible, t.last = map[string]map[string]bool{}, map[string]string{}
 	for _, r := range recs {
 		c := string(r.Key)
 		if t.visible[c] == nil {
 			t.visible[c] = map[string]bool{}
 		}
 		t.visible[c][string(r.Value)] = true
+		t.last[c] = string(r.Value)
 	}
 	return t, nil
 }

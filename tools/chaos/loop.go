@@ -321,3 +321,40 @@ func (r *run) stopWorkers(ctx context.Context) {
 	r.live.finish(2*time.Second, 2*time.Minute)
 	res.LiveRead, res.LiveDuplicates = int(r.live.read.Load()), int(r.live.dups.Load())
 }
+
+// probe runs the pipeline's probe phase once the loop is over (see
+// prober), tending the workers meanwhile as the loop does: one that
+// stops on an injected error is restarted. No fault fires. A run that
+// timed out probes nothing, and the phase ends with Options.Duration.
+func (r *run) probe(ctx context.Context) error {
+	p, ok := r.ev.(prober)
+	if !ok || r.res.TimedOut {
+		return nil
+	}
+	pctx, cancel := context.WithDeadline(ctx, r.deadline)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.probe(pctx, r.res.Input, r.res.Output)
+	}()
+	stop := func() { cancel(); <-done }
+	defer stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-done:
+			return nil
+		case <-tick.C:
+		}
+		now := time.Now()
+		if err := r.tend(now); err != nil {
+			return err
+		}
+		if r.timedOut(now) {
+			return nil
+		}
+	}
+}

@@ -127,6 +127,9 @@ func (r *run) execute(ctx context.Context) error {
 	if err := r.loop(ctx); err != nil {
 		return err
 	}
+	if err := r.probe(ctx); err != nil {
+		return err
+	}
 	r.stopUpdates()
 	r.stopWorkers(ctx)
 	return r.judge(ctx)
@@ -392,6 +395,9 @@ func (r *run) workerArgs(id string) []string {
 		}
 		if res.Table != "" {
 			state = append(state, "--table", res.Table)
+		}
+		if o.TableSnapshot {
+			state = append(state, "--table-snapshot")
 		}
 	}
 	if res.DedupVerdict != nil {

@@ -39,6 +39,43 @@ func TestVerifyGlobalJoinAtLeastOnceControlFails(t *testing.T) {
 	checkGlobalAtLeastOnce(t, res, code, 3, 0)
 }
 
+// The same join against a copy of the table each worker reads once at
+// its start (--table-snapshot): every row it joins was committed, so
+// only the probe phase can tell, and it must: late orders produced past
+// --table-lag (2 s here, to keep the test short) still join the rows of
+// the workers' start. One kill has a worker start again mid-run, so
+// some orders join updated rows; no injected abort restarts a worker
+// while the probes run. About 15 s.
+func TestVerifyGlobalJoinSnapshotControlFails(t *testing.T) {
+	t.Parallel()
+	res, raw, code := verify(t, "--pipeline", "global-join", "--table-snapshot", "--table-lag", "2s", "--records", "2000", "--keys", "50",
+		"--workers", "2", "--kills", "1", "--terms", "0", "--rebalances", "0", "--broker-restarts", "0", "--abort-rate", "0", "--duration", "2m")
+	if code != 1 || res.Pass {
+		t.Errorf("exit %d, pass %v: the snapshot control must fail", code, res.Pass)
+	}
+	v := res.GlobalVerdict
+	if v == nil {
+		t.Fatalf("pipeline %q: no global verdict in %+v", res.Pipeline, res)
+	}
+	t.Logf("global join verdict: %s, e.g. %v", v, v.GlobalExamples)
+	if !res.Fails(chaos.ProblemGlobalStale) || v.GlobalCurrent || v.GlobalStale == 0 || v.GlobalProbeLag < 2 || v.GlobalProbeWaves < 2 {
+		t.Errorf("%s (failed %v): late orders produced past the bound must join stale rows", v, res.Failed)
+	}
+	if v.GlobalLastWaveOut != v.GlobalLastWave || v.GlobalSeen != v.GlobalOrders+v.GlobalProbes {
+		t.Errorf("%s: every order and probe must come out", v)
+	}
+	if !slices.ContainsFunc(v.GlobalExamples, func(e string) bool { return strings.Contains(e, "not its last row") }) {
+		t.Errorf("examples %q name no stale probe", v.GlobalExamples)
+	}
+	if _, ok := raw["global_stale"]; !ok {
+		t.Errorf("-o json lacks global_stale")
+	}
+	if res.WorkerKills != 1 || res.FaultsNotInjected != 0 {
+		t.Errorf("kills %d, faults not injected %d: want 1 and 0", res.WorkerKills, res.FaultsNotInjected)
+	}
+	checkFailsOnly(t, res, chaos.ProblemGlobalStale)
+}
+
 // TestVerifyGlobalJoinRealBroker runs the global join against Apache
 // Kafka (EOS_KAFKA_BROKERS, EOS_KAFKA_RESTART_CMD as for
 // TestVerifyRealBroker): 20,000 orders over 200 customers through 4
@@ -73,6 +110,7 @@ func TestVerifyGlobalJoinRealBroker(t *testing.T) {
 // checkGlobalExactlyOnce asserts a passing global join run: every order
 // came out once with a row its customer committed, some joined rows
 // updated while the workers ran, committed and aborted updates happened,
+// the last wave of late orders joined their customers' last rows,
 // nothing was repeated live, and the faults fired and hit open
 // transactions.
 func checkGlobalExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, code, kills, brokerRestarts int) {
@@ -85,14 +123,19 @@ func checkGlobalExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 		t.Fatalf("pipeline %q, table %q, global verdict %v: not a global join run", res.Pipeline, res.Table, v)
 	}
 	t.Logf("global join verdict: %s", v)
-	if !v.OK() || v.GlobalSeen != v.GlobalOrders || res.RecordsOut != v.GlobalOrders || res.LiveRead != v.GlobalOrders || res.LiveDuplicates != 0 {
-		t.Errorf("%s; %d output records, live %d (duplicates %d), want %d", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates, v.GlobalOrders)
+	want := v.GlobalOrders + v.GlobalProbes
+	if !v.OK() || v.GlobalSeen != want || res.RecordsOut != want || res.LiveRead != want || res.LiveDuplicates != 0 {
+		t.Errorf("%s; %d output records, live %d (duplicates %d), want %d", v, res.RecordsOut, res.LiveRead, res.LiveDuplicates, want)
+	}
+	if !v.GlobalCurrent || v.GlobalProbes == 0 || v.GlobalStale != 0 || v.GlobalLastWaveOut != v.GlobalLastWave {
+		t.Errorf("%s: late orders must join their customers' last rows", v)
 	}
 	if v.TableCommits == 0 || v.TableAborts == 0 || v.TableAbortedPresent == 0 || v.GlobalUpdatedJoins == 0 || v.GlobalNoneOrders == 0 || v.GlobalStableOrders == 0 {
 		t.Errorf("global verdict %s: the run must update the table, committed and aborted (the aborted records in its log), and join updated rows, unchanged rows and no row", v)
 	}
 	checkEventFaults(t, res, raw, kills, brokerRestarts, "table_topic", "global_orders", "global_seen", "global_missing", "global_duplicates",
-		"global_wrong_row", "global_aborted_row", "global_unexpected", "global_updated_joins", "table_commits", "table_aborts", "table_aborted_present")
+		"global_wrong_row", "global_aborted_row", "global_unexpected", "global_updated_joins", "table_commits", "table_aborts", "table_aborted_present",
+		"global_probes", "global_probe_waves", "global_current", "global_stale", "table_lag_bound_s")
 }
 
 // checkGlobalAtLeastOnce asserts that the global join's at-least-once

@@ -60,6 +60,11 @@ type WorkerOptions struct {
 	// since Started. A supervisor learns it this way even from a worker
 	// it SIGKILLs later, which never prints its report. nil: not called.
 	FirstCommit func(after time.Duration)
+	// TableSnapshot has PipelineGlobalJoin join a copy of its table read
+	// once at the worker's start, never kept current
+	// (GlobalSnapshotPipeline): the negative control of the verifier's
+	// probe phase.
+	TableSnapshot bool
 }
 
 // StopReason says why a worker's Run returned. The supervisor restarts a
@@ -373,6 +378,9 @@ func (k StateKind) engine() (state.Engine, error) {
 func (o WorkerOptions) build(before func()) (top *topology.Topology, close func(), err error) {
 	if o.Pipeline == PipelineDedup {
 		return o.dedupTopology(before)
+	}
+	if o.TableSnapshot && o.Pipeline == PipelineGlobalJoin {
+		return o.snapshotTopology(before)
 	}
 	top, err = o.topology(before)
 	return top, func() {}, err
