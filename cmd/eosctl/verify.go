@@ -118,6 +118,14 @@ exit 1, and so does a run that committed or aborted no update, left no
 aborted record in the table's log, or in which no order joined an updated
 row (global_no_updates). An update whose commit failed is settled by
 reading the table after the run (global_unsettled when it cannot be).
+After the last fault the verifier stops updating the table, reads it, and
+produces late orders (probes): one per updated customer in every input
+partition. Each must join its customer's last committed row: a wave in
+which some joined an older row is followed by another, and one produced
+--table-lag after the table's last update became readable (default the
+runtime's bound for the workers' settings, 30s) must come out current, or
+the run fails with global_stale. --table-snapshot is its negative control:
+the workers join a copy of the table read once at their start.
 
 Without --brokers it starts an embedded broker ('eosctl dev broker') as a
 child process and never restarts it: that broker does not replay
@@ -187,6 +195,7 @@ effects.` + scaleHelp,
   eosctl verify --pipeline outer-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated pairs or lonely records
   eosctl verify --pipeline global-join --records 3000 --keys 50 --kills 3
   eosctl verify --pipeline global-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated orders
+  eosctl verify --pipeline global-join --table-snapshot --table-lag 2s --records 2000 --keys 50 --kills 1 --terms 0 --rebalances 0   # must fail with global_stale
   eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3
   eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3
   eosctl verify --sink redis-dedup-none --records 10000 --kills 3   # must fail with repeated effects

@@ -11,8 +11,8 @@ import (
 func eventClaim(r chaos.Result) string {
 	switch {
 	case r.GlobalVerdict != nil:
-		return fmt.Sprintf("every order exactly once, joined with a row its customer committed, never an aborted update's (%d orders, %d joined a row updated while the workers ran; %d update transactions committed, %d aborted), through %d faults",
-			r.GlobalOrders, r.GlobalUpdatedJoins, r.TableCommits, r.TableAborts, r.FaultsPlanned)
+		return fmt.Sprintf("every order exactly once, joined with a row its customer committed, never an aborted update's (%d orders, %d joined a row updated while the workers ran; %d update transactions committed, %d aborted), through %d faults; then %d late orders joined their customers' last rows",
+			r.GlobalOrders, r.GlobalUpdatedJoins, r.TableCommits, r.TableAborts, r.FaultsPlanned, r.GlobalLastWave)
 	case r.WindowVerdict != nil:
 		return fmt.Sprintf("every window's final count exactly once, as computed from the seed (%d windows; %d late records counted nowhere), through %d faults",
 			r.WindowVerdict.WindowsExpected, r.WindowVerdict.LateRecords, r.FaultsPlanned)
@@ -90,8 +90,18 @@ func addGlobalRows(t *table, v chaos.GlobalVerdict) {
 	t.add("order duplicates", fmt.Sprintf("%d (came out again)", v.GlobalDuplicates))
 	t.add("wrong row", fmt.Sprintf("%d (a row the customer never committed)", v.GlobalWrongRow))
 	t.add("aborted row", fmt.Sprintf("%d (an aborted update's value)", v.GlobalAbortedRow))
-	t.add("unexpected", fmt.Sprintf("%d (no order of the seed)", v.GlobalUnexpected))
+	t.add("unexpected", fmt.Sprintf("%d (no order of the seed nor a probe)", v.GlobalUnexpected))
+	t.add("table probes", globalProbeRow(v))
 	for _, e := range v.GlobalExamples {
 		t.add("  e.g.", e)
 	}
+}
+
+// globalProbeRow says what the global join's probe phase found.
+func globalProbeRow(v chaos.GlobalVerdict) string {
+	if v.GlobalProbeWaves == 0 {
+		return "none produced: " + v.GlobalProbeNote
+	}
+	return fmt.Sprintf("%d late orders in %d waves; the last, produced %.1fs after the table's last update became readable (bound %.0fs): %d of %d came out, %d joined an older row than their customer's last (earlier waves: %d)",
+		v.GlobalProbes, v.GlobalProbeWaves, v.GlobalProbeLag, v.TableLagBound, v.GlobalLastWaveOut, v.GlobalLastWave, v.GlobalStale, v.GlobalStaleEarly)
 }
