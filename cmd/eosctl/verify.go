@@ -195,7 +195,7 @@ effects.` + scaleHelp,
   eosctl verify --pipeline outer-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated pairs or lonely records
   eosctl verify --pipeline global-join --records 3000 --keys 50 --kills 3
   eosctl verify --pipeline global-join --guarantee at-least-once --records 3000 --keys 50   # must fail with repeated orders
-  eosctl verify --pipeline global-join --table-snapshot --table-lag 2s --records 2000 --keys 50 --kills 1 --terms 0 --rebalances 0   # must fail with global_stale
+  eosctl verify --pipeline global-join --table-snapshot --table-lag 1s --records 2000 --keys 50 --kills 0 --terms 0 --rebalances 1 --abort-rate 0   # must fail with global_stale
   eosctl verify --sink redis-dedup --redis-url redis://127.0.0.1:16379/0 --records 10000 --kills 3
   eosctl verify --sink redis-dedup --dedup-mode before --records 10000 --kills 3
   eosctl verify --sink redis-dedup-none --records 10000 --kills 3   # must fail with repeated effects
