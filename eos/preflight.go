@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 )
 
@@ -63,20 +65,58 @@ type preflightCheck struct {
 }
 
 // run checks the cluster through cl, and returns the offsets mirror under
-// exactly-once (else nil).
+// exactly-once (else nil). No broker answering is an error at once; a
+// check that found some broker answering but then ran out of time (a
+// broker cut off or paused while the others answer) is repeated, logged,
+// until recovery_timeout, as the run would for a broker lost later.
 func (pc *preflightCheck) run(ctx context.Context, cl *kgo.Client) (*offsetsMirror, error) {
-	pctx, cancel := context.WithTimeout(ctx, pc.cfg.ConnectTimeout)
-	defer cancel()
-	if err := cl.Ping(pctx); err != nil {
+	var until time.Time
+	for attempt := 1; ; attempt++ {
+		m, answered, err := pc.check(ctx, cl)
 		if ctx.Err() != nil {
 			return nil, nil
 		}
-		if aerr := authenticationError(pc.cfg, err); aerr != nil {
-			return nil, aerr
+		if answered && until.IsZero() {
+			until = time.Now().Add(pc.cfg.RecoveryTimeout)
 		}
-		return nil, fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
+		if err == nil || !errors.Is(err, ErrUnreachable) || until.IsZero() {
+			return m, err
+		}
+		if time.Now().After(until) {
+			return nil, fmt.Errorf("%w; some broker answered, but the start-up check did not complete within recovery_timeout %s: see which brokers answer with `eosctl doctor --brokers %s`",
+				err, pc.cfg.RecoveryTimeout, strings.Join(pc.cfg.Brokers, ","))
+		}
+		pc.log.Warn("start-up check: a broker did not answer while another did; checking again",
+			zap.Int("attempt", attempt), zap.Error(err), zap.Time("gives_up_at", until))
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// check is one pass of the start-up check, within connect_timeout;
+// answered reports whether some seed broker answered its ping.
+func (pc *preflightCheck) check(ctx context.Context, cl *kgo.Client) (m *offsetsMirror, answered bool, err error) {
+	pctx, cancel := context.WithTimeout(ctx, pc.cfg.ConnectTimeout)
+	defer cancel()
+	if err := pingAny(pctx, cl, pc.cfg.Brokers); err != nil {
+		if ctx.Err() != nil {
+			return nil, false, nil
+		}
+		if aerr := authenticationError(pc.cfg, err); aerr != nil {
+			return nil, false, aerr
+		}
+		return nil, false, fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
 			ErrUnreachable, strings.Join(pc.cfg.Brokers, ","), pc.cfg.ConnectTimeout, err)
 	}
+	m, err = pc.checkTopics(pctx, cl)
+	return m, true, err
+}
+
+// checkTopics checks the group protocol, the topics and their grants.
+func (pc *preflightCheck) checkTopics(pctx context.Context, cl *kgo.Client) (*offsetsMirror, error) {
 	if err := pc.checkGroupProtocol(pctx, cl); err != nil {
 		return nil, err
 	}
@@ -99,6 +139,52 @@ func (pc *preflightCheck) run(ctx context.Context, cl *kgo.Client) (*offsetsMirr
 		return nil, nil
 	}
 	return openMirror(pctx, adm, pc.cfg.AppID, pc.inputs, pc.authz, pc.log)
+}
+
+// pingAny asks every seed broker at once for metadata and returns when
+// one answers: franz-go's Ping asks them in turn, so a seed that is
+// paused, or whose packets are dropped, would use up the whole
+// connect_timeout while the others could answer. The first seed to
+// answer is moved to the front of the client's seeds and, while the
+// client knows no broker yet, asked again through Ping, which teaches it
+// the cluster's brokers. Without
+// an answer it returns the last error.
+func pingAny(ctx context.Context, cl *kgo.Client, addrs []string) error {
+	seeds := cl.SeedBrokers()
+	if len(seeds) != len(addrs) {
+		return cl.Ping(ctx)
+	}
+	type answer struct {
+		i   int
+		err error
+	}
+	answers := make(chan answer, len(seeds))
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, b := range seeds {
+		go func() {
+			_, err := b.Request(pctx, kmsg.NewPtrMetadataRequest())
+			answers <- answer{i, err}
+		}()
+	}
+	var last error
+	for range seeds {
+		a := <-answers
+		if last = a.err; last == nil {
+			cancel()
+			if len(cl.DiscoveredBrokers()) > 0 {
+				return nil // Ping would ask the known brokers in turn
+			}
+			if a.i > 0 {
+				first := append([]string{addrs[a.i]}, slices.Delete(slices.Clone(addrs), a.i, a.i+1)...)
+				if err := cl.UpdateSeedBrokers(first...); err != nil {
+					return err
+				}
+			}
+			return cl.Ping(ctx)
+		}
+	}
+	return last
 }
 
 // userTopics checks that the inputs and static outputs exist and may be

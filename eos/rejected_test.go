@@ -2,15 +2,12 @@ package eos_test
 
 import (
 	"context"
-	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/processor"
-	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/verdict"
@@ -107,29 +104,4 @@ func producesAtLeast(req kmsg.Request, topic string, id [16]byte, size int) bool
 		}
 	}
 	return false
-}
-
-// Brokers that go away between the start-up checks (the first answers,
-// the next do not) make Run fail as unreachable, as when none answered at
-// all, rather than with an error of its own.
-func TestBrokersGoneDuringStartupChecks(t *testing.T) {
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 3, "in", "out")
-	var answered atomic.Int32
-	env.Fake.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if answered.Add(1) <= 1 {
-			return nil, nil, false // the ping
-		}
-		return nil, errors.New("broker gone"), true
-	})
-	cfg := env.Config("app", "a", config.ExactlyOnce)
-	cfg.ConnectTimeout = 2 * time.Second
-	r, err := eos.New(cfg, conformance.CountTopology("in", "out", state.Memory()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = r.Run(context.Background())
-	if !errors.Is(err, eos.ErrUnreachable) || answered.Load() < 2 {
-		t.Fatalf("Run: %v (metadata requests %d), want ErrUnreachable after the first check passed", err, answered.Load())
-	}
 }
