@@ -44,7 +44,13 @@ and meanwhile:
   - makes batches fail with a processing error that aborts them (--abort-rate);
     the failed worker stops and is restarted, as a supervisor would,
   - adds and removes workers (--rebalances),
-  - hard-restarts the broker (--broker-restarts; Apache Kafka only).
+  - hard-restarts the broker (--broker-restarts; Apache Kafka only),
+  - cuts a broker off the network, from the clients, from its peers or from
+    everything, then heals it (--net-cuts), pauses a broker with SIGSTOP past
+    the session and transaction timeouts, then resumes it (--pauses), and cuts
+    the group's transaction or group coordinator from the clients, then heals
+    it (--coordinator-cuts); these need the 3-broker network-namespace
+    harness integration/kafka/netcluster.sh (--net-cmd, see below).
 A read_committed consumer reads the output during the run and again after
 it. The verdict counts missing, duplicated and out-of-order records; any of
 them exits 1. So does a worker that stops on its own — for any reason but
@@ -138,6 +144,24 @@ EOS_BROKERS) verify runs against that cluster and hard-restarts it
 integration/kafka/kafka.sh start, then
   eosctl verify --brokers $(integration/kafka/kafka.sh bootstrap) --broker-restarts 2 \
       --broker-restart-cmd "integration/kafka/kafka.sh restart --hard"
+
+Network faults run through integration/kafka/netcluster.sh, which runs
+each broker in a network namespace of its own (as root):
+  EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh start
+  eosctl verify --brokers $(EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh bootstrap) \
+      --net-cmd "EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh" \
+      --net-cuts 3 --pauses 3 --coordinator-cuts 2 --kills 5
+(EOS_KAFKA_NETCLUSTER_CMD may stand for --net-cmd; without
+--broker-restart-cmd, broker restarts then run "<net-cmd> kafka restart
+--hard".) A cut holds --cut-for (default 12s) and a pause --pause-for
+(default 5s past the longer of --session-timeout and the workers'
+transaction timeout). Each fault must show in the harness's status when made
+and again just before it is undone, and its broker without faults after;
+one that does not fails the run (net_fault_failed). net_faults lists each
+with that status line, the input records the group committed while it
+held, and recovery_ms, the time from the heal or resume to the group's next
+committed progress; recovery sums them up per action.
+
 Workers pace themselves (--rate) so that faults land
 mid-batch; by default the pace leaves about two seconds of work between
 faults.
@@ -202,7 +226,9 @@ effects.` + scaleHelp,
   eosctl verify --brokers 127.0.0.1:9092 --pipeline count --partitions 24 --scale 1,6,2 --process-workers 2 --group-protocol consumer
   eosctl verify --sink postgres --postgres-url postgres://postgres@127.0.0.1:15432/eosflow --records 20000
   eosctl verify --brokers 127.0.0.1:9092 --records 1000000 --kills 30 \
-      --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json`,
+      --broker-restarts 5 --broker-restart-cmd "integration/kafka/kafka.sh restart --hard" -o json
+  eosctl verify --brokers $(integration/kafka/netcluster.sh bootstrap) --net-cmd "$PWD/integration/kafka/netcluster.sh" \
+      --records 50000 --kills 5 --net-cuts 3 --pauses 3 --coordinator-cuts 2 --broker-restarts 0`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if ex.on {
@@ -315,6 +341,12 @@ effects.` + scaleHelp,
 	f.IntVar(&o.Rebalances, "rebalances", 2, "workers added and removed, in turn")
 	f.Float64Var(&o.AbortRate, "abort-rate", 0.02, "probability per batch of a processing error that aborts it and stops the worker")
 	f.StringVar(&o.BrokerRestartCmd, "broker-restart-cmd", "", "shell command that hard-restarts the --brokers cluster and returns once it serves again")
+	f.StringVar(&o.NetClusterCmd, "net-cmd", os.Getenv(chaos.EnvNetClusterCmd), "the network-namespace harness running the --brokers cluster, e.g. \"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh\"; needed by --net-cuts, --pauses and --coordinator-cuts (default "+chaos.EnvNetClusterCmd+")")
+	f.IntVar(&o.NetCuts, "net-cuts", 0, "with --net-cmd: times a broker is cut from the clients, from its peers or from everything, in turn, for --cut-for, then healed")
+	f.IntVar(&o.Pauses, "pauses", 0, "with --net-cmd: times a broker is paused (SIGSTOP) for --pause-for, then resumed")
+	f.IntVar(&o.CoordinatorCuts, "coordinator-cuts", 0, "with --net-cmd: times the group's transaction or group coordinator, in turn, is cut from the clients for --cut-for, then healed")
+	f.DurationVar(&o.CutFor, "cut-for", 12*time.Second, "how long a network or coordinator cut holds before it is healed"+durationFlagHelp)
+	f.DurationVar(&o.PauseFor, "pause-for", 0, "how long a paused broker stays stopped; 0 is 5s past the longer of --session-timeout and the workers' transaction timeout"+durationFlagHelp)
 	f.IntVar(&o.Rate, "rate", 0, "records per second per worker; 0 leaves about 2s of work between faults")
 	f.DurationVar(&o.CommitDelay, "commit-delay", 20*time.Millisecond, "pause before each batch commits, its outputs produced"+durationFlagHelp)
 	f.IntVar(&o.BatchRecords, "batch-records", 500, "most records in one batch (transaction)")
@@ -406,6 +438,7 @@ func verifyTable(r chaos.Result) *table {
 	t.add("restart → first commit", r.RestartToFirstCommit.String())
 	t.add("worker terms", r.WorkerTerms)
 	t.add("broker restarts", r.BrokerRestarts)
+	addNetRows(t, r)
 	if r.WedgeRestarts > 0 {
 		t.add("wedge restarts", fmt.Sprintf("%d (added to end a coordinator that served the group nothing)", r.WedgeRestarts))
 	}

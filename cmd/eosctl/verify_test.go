@@ -19,6 +19,7 @@ import (
 func TestVerifyUsageErrors(t *testing.T) {
 	t.Setenv("EOS_BROKERS", "")
 	t.Setenv(envWorkerPassword, "")
+	t.Setenv(chaos.EnvNetClusterCmd, "")
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -33,6 +34,15 @@ func TestVerifyUsageErrors(t *testing.T) {
 			"--brokers $(integration/kafka/kafka.sh bootstrap) --broker-restarts 2 --broker-restart-cmd \"integration/kafka/kafka.sh restart --hard\""},
 		{"count broker restarts on the embedded broker", []string{"verify", "--pipeline", "count", "--broker-restarts", "2"}, "needs a real Apache Kafka"},
 		{"argument", []string{"verify", "now"}, "unknown command"},
+		{"net cuts without the harness", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "0", "--net-cuts", "1"},
+			"--net-cmd \"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh\""},
+		{"pauses on the embedded broker", []string{"verify", "--net-cmd", "true", "--pauses", "1"}, "netcluster.sh start"},
+		{"coordinator cuts without the harness", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "0", "--coordinator-cuts", "2"},
+			chaos.EnvNetClusterCmd + " may stand for --net-cmd"},
+		{"negative pauses", []string{"verify", "--pauses", "-1"}, "--pauses"},
+		{"negative cut hold", []string{"verify", "--cut-for", "-1s"}, "--cut-for"},
+		{"network faults in a scale run", []string{"verify", "--brokers", "127.0.0.1:1", "--broker-restarts", "0", "--net-cmd", "true",
+			"--kills", "0", "--terms", "0", "--rebalances", "0", "--abort-rate", "0", "--scale", "1,2", "--pauses", "1"}, "--pauses"},
 		{"worker user on the embedded broker", []string{"verify", "--worker-sasl-user", "w"}, "needs --brokers"},
 		{"worker user without SASL", []string{"verify", "--brokers", "127.0.0.1:1", "--worker-sasl-user", "w"}, "SASL mechanism"},
 		{"worker user without password", []string{"verify", "--brokers", "127.0.0.1:1", "--sasl-mechanism", "SCRAM-SHA-512",

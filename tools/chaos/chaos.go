@@ -56,9 +56,17 @@ type Options struct {
 	// and returns once it serves again. Needed for BrokerRestarts with
 	// Brokers.
 	BrokerRestartCmd string
-	// BrokerRestartDir is where BrokerRestartCmd runs; default the
-	// current directory.
+	// BrokerRestartDir is where BrokerRestartCmd and NetClusterCmd run;
+	// default the current directory.
 	BrokerRestartDir string
+	// NetClusterCmd is the network-namespace harness that runs the
+	// cluster in Brokers, integration/kafka/netcluster.sh, as a command
+	// line that bash runs with the harness's arguments appended, e.g.
+	// "EOS_KAFKA_PORT=29800 /src/integration/kafka/netcluster.sh".
+	// NetCuts, Pauses and CoordinatorCuts need it (see ErrNoNetCluster).
+	// Without BrokerRestartCmd, broker restarts then run
+	// "NetClusterCmd kafka restart --hard".
+	NetClusterCmd string
 	// Base holds TLS, SASL and timeouts for the verifier's own clients;
 	// its Brokers are ignored.
 	Base config.Config
@@ -147,6 +155,28 @@ type Options struct {
 	BrokerRestarts int
 	// Rebalances is how many times a worker is added or removed, in turn.
 	Rebalances int
+	// NetCuts is how many times one broker, chosen at random, is cut off
+	// for CutFor and then healed, through NetClusterCmd: in turn from the
+	// clients (cut-clients), from the other brokers (cut-peers) and from
+	// everything (isolate: its link down).
+	NetCuts int
+	// Pauses is how many times one broker, chosen at random, is stopped
+	// with SIGSTOP for PauseFor and then continued (SIGCONT), through
+	// NetClusterCmd: a long garbage-collection pause.
+	Pauses int
+	// CoordinatorCuts is how many times, through NetClusterCmd, the
+	// broker that coordinates the group's transactions (those of a
+	// running worker's transactional id) or the group itself, in turn, is
+	// cut from the clients for CutFor and then healed.
+	CoordinatorCuts int
+	// CutFor is how long a network cut or coordinator cut holds before
+	// it is healed; default 12s.
+	CutFor time.Duration
+	// PauseFor is how long a paused broker stays stopped; default the
+	// longer of SessionTimeout and the workers' transaction timeout
+	// (config.DefaultTransactionTimeout), plus 5s, so that a pause
+	// outlasts both.
+	PauseFor time.Duration
 	// AbortRate is the probability that a batch fails with an injected
 	// processing error; the worker then stops and is restarted.
 	AbortRate float64
@@ -248,8 +278,18 @@ type Result struct {
 	BrokerRestarts int `json:"broker_restarts"`
 	// WedgeRestarts counts broker restarts the verifier added, beyond the
 	// planned ones, to end a coordinator wedge (see wedgeWatch).
-	WedgeRestarts  int `json:"wedge_restarts,omitempty"`
-	InjectedAborts int `json:"injected_aborts"` // workers stopped by an injected processing error
+	WedgeRestarts int `json:"wedge_restarts,omitempty"`
+	// NetCuts, Pauses and CoordinatorCuts count the network faults that
+	// fired (NetFault.Fired) of each kind.
+	NetCuts         int `json:"net_cuts"`
+	Pauses          int `json:"pauses"`
+	CoordinatorCuts int `json:"coordinator_cuts"`
+	// NetFaults lists every network fault made, in order, with the
+	// evidence that it held and the group's recovery after it.
+	NetFaults []NetFault `json:"net_faults,omitempty"`
+	// Recovery sums up NetFaults by action.
+	Recovery       []Recovery `json:"recovery,omitempty"`
+	InjectedAborts int        `json:"injected_aborts"` // workers stopped by an injected processing error
 	// WorkerCrashes counts the worker processes that stopped for a
 	// reason the verifier did not inject (e.g. the broker was down too
 	// long, or the worker was fenced); each is in WorkerFailures and
@@ -338,13 +378,17 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--records, --partitions, --keys, --workers, --rate and --batch-records must not be negative")
 	case o.Kills < 0, o.Terms < 0, o.BrokerRestarts < 0, o.Rebalances < 0:
 		return fmt.Errorf("--kills, --terms, --broker-restarts and --rebalances must not be negative")
+	case o.NetCuts < 0, o.Pauses < 0, o.CoordinatorCuts < 0, o.CutFor < 0, o.PauseFor < 0:
+		return fmt.Errorf("--net-cuts, --pauses, --coordinator-cuts, --cut-for and --pause-for must not be negative")
+	case o.counts().network() > 0 && (o.NetClusterCmd == "" || len(o.Brokers) == 0):
+		return ErrNoNetCluster
 	case o.AbortRate < 0 || o.AbortRate > 1:
 		return fmt.Errorf("--abort-rate %v is a probability per batch; give a value from 0 to 1", o.AbortRate)
 	case o.Guarantee != "" && !o.Guarantee.Valid():
 		return fmt.Errorf("--guarantee must be one of %v, got %q", config.Guarantees(), o.Guarantee)
 	case len(o.Brokers) == 0 && o.BrokerRestarts > 0:
 		return ErrEmbeddedRestarts
-	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "":
+	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" && o.NetClusterCmd == "":
 		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0, o.DrainTimeout < 0:
 		return fmt.Errorf("--commit-delay, --session-timeout, --duration and --drain-timeout must not be negative")
@@ -430,6 +474,7 @@ func (o *Options) defaults() {
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
 	}
+	o.netDefaults()
 	if o.Events == nil {
 		o.Events = func(string) {}
 	}
@@ -518,6 +563,9 @@ const (
 	// ProblemWorkerStopped: a worker stopped for a reason the verifier
 	// did not inject (see Result.WorkerFailures).
 	ProblemWorkerStopped Problem = "worker_stopped"
+	// ProblemNetFaultFailed: a network fault did not take, hold or heal
+	// as the harness's status showed it (see NetFault.Error).
+	ProblemNetFaultFailed Problem = "net_fault_failed"
 )
 
 // Fails reports whether the run failed check p, for tests and callers
@@ -560,6 +608,7 @@ func problems(r Result, liveUnknown int) ([]Problem, []string) {
 	add(r.FaultsNotInjected > 0, ProblemFaultsNotInjected, "only %d of %d planned faults were injected before the input ran out; lower --rate or raise --records",
 		r.FaultsPlanned-r.FaultsNotInjected, r.FaultsPlanned)
 	scaleProblems(r, add)
+	netProblems(r, add)
 	add(len(r.WorkerFailures) > 0, ProblemWorkerStopped, "%d worker processes stopped on their own, not by an injected fault: %s",
 		len(r.WorkerFailures), describeFailures(r.WorkerFailures, 3))
 	return names, words

@@ -94,6 +94,7 @@ func (r *run) loop(ctx context.Context) error {
 			return err
 		}
 		c := r.consumed.Load()
+		r.noteRecovery(now, c)
 		r.watch(now, c)
 		if r.drained(ctx, now, c) || r.timedOut(now) {
 			return nil
@@ -112,6 +113,8 @@ func (r *run) wait(ctx context.Context, tick <-chan time.Time) error {
 		return r.brokerBack(err)
 	case p := <-r.wedged:
 		r.probed(ctx, p)
+	case o := <-r.nw.done:
+		r.netBack(o)
 	case <-tick:
 	}
 	return nil
@@ -177,7 +180,7 @@ func (r *run) tend(now time.Time) error {
 // watch probes the group's coordinator when the group has committed
 // nothing for a while, and reports progress; c is consumed.
 func (r *run) watch(now time.Time, c int64) {
-	if r.o.BrokerRestartCmd != "" && r.sc == nil && r.wedge.observe(now, c, r.brokerBusy) {
+	if r.o.BrokerRestartCmd != "" && r.sc == nil && r.wedge.observe(now, c, r.brokerBusy || r.nw.busy) {
 		restarts := r.res.BrokerRestarts
 		go func() { r.wedged <- wedgeProbe{unservedGroup(r.pctx, r.adm, r.app, coordinatorProbe), c, restarts} }()
 	}
@@ -196,7 +199,7 @@ func (r *run) watch(now time.Time, c int64) {
 // of them so far, and counting by value every record of the repartition
 // topic too, with no broker restart under way.
 func (r *run) drained(ctx context.Context, now time.Time, c int64) bool {
-	if c < int64(r.o.Records) || r.brokerBusy {
+	if c < int64(r.o.Records) || r.brokerBusy || r.nw.busy {
 		return false
 	}
 	if !r.grouped {
@@ -240,7 +243,7 @@ func (r *run) timedOut(now time.Time) bool {
 // injectDue fires the plan's next fault once the group has consumed its
 // share of the input, c records, and moved on since the last fault.
 func (r *run) injectDue(ctx context.Context, now time.Time, c int64) {
-	due := r.next < len(r.plan) && !r.brokerBusy && len(r.fl.pending) == 0 &&
+	due := r.next < len(r.plan) && !r.brokerBusy && !r.nw.busy && r.nw.recovering < 0 && len(r.fl.pending) == 0 &&
 		float64(c) >= r.plan[r.next].at*float64(r.o.Records) && c > r.consumedFault && now.Sub(r.lastFault) >= 500*time.Millisecond
 	if !due {
 		return
@@ -294,6 +297,8 @@ func (r *run) fire(ctx context.Context, f fault) bool {
 		fl.signal(ids[0], syscall.SIGTERM, intentRemove)
 		r.res.WorkersRemoved++
 		r.event("removing %s for good: rebalance", ids[0])
+	case faultNetCut, faultPause, faultCoordinatorCut:
+		return r.fireNet(ctx, f)
 	case faultBrokerRestart:
 		r.brokerBusy = true
 		fl.brokerDown(time.Now())
@@ -307,6 +312,10 @@ func (r *run) fire(ctx context.Context, f fault) bool {
 // the run injected and what the live reader saw.
 func (r *run) stopWorkers(ctx context.Context) {
 	res := &r.res
+	if r.nw.busy {
+		r.nw.cancel() // the run timed out while a network fault held
+		r.netBack(<-r.nw.done)
+	}
 	res.FaultsNotInjected = len(r.plan) - r.next
 	if res.TimedOut {
 		res.UnservedGroup = unservedGroup(ctx, r.adm, r.app, coordinatorProbe)

@@ -51,7 +51,9 @@ type run struct {
 	plan      []fault
 	stateDir  string
 	fl        *fleet
-	sc        *scaleRun // nil unless Options.Scale
+	sc        *scaleRun   // nil unless Options.Scale
+	net       *netHarness // nil unless the run plans network faults
+	nw        netWatch
 
 	pctx         context.Context // ends when the workers have stopped
 	stopProgress context.CancelFunc
@@ -100,6 +102,9 @@ func (r *run) execute(ctx context.Context) error {
 		return err
 	}
 	if err := r.startBroker(ctx); err != nil {
+		return err
+	}
+	if err := r.startNet(ctx); err != nil {
 		return err
 	}
 	r.nameTopics()
@@ -335,11 +340,11 @@ func (r *run) startLive() error {
 
 // schedule plans the faults and the workers' pace.
 func (r *run) schedule() {
-	r.plan = planFaults(r.rng, r.o.Kills, r.o.Terms, r.o.BrokerRestarts, r.o.Rebalances)
+	r.plan = planFaults(r.rng, r.o.counts())
 	r.res.FaultsPlanned = len(r.plan)
 	r.res.Rate = r.o.Rate
 	if r.res.Rate == 0 && len(r.o.Scale) == 0 {
-		r.res.Rate = autoRate(r.o.Records, r.o.Workers, len(r.plan))
+		r.res.Rate = autoRate(r.o.Records, r.o.Workers, len(r.plan), r.o.held())
 	}
 }
 

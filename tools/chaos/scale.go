@@ -127,8 +127,8 @@ func (o Options) validateScale() error {
 		return fmt.Errorf("--scale-dwell, --settle-timeout and --input-rate must not be negative")
 	case len(o.Scale) == 0:
 		return nil
-	case o.Kills > 0 || o.Terms > 0 || o.BrokerRestarts > 0 || o.Rebalances > 0 || o.AbortRate > 0:
-		return fmt.Errorf("--scale times rebalances of its own: drop --kills, --terms, --broker-restarts, --rebalances and --abort-rate (or set them to 0)")
+	case o.Kills > 0 || o.Terms > 0 || o.BrokerRestarts > 0 || o.Rebalances > 0 || o.AbortRate > 0 || o.counts().network() > 0:
+		return fmt.Errorf("--scale times rebalances of its own: drop --kills, --terms, --broker-restarts, --rebalances, --net-cuts, --pauses, --coordinator-cuts and --abort-rate (or set them to 0)")
 	case o.Pipeline != "" && o.Pipeline != PipelineUpper && o.Pipeline != PipelineCount || o.GroupBy == GroupingValue:
 		return fmt.Errorf("--scale writes its input as it runs, as --pipeline %s and %s (by key) read it; --pipeline %s and --group-by %s are not supported with it",
 			PipelineUpper, PipelineCount, o.Pipeline, o.GroupBy)

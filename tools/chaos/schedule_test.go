@@ -20,7 +20,7 @@ func TestPlanFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, 2))
-			plan := planFaults(rng, tc.kills, tc.terms, tc.brokers, tc.rebalace)
+			plan := planFaults(rng, faultCounts{kills: tc.kills, terms: tc.terms, brokerRestarts: tc.brokers, rebalances: tc.rebalace})
 			count := map[faultKind]int{}
 			prev, workers := 0.0, 0
 			for i, f := range plan {
@@ -53,8 +53,9 @@ func TestPlanFaults(t *testing.T) {
 }
 
 func TestPlanFaultsRepeatsWithTheSeed(t *testing.T) {
-	a := planFaults(rand.New(rand.NewPCG(7, 7)), 5, 2, 1, 2)
-	b := planFaults(rand.New(rand.NewPCG(7, 7)), 5, 2, 1, 2)
+	n := faultCounts{kills: 5, terms: 2, brokerRestarts: 1, rebalances: 2, netCuts: 3, pauses: 2, coordinatorCuts: 2}
+	a := planFaults(rand.New(rand.NewPCG(7, 7)), n)
+	b := planFaults(rand.New(rand.NewPCG(7, 7)), n)
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("fault %d differs with the same seed: %v vs %v", i, a[i], b[i])
@@ -63,14 +64,19 @@ func TestPlanFaultsRepeatsWithTheSeed(t *testing.T) {
 }
 
 func TestAutoRate(t *testing.T) {
-	if r := autoRate(100_000, 3, 0); r != 0 {
+	if r := autoRate(100_000, 3, 0, 0); r != 0 {
 		t.Errorf("no faults: rate %d, want 0 (unlimited)", r)
 	}
 	// 12 faults over 100,000 records and 3 workers: 90,000/(13*3*2).
-	if r := autoRate(100_000, 3, 12); r != 1153 {
+	if r := autoRate(100_000, 3, 12, 0); r != 1153 {
 		t.Errorf("rate %d, want 1153", r)
 	}
-	if r := autoRate(100, 3, 30); r != 50 {
+	// Network faults holding 34s in all count as processing time:
+	// 90,000/((13*2+34)*3).
+	if r := autoRate(100_000, 3, 12, 34*time.Second); r != 500 {
+		t.Errorf("with network faults: rate %d, want 500", r)
+	}
+	if r := autoRate(100, 3, 30, 0); r != 50 {
 		t.Errorf("tiny input: rate %d, want the floor of 50", r)
 	}
 }
@@ -122,5 +128,33 @@ func TestValidate(t *testing.T) {
 	err := Options{Exe: "x", BrokerRestarts: 1}.Validate()
 	if !errors.Is(err, ErrEmbeddedRestarts) || !strings.Contains(err.Error(), "integration/kafka/kafka.sh restart --hard") {
 		t.Errorf("broker restarts on the embedded broker: %v, want ErrEmbeddedRestarts naming the real-broker command", err)
+	}
+}
+
+// Network faults are planned in number, and their actions rotate: three
+// cuts are one cut-clients, one cut-peers and one isolate, and two
+// coordinator cuts one of each coordinator, whatever the seed.
+func TestPlanNetworkFaults(t *testing.T) {
+	for seed := range uint64(20) {
+		plan := planFaults(rand.New(rand.NewPCG(seed, 3)), faultCounts{kills: 5, netCuts: 3, pauses: 3, coordinatorCuts: 2})
+		count := map[faultKind]int{}
+		actions := map[string]int{}
+		for _, f := range plan {
+			count[f.kind]++
+			switch f.kind {
+			case faultNetCut:
+				actions[netCutActions[f.variant]]++
+			case faultCoordinatorCut:
+				actions["coordinator "+coordinatorKinds[f.variant]]++
+			}
+		}
+		if count[faultKill] != 5 || count[faultNetCut] != 3 || count[faultPause] != 3 || count[faultCoordinatorCut] != 2 {
+			t.Fatalf("seed %d: planned %v, want 5 kills, 3 net cuts, 3 pauses, 2 coordinator cuts", seed, count)
+		}
+		for _, a := range []string{"cut-clients", "cut-peers", "isolate", "coordinator txn", "coordinator group"} {
+			if actions[a] != 1 {
+				t.Errorf("seed %d: %s planned %d times, want once: %v", seed, a, actions[a], actions)
+			}
+		}
 	}
 }

@@ -1,0 +1,142 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eosflow/eosflow/config"
+)
+
+// EnvNetClusterCmd names the network-namespace harness when --net-cmd
+// does not, as the integration tests name it.
+const EnvNetClusterCmd = "EOS_KAFKA_NETCLUSTER_CMD"
+
+// ErrNoNetCluster refuses network faults without the harness that makes
+// them: integration/kafka/netcluster.sh runs each broker in a network
+// namespace of its own, so that a link can be cut and healed, and the
+// verifier must be pointed at it and at its cluster.
+var ErrNoNetCluster = errors.New("--net-cuts, --pauses and --coordinator-cuts need the network-namespace harness " +
+	"integration/kafka/netcluster.sh running the cluster under test: as root, start it with " +
+	"`EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh start`, then run " +
+	"`eosctl verify --brokers $(EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh bootstrap) " +
+	"--net-cmd \"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh\" --net-cuts 3 --pauses 3` (" +
+	EnvNetClusterCmd + " may stand for --net-cmd, EOS_BROKERS for --brokers)")
+
+// Defaults of the network faults' hold times (see Options.CutFor and
+// Options.PauseFor).
+const (
+	defaultCutFor   = 12 * time.Second
+	pauseBeyond     = 5 * time.Second
+	netCommandLimit = 2 * time.Minute
+)
+
+// netDefaults fills in the hold times, once SessionTimeout has its
+// default, and lets the harness restart the brokers when nothing else
+// does.
+func (o *Options) netDefaults() {
+	if o.CutFor == 0 {
+		o.CutFor = defaultCutFor
+	}
+	if o.PauseFor == 0 {
+		o.PauseFor = max(o.SessionTimeout, config.DefaultTransactionTimeout) + pauseBeyond
+	}
+	if o.BrokerRestartCmd == "" && o.NetClusterCmd != "" {
+		o.BrokerRestartCmd = o.NetClusterCmd + " kafka restart --hard"
+	}
+}
+
+// counts is how many faults of each kind the options plan.
+func (o Options) counts() faultCounts {
+	return faultCounts{kills: o.Kills, terms: o.Terms, brokerRestarts: o.BrokerRestarts, rebalances: o.Rebalances,
+		netCuts: o.NetCuts, pauses: o.Pauses, coordinatorCuts: o.CoordinatorCuts}
+}
+
+// held is how long the planned network faults hold in all.
+func (o Options) held() time.Duration {
+	return time.Duration(o.NetCuts+o.CoordinatorCuts)*o.CutFor + time.Duration(o.Pauses)*o.PauseFor
+}
+
+// netHarness runs integration/kafka/netcluster.sh for the cluster under
+// test.
+type netHarness struct {
+	cmd   string    // the command line; bash appends the arguments
+	dir   string    // where it runs; "" is the current directory
+	log   io.Writer // its stderr: the broker log
+	nodes int       // brokers in the cluster, numbered from 1
+}
+
+// run runs the harness with args, at most netCommandLimit, and returns
+// its stdout, trimmed, whether it failed or not.
+func (h *netHarness) run(ctx context.Context, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, netCommandLimit)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", h.cmd+` "$@"`, "netcluster")
+	c.Args = append(c.Args, args...)
+	c.Dir, c.Env, c.Stderr = h.dir, os.Environ(), h.log
+	var out bytes.Buffer
+	c.Stdout = &out
+	err := c.Run()
+	if err != nil {
+		err = fmt.Errorf("chaos: %s %s: %w; its output is in the broker log", h.cmd, strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(out.String()), err
+}
+
+// status is the harness's status line of node and the faults it lists
+// there ("none" for none).
+func (h *netHarness) status(ctx context.Context, node int) (line, faults string, err error) {
+	out, err := h.run(ctx, "status") // exits 1 when a broker is down, and still prints every line
+	prefix := "node " + strconv.Itoa(node) + ":"
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			_, faults, _ := strings.Cut(l, "faults: ")
+			return l, faults, nil
+		}
+	}
+	return "", "", fmt.Errorf("chaos: no status line for node %d from the harness (%v): %q", node, err, out)
+}
+
+// openNetHarness checks that the harness runs the cluster in brokers,
+// every broker up and none cut or paused, and counts the brokers.
+func openNetHarness(ctx context.Context, o Options, log io.Writer) (*netHarness, error) {
+	h := &netHarness{cmd: o.NetClusterCmd, dir: o.BrokerRestartDir, log: log}
+	out, err := h.run(ctx, "bootstrap")
+	if err != nil || out == "" {
+		return nil, fmt.Errorf("chaos: --net-cmd %q does not answer bootstrap (%v); is the harness started (`netcluster.sh start`, as root)?", h.cmd, err)
+	}
+	addrs := strings.Split(out, ",")
+	if !slices.ContainsFunc(addrs, func(a string) bool { return slices.Contains(o.Brokers, a) }) {
+		return nil, fmt.Errorf("chaos: --brokers %s is not the cluster of --net-cmd, whose brokers are %s; pass --brokers %s",
+			strings.Join(o.Brokers, ","), out, out)
+	}
+	h.nodes = len(addrs)
+	for node := 1; node <= h.nodes; node++ {
+		line, faults, err := h.status(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		if faults != "none" || !strings.Contains(line, ": running") {
+			return nil, fmt.Errorf("chaos: the harness reports %q before the run; heal and resume it (`netcluster.sh heal`, `netcluster.sh resume`) first", line)
+		}
+	}
+	return h, nil
+}
+
+// wholeAgain heals every cut and resumes every paused broker, whatever a
+// fault left behind.
+func (h *netHarness) wholeAgain() error {
+	ctx, cancel := context.WithTimeout(context.Background(), netCommandLimit)
+	defer cancel()
+	_, err := h.run(ctx, "heal")
+	_, err2 := h.run(ctx, "resume")
+	return errors.Join(err, err2)
+}
