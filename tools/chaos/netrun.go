@@ -215,7 +215,7 @@ func (r *run) holdNet(ctx context.Context, nf NetFault, hold time.Duration) netO
 		err = r.netShows(bg, &nf, netToken(nf.Action))
 	}
 	if err == nil {
-		r.event("%s %s: the harness shows %q; holding it %s", nf.Kind, nf.Action, nf.Status, hold)
+		r.event("%s%s: the harness shows %q; holding it %s", nf.Action, keyNote(nf.Key), nf.Status, hold)
 		select {
 		case <-ctx.Done():
 		case <-time.After(hold):
@@ -231,6 +231,14 @@ func (r *run) holdNet(ctx context.Context, nf NetFault, hold time.Duration) netO
 		nf.Error = e.Error()
 	}
 	return netOutcome{f: nf, healed: healed, consumed: c}
+}
+
+// keyNote names a coordinator cut's key in an event.
+func keyNote(key string) string {
+	if key == "" {
+		return ""
+	}
+	return " (the coordinator of " + key + ")"
 }
 
 // netShows checks that the harness's status lists token among nf.Node's
@@ -281,7 +289,7 @@ func (r *run) netBack(o netOutcome) {
 	res := &r.res
 	res.NetFaults = append(res.NetFaults, o.f)
 	if !o.f.Fired {
-		r.event("%s %s on broker %d failed: %s", o.f.Kind, o.f.Action, o.f.Node, o.f.Error)
+		r.event("%s on broker %d failed: %s", o.f.Action, o.f.Node, o.f.Error)
 		return
 	}
 	switch o.f.Kind {
@@ -292,8 +300,8 @@ func (r *run) netBack(o netOutcome) {
 	case faultCoordinatorCut.String():
 		res.CoordinatorCuts++
 	}
-	r.event("%s %s on broker %d undone after %s; the group committed %d input records meanwhile",
-		o.f.Kind, o.f.Action, o.f.Node, time.Duration(o.f.HeldMs)*time.Millisecond, o.f.ConsumedDuring)
+	r.event("%s on broker %d undone after %s; the group committed %d input records meanwhile",
+		o.f.Action, o.f.Node, time.Duration(o.f.HeldMs)*time.Millisecond, o.f.ConsumedDuring)
 	r.nw.recovering, r.nw.healed, r.nw.consumed = len(res.NetFaults)-1, o.healed, o.consumed
 }
 
@@ -308,9 +316,9 @@ func (r *run) noteRecovery(now time.Time, c int64) {
 	switch {
 	case c > r.nw.consumed:
 		f.RecoveryMs = now.Sub(r.nw.healed).Milliseconds()
-		r.event("the group progressed %s after %s %s was undone", now.Sub(r.nw.healed).Round(time.Millisecond), f.Kind, f.Action)
+		r.event("the group progressed %s after %s on broker %d was undone", now.Sub(r.nw.healed).Round(time.Millisecond), f.Action, f.Node)
 	case r.nw.consumed >= int64(r.o.Records):
-		r.event("the input was consumed before %s %s was undone: no recovery to measure", f.Kind, f.Action)
+		r.event("the input was consumed before %s on broker %d was undone: no recovery to measure", f.Action, f.Node)
 	default:
 		return
 	}
