@@ -150,10 +150,9 @@ each broker in a network namespace of its own (as root):
   EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh start
   eosctl verify --brokers $(EOS_KAFKA_PORT=29800 integration/kafka/netcluster.sh bootstrap) \
       --net-cmd "EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh" \
-      --net-cuts 3 --pauses 3 --coordinator-cuts 2 --kills 5
-(EOS_KAFKA_NETCLUSTER_CMD may stand for --net-cmd; without
---broker-restart-cmd, broker restarts then run "<net-cmd> kafka restart
---hard".) A cut holds --cut-for (default 12s) and a pause --pause-for
+      --net-cuts 3 --pauses 3 --coordinator-cuts 2 --kills 5 --broker-restarts 0
+(EOS_KAFKA_NETCLUSTER_CMD may stand for --net-cmd; --broker-restarts,
+1 by default against --brokers, needs --broker-restart-cmd or 0.) A cut holds --cut-for (default 12s) and a pause --pause-for
 (default 5s past the longer of --session-timeout and the workers'
 transaction timeout). Each fault must show in the harness's status when made
 and again just before it is undone, and its broker without faults after;

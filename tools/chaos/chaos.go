@@ -64,8 +64,6 @@ type Options struct {
 	// line that bash runs with the harness's arguments appended, e.g.
 	// "EOS_KAFKA_PORT=29800 /src/integration/kafka/netcluster.sh".
 	// NetCuts, Pauses and CoordinatorCuts need it (see ErrNoNetCluster).
-	// Without BrokerRestartCmd, broker restarts then run
-	// "NetClusterCmd kafka restart --hard".
 	NetClusterCmd string
 	// Base holds TLS, SASL and timeouts for the verifier's own clients;
 	// its Brokers are ignored.
@@ -388,7 +386,7 @@ func (o Options) Validate() error {
 		return fmt.Errorf("--guarantee must be one of %v, got %q", config.Guarantees(), o.Guarantee)
 	case len(o.Brokers) == 0 && o.BrokerRestarts > 0:
 		return ErrEmbeddedRestarts
-	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" && o.NetClusterCmd == "":
+	case len(o.Brokers) > 0 && o.BrokerRestarts > 0 && o.BrokerRestartCmd == "":
 		return fmt.Errorf("--broker-restarts against --brokers needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	case o.CommitDelay < 0, o.SessionTimeout < 0, o.Duration < 0, o.DrainTimeout < 0:
 		return fmt.Errorf("--commit-delay, --session-timeout, --duration and --drain-timeout must not be negative")

@@ -40,17 +40,13 @@ const (
 )
 
 // netDefaults fills in the hold times, once SessionTimeout has its
-// default, and lets the harness restart the brokers when nothing else
-// does.
+// default.
 func (o *Options) netDefaults() {
 	if o.CutFor == 0 {
 		o.CutFor = defaultCutFor
 	}
 	if o.PauseFor == 0 {
 		o.PauseFor = max(o.SessionTimeout, config.DefaultTransactionTimeout) + pauseBeyond
-	}
-	if o.BrokerRestartCmd == "" && o.NetClusterCmd != "" {
-		o.BrokerRestartCmd = o.NetClusterCmd + " kafka restart --hard"
 	}
 }
 
