@@ -326,15 +326,17 @@ func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 }
 
 // EnvVerifyFull makes TestVerifyRealBroker run the counting pipeline with
-// both engines, each grouped both ways; CI runs two of the four.
+// both engines, each grouped both ways (CI runs two of the four), and the
+// windowed and join at-least-once controls (CI runs them on the embedded
+// broker).
 const EnvVerifyFull = "EOS_VERIFY_FULL"
 
 // TestVerifyRealBroker is the CI run against a real Apache Kafka: 100,000
 // records through 10 worker kills and 2 hard broker restarts, exactly once,
 // through the stateless pipeline; half that through the counting pipeline
 // (pebble state by key and memory state by value through a repartition
-// topic; all four, at full size, with EOS_VERIFY_FULL=1); the windowed and join pipelines; then the negative
-// controls. Start a broker with `integration/kafka/kafka.sh start`, then
+// topic; all four, at full size, with EOS_VERIFY_FULL=1); the windowed and join pipelines (and
+// their controls with EOS_VERIFY_FULL=1); then the negative controls. Start a broker with `integration/kafka/kafka.sh start`, then
 // run with
 // EOS_KAFKA_BROKERS=127.0.0.1:9092
 // EOS_KAFKA_RESTART_CMD="integration/kafka/kafka.sh restart --hard"

@@ -213,13 +213,13 @@ func TestTheHarnessCatchesARepeat(t *testing.T) {
 	}
 }
 
-// At least 2,000 schedules, as CI runs them, and at least one seed per
-// handled pair and pipeline: every schedule keeps every invariant, and
+// Two seeds per handled pair and pipeline, as CI runs them (1,408
+// schedules, 1,584 with the Postgres sink's): every schedule keeps every invariant, and
 // every pair strikes at least once per pipeline. Under the race detector,
 // which makes each schedule several times slower, a few seeds per pipeline
 // run and coverage is not judged; .ci/run runs the full set without it.
 func TestExploreCoversEveryPairCleanly(t *testing.T) {
-	seeds := max(sim.PairCount(), (2000+len(sim.Pipelines)-1)/len(sim.Pipelines))
+	seeds := 2 * sim.PairCount() // every pair drawn first twice per pipeline
 	if raceEnabled {
 		seeds = 6
 	}
