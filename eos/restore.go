@@ -124,6 +124,7 @@ func (cr *changelogReader) restoreOnce(ctx context.Context, tasks []state.Task) 
 	for _, t := range tasks {
 		cr.stores.ready[t] = true
 	}
+	cr.stores.serveReady(tasks)
 	return nil
 }
 

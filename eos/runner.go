@@ -83,6 +83,7 @@ type Runner struct {
 	purge         *purger          // deletes what the group consumed of them
 	idleWake      pollWake         // ends an idle poll when tasks are assigned; see timer.go
 	tracing       *tracing         // Tracing, if given
+	queryParts    partitionCounts  // source topics' partition counts, for queries
 
 	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
 	worker  bool     // one of a parent's workers, which sets the memory limit for all
@@ -359,6 +360,9 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		r.members.note(id) // whether it committed or not: see leaveConsumerGroup
 		s.close()
 		r.health.sessionEnded()
+		if r.state != nil {
+			r.state.serve.dropAll() // the group may move its tasks before the next client joins
+		}
 		r.contexts.reset(ctx)
 		switch {
 		case err == nil:

@@ -52,6 +52,9 @@ type taskStores struct {
 	assigned      map[state.Task]bool // since the last batch: must catch up first
 	revoked       map[state.Task]bool // since the last batch: close after it
 	allNeedReload bool                // a new client: every task catches up
+
+	// serve is what queries read (see serving); taken after mu.
+	serve serving
 }
 
 func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID string, log *zap.Logger) *taskStores {
@@ -74,6 +77,7 @@ func (ts *taskStores) assign(got map[string][]int32) {
 		for _, p := range parts {
 			t := ts.task(topic, p)
 			ts.assigned[t], ts.revoked[t], ts.own[t] = true, false, true
+			ts.serve.drop(t)
 		}
 	}
 }
@@ -86,6 +90,7 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 			t := ts.task(topic, p)
 			ts.revoked[t] = true
 			delete(ts.own, t)
+			ts.serve.drop(t)
 		}
 	}
 }
@@ -95,6 +100,7 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 func (ts *taskStores) reload() {
 	ts.mu.Lock()
 	ts.allNeedReload = true
+	ts.serve.dropAll()
 	ts.mu.Unlock()
 }
 
@@ -104,10 +110,12 @@ func (ts *taskStores) sync() {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.allNeedReload {
+		ts.serve.dropAll()
 		clear(ts.ready)
 		ts.allNeedReload = false
 	}
 	for t := range ts.assigned {
+		ts.serve.drop(t)
 		delete(ts.ready, t)
 	}
 	clear(ts.assigned)
@@ -120,6 +128,7 @@ func (ts *taskStores) sync() {
 }
 
 func (ts *taskStores) closeTask(t state.Task) {
+	ts.serve.drop(t)
 	for name, s := range ts.open[t] {
 		delete(ts.markSeq, s)
 		s.Abort()
@@ -256,8 +265,10 @@ func (ts *taskStores) committed() {
 			}
 			ts.log.Warn(msg, zap.String("store", s.Name()), zap.Stringer("task", task), zap.Error(err))
 			s.Abort()
+			ts.serve.drop(task)
 			delete(ts.ready, task)
 		} else if len(s.Position().Unchecked) >= maxUnchecked {
+			ts.serve.drop(task)
 			delete(ts.ready, task)
 		}
 	}
@@ -271,6 +282,7 @@ func (ts *taskStores) committed() {
 func (ts *taskStores) aborted() {
 	for s, task := range ts.dirty {
 		s.Abort()
+		ts.serve.drop(task)
 		delete(ts.ready, task)
 	}
 	clear(ts.dirty)
