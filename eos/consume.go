@@ -95,11 +95,17 @@ func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, 
 }
 
 // idlePoll is a poll that brought no records: the stores of revoked tasks
-// close, wall-clock timers fire in a transaction of their own, and a wait
-// past the stall bound is checked. ran reports whether a timer batch ran.
+// close, those of assigned tasks catch up, wall-clock timers fire in a
+// transaction of their own, and a wait past the stall bound is checked.
+// ran reports whether a timer batch ran.
 func (l *streamLoop) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
 	if l.state != nil {
 		l.state.sync()
+		// Assigned tasks catch up while idle too, so that queries can
+		// read them before their next record arrives.
+		if err := l.changelogs.restore(ctx, l.state.unready()); err != nil {
+			return false, false, err
+		}
 		if ran, committed, err := l.idleTimers(ctx, s, log); err != nil || ran {
 			return ran, committed, err
 		}

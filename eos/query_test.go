@@ -319,3 +319,69 @@ func checkAnswers(t *testing.T, env *kafkatest.Env, tally *answers, produced map
 		t.Fatalf("want values, not-owner and stopped answers: %d values, statuses %v", values, tally.status)
 	}
 }
+
+// With workers > 1 a query reads each key from the worker that owns its
+// partition, and Range and Prefix read every worker's partitions: every
+// key reads its count, and the ranges hold each key once.
+func TestQueryWorkers(t *testing.T) {
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 6, "in", "out")
+	const n = 2000
+	conformance.SeedRange(t, env, "in", 0, n)
+	cfg := env.Config("app", "pod", config.ExactlyOnce)
+	cfg.Workers = 2
+	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
+	waitWorkersAssigned(t, env, cfg, 2)
+	x.WaitCommitted(t, n, 90*time.Second)
+	want := map[string]int64{}
+	for i := range n {
+		want[string(verdict.Key(i, conformance.SeedKeys))]++
+	}
+	q, err := x.R.Query("counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	workers := map[int]bool{}
+	for k, c := range want {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			v, _, err := eos.GetAs(context.Background(), q, []byte(k), codec.Int64())
+			if err == nil && v == c {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("key %s: read %d (%v), want %d", k, v, err, c)
+			}
+		}
+		loc, err := q.Locate(context.Background(), []byte(k))
+		if err != nil || !loc.Owned {
+			t.Fatalf("key %s: %+v %v, want owned by a worker", k, loc, err)
+		}
+		workers[loc.Worker] = true
+	}
+	if len(workers) != 2 {
+		t.Fatalf("keys were read from workers %v, want both", workers)
+	}
+	got := map[string]int64{}
+	for e, err := range q.Range(context.Background(), nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, dup := got[string(e.Key)]; dup {
+			t.Fatalf("key %s twice in the range", e.Key)
+		}
+		got[string(e.Key)] = int64(binary.BigEndian.Uint64(e.Value))
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("range %v, want %v", got, want)
+	}
+	prefixed := 0
+	for e, err := range q.Prefix(context.Background(), []byte("k1")) {
+		if err != nil || e.Key[0] != 'k' || e.Key[1] != '1' {
+			t.Fatalf("prefix k1 yielded %q %v", e.Key, err)
+		}
+		prefixed++
+	}
+	if prefixed != 11 { // k1, k10 … k19
+		t.Fatalf("prefix k1: %d keys, want 11", prefixed)
+	}
+}
