@@ -331,6 +331,9 @@ func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string
 		return 0, fmt.Errorf("eos: the partition count of topic %q: %w", topic, err)
 	}
 	n := int32(len(td[topic].Partitions))
+	if n == 0 {
+		return 0, fmt.Errorf("eos: topic %q has no partitions in the brokers' metadata; check that it exists", topic)
+	}
 	if pc.counts == nil {
 		pc.counts, pc.asked = map[string]int32{}, map[string]time.Time{}
 	}

@@ -72,6 +72,9 @@ func (cr *changelogReader) restore(ctx context.Context, tasks []state.Task) erro
 	if len(tasks) == 0 {
 		return nil
 	}
+	for _, t := range tasks {
+		cr.stores.serve.drop(t) // a restore may wipe a store: no query reads it meanwhile
+	}
 	for {
 		err := cr.restoreOnce(ctx, tasks)
 		if !errors.Is(err, errRestoreAgain) {
