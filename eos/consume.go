@@ -56,7 +56,7 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 			continue
 		}
 		if l.state != nil {
-			l.state.sync()
+			l.syncState(s)
 			// Every assigned task catches up now, with no transaction
 			// open, so that no batch is cut short to restore one.
 			if err := l.changelogs.restore(ctx, l.state.unready()); err != nil {
@@ -100,7 +100,7 @@ func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, 
 // ran reports whether a timer batch ran.
 func (l *streamLoop) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
 	if l.state != nil {
-		l.state.sync()
+		l.syncState(s)
 		// Assigned tasks catch up while idle too, so that queries can
 		// read them before their next record arrives.
 		if err := l.changelogs.restore(ctx, l.state.unready()); err != nil {

@@ -82,7 +82,7 @@ func (ts *taskStores) serveReady(tasks []state.Task) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, t := range tasks {
-		if ts.own[t] && !ts.assigned[t] && !ts.revoked[t] && ts.open[t] != nil {
+		if ts.own[t] && !ts.assigned[t] && !ts.revoked[t] && !ts.owner.unconfirmed[t] && ts.open[t] != nil {
 			ts.serve.add(t, ts.open[t])
 		}
 	}

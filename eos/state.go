@@ -53,6 +53,8 @@ type taskStores struct {
 	revoked       map[state.Task]bool // since the last batch: close after it
 	allNeedReload bool                // a new client: every task catches up
 
+	owner ownership // checks own against the client (see reconcile)
+
 	// serve is what queries read (see serving); taken after mu.
 	serve serving
 }
@@ -61,7 +63,8 @@ func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID 
 	ts := &taskStores{specs: specs, bySource: map[string][]graph.Store{}, taskTopic: taskTopic, dir: dir, appID: appID, log: log,
 		open: map[state.Task]map[string]*store.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*store.Store]state.Task{}, last: map[*store.Store]*kgo.Record{}, markSeq: map[*store.Store]uint64{},
-		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{}}
+		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{},
+		owner: ownership{committedHere: map[state.Task]bool{}, unconfirmed: map[state.Task]bool{}}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
 	}
@@ -77,6 +80,7 @@ func (ts *taskStores) assign(got map[string][]int32) {
 		for _, p := range parts {
 			t := ts.task(topic, p)
 			ts.assigned[t], ts.revoked[t], ts.own[t] = true, false, true
+			ts.forgetOwnership(&t)
 			ts.serve.drop(t)
 		}
 	}
@@ -90,6 +94,7 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 			t := ts.task(topic, p)
 			ts.revoked[t] = true
 			delete(ts.own, t)
+			ts.forgetOwnership(&t)
 			ts.serve.drop(t)
 		}
 	}
@@ -100,6 +105,7 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 func (ts *taskStores) reload() {
 	ts.mu.Lock()
 	ts.allNeedReload = true
+	ts.forgetOwnership(nil)
 	ts.serve.dropAll()
 	ts.mu.Unlock()
 }
