@@ -207,6 +207,8 @@ type Config struct {
 	// MetricsAddr is the host:port on which Run serves /metrics
 	// (Prometheus), /healthz and /readyz, so that Prometheus and a
 	// Kubernetes probe can watch the pipeline; port 0 picks a free port.
+	// It never serves state store contents: interactive queries are
+	// eos.Runner.QueryHandler, which a program mounts itself.
 	// EOS_METRICS_ADDR. Default: empty, which serves nothing.
 	MetricsAddr string `yaml:"metrics_addr"`
 	// TLS configures encrypted connections to the brokers.

@@ -14,10 +14,11 @@ import (
 
 // Handler serves /metrics (when metrics are on), /healthz (200 while the
 // process answers), /readyz (200 once Run has joined its group and is
-// neither restoring, fenced nor stopping; 503 with the reason otherwise)
-// and GET /stores/{store}/keys/{key}, a key's committed value in a state
-// store as JSON (see StoreQuery and docs/state.md), for a program that mounts them on its own server, which can outlive
-// Run. metrics_addr serves the same handler. With workers > 1, /metrics
+// neither restoring, fenced nor stopping; 503 with the reason otherwise),
+// for a program that mounts them on its own server, which can outlive
+// Run. metrics_addr serves the same handler. It never serves state store
+// contents: that is QueryHandler, which a program mounts only where its
+// callers may read them. With workers > 1, /metrics
 // serves every worker's series and /readyz is 200 only when every worker
 // is ready, and otherwise names the first that is not.
 func (r *Runner) Handler() http.Handler {
@@ -33,7 +34,6 @@ func (r *Runner) Handler() http.Handler {
 			http.Error(w, "metrics are off: set metrics_addr, or pass eos.Metrics a *prometheus.Registry", http.StatusNotFound)
 		})
 	}
-	mux.HandleFunc("GET /stores/{store}/keys/{key}", r.serveKey)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
@@ -81,7 +81,7 @@ func (r *Runner) serve() (stop func(), err error) {
 	r.mu.Lock()
 	r.httpAddr = ln.Addr().String()
 	r.mu.Unlock()
-	r.log.Info("serving /metrics, /healthz, /readyz and /stores", zap.String("addr", ln.Addr().String()))
+	r.log.Info("serving /metrics, /healthz and /readyz", zap.String("addr", ln.Addr().String()))
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

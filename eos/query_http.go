@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+
+	"go.uber.org/zap"
 )
 
 // keyAnswer is the JSON body of GET /stores/{store}/keys/{key}.
@@ -16,6 +18,17 @@ type keyAnswer struct {
 	// "unknown_store"; Error says more when it is not found or absent.
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
+}
+
+// QueryHandler serves GET /stores/{store}/keys/{key}, a key's committed
+// value in a state store as JSON (see StoreQuery and docs/state.md). Any
+// caller that reaches it reads any key, so nothing serves it unless a
+// program mounts it itself, on a listener its callers may use; Handler
+// and metrics_addr, often open to a whole cluster's scrapers, never do.
+func (r *Runner) QueryHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /stores/{store}/keys/{key}", r.serveKey)
+	return mux
 }
 
 // serveKey answers GET /stores/{store}/keys/{key} with the key's committed
@@ -38,24 +51,13 @@ func (r *Runner) serveKey(w http.ResponseWriter, req *http.Request) {
 			}
 		}
 	}
-	switch {
-	case err == nil:
-		if ans.Status == "" {
-			ans.Status = "found"
-		}
-	case errors.Is(err, ErrUnknownStore):
-		code, ans.Status = http.StatusNotFound, "unknown_store"
-	case errors.Is(err, ErrRestoring):
-		code, ans.Status = http.StatusServiceUnavailable, "restoring"
-	case errors.Is(err, ErrStopped):
-		code, ans.Status = http.StatusServiceUnavailable, "stopped"
-	case errors.Is(err, ErrNotOwner):
-		code, ans.Status = http.StatusMisdirectedRequest, "not_owner"
-	default:
-		code, ans.Status = http.StatusInternalServerError, "error"
-	}
 	if err != nil {
-		ans.Error = err.Error()
+		code, ans.Status, ans.Error = keyError(err)
+		if code == http.StatusInternalServerError {
+			r.log.Warn("answering a state store query failed", zap.String("store", ans.Store), zap.Error(err))
+		}
+	} else if ans.Status == "" {
+		ans.Status = "found"
 	}
 	if code == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
@@ -63,4 +65,22 @@ func (r *Runner) serveKey(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(ans)
+}
+
+// keyError is the status code, status and error text that answer err. An
+// error that is not a query's status says only that the log has it: its
+// detail (an engine's or a broker's words, paths) is not for whoever sent
+// the request.
+func keyError(err error) (code int, status, text string) {
+	switch {
+	case errors.Is(err, ErrUnknownStore):
+		return http.StatusNotFound, "unknown_store", err.Error()
+	case errors.Is(err, ErrRestoring):
+		return http.StatusServiceUnavailable, "restoring", err.Error()
+	case errors.Is(err, ErrStopped):
+		return http.StatusServiceUnavailable, "stopped", err.Error()
+	case errors.Is(err, ErrNotOwner):
+		return http.StatusMisdirectedRequest, "not_owner", err.Error()
+	}
+	return http.StatusInternalServerError, "error", "internal error; the instance's log says more"
 }

@@ -39,7 +39,7 @@ func getKey(t *testing.T, srv *httptest.Server, store, key string) (int, keyRepl
 	return resp.StatusCode, r
 }
 
-// The HTTP endpoint answers a key's committed value with its partition
+// QueryHandler answers a key's committed value with its partition
 // (200), an absent key and an unknown store (404), a key whose partition
 // another instance owns (421, with the partition), and a stopped Runner
 // (503).
@@ -50,9 +50,20 @@ func TestQueryHTTP(t *testing.T) {
 	conformance.SeedRange(t, env, "in", 0, n)
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	a := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
-	srv := httptest.NewServer(a.R.Handler())
+	srv := httptest.NewServer(a.R.QueryHandler())
 	defer srv.Close()
 	a.WaitCommitted(t, n, 60*time.Second)
+	// Handler, which metrics_addr serves, never answers store contents.
+	plain := httptest.NewServer(a.R.Handler())
+	defer plain.Close()
+	resp, err := http.Get(plain.URL + "/stores/counts/keys/k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("Handler answered GET /stores/counts/keys/k1 with %d, want 404: store contents are QueryHandler's", resp.StatusCode)
+	}
 	want := map[string]int64{}
 	for i := range n {
 		want[string(verdict.Key(i, conformance.SeedKeys))]++
