@@ -97,20 +97,28 @@ func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, 
 // idlePoll is a poll that brought no records: the stores of revoked tasks
 // close, those of assigned tasks catch up, wall-clock timers fire in a
 // transaction of their own, and a wait past the stall bound is checked.
-// ran reports whether a timer batch ran.
+// ran reports whether the wait since the last batch starts over: a timer
+// batch ran, a restore did work (its time is no stall), or the wait was
+// checked.
 func (l *streamLoop) idlePoll(ctx context.Context, s session, lastBatch time.Time, log *zap.Logger) (ran, committed bool, err error) {
+	restored := false
 	if l.state != nil {
 		l.syncState(s)
 		// Assigned tasks catch up while idle too, so that queries can
 		// read them before their next record arrives.
-		if err := l.changelogs.restore(ctx, l.state.unready()); err != nil {
+		unready := l.state.unready()
+		if err := l.changelogs.restore(ctx, unready); err != nil {
 			return false, false, err
 		}
+		restored = len(unready) > 0
 		if ran, committed, err := l.idleTimers(ctx, s, log); err != nil || ran {
 			return ran, committed, err
 		}
 	}
 	s.idle()
+	if restored {
+		return true, false, nil
+	}
 	if waited := time.Since(lastBatch); waited > l.waits.stall {
 		if err := l.stall.checkStall(ctx, waited); err != nil {
 			return false, false, err
