@@ -131,8 +131,9 @@ func TestQueryStatusOutsideRun(t *testing.T) {
 	}
 }
 
-// Two instances count while one joins and then leaves, and a goroutine
-// per instance queries every key all along (conformance.QueriesDuringRebalance).
+// Instances count while two join an idle one and one leaves, and a
+// goroutine per instance queries every key all along
+// (conformance.QueriesDuringRebalance).
 func TestQueryDuringRebalance(t *testing.T) {
 	for _, e := range []state.Engine{state.Memory(), pebble.New()} {
 		t.Run(e.String(), func(t *testing.T) { conformance.QueriesDuringRebalance(t, kafkatest.Fake(t), e) })

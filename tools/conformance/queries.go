@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"sync"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/verdict"
@@ -28,76 +29,49 @@ func queryCount(r *eos.Runner, key string) (int64, bool, error) {
 	return eos.GetAs(context.Background(), q, []byte(key), codec.Int64())
 }
 
-// answers tallies what queries answered during a run.
-type answers struct {
-	mu      sync.Mutex
-	values  map[string][]int64 // per key, every value answered, per querier in order
-	absent  int
-	status  map[string]int // per sentinel
-	unknown []error
-}
-
-func (a *answers) note(key string, v int64, found bool, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	switch {
-	case err == nil && found:
-		a.values[key] = append(a.values[key], v)
-	case err == nil:
-		a.absent++
-	case errors.Is(err, eos.ErrNotOwner):
-		a.status["not owner"]++
-	case errors.Is(err, eos.ErrRestoring):
-		a.status["restoring"]++
-	case errors.Is(err, eos.ErrStopped):
-		a.status["stopped"]++
-	default:
-		a.unknown = append(a.unknown, err)
-	}
-}
-
-// queryAll queries every key of r over and over until stop closes, into
-// a per-querier tally, and fails if a key's count ever goes down (or a
-// counted key reads absent).
-func queryAll(t *testing.T, r *eos.Runner, keys []string, stop <-chan struct{}, into *answers) func() {
-	q, err := r.Query("counts")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
+// produce writes keyed records to in, one every 5ms, counting them per key
+// in produced, until the returned stop is called.
+func produce(t *testing.T, cl *kgo.Client, in string, keys int, produced map[string]int64) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
-		last := map[string]int64{}
-		for {
-			time.Sleep(time.Millisecond) // leave the pipeline some CPU
-			for _, k := range keys {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				v, found, err := eos.GetAs(context.Background(), q, []byte(k), codec.Int64())
-				into.note(k, v, found, err)
-				if err == nil { // absent reads as 0: a key once counted never is
-					if v < last[k] {
-						t.Errorf("key %s: count went down from %d to %d (found %v)", k, last[k], v, found)
-					}
-					last[k] = v
-				}
+		for i := 0; ; i++ {
+			select {
+			case <-quit:
+				return
+			case <-time.After(5 * time.Millisecond):
 			}
+			k := verdict.Key(i, keys)
+			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: in, Key: k, Value: []byte("v")}).FirstErr(); err != nil {
+				t.Error(err)
+				return
+			}
+			produced[string(k)]++
 		}
 	}()
-	return func() { <-done }
+	return func() { close(quit); <-done }
 }
 
-// QueriesDuringRebalance runs two instances counting while one joins and
-// then leaves, and a goroutine per instance queries every key all along.
-// Every value answered is one the committed output also shows (1 to the
-// key's final count), never decreasing per instance (a counted key never
-// reads absent again); the other answers say the partition is not owned
-// there, restoring, or the instance stopped. Values, not-owner and
-// stopped answers all occur, and in the end every key reads its final
-// count.
+// total sums produced.
+func total(produced map[string]int64) (n int64) {
+	for _, c := range produced {
+		n += c
+	}
+	return n
+}
+
+// QueriesDuringRebalance runs instances counting while they join and
+// leave, and a goroutine per instance queries every key all along. The
+// first instance is idle when the second and third join, so that of the
+// two revokes only the first reaches it (franz-go's transact session
+// passes on one per End). Every value answered is one the committed
+// output also shows (1 to the key's final count); no answer, on any
+// instance, is smaller than one that ended before it started (a counted
+// key never reads absent again); the other answers say the partition is
+// not owned there, restoring, or the instance stopped. Values, not-owner
+// and stopped answers all occur; once the group settles, Locate says
+// owned exactly for the partitions the group assigned each instance; and
+// in the end every key reads its final count.
 func QueriesDuringRebalance(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	names := topics(t, env, 6, "in", "out")
 	in, out := names[0], names[1]
@@ -110,65 +84,104 @@ func QueriesDuringRebalance(t *testing.T, env *kafkatest.Env, e state.Engine) {
 	cfg := env.Config(app, "a", config.ExactlyOnce)
 	cfg.MaxBatchRecords = 50
 	cfg.StateDir = t.TempDir()
-	top := func() *topology.Topology { return CountTopology(in, out, e) }
-	a := Start(t, cfg, top())
+	start := func(id string) *Run {
+		c := cfg
+		c.InstanceID, c.StateDir = id, t.TempDir()
+		return Start(t, c, CountTopology(in, out, e))
+	}
+	a := start("a")
 	WaitAssigned(t, env, app, "a")
-
 	produced := map[string]int64{}
-	stopProducing, producing := make(chan struct{}), make(chan struct{})
 	cl := env.Client(t)
-	go func() {
-		defer close(producing)
-		for i := 0; ; i++ {
-			select {
-			case <-stopProducing:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-			k := verdict.Key(i, keys)
-			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: in, Key: k, Value: []byte("v")}).FirstErr(); err != nil {
-				t.Error(err)
-				return
-			}
-			produced[string(k)]++
-		}
-	}()
-
-	tally := &answers{values: map[string][]int64{}, status: map[string]int{}}
+	tally := newAnswers()
 	stopQueries := make(chan struct{})
-	waitA := queryAll(t, a.R, keyNames, stopQueries, tally)
-	a.WaitCommitted(t, 200, 60*time.Second)
+	waits := []func(){queryAll(t, "a", a.R, keyNames, stopQueries, tally)}
 
-	bcfg := cfg
-	bcfg.InstanceID, bcfg.StateDir = "b", t.TempDir()
-	b := Start(t, bcfg, top())
-	waitB := queryAll(t, b.R, keyNames, stopQueries, tally)
+	stop := produce(t, cl, in, keys, produced)
+	a.WaitCommitted(t, 200, 60*time.Second)
+	stop()
+	a.WaitCommitted(t, uint64(total(produced)), 60*time.Second)
+	b := start("b") // a, idle, sees this revoke, and none after it until its next End
+	waits = append(waits, queryAll(t, "b", b.R, keyNames, stopQueries, tally))
 	WaitAssigned(t, env, app, "b")
-	b.WaitCommitted(t, 200, 60*time.Second)
+	time.Sleep(2 * time.Second)
+	c := start("c")
+	waits = append(waits, queryAll(t, "c", c.R, keyNames, stopQueries, tally))
+	WaitAssigned(t, env, app, "c")
+	time.Sleep(2 * time.Second)
+
+	stop = produce(t, cl, in, keys, produced)
+	b.WaitCommitted(t, 100, 60*time.Second)
 	b.Stop()
 	if err := b.Wait(t, 60*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	base := a.R.Stats().RecordsIn
-	a.WaitCommitted(t, base+200, 60*time.Second)
-	close(stopProducing)
-	<-producing
-	var total int64
-	for _, c := range produced {
-		total += c
-	}
-	a.WaitCommitted(t, uint64(total)-b.R.Stats().RecordsIn, 60*time.Second)
+	a.WaitCommitted(t, a.R.Stats().RecordsIn+50, 60*time.Second)
+	c.WaitCommitted(t, c.R.Stats().RecordsIn+50, 60*time.Second)
+	stop()
 	for _, k := range keyNames {
-		Until(t, 30*time.Second, "key "+k+" reads its final count", func() bool {
-			v, _, err := queryCount(a.R, k)
-			return err == nil && v == produced[k]
+		Until(t, 60*time.Second, "key "+k+" reads its final count", func() bool {
+			va, _, ea := queryCount(a.R, k)
+			vc, _, ec := queryCount(c.R, k)
+			return ea == nil && va == produced[k] || ec == nil && vc == produced[k]
 		})
 	}
+	checkOwned(t, env, app, in, keyNames, map[string]*eos.Runner{"a": a.R, "c": c.R})
 	close(stopQueries)
-	waitA()
-	waitB()
+	for _, wait := range waits {
+		wait()
+	}
 
-	checkAnswers(t, env, out, topology.ChangelogTopic(app, "counts"), tally, produced, int(total))
+	tally.checkHistory(t)
+	checkAnswers(t, env, out, topology.ChangelogTopic(app, "counts"), tally, produced, int(total(produced)))
+}
+
+// checkOwned waits for the group to settle on the instances of rs, and
+// fails t unless each one's Locate then says owned exactly for the keys
+// whose partitions the group assigned it.
+func checkOwned(t *testing.T, env *kafkatest.Env, app, in string, keys []string, rs map[string]*eos.Runner) {
+	t.Helper()
+	cl := env.Client(t)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		why := ownedMismatch(cl, app, in, keys, rs)
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s, Locate does not match the group's assignment: %s", why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownedMismatch says how Locate on rs and the group's assignment differ,
+// or that the group has not settled on rs; "" when they match.
+func ownedMismatch(cl *kgo.Client, app, in string, keys []string, rs map[string]*eos.Runner) string {
+	g, err := kafkautil.DescribeGroup(context.Background(), cl, app)
+	if err != nil || g.State != "Stable" || len(g.Members) != len(rs) {
+		return fmt.Sprintf("group not settled: %v %+v", err, g)
+	}
+	for id, r := range rs {
+		m, ok := g.Member(id)
+		if !ok {
+			return "no member " + id
+		}
+		q, err := r.Query("counts")
+		if err != nil {
+			return err.Error()
+		}
+		for _, k := range keys {
+			loc, err := q.Locate(context.Background(), []byte(k))
+			if err != nil {
+				return err.Error()
+			}
+			if want := slices.Contains(m.Assigned[in], loc.Partition); loc.Owned != want {
+				return fmt.Sprintf("%s: key %s partition %d Locate owned %v, group assigned %v", id, k, loc.Partition, loc.Owned, m.Assigned)
+			}
+		}
+	}
+	return ""
 }
 
 // checkAnswers fails t unless the committed output shows, per key, the
