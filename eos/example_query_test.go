@@ -71,13 +71,17 @@ func ExampleRunner_Query() {
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()
+	deadline := time.Now().Add(time.Minute) // a query loop needs a bound
 	for r.Stats().RecordsIn < 6 {
+		if time.Now().After(deadline) {
+			log.Fatalf("the records were not counted within a minute: %+v", r.Stats())
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	for _, f := range []string{"apple", "pear", "fig", "kiwi"} {
 		for {
 			n, found, err := eos.GetAs(ctx, q, []byte(f), codec.Int64())
-			if errors.Is(err, eos.ErrRestoring) {
+			if errors.Is(err, eos.ErrRestoring) && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond) // just assigned: ask again
 				continue
 			}
