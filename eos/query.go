@@ -296,24 +296,59 @@ func GetAs[V any](ctx context.Context, q *StoreQuery, key []byte, c codec.Codec[
 }
 
 // partitionCounts caches the partition counts of stores' source topics,
-// for Locate, and asks again after partitionCountAge.
+// for Locate, and asks again after partitionCountAge. A refresh runs
+// outside the lock, bounded by partitionCountTimeout; meanwhile, and when
+// it fails, the last count known answers.
 type partitionCounts struct {
 	mu     sync.Mutex
 	counts map[string]int32
 	asked  map[string]time.Time
+	asking map[string]bool // a refresh under way
 }
 
 // partitionCountAge is how long a partition count is trusted.
 const partitionCountAge = time.Minute
 
+// partitionCountTimeout bounds a refresh of a partition count.
+const partitionCountTimeout = 5 * time.Second
+
 // count is topic's partition count, asked with the admin client of the
-// first running Runner of rs.
+// first running Runner of rs when it is unknown or old.
 func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string) (int32, error) {
 	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	if n, ok := pc.counts[topic]; ok && time.Since(pc.asked[topic]) < partitionCountAge {
+	if pc.asking == nil {
+		pc.asking = map[string]bool{}
+	}
+	if pc.counts == nil {
+		pc.counts, pc.asked = map[string]int32{}, map[string]time.Time{}
+	}
+	n, known := pc.counts[topic]
+	if known && (pc.asking[topic] || time.Since(pc.asked[topic]) < partitionCountAge) {
+		pc.mu.Unlock()
 		return n, nil
 	}
+	pc.asking[topic] = true
+	pc.mu.Unlock()
+
+	actx, cancel := context.WithTimeout(ctx, partitionCountTimeout)
+	got, err := askPartitionCount(actx, rs, topic)
+	cancel()
+
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	delete(pc.asking, topic)
+	switch {
+	case err == nil:
+		pc.counts[topic], pc.asked[topic] = got, time.Now()
+		return got, nil
+	case known:
+		return n, nil
+	}
+	return 0, err
+}
+
+// askPartitionCount asks the brokers for topic's partition count.
+func askPartitionCount(ctx context.Context, rs []*Runner, topic string) (int32, error) {
 	var admin *kgo.Client
 	for _, w := range rs {
 		if admin = w.health.admin.Load(); admin != nil {
@@ -334,9 +369,5 @@ func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string
 	if n == 0 {
 		return 0, fmt.Errorf("eos: topic %q has no partitions in the brokers' metadata; check that it exists", topic)
 	}
-	if pc.counts == nil {
-		pc.counts, pc.asked = map[string]int32{}, map[string]time.Time{}
-	}
-	pc.counts[topic], pc.asked[topic] = n, time.Now()
 	return n, nil
 }

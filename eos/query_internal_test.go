@@ -1,0 +1,67 @@
+package eos
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// A partition count past its age is asked again; while the brokers do not
+// answer, Locate goes on with the last count known.
+func TestPartitionCountKeepsLastKnown(t *testing.T) {
+	var pc partitionCounts
+	pc.counts = map[string]int32{"in": 4}
+	pc.asked = map[string]time.Time{"in": time.Now().Add(-2 * partitionCountAge)}
+	if n, err := pc.count(context.Background(), nil, "in"); n != 4 || err != nil {
+		t.Fatalf("an old count with no admin client: %d %v, want 4 and no error", n, err)
+	}
+	if _, err := pc.count(context.Background(), nil, "other"); !errors.Is(err, ErrStopped) {
+		t.Fatalf("an unknown count with no admin client: %v, want ErrStopped", err)
+	}
+}
+
+// A refresh waiting on a broker that never answers holds up no other
+// count: the lock is not held across the round trip.
+func TestPartitionCountRefreshOutsideLock(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() { // accept and never answer
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(ln.Addr().String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	r := &Runner{}
+	r.health.admin.Store(admin)
+	var pc partitionCounts
+	pc.counts = map[string]int32{"in": 4}
+	pc.asked = map[string]time.Time{"in": time.Now()}
+	pc.asking = map[string]bool{}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	go func() { _, _ = pc.count(ctx, []*Runner{r}, "slow") }()
+	time.Sleep(200 * time.Millisecond)
+	began := time.Now()
+	if n, err := pc.count(context.Background(), []*Runner{r}, "in"); n != 4 || err != nil {
+		t.Fatalf("a fresh count: %d %v, want 4", n, err)
+	}
+	if waited := time.Since(began); waited > time.Second {
+		t.Fatalf("a fresh count waited %s for another topic's refresh", waited)
+	}
+}
