@@ -276,8 +276,14 @@ func (q *StoreQuery) rangeTask(ctx context.Context, t state.Task, from, to []byt
 		if len(piece) < rangePiece {
 			return true
 		}
-		cursor = append(last, 0) // the first key after last
+		cursor = keyAfter(last)
 	}
+}
+
+// keyAfter is the first key after k, in an array of its own: k may be a
+// key the caller was given, whose spare capacity is not ours to write.
+func keyAfter(k []byte) []byte {
+	return append(slices.Clip(k), 0)
 }
 
 // GetAs is StoreQuery.Get with the value decoded by c, the codec the

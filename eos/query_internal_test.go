@@ -1,6 +1,7 @@
 package eos
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -63,5 +64,20 @@ func TestPartitionCountRefreshOutsideLock(t *testing.T) {
 	}
 	if waited := time.Since(began); waited > time.Second {
 		t.Fatalf("a fresh count waited %s for another topic's refresh", waited)
+	}
+}
+
+// The cursor after a range piece's last key is a new array: writing it
+// must not reach into the spare capacity of the key yielded to the caller.
+func TestKeyAfterOwnArray(t *testing.T) {
+	k := make([]byte, 3, 8)
+	copy(k, "abc")
+	mine := append(k, 'x') // the caller's, sharing k's array
+	next := keyAfter(k)
+	if mine[3] != 'x' {
+		t.Fatalf("keyAfter wrote into the caller's key: %q", mine)
+	}
+	if !bytes.Equal(next, []byte("abc\x00")) {
+		t.Fatalf("keyAfter(abc) = %q, want abc\\x00", next)
 	}
 }
