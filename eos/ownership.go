@@ -1,90 +1,163 @@
 package eos
 
 import (
-	"slices"
+	"context"
+	"time"
 
+	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // ownership is what taskStores keeps to check its view of the tasks it
-// owns against the client's, since a revoke callback may never come:
+// owns against the group's, since a revoke callback may never come:
 // franz-go's transact session passes on only the first revoke or loss
-// after an End and drops the rest until the next End ends.
+// after an End and drops the rest until the next End ends. At each new
+// generation (a classic group's, or a consumer group member's epoch) the
+// tasks owned stop being served until the group, described by its
+// coordinator, lists them as this member's; those it does not list are
+// revoked.
 type ownership struct {
-	gen     int32 // the group generation last checked; genSeen false: none yet
+	gen     int32 // the generation last seen; genSeen false: none yet
 	genSeen bool
-	// committedHere are the owned tasks seen with a committed offset in
-	// the client: when the client no longer has one, a revoke took it.
-	committedHere map[state.Task]bool
-	// unconfirmed are owned tasks that a new generation may have taken
-	// without a word and whose partitions have no committed offset to
-	// tell: they are not served until one shows or they are assigned again.
+	checked bool // the group was described at gen and settled what is owned
+	// unconfirmed are owned tasks the group has not listed as this
+	// member's since the generation changed: they are not served.
 	unconfirmed map[state.Task]bool
+	// holders are the group.instance.ids of the members holding each
+	// task, as the group was last described (see KeyLocation.Holder).
+	holders map[state.Task]string
 }
 
+// groupView is the group as its coordinator described it, seen from one
+// member.
+type groupView struct {
+	// settled: the coordinator lists this member with the assignment of
+	// the generation the client is at (a classic group that is Stable, a
+	// consumer group member at the same epoch).
+	settled bool
+	mine    map[state.Task]bool   // the tasks listed as this member's
+	holders map[state.Task]string // every listed task's member's group.instance.id
+}
+
+// describeTimeout bounds describing the group between batches.
+const describeTimeout = 5 * time.Second
+
 // syncState applies the rebalances noted since the last batch, first
-// checking the tasks owned against the client's committed offsets under
-// exactly-once (see reconcile).
+// checking the tasks owned against the group when its generation changed
+// or the last check did not settle (see reconcile).
 func (l *streamLoop) syncState(s session) {
-	if _, ok := s.(*txnSession); ok {
-		cl := s.client()
-		_, gen := cl.GroupMetadata()
-		l.state.reconcile(gen, cl.CommittedOffsets())
+	cl := s.client()
+	member, gen := cl.GroupMetadata()
+	if l.state.checkDue(gen) {
+		l.state.reconcile(gen, l.viewGroup(cl, member, gen))
 	}
 	l.state.sync()
 }
 
-// reconcile checks the tasks owned against held, the client's committed
-// offsets (heldTasks), whatever the callbacks passed on: franz-go drops a
-// revoked or lost partition's offsets every time. A task that had an
-// offset and lost it was revoked, and closes at sync. At a new group
-// generation, an owned task that never had one stops being served, as
-// nothing says whether it is still ours; tasks assigned since the last
-// sync are.
-func (ts *taskStores) reconcile(gen int32, held map[string]map[int32]kgo.EpochOffset) {
+// viewGroup describes the group for member at generation gen; not
+// settled when the coordinator cannot say.
+func (l *streamLoop) viewGroup(cl *kgo.Client, member string, gen int32) groupView {
+	ctx, cancel := context.WithTimeout(context.Background(), describeTimeout)
+	defer cancel()
+	g, err := kafkautil.DescribeGroup(ctx, cl, l.cfg.AppID)
+	if err != nil {
+		return groupView{}
+	}
+	return l.state.view(g, member, gen)
+}
+
+// view is g seen from member at generation gen.
+func (ts *taskStores) view(g kafkautil.Group, member string, gen int32) groupView {
+	v := groupView{mine: map[state.Task]bool{}, holders: map[state.Task]string{}}
+	for _, m := range g.Members {
+		for topic, parts := range m.Assigned {
+			for _, p := range parts {
+				t := ts.task(topic, p)
+				v.holders[t] = m.InstanceID
+				if m.MemberID == member {
+					v.mine[t] = true
+				}
+			}
+		}
+		if m.MemberID != member {
+			continue
+		}
+		switch g.Protocol {
+		case config.GroupProtocolConsumer:
+			v.settled = m.Epoch == gen
+		default:
+			v.settled = g.State == "Stable"
+		}
+	}
+	return v
+}
+
+// checkDue reports whether reconcile must run at generation gen: it
+// changed, or the last check did not settle. Before a first join (gen
+// < 0) nothing is owned to check.
+func (ts *taskStores) checkDue(gen int32) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	owned := make([]state.Task, 0, len(ts.own))
-	for t := range ts.own {
-		owned = append(owned, t)
+	return gen >= 0 && (!ts.owner.genSeen || gen != ts.owner.gen || !ts.owner.checked)
+}
+
+// reconcile checks the tasks owned against v, the group described at
+// generation gen, whatever the callbacks passed on. At a new generation
+// every owned task stops being served; a settled view then serves again
+// those it lists as this member's (once caught up) and revokes the
+// others, which close at sync. A task assigned since the last sync that
+// the view does not list yet waits for the next check.
+func (ts *taskStores) reconcile(gen int32, v groupView) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if !ts.owner.genSeen || gen != ts.owner.gen {
+		ts.owner.gen, ts.owner.genSeen, ts.owner.checked = gen, true, false
+		for t := range ts.own {
+			ts.owner.unconfirmed[t] = true
+			ts.serve.drop(t)
+		}
 	}
-	holding, _ := heldTasks(slices.Clone(owned), held)
-	for _, t := range holding {
-		ts.owner.committedHere[t] = true
-		if ts.owner.unconfirmed[t] {
+	if !v.settled {
+		return
+	}
+	ts.owner.checked = true
+	ts.owner.holders = v.holders
+	for t := range ts.own {
+		switch {
+		case v.mine[t]:
 			delete(ts.owner.unconfirmed, t)
 			if ts.ready[t] && !ts.assigned[t] && ts.open[t] != nil {
 				ts.serve.add(t, ts.open[t])
 			}
-		}
-	}
-	newGen := ts.owner.genSeen && gen != ts.owner.gen
-	ts.owner.gen, ts.owner.genSeen = gen, true
-	for _, t := range owned {
-		switch {
-		case slices.Contains(holding, t) || ts.assigned[t]:
-		case ts.owner.committedHere[t]:
+		case ts.assigned[t]:
+			ts.owner.checked = false
+		default:
 			ts.serve.drop(t)
 			ts.revoked[t] = true
 			delete(ts.own, t)
-			delete(ts.owner.committedHere, t)
-		case newGen:
-			ts.serve.drop(t)
-			ts.owner.unconfirmed[t] = true
+			delete(ts.owner.unconfirmed, t)
 		}
 	}
+}
+
+// holder is the group.instance.id of the member the group last listed
+// as holding t, "" when none was.
+func (ts *taskStores) holder(t state.Task) string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.owner.holders[t]
 }
 
 // forgetOwnership resets what reconcile learnt of task t (nil: of every
 // task), which a callback or a new client just settled.
 func (ts *taskStores) forgetOwnership(t *state.Task) {
 	if t == nil {
-		ts.owner.genSeen = false
-		clear(ts.owner.committedHere)
+		ts.owner.genSeen, ts.owner.checked = false, false
 		clear(ts.owner.unconfirmed)
+		ts.owner.holders = nil
 		return
 	}
-	delete(ts.owner.committedHere, *t)
 	delete(ts.owner.unconfirmed, *t)
 }

@@ -4,68 +4,223 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
+	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/internal/store"
 	"github.com/eosflow/eosflow/state"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 )
 
-// reconcile follows the client's committed offsets where no revoke
-// callback came: a task whose offset the client dropped is no longer
-// owned and closes; at a new generation a task that never had an offset
-// is not served until one shows; a task assigned since the last sync is
-// ours whatever the offsets say.
-func TestReconcileWithoutCallbacks(t *testing.T) {
+// ownedTaskStores is a taskStores with one store, "counts", on topic in.
+func ownedTaskStores(t *testing.T) *taskStores {
+	t.Helper()
 	ts := newTaskStores([]graph.Store{{Name: "counts", Engine: state.Memory(), Source: "in"}}, nil, t.TempDir(), "app", zap.NewNop())
-	defer ts.closeAll()
-	kept, taken, idle := state.Task{Topic: "in", Partition: 0}, state.Task{Topic: "in", Partition: 1}, state.Task{Topic: "in", Partition: 2}
-	ts.assign(map[string][]int32{"in": {0, 1, 2}})
-	ts.reconcile(1, nil) // assigned since the last sync: nothing is touched
-	ts.sync()
-	for _, task := range []state.Task{kept, taken, idle} {
-		s, err := store.Open(state.Memory(), "", "counts", task)
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(ts.closeAll)
+	return ts
+}
+
+// restoreAll stands in for the batch loop's restore: it opens the stores
+// of the unready tasks, marks them caught up and serves them.
+func restoreAll(t *testing.T, ts *taskStores) {
+	t.Helper()
+	tasks := ts.unready()
+	for _, task := range tasks {
+		if ts.open[task] == nil {
+			s, err := store.Open(state.Memory(), "", "counts", task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts.open[task] = map[string]*store.Store{"counts": s}
 		}
-		ts.open[task] = map[string]*store.Store{"counts": s}
 		ts.ready[task] = true
 	}
-	ts.serveReady([]state.Task{kept, taken, idle})
-	served := func(task state.Task) bool {
-		err := ts.serve.read("counts", task, func(*store.Store) error { return nil })
-		if err != nil && !errors.Is(err, errNotServing) {
-			t.Fatal(err)
-		}
-		return err == nil
+	ts.serveReady(tasks)
+}
+
+// served reports whether queries may read task's store.
+func served(t *testing.T, ts *taskStores, task state.Task) bool {
+	t.Helper()
+	err := ts.serve.read("counts", task, func(*store.Store) error { return nil })
+	if err != nil && !errors.Is(err, errNotServing) {
+		t.Fatal(err)
 	}
-	offsets := func(ps ...int32) map[string]map[int32]kgo.EpochOffset {
-		m := map[int32]kgo.EpochOffset{}
-		for _, p := range ps {
-			m[p] = kgo.EpochOffset{Epoch: -1, Offset: 10}
-		}
-		return map[string]map[int32]kgo.EpochOffset{"in": m}
+	return err == nil
+}
+
+// viewOf is a settled group view listing ps as this member's and the
+// other partitions as held by "other".
+func viewOf(ps ...int32) groupView {
+	v := groupView{settled: true, mine: map[state.Task]bool{}, holders: map[state.Task]string{}}
+	for p := int32(0); p < 4; p++ {
+		v.holders[state.Task{Topic: "in", Partition: p}] = "other"
 	}
-	check := func(what string, task state.Task, owned, serving bool) {
-		t.Helper()
-		if ts.owns(task) != owned || served(task) != serving {
-			t.Fatalf("%s: %s owned %v served %v, want %v %v", what, task, ts.owns(task), served(task), owned, serving)
-		}
+	for _, p := range ps {
+		t := state.Task{Topic: "in", Partition: p}
+		v.mine[t], v.holders[t] = true, "me"
+	}
+	return v
+}
+
+func checkTask(t *testing.T, ts *taskStores, what string, p int32, owned, serving bool) {
+	t.Helper()
+	task := state.Task{Topic: "in", Partition: p}
+	if ts.owns(task) != owned || served(t, ts, task) != serving {
+		t.Fatalf("%s: %s owned %v served %v, want %v %v", what, task, ts.owns(task), served(t, ts, task), owned, serving)
+	}
+}
+
+// reconcile follows the group's description where no revoke callback
+// came: a task the group no longer lists as this member's is revoked and
+// closes; at a new generation every task waits for the group to list it
+// before it is served again, and one it lists is served again whether or
+// not its partition ever had a record.
+func TestReconcileAgainstGroup(t *testing.T) {
+	ts := ownedTaskStores(t)
+	ts.assign(map[string][]int32{"in": {0, 1, 2}})
+	ts.reconcile(1, viewOf(0, 1, 2))
+	ts.sync()
+	restoreAll(t, ts)
+	for p := int32(0); p < 3; p++ {
+		checkTask(t, ts, "first generation", p, true, true)
+	}
+	if got := ts.holder(state.Task{Topic: "in", Partition: 3}); got != "other" {
+		t.Fatalf("holder of partition 3 = %q, want other", got)
 	}
 
-	ts.reconcile(1, offsets(0, 1)) // batches committed on 0 and 1
+	ts.reconcile(2, groupView{}) // a new generation the coordinator cannot describe yet
 	ts.sync()
-	check("same generation", idle, true, true)
-	ts.reconcile(2, offsets(0)) // a swallowed revoke took 1
-	ts.sync()
-	check("offset kept", kept, true, true)
-	check("offset dropped", taken, false, false)
-	if ts.open[taken] != nil {
-		t.Fatalf("%s: stores still open after its revoke", taken)
+	for p := int32(0); p < 3; p++ {
+		checkTask(t, ts, "new generation, unsettled", p, true, false)
 	}
-	check("no offset, new generation", idle, true, false)
-	ts.serveReady([]state.Task{idle})
-	check("no offset, a restore ends", idle, true, false)
-	ts.reconcile(2, offsets(0, 2)) // its first batch committed
-	check("an offset shows", idle, true, true)
+	ts.serveReady([]state.Task{{Topic: "in", Partition: 0}})
+	checkTask(t, ts, "unconfirmed, a restore ends", 0, true, false)
+	if !ts.checkDue(2) {
+		t.Fatal("an unsettled check is not due again")
+	}
+
+	ts.reconcile(2, viewOf(0, 2)) // a swallowed revoke took 1
+	ts.sync()
+	checkTask(t, ts, "listed", 0, true, true)
+	checkTask(t, ts, "listed, no record ever", 2, true, true)
+	checkTask(t, ts, "not listed", 1, false, false)
+	if ts.open[state.Task{Topic: "in", Partition: 1}] != nil {
+		t.Fatal("partition 1: stores still open after its revoke")
+	}
+	if ts.checkDue(2) {
+		t.Fatal("a settled check is due again at the same generation")
+	}
+	if got := ts.holder(state.Task{Topic: "in", Partition: 1}); got != "other" {
+		t.Fatalf("holder of partition 1 = %q, want other", got)
+	}
+}
+
+// A partition kept across cooperative rebalances gets no callback, and
+// an empty one has no committed offset to show it is still held: the
+// group's description does, so it is served again at every generation.
+func TestReconcileKeptEmptyPartition(t *testing.T) {
+	ts := ownedTaskStores(t)
+	ts.assign(map[string][]int32{"in": {0, 1}})
+	ts.reconcile(1, viewOf(0, 1))
+	ts.sync()
+	restoreAll(t, ts)
+	for gen := int32(2); gen < 102; gen++ {
+		ts.reconcile(gen, viewOf(0, 1))
+		ts.sync()
+		restoreAll(t, ts)
+		checkTask(t, ts, "kept", 1, true, true)
+	}
+	if got := ts.unready(); len(got) != 0 {
+		t.Fatalf("unready %v, want none", got)
+	}
+}
+
+// A session that ends (a rebuild) may leave the group with its revoke
+// swallowed: its tasks are given up then, and the next client's
+// assignment alone says which are owned again, so a partition the group
+// gave to another member is never restored nor served here.
+func TestSessionRebuildGivesUpTasks(t *testing.T) {
+	ts := ownedTaskStores(t)
+	ts.assign(map[string][]int32{"in": {0, 1}})
+	ts.reconcile(5, viewOf(0, 1))
+	ts.sync()
+	restoreAll(t, ts)
+	checkTask(t, ts, "before the rebuild", 1, true, true)
+
+	ts.endSession()
+	checkTask(t, ts, "session ended", 0, false, false)
+	checkTask(t, ts, "session ended", 1, false, false)
+	ts.reload()
+	ts.assign(map[string][]int32{"in": {0}}) // the new client gets 0 alone
+	ts.reconcile(6, viewOf(0))
+	ts.sync()
+	restoreAll(t, ts)
+	for i := 0; i < 3; i++ {
+		ts.reconcile(6, viewOf(0))
+		ts.sync()
+	}
+	checkTask(t, ts, "new client", 0, true, true)
+	checkTask(t, ts, "given to another member", 1, false, false)
+	if ts.open[state.Task{Topic: "in", Partition: 1}] != nil {
+		t.Fatal("partition 1: stores still open after the rebuild")
+	}
+}
+
+// A task assigned since the last sync that the view does not list yet is
+// not revoked: the view may predate the assignment; the check runs again.
+func TestReconcileAssignedNotListedYet(t *testing.T) {
+	ts := ownedTaskStores(t)
+	ts.assign(map[string][]int32{"in": {0}})
+	ts.reconcile(1, viewOf(0))
+	ts.sync()
+	ts.assign(map[string][]int32{"in": {1}})
+	ts.reconcile(2, viewOf(0))
+	checkTask(t, ts, "assigned, not listed", 1, true, false)
+	if !ts.checkDue(2) {
+		t.Fatal("the check is not due again")
+	}
+	ts.sync()
+	restoreAll(t, ts)
+	checkTask(t, ts, "restored, not confirmed", 1, true, false)
+	ts.reconcile(2, viewOf(0, 1))
+	checkTask(t, ts, "listed", 1, true, true)
+}
+
+// view reads a classic group as settled only when Stable, a consumer
+// group member only at the client's epoch, and maps each partition to its
+// member's instance id.
+func TestGroupView(t *testing.T) {
+	ts := ownedTaskStores(t)
+	members := []kafkautil.GroupMember{
+		{MemberID: "m1", InstanceID: "a", Assigned: map[string][]int32{"in": {0, 2}}, Epoch: 7},
+		{MemberID: "m2", InstanceID: "b", Assigned: map[string][]int32{"in": {1}}, Epoch: 9},
+	}
+	for _, tt := range []struct {
+		name    string
+		g       kafkautil.Group
+		gen     int32
+		settled bool
+	}{
+		{"classic stable", kafkautil.Group{Protocol: config.GroupProtocolClassic, State: "Stable", Members: members}, 3, true},
+		{"classic rebalancing", kafkautil.Group{Protocol: config.GroupProtocolClassic, State: "CompletingRebalance", Members: members}, 3, false},
+		{"consumer, same epoch", kafkautil.Group{Protocol: config.GroupProtocolConsumer, State: "Reconciling", Members: members}, 7, true},
+		{"consumer, other epoch", kafkautil.Group{Protocol: config.GroupProtocolConsumer, State: "Stable", Members: members}, 6, false},
+		{"not a member", kafkautil.Group{Protocol: config.GroupProtocolClassic, State: "Stable", Members: members[1:]}, 3, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := ts.view(tt.g, "m1", tt.gen)
+			if v.settled != tt.settled {
+				t.Fatalf("settled %v, want %v", v.settled, tt.settled)
+			}
+			if !v.settled {
+				return
+			}
+			if !v.mine[state.Task{Topic: "in", Partition: 2}] || v.mine[state.Task{Topic: "in", Partition: 1}] {
+				t.Fatalf("mine %v, want partitions 0 and 2", v.mine)
+			}
+			if h := v.holders[state.Task{Topic: "in", Partition: 1}]; h != "b" {
+				t.Fatalf("holder of 1 = %q, want b", h)
+			}
+		})
+	}
 }

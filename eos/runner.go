@@ -358,11 +358,11 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		progressed, err := r.loop.consume(ctx, s)
 		id, _ := s.client().GroupMetadata()
 		r.members.note(id) // whether it committed or not: see leaveConsumerGroup
+		if r.state != nil {
+			r.state.endSession()
+		}
 		s.close()
 		r.health.sessionEnded()
-		if r.state != nil {
-			r.state.serve.dropAll() // the group may move its tasks before the next client joins
-		}
 		r.contexts.reset(ctx)
 		switch {
 		case err == nil:

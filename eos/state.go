@@ -64,7 +64,7 @@ func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID 
 		open: map[state.Task]map[string]*store.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*store.Store]state.Task{}, last: map[*store.Store]*kgo.Record{}, markSeq: map[*store.Store]uint64{},
 		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{},
-		owner: ownership{committedHere: map[state.Task]bool{}, unconfirmed: map[state.Task]bool{}}}
+		owner: ownership{unconfirmed: map[state.Task]bool{}}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
 	}
@@ -98,6 +98,22 @@ func (ts *taskStores) revoke(gone map[string][]int32) {
 			ts.serve.drop(t)
 		}
 	}
+}
+
+// endSession gives up the tasks of a client about to close: its revoke
+// on leaving the group may never be passed on (franz-go's transact
+// session drops every revoke after the first until an End ends), and the
+// group may give them to another member as soon as it leaves. They close
+// at the next sync, but for those the next client is assigned again.
+func (ts *taskStores) endSession() {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for t := range ts.own {
+		ts.revoked[t] = true
+	}
+	clear(ts.own)
+	ts.forgetOwnership(nil)
+	ts.serve.dropAll()
 }
 
 // reload makes every task catch up before its next record: a new client
@@ -295,7 +311,6 @@ func (ts *taskStores) aborted() {
 	clear(ts.last)
 }
 
-// closeAll closes every store; Run calls it when it returns.
 // track adds an opened store to, or removes a closing one from, what the
 // store-size metric reads.
 func (ts *taskStores) track(s *store.Store, open bool) {
@@ -335,6 +350,7 @@ func unlessFull(err error, fix string) string {
 	return fix
 }
 
+// closeAll closes every store; Run calls it when it returns.
 func (ts *taskStores) closeAll() {
 	for t := range ts.open {
 		ts.closeTask(t)
