@@ -280,8 +280,7 @@ func (q *StoreQuery) rangeTask(ctx context.Context, t state.Task, from, to []byt
 	}
 }
 
-// keyAfter is the first key after k, in an array of its own: k may be a
-// key the caller was given, whose spare capacity is not ours to write.
+// keyAfter is the first key after k, in an array of its own.
 func keyAfter(k []byte) []byte {
 	return append(slices.Clip(k), 0)
 }

@@ -9,8 +9,9 @@ import (
 // CommittedGet returns key's value as the engine holds it: what committed
 // batches and restores applied, never the open batch's overlay. It is
 // what a query from outside the pipeline reads, safe to call while the
-// batch loop writes; the caller must keep Close from running meanwhile.
-// The value is a copy.
+// batch loop writes, and never waiting for the store's lock, which a
+// commit holds while it applies a batch; the caller must keep Close from
+// running meanwhile. The value is a copy.
 func (s *Store) CommittedGet(key []byte) ([]byte, bool, error) {
 	if err := s.open(); err != nil {
 		return nil, false, err
@@ -39,7 +40,8 @@ func (s *Store) CommittedRange(start, end []byte, limit int, fn func(key, value 
 	err = s.b.Range(start, end, func(k, v []byte) bool {
 		last = bytes.Clone(k)
 		n++
-		return fn(last, bytes.Clone(v)) && (limit <= 0 || n < limit)
+		// fn's key is its own: writing it must not move the cursor.
+		return fn(bytes.Clone(k), bytes.Clone(v)) && (limit <= 0 || n < limit)
 	})
 	if err != nil {
 		return last, s.fail("range committed", err)
@@ -49,9 +51,7 @@ func (s *Store) CommittedRange(start, end []byte, limit int, fn func(key, value 
 
 // open reports state.ErrClosed once the store is closed.
 func (s *Store) open() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	return nil

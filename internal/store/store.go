@@ -10,6 +10,7 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/internal/storename"
@@ -28,7 +29,7 @@ type Store struct {
 	mu      sync.Mutex
 	overlay *btree.BTreeG[state.Write] // the batch's writes; a nil Value is a tombstone
 	at      state.Position             // the backend's changelog position
-	closed  bool
+	closed  atomic.Bool                // set under mu; committed reads check it without mu
 	// The overlay as it was at Mark, for each key written since: what
 	// Rollback puts back. A Savepoint opens a nested level at base: a
 	// key's entry is saved again after it, as the key was at the
@@ -81,7 +82,7 @@ func (s *Store) Position() state.Position {
 // the batch wrote key, else the engine's. The value is a copy.
 func (s *Store) Get(key []byte) ([]byte, bool, error) {
 	s.mu.Lock()
-	if s.closed {
+	if s.closed.Load() {
 		s.mu.Unlock()
 		return nil, false, state.ErrClosed
 	}
@@ -121,7 +122,7 @@ func (s *Store) write(w state.Write) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	if s.marked && !s.undone(w.Key) {
@@ -244,7 +245,7 @@ func (s *Store) Changes() []state.Write {
 func (s *Store) Commit(offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	if s.overlay.Len() == 0 {
@@ -283,7 +284,7 @@ func (s *Store) Abort() {
 func (s *Store) Restore(writes []state.Write, offset int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
@@ -311,7 +312,7 @@ func (s *Store) Restore(writes []state.Write, offset int64) error {
 func (s *Store) Checked() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
@@ -336,7 +337,7 @@ func (s *Store) Checked() error {
 func (s *Store) Wipe() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return state.ErrClosed
 	}
 	if s.overlay.Len() != 0 {
@@ -358,7 +359,7 @@ func (s *Store) Wipe() error {
 func (s *Store) AppliedAt() (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return time.Time{}, state.ErrClosed
 	}
 	d, ok := s.b.(state.Dated)
@@ -390,10 +391,10 @@ func (s *Store) SizeBytes() (n int64, ok bool, err error) {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil
 	}
-	s.closed = true
+	s.closed.Store(true)
 	s.overlay.Clear(false)
 	if err := s.b.Close(); err != nil {
 		return s.fail("close", err)
@@ -476,7 +477,7 @@ func prefixEnd(p []byte) []byte {
 func (s *Store) overlayRange(start, end []byte) ([]state.Write, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Load() {
 		return nil, state.ErrClosed
 	}
 	var out []state.Write
