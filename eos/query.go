@@ -7,14 +7,12 @@ import (
 	"iter"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/eosflow/eosflow/codec"
+	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/internal/store"
 	"github.com/eosflow/eosflow/state"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -33,16 +31,23 @@ type StoreQuery struct {
 }
 
 // KeyLocation is where a key of a store lives: the partition of the
-// store's source topic the key maps to, and whether this Runner owns it.
+// store's source topic the key maps to, whether this Runner owns it, and
+// which instance the group said holds it.
 type KeyLocation struct {
 	Topic     string
 	Partition int32
 	// Owned reports whether this Runner (one of its workers) is assigned
-	// the partition now; its store may still be restoring.
+	// the partition now, while Run runs; its store may still be restoring.
 	Owned bool
 	// Worker is the index of the worker that owns it (0 with one
 	// worker), -1 when not Owned.
 	Worker int
+	// Instance is the instance_id of the instance whose member the
+	// group, as this Runner last described it (at its last new
+	// generation), listed as holding the partition; "" when it was not
+	// described yet or no member held it (a rebalance moving it). It is
+	// a hint for routing a query: that instance answers for itself.
+	Instance string
 }
 
 // QueryEntry is one key of a store and its committed value, with the
@@ -98,10 +103,11 @@ func (r *Runner) queried() []*Runner {
 // Locate returns the partition key maps to, by the partitioner records
 // keyed like it are given (Kafka's murmur2 of the key, as the Java client
 // and franz-go compute it; the runtime partitions repartition topics so),
-// and whether this Runner owns it. It asks the brokers for the source
-// topic's partition count at most once a minute. A store whose keys are
-// not its input records' keys (a windowed store, a Process node's own
-// keys) has no such mapping: read it with Range instead.
+// whether this Runner owns it, and which instance holds it. It asks the
+// brokers for the source topic's partition count at most once a minute.
+// A store whose keys are not its input records' keys (a windowed store, a
+// Process node's own keys) has no such mapping: read it with Range
+// instead.
 func (q *StoreQuery) Locate(ctx context.Context, key []byte) (KeyLocation, error) {
 	n, err := q.r.queryParts.count(ctx, q.r.queried(), q.spec.Source)
 	if errors.Is(err, ErrStopped) {
@@ -117,11 +123,22 @@ func (q *StoreQuery) Locate(ctx context.Context, key []byte) (KeyLocation, error
 	// defaultPartitioner's hash for a keyed record, without its stickiness.
 	p := int32(kgo.StickyKeyPartitioner(nil).ForTopic(q.spec.Source).Partition(&kgo.Record{Key: key}, int(n)))
 	loc := KeyLocation{Topic: q.spec.Source, Partition: p, Worker: -1}
+	t := state.Task{Topic: q.spec.Source, Partition: p}
 	for i, w := range q.r.queried() {
-		if w.state != nil && w.state.owns(state.Task{Topic: q.spec.Source, Partition: p}) {
-			loc.Owned, loc.Worker = true, i
-			break
+		if w.state == nil || !w.health.running.Load() {
+			continue
 		}
+		if loc.Instance == "" {
+			// A worker's group.instance.id is its process's instance_id
+			// with a suffix that instance_id never contains.
+			loc.Instance, _, _ = strings.Cut(w.state.holder(t), config.WorkerSeparator)
+		}
+		if !loc.Owned && w.state.owns(t) {
+			loc.Owned, loc.Worker = true, i
+		}
+	}
+	if loc.Owned {
+		loc.Instance = q.r.cfg.InstanceID
 	}
 	return loc, nil
 }
@@ -137,6 +154,11 @@ func (q *StoreQuery) Get(ctx context.Context, key []byte) (value []byte, found b
 	if err != nil {
 		return nil, false, err
 	}
+	return q.getAt(loc, key)
+}
+
+// getAt is Get of key, located at loc.
+func (q *StoreQuery) getAt(loc KeyLocation, key []byte) (value []byte, found bool, err error) {
 	err = q.read(state.Task{Topic: loc.Topic, Partition: loc.Partition}, func(s *store.Store) error {
 		value, found, err = s.CommittedGet(key)
 		return err
@@ -298,81 +320,4 @@ func GetAs[V any](ctx context.Context, q *StoreQuery, key []byte, c codec.Codec[
 		return zero, false, fmt.Errorf("store %q: decoding the value of key %q: %w", q.spec.Name, key, err)
 	}
 	return v, true, nil
-}
-
-// partitionCounts caches the partition counts of stores' source topics,
-// for Locate, and asks again after partitionCountAge. A refresh runs
-// outside the lock, bounded by partitionCountTimeout; meanwhile, and when
-// it fails, the last count known answers.
-type partitionCounts struct {
-	mu     sync.Mutex
-	counts map[string]int32
-	asked  map[string]time.Time
-	asking map[string]bool // a refresh under way
-}
-
-// partitionCountAge is how long a partition count is trusted.
-const partitionCountAge = time.Minute
-
-// partitionCountTimeout bounds a refresh of a partition count.
-const partitionCountTimeout = 5 * time.Second
-
-// count is topic's partition count, asked with the admin client of the
-// first running Runner of rs when it is unknown or old.
-func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string) (int32, error) {
-	pc.mu.Lock()
-	if pc.asking == nil {
-		pc.asking = map[string]bool{}
-	}
-	if pc.counts == nil {
-		pc.counts, pc.asked = map[string]int32{}, map[string]time.Time{}
-	}
-	n, known := pc.counts[topic]
-	if known && (pc.asking[topic] || time.Since(pc.asked[topic]) < partitionCountAge) {
-		pc.mu.Unlock()
-		return n, nil
-	}
-	pc.asking[topic] = true
-	pc.mu.Unlock()
-
-	actx, cancel := context.WithTimeout(ctx, partitionCountTimeout)
-	got, err := askPartitionCount(actx, rs, topic)
-	cancel()
-
-	pc.mu.Lock()
-	defer pc.mu.Unlock()
-	delete(pc.asking, topic)
-	switch {
-	case err == nil:
-		pc.counts[topic], pc.asked[topic] = got, time.Now()
-		return got, nil
-	case known:
-		return n, nil
-	}
-	return 0, err
-}
-
-// askPartitionCount asks the brokers for topic's partition count.
-func askPartitionCount(ctx context.Context, rs []*Runner, topic string) (int32, error) {
-	var admin *kgo.Client
-	for _, w := range rs {
-		if admin = w.health.admin.Load(); admin != nil {
-			break
-		}
-	}
-	if admin == nil {
-		return 0, ErrStopped
-	}
-	td, err := kadm.NewClient(admin).ListTopics(ctx, topic)
-	if err == nil {
-		err = td.Error()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("eos: the partition count of topic %q: %w", topic, err)
-	}
-	n := int32(len(td[topic].Partitions))
-	if n == 0 {
-		return 0, fmt.Errorf("eos: topic %q has no partitions in the brokers' metadata; check that it exists", topic)
-	}
-	return n, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +53,6 @@ func TestPartitionCountRefreshOutsideLock(t *testing.T) {
 	var pc partitionCounts
 	pc.counts = map[string]int32{"in": 4}
 	pc.asked = map[string]time.Time{"in": time.Now()}
-	pc.asking = map[string]bool{}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -64,6 +64,47 @@ func TestPartitionCountRefreshOutsideLock(t *testing.T) {
 	}
 	if waited := time.Since(began); waited > time.Second {
 		t.Fatalf("a fresh count waited %s for another topic's refresh", waited)
+	}
+}
+
+// Callers that find no count known while one refresh is under way wait
+// for its answer, success or failure, instead of each asking the brokers.
+func TestPartitionCountSingleFlight(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		var asks atomic.Int32
+		release := make(chan struct{})
+		pc := partitionCounts{ask: func(context.Context, []*Runner, string) (int32, error) {
+			asks.Add(1)
+			<-release
+			if fail {
+				return 0, &unavailableError{errors.New("no broker answered")}
+			}
+			return 6, nil
+		}}
+		const callers = 8
+		type answer struct {
+			n   int32
+			err error
+		}
+		answers := make(chan answer, callers)
+		for range callers {
+			go func() {
+				n, err := pc.count(context.Background(), nil, "in")
+				answers <- answer{n, err}
+			}()
+		}
+		time.Sleep(200 * time.Millisecond) // every caller is waiting
+		close(release)
+		for range callers {
+			a := <-answers
+			var ue *unavailableError
+			if fail && (a.n != 0 || !errors.As(a.err, &ue)) || !fail && (a.n != 6 || a.err != nil) {
+				t.Fatalf("fail %v: a caller got %d %v", fail, a.n, a.err)
+			}
+		}
+		if n := asks.Load(); n != 1 {
+			t.Fatalf("fail %v: the brokers were asked %d times for one topic at once, want 1", fail, n)
+		}
 	}
 }
 
