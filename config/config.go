@@ -207,10 +207,15 @@ type Config struct {
 	// MetricsAddr is the host:port on which Run serves /metrics
 	// (Prometheus), /healthz and /readyz, so that Prometheus and a
 	// Kubernetes probe can watch the pipeline; port 0 picks a free port.
-	// It never serves state store contents: interactive queries are
-	// eos.Runner.QueryHandler, which a program mounts itself.
+	// It serves state store contents only with MetricsServeQueries.
 	// EOS_METRICS_ADDR. Default: empty, which serves nothing.
 	MetricsAddr string `yaml:"metrics_addr"`
+	// MetricsServeQueries makes metrics_addr also serve interactive
+	// queries, GET /stores/{store}/keys/{key} (eos.Runner.QueryHandler),
+	// for a metrics listener only trusted callers reach: whoever reaches
+	// it reads any key. EOS_METRICS_SERVE_QUERIES. Default: false, which
+	// leaves mounting QueryHandler to the program.
+	MetricsServeQueries bool `yaml:"metrics_serve_queries"`
 	// TLS configures encrypted connections to the brokers.
 	TLS TLS `yaml:"tls"`
 	// SASL configures broker authentication.

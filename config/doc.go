@@ -36,7 +36,8 @@
 //	log_level            EOS_LOG_LEVEL                   info
 //	workers              EOS_WORKERS                     1 (auto: one per GOMAXPROCS; at most 256)
 //	max_memory           EOS_MAX_MEMORY                  128MiB per worker (e.g. 256MiB, 1GiB; at least 16MiB per worker)
-//	metrics_addr         EOS_METRICS_ADDR                off (e.g. 127.0.0.1:9464 serves /metrics, /healthz, /readyz; never state stores)
+//	metrics_addr         EOS_METRICS_ADDR                off (e.g. 127.0.0.1:9464 serves /metrics, /healthz, /readyz)
+//	metrics_serve_queries EOS_METRICS_SERVE_QUERIES      false (true: metrics_addr also serves GET /stores/{store}/keys/{key})
 //	tls.enabled          EOS_TLS_ENABLED                 false
 //	tls.ca_file          EOS_TLS_CA_FILE
 //	tls.cert_file        EOS_TLS_CERT_FILE

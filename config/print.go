@@ -13,12 +13,18 @@ import (
 // redacted replaces a secret wherever a Config is printed.
 const redacted = "[redacted]"
 
+// optionalLeaves are the settings added after the first release.
+var optionalLeaves = map[string]bool{
+	"workers": true, "max_memory": true, "group_protocol": true, "max_task_idle": true,
+	"adaptive_commit": true, "metrics_serve_queries": true,
+}
+
 // optional reports whether a leaf is shown only when set: TLS and SASL
 // settings are noise in logs of an application that uses neither, and
-// an unset workers (or group_protocol, max_task_idle, adaptive_commit) is what every
+// an unset workers (or any other leaf in optionalLeaves) is what every
 // application had before it (an unset max_memory, its default).
 func optional(f field) bool {
-	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.") || f.path == "workers" || f.path == "max_memory" || f.path == "group_protocol" || f.path == "max_task_idle" || f.path == "adaptive_commit") && f.value.IsZero()
+	return (strings.HasPrefix(f.path, "tls.") || strings.HasPrefix(f.path, "sasl.") || optionalLeaves[f.path]) && f.value.IsZero()
 }
 
 // String renders c on one line as key=value pairs with YAML key names, for

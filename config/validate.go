@@ -181,6 +181,9 @@ func (c Config) checkLogging(p *problems) {
 			p.add("metrics_addr", c.MetricsAddr, problem)
 		}
 	}
+	if c.MetricsServeQueries && c.MetricsAddr == "" {
+		p.add("metrics_serve_queries", "true", "serves queries on metrics_addr, which is empty; set metrics_addr, or mount eos.Runner.QueryHandler on a server of your own")
+	}
 }
 
 // fmtDuration prints whole minutes as a user writes them: "30m", not

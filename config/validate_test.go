@@ -54,6 +54,7 @@ func TestValidate(t *testing.T) {
 		{"metrics_addr without port", func(c *Config) { c.MetricsAddr = "localhost" }, "metrics_addr", "host:port"},
 		{"metrics_addr bad port", func(c *Config) { c.MetricsAddr = "127.0.0.1:prom" }, "metrics_addr", "0 to 65535"},
 		{"metrics_addr port out of range", func(c *Config) { c.MetricsAddr = ":70000" }, "metrics_addr", "0 to 65535"},
+		{"metrics_serve_queries without metrics_addr", func(c *Config) { c.MetricsServeQueries = true }, "metrics_serve_queries", "metrics_addr"},
 		{"unknown sasl mechanism", func(c *Config) { c.SASL = SASL{Mechanism: "GSSAPI", Username: "u", Password: "p"} }, "sasl.mechanism", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"},
 		{"sasl without username", func(c *Config) { c.SASL = SASL{Mechanism: SASLPlain, Password: "p"} }, "sasl.username", "EOS_SASL_USERNAME"},
 		{"sasl without password", func(c *Config) { c.SASL = SASL{Mechanism: SASLScramSHA512, Username: "u"} }, "sasl.password", "EOS_SASL_PASSWORD"},

@@ -18,7 +18,8 @@ import (
 // for a program that mounts them on its own server, which can outlive
 // Run. metrics_addr serves the same handler. It never serves state store
 // contents: that is QueryHandler, which a program mounts only where its
-// callers may read them. With workers > 1, /metrics
+// callers may read them (or metrics_serve_queries adds to what
+// metrics_addr serves). With workers > 1, /metrics
 // serves every worker's series and /readyz is 200 only when every worker
 // is ready, and otherwise names the first that is not.
 func (r *Runner) Handler() http.Handler {
@@ -63,6 +64,18 @@ func (r *Runner) MetricsAddr() string {
 	return r.httpAddr
 }
 
+// metricsHandler is what metrics_addr serves: Handler, and QueryHandler
+// under /stores/ when metrics_serve_queries is set.
+func (r *Runner) metricsHandler() http.Handler {
+	if !r.cfg.MetricsServeQueries {
+		return r.Handler()
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", r.Handler())
+	mux.Handle("/stores/", r.QueryHandler())
+	return mux
+}
+
 // serve starts serving Handler on metrics_addr; stop ends it and waits
 // for the serving goroutine.
 func (r *Runner) serve() (stop func(), err error) {
@@ -70,7 +83,7 @@ func (r *Runner) serve() (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("eos: metrics_addr %q: %w; choose a free port, or leave metrics_addr empty", r.cfg.MetricsAddr, err)
 	}
-	srv := &http.Server{Handler: r.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(r.log)}
+	srv := &http.Server{Handler: r.metricsHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: zap.NewStdLog(r.log)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
