@@ -4,27 +4,51 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"go.uber.org/zap"
 )
 
 // keyAnswer is the JSON body of GET /stores/{store}/keys/{key}.
 type keyAnswer struct {
-	Store     string `json:"store"`
+	Store string `json:"store"`
+	// Key is the key as text; KeyBase64 is its bytes exactly, for a key
+	// that is not UTF-8 (JSON would replace its invalid bytes).
 	Key       string `json:"key"`
+	KeyBase64 []byte `json:"key_base64"`
 	Value     []byte `json:"value,omitempty"` // base64, as JSON encodes bytes
 	Partition *int32 `json:"partition,omitempty"`
-	// Status is "found", "absent", "restoring", "not_owner", "stopped" or
-	// "unknown_store"; Error says more when it is not found or absent.
+	// Instance is the instance_id of the instance holding the key's
+	// partition, as the group was last described (KeyLocation.Instance).
+	Instance string `json:"instance,omitempty"`
+	// Status is "found", "absent", "restoring", "not_owner", "stopped",
+	// "unavailable" or "unknown_store"; Error says more when it is not
+	// found or absent.
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
 }
 
+// QueryPeers gives QueryHandler the base URL under which another
+// instance's QueryHandler answers (e.g. "http://pod-2:8080"), by its
+// instance_id; ok false when it has none. With it, a request for a key
+// another instance holds is redirected there (307); without it, or for
+// an instance it does not map, the answer is 421 naming that instance.
+func QueryPeers(peer func(instanceID string) (baseURL string, ok bool)) Option {
+	return optFunc(func(r *Runner) { r.queryPeers = peer })
+}
+
+// hopParam marks a redirected query: its target answers it itself, even
+// when it does not hold the key either, so that two instances whose
+// views of the group differ never send a caller back and forth.
+const hopParam = "hop"
+
 // QueryHandler serves GET /stores/{store}/keys/{key}, a key's committed
-// value in a state store as JSON (see StoreQuery and docs/state.md). Any
-// caller that reaches it reads any key, so nothing serves it unless a
-// program mounts it itself, on a listener its callers may use; Handler
-// and metrics_addr, often open to a whole cluster's scrapers, never do.
+// value in a state store as JSON (see StoreQuery and docs/state.md); the
+// key is the path segment, URL-escaped. Any caller that reaches it reads
+// any key, so nothing serves it unless a program mounts it itself, on a
+// listener its callers may use, or sets metrics_serve_queries to serve
+// it on metrics_addr beside /metrics.
 func (r *Runner) QueryHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stores/{store}/keys/{key}", r.serveKey)
@@ -33,28 +57,37 @@ func (r *Runner) QueryHandler() http.Handler {
 
 // serveKey answers GET /stores/{store}/keys/{key} with the key's committed
 // value: 200 when found, 404 when absent (or the store is unknown), 503
-// with a Retry-After while the key's partition is restoring or Run is not
-// running, and 421 (Misdirected Request) when another instance owns the
-// partition or a rebalance is moving it. It neither redirects nor
-// proxies: the answer names the partition, and the caller asks its owner.
+// with a Retry-After while the key's partition is restoring, Run is not
+// running or the brokers do not answer, and, when another instance holds
+// the partition or a rebalance is moving it, 307 to the holder that
+// QueryPeers maps (once: see hopParam), else 421 (Misdirected Request)
+// naming the holder when the group said which.
 func (r *Runner) serveKey(w http.ResponseWriter, req *http.Request) {
-	ans := keyAnswer{Store: req.PathValue("store"), Key: req.PathValue("key")}
+	key := []byte(req.PathValue("key"))
+	ans := keyAnswer{Store: req.PathValue("store"), Key: string(key), KeyBase64: key}
 	code := http.StatusOK
 	q, err := r.Query(ans.Store)
+	var loc KeyLocation
 	if err == nil {
-		var loc KeyLocation
-		if loc, err = q.Locate(req.Context(), []byte(ans.Key)); err == nil {
-			ans.Partition = &loc.Partition
+		if loc, err = q.Locate(req.Context(), key); err == nil {
+			ans.Partition, ans.Instance = &loc.Partition, loc.Instance
 			var found bool
-			if ans.Value, found, err = q.Get(req.Context(), []byte(ans.Key)); err == nil && !found {
+			if ans.Value, found, err = q.getAt(loc, key); err == nil && !found {
 				code, ans.Status = http.StatusNotFound, "absent"
 			}
 		}
+	}
+	if err != nil && req.Context().Err() != nil {
+		return // the caller went away: nobody to answer, nothing to log
 	}
 	if err != nil {
 		code, ans.Status, ans.Error = keyError(err)
 		if code == http.StatusInternalServerError {
 			r.log.Warn("answering a state store query failed", zap.String("store", ans.Store), zap.Error(err))
+		}
+		if target, ok := r.peerURL(req, ans.Store, key, loc, err); ok {
+			code = http.StatusTemporaryRedirect
+			w.Header().Set("Location", target)
 		}
 	} else if ans.Status == "" {
 		ans.Status = "found"
@@ -67,11 +100,28 @@ func (r *Runner) serveKey(w http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(w).Encode(ans)
 }
 
+// peerURL is where to redirect a query of key that err says is not
+// owned here: the URL of the same request at the instance loc names, when
+// QueryPeers maps it and the request was not redirected already.
+func (r *Runner) peerURL(req *http.Request, store string, key []byte, loc KeyLocation, err error) (string, bool) {
+	if r.queryPeers == nil || !errors.Is(err, ErrNotOwner) || loc.Instance == "" ||
+		loc.Instance == r.cfg.InstanceID || req.URL.Query().Has(hopParam) {
+		return "", false
+	}
+	base, ok := r.queryPeers(loc.Instance)
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSuffix(base, "/") + "/stores/" + url.PathEscape(store) + "/keys/" +
+		url.PathEscape(string(key)) + "?" + hopParam + "=1", true
+}
+
 // keyError is the status code, status and error text that answer err. An
 // error that is not a query's status says only that the log has it: its
 // detail (an engine's or a broker's words, paths) is not for whoever sent
 // the request.
 func keyError(err error) (code int, status, text string) {
+	var unavailable *unavailableError
 	switch {
 	case errors.Is(err, ErrUnknownStore):
 		return http.StatusNotFound, "unknown_store", err.Error()
@@ -81,6 +131,8 @@ func keyError(err error) (code int, status, text string) {
 		return http.StatusServiceUnavailable, "stopped", err.Error()
 	case errors.Is(err, ErrNotOwner):
 		return http.StatusMisdirectedRequest, "not_owner", err.Error()
+	case errors.As(err, &unavailable):
+		return http.StatusServiceUnavailable, "unavailable", "the brokers did not say the store's partition count; retry shortly"
 	}
 	return http.StatusInternalServerError, "error", "internal error; the instance's log says more"
 }

@@ -22,6 +22,7 @@ func TestKeyErrorHidesDetail(t *testing.T) {
 		{&QueryError{Store: "s", Topic: "in", Partition: 1, Err: ErrStopped}, http.StatusServiceUnavailable, "stopped"},
 		{&QueryError{Store: "s", Topic: "in", Partition: 1, Err: ErrNotOwner}, http.StatusMisdirectedRequest, "not_owner"},
 		{fmt.Errorf("reading: %w", secret), http.StatusInternalServerError, "error"},
+		{&unavailableError{fmt.Errorf("listing topics: %w", secret)}, http.StatusServiceUnavailable, "unavailable"},
 	} {
 		code, status, text := keyError(tc.err)
 		if code != tc.code || status != tc.status {
@@ -30,7 +31,10 @@ func TestKeyErrorHidesDetail(t *testing.T) {
 		if code == http.StatusInternalServerError && (strings.Contains(text, "pebble") || strings.Contains(text, "/var/lib")) {
 			t.Errorf("500 text %q shows the error's detail", text)
 		}
-		if code != http.StatusInternalServerError && text != tc.err.Error() {
+		if code == http.StatusServiceUnavailable && status == "unavailable" && strings.Contains(text, "pebble") {
+			t.Errorf("503 text %q shows the error's detail", text)
+		}
+		if code != http.StatusInternalServerError && status != "unavailable" && text != tc.err.Error() {
 			t.Errorf("%v: text %q, want the error's", tc.err, text)
 		}
 	}

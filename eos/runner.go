@@ -65,25 +65,26 @@ type Runner struct {
 	waits    waits // bounds derived from cfg
 	contexts recordContexts
 
-	loop          *streamLoop      // polls, runs and ends the batches
-	admin         *kgo.Client      // preflight's client, kept for admin requests
-	members       *membership      // this instance's place in the group
-	floor         offsetFloor      // offsets its own commits reached; see offsetFloor
-	resume        *resumeCheck     // where an assigned partition resumes
-	mirror        *offsetsMirror   // exactly-once: where commits mirror their input offsets; nil otherwise
-	hanging       *hangingRepair   // finds and settles hanging transactions; nil for a parent of workers
-	stall         *stallCheck      // tells a stalled pipeline from an idle one; nil for a parent of workers
-	outputs       *outputTopics    // what the brokers accept on the output topics
-	state         *taskStores      // the topology's state stores; nil without
-	changelogs    *changelogReader // restores state and checks the changelog topics
-	globals       *globalTables    // the global tables, nil without any
-	inputs        []string         // the topics consumed: the sources' and the repartition topics
-	authz         *authz           // names the grants a refusal lacks
-	repartitioned map[string]bool  // the repartition topics
-	purge         *purger          // deletes what the group consumed of them
-	idleWake      pollWake         // ends an idle poll when tasks are assigned; see timer.go
-	tracing       *tracing         // Tracing, if given
-	queryParts    partitionCounts  // source topics' partition counts, for queries
+	loop          *streamLoop                 // polls, runs and ends the batches
+	admin         *kgo.Client                 // preflight's client, kept for admin requests
+	members       *membership                 // this instance's place in the group
+	floor         offsetFloor                 // offsets its own commits reached; see offsetFloor
+	resume        *resumeCheck                // where an assigned partition resumes
+	mirror        *offsetsMirror              // exactly-once: where commits mirror their input offsets; nil otherwise
+	hanging       *hangingRepair              // finds and settles hanging transactions; nil for a parent of workers
+	stall         *stallCheck                 // tells a stalled pipeline from an idle one; nil for a parent of workers
+	outputs       *outputTopics               // what the brokers accept on the output topics
+	state         *taskStores                 // the topology's state stores; nil without
+	changelogs    *changelogReader            // restores state and checks the changelog topics
+	globals       *globalTables               // the global tables, nil without any
+	inputs        []string                    // the topics consumed: the sources' and the repartition topics
+	authz         *authz                      // names the grants a refusal lacks
+	repartitioned map[string]bool             // the repartition topics
+	purge         *purger                     // deletes what the group consumed of them
+	idleWake      pollWake                    // ends an idle poll when tasks are assigned; see timer.go
+	tracing       *tracing                    // Tracing, if given
+	queryParts    partitionCounts             // source topics' partition counts, for queries
+	queryPeers    func(string) (string, bool) // QueryPeers, if given
 
 	workers *workers // workers > 1: the Runners Run runs in this one's stead; nil with one worker
 	worker  bool     // one of a parent's workers, which sets the memory limit for all
