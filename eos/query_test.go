@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +57,7 @@ func TestQueryReadsCommittedOnly(t *testing.T) {
 		runner atomic.Pointer[eos.Runner]
 		calls  atomic.Int32
 		fault  atomic.Pointer[kfake.FaultHandle]
+		seenMu sync.Mutex // seen grows in the batch loop's goroutine
 		seen   []string
 	)
 	check := eos.BeforeCommit(func(_ context.Context, b eos.BatchInfo) error {
@@ -65,7 +67,9 @@ func TestQueryReadsCommittedOnly(t *testing.T) {
 		if err != nil || found != (committed > 0) || got != committed {
 			t.Errorf("batch of %d records about to end, %d committed before: query answered %d (found %v, %v)", b.Records, committed, got, found, err)
 		}
+		seenMu.Lock()
 		seen = append(seen, fmt.Sprintf("%d+%d", got, b.Records))
+		seenMu.Unlock()
 		if calls.Add(1) == 2 {
 			h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.IllegalGeneration})
 			fault.Store(h)
@@ -86,6 +90,8 @@ func TestQueryReadsCommittedOnly(t *testing.T) {
 	if h := fault.Load(); h == nil || h.Hits() == 0 || r.Stats().Aborted == 0 {
 		t.Fatalf("no batch aborted (stats %+v): the test proves nothing about aborted writes", r.Stats())
 	}
+	seenMu.Lock()
+	defer seenMu.Unlock()
 	t.Logf("answers during batches (committed+in batch): %v; stats %+v", seen, r.Stats())
 }
 
@@ -107,7 +113,7 @@ func runAsync(t *testing.T, r *eos.Runner) {
 }
 
 // A query of a Runner that is not running, and of a store the topology
-// does not declare, says so.
+// does not declare, says so; after Run returns, Locate owns nothing.
 func TestQueryStatusOutsideRun(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 3, "in", "out")
@@ -118,15 +124,45 @@ func TestQueryStatusOutsideRun(t *testing.T) {
 	if _, err := r.Query("nope"); !errors.Is(err, eos.ErrUnknownStore) {
 		t.Fatalf("unknown store: %v, want ErrUnknownStore", err)
 	}
-	_, _, err = queryCount(t, r, "k1")
-	var qe *eos.QueryError
-	if !errors.Is(err, eos.ErrStopped) || !errors.As(err, &qe) || qe.Store != "counts" {
-		t.Fatalf("before Run: %v, want a *QueryError for ErrStopped", err)
+	stopped := func(when string) {
+		t.Helper()
+		_, _, err = queryCount(t, r, "k1")
+		var qe *eos.QueryError
+		if !errors.Is(err, eos.ErrStopped) || !errors.As(err, &qe) || qe.Store != "counts" {
+			t.Fatalf("%s: %v, want a *QueryError for ErrStopped", when, err)
+		}
+		q, _ := r.Query("counts")
+		yielded := 0
+		for _, err := range q.Range(context.Background(), nil, nil) {
+			yielded++
+			if !errors.Is(err, eos.ErrStopped) {
+				t.Fatalf("Range %s: %v, want ErrStopped", when, err)
+			}
+		}
+		if yielded != 1 {
+			t.Fatalf("Range %s yielded %d times, want ErrStopped once", when, yielded)
+		}
 	}
+	stopped("before Run")
+
+	conformance.SeedRange(t, env, "in", 0, 30)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- r.Run(ctx) }()
 	q, _ := r.Query("counts")
-	for _, err := range q.Range(context.Background(), nil, nil) {
-		if !errors.Is(err, eos.ErrStopped) {
-			t.Fatalf("Range before Run: %v, want ErrStopped", err)
+	conformance.Until(t, 60*time.Second, "a key readable", func() bool {
+		_, _, err := queryCount(t, r, "k1")
+		return err == nil
+	})
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	stopped("after Run")
+	for p := range 3 {
+		key := []byte(fmt.Sprint("k", p))
+		if loc, err := q.Locate(context.Background(), key); err == nil && loc.Owned {
+			t.Fatalf("Locate after Run: %+v, want not Owned", loc)
 		}
 	}
 }
