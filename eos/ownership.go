@@ -25,6 +25,9 @@ type ownership struct {
 	// unconfirmed are owned tasks the group has not listed as this
 	// member's since the generation changed: they are not served.
 	unconfirmed map[state.Task]bool
+	// taken are owned tasks the group listed as another member's or
+	// none's: not served, and not owned for queries.
+	taken map[state.Task]bool
 	// holders are the group.instance.ids of the members holding each
 	// task, as the group was last described (see KeyLocation.Holder).
 	holders map[state.Task]string
@@ -106,9 +109,9 @@ func (ts *taskStores) checkDue(gen int32) bool {
 // reconcile checks the tasks owned against v, the group described at
 // generation gen, whatever the callbacks passed on. At a new generation
 // every owned task stops being served; a settled view then serves again
-// those it lists as this member's (once caught up) and revokes the
-// others, which close at sync. A task assigned since the last sync that
-// the view does not list yet waits for the next check.
+// those it lists as this member's (once caught up) and marks the others
+// taken. A task assigned since the last sync that the view does not list
+// yet waits for the next check.
 func (ts *taskStores) reconcile(gen int32, v groupView) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -128,6 +131,7 @@ func (ts *taskStores) reconcile(gen int32, v groupView) {
 		switch {
 		case v.mine[t]:
 			delete(ts.owner.unconfirmed, t)
+			delete(ts.owner.taken, t)
 			if ts.ready[t] && !ts.assigned[t] && ts.open[t] != nil {
 				ts.serve.add(t, ts.open[t])
 			}
@@ -135,8 +139,7 @@ func (ts *taskStores) reconcile(gen int32, v groupView) {
 			ts.owner.checked = false
 		default:
 			ts.serve.drop(t)
-			ts.revoked[t] = true
-			delete(ts.own, t)
+			ts.owner.taken[t] = true
 			delete(ts.owner.unconfirmed, t)
 		}
 	}
@@ -156,8 +159,10 @@ func (ts *taskStores) forgetOwnership(t *state.Task) {
 	if t == nil {
 		ts.owner.genSeen, ts.owner.checked = false, false
 		clear(ts.owner.unconfirmed)
+		clear(ts.owner.taken)
 		ts.owner.holders = nil
 		return
 	}
 	delete(ts.owner.unconfirmed, *t)
+	delete(ts.owner.taken, *t)
 }

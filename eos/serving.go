@@ -82,26 +82,27 @@ func (ts *taskStores) serveReady(tasks []state.Task) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for _, t := range tasks {
-		if ts.own[t] && !ts.assigned[t] && !ts.revoked[t] && !ts.owner.unconfirmed[t] && ts.open[t] != nil {
+		if ts.own[t] && !ts.assigned[t] && !ts.revoked[t] && !ts.owner.unconfirmed[t] && !ts.owner.taken[t] && ts.open[t] != nil {
 			ts.serve.add(t, ts.open[t])
 		}
 	}
 }
 
-// owns reports whether this instance is assigned task t now.
+// owns reports whether this instance is assigned task t now, as far as
+// queries know: not one the group listed as another's (see ownership).
 func (ts *taskStores) owns(t state.Task) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return ts.own[t]
+	return ts.own[t] && !ts.owner.taken[t]
 }
 
-// ownedTasks lists the tasks of topic assigned to this instance now.
+// ownedTasks lists the tasks of topic owned here now, as owns sees them.
 func (ts *taskStores) ownedTasks(topic string) []state.Task {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	var out []state.Task
 	for t := range ts.own {
-		if t.Topic == topic {
+		if t.Topic == topic && !ts.owner.taken[t] {
 			out = append(out, t)
 		}
 	}

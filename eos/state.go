@@ -64,7 +64,7 @@ func newTaskStores(specs []graph.Store, taskTopic map[string]string, dir, appID 
 		open: map[state.Task]map[string]*store.Store{}, ready: map[state.Task]bool{},
 		dirty: map[*store.Store]state.Task{}, last: map[*store.Store]*kgo.Record{}, markSeq: map[*store.Store]uint64{},
 		own: map[state.Task]bool{}, assigned: map[state.Task]bool{}, revoked: map[state.Task]bool{},
-		owner: ownership{unconfirmed: map[state.Task]bool{}}}
+		owner: ownership{unconfirmed: map[state.Task]bool{}, taken: map[state.Task]bool{}}}
 	for _, s := range specs {
 		ts.bySource[s.Source] = append(ts.bySource[s.Source], s)
 	}
