@@ -167,12 +167,14 @@ func TestQueryStatusOutsideRun(t *testing.T) {
 	}
 }
 
-// Instances count while two join an idle one and one leaves, and a
-// goroutine per instance queries every key all along
-// (conformance.QueriesDuringRebalance).
+// Instances count while two join and one leaves, records arriving all
+// along, and per instance goroutines query every key and read ranges
+// (conformance.QueriesDuringRebalance), under both group protocols.
 func TestQueryDuringRebalance(t *testing.T) {
 	for _, e := range []state.Engine{state.Memory(), pebble.New()} {
-		t.Run(e.String(), func(t *testing.T) { conformance.QueriesDuringRebalance(t, kafkatest.Fake(t), e) })
+		for _, gp := range []config.GroupProtocol{config.GroupProtocolClassic, config.GroupProtocolConsumer} {
+			t.Run(e.String()+"/"+string(gp), func(t *testing.T) { conformance.QueriesDuringRebalance(t, kafkatest.Fake(t), e, gp) })
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ type answers struct {
 	absent  int
 	status  map[string]int // per sentinel
 	unknown []error
+	ranged  int // values that came from a Range or Prefix
 }
 
 func newAnswers() *answers {
@@ -107,4 +108,53 @@ func queryAll(t *testing.T, who string, r *eos.Runner, keys []string, stop <-cha
 		}
 	}()
 	return func() { <-done }
+}
+
+// rangeAll reads every entry of r's store with Range, and every key's
+// entries with Prefix, over and over until stop closes, into the shared
+// tally: an entry counts as answered between the read's start and the
+// moment it was yielded.
+func rangeAll(t *testing.T, who string, r *eos.Runner, keys []string, stop <-chan struct{}, into *answers) func() {
+	q, err := r.Query("counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond): // leave the pipeline some CPU
+			}
+			start := time.Now()
+			seq, what := q.Range(context.Background(), nil, nil), who+" range"
+			if i%2 == 1 {
+				seq, what = q.Prefix(context.Background(), []byte(keys[i/2%len(keys)])), who+" prefix"
+			}
+			for e, err := range seq {
+				var v int64
+				if err == nil {
+					if v, err = codec.Int64().Decode(e.Value); err != nil {
+						into.note(string(e.Key), answer{}, false, err)
+						break
+					}
+				}
+				into.noteRange(string(e.Key), answer{start: start, end: time.Now(), value: v, who: what}, err)
+			}
+		}
+	}()
+	return func() { <-done }
+}
+
+// noteRange is note for an entry of a Range or Prefix, or the error that
+// ended one.
+func (a *answers) noteRange(key string, ans answer, err error) {
+	a.note(key, ans, err == nil, err)
+	if err == nil {
+		a.mu.Lock()
+		a.ranged++
+		a.mu.Unlock()
+	}
 }
