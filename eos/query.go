@@ -22,7 +22,10 @@ import (
 // never a batch still open, and only the tasks this Runner owns whose
 // stores have caught up with their changelogs; for any other partition it
 // answers with a *QueryError (ErrNotOwner, ErrRestoring, ErrStopped)
-// rather than with data that may be stale. Safe for concurrent use while
+// rather than with data that may be stale, within one bound: a partition
+// a revoke that franz-go's transact session swallowed took is noticed at
+// the next check of the group, between batches or at the next idle poll
+// (docs/state.md, "The bound"). Safe for concurrent use while
 // Run runs; with workers > 1 each key is read from the worker that owns
 // its partition.
 type StoreQuery struct {
