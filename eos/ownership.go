@@ -47,6 +47,37 @@ type groupView struct {
 // describeTimeout bounds describing the group between batches.
 const describeTimeout = 5 * time.Second
 
+// genWatchEvery is how often watchGeneration looks at the client's
+// generation.
+const genWatchEvery = 250 * time.Millisecond
+
+// watchGeneration ends the batch loop's idle poll whenever the client's
+// group generation changed or a check of the group is due and has not
+// settled, so that an idle instance checks the tasks it owns against the
+// group (syncState) within genWatchEvery rather than at its next idle
+// check: a revoke franz-go's transact session swallows comes with no
+// callback to wake it. metadata is the client's GroupMetadata. stop ends
+// the watch and waits for it.
+func (r *Runner) watchGeneration(metadata func() (string, int32)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(genWatchEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			if _, gen := metadata(); r.state.checkDue(gen) {
+				r.idleWake.wake()
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
 // syncState applies the rebalances noted since the last batch, first
 // checking the tasks owned against the group when its generation changed
 // or the last check did not settle (see reconcile).

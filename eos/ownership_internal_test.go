@@ -2,7 +2,9 @@ package eos
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
@@ -229,5 +231,43 @@ func TestGroupView(t *testing.T) {
 				t.Fatalf("holder of 1 = %q, want b", h)
 			}
 		})
+	}
+}
+
+// The batch loop's idle poll is woken when the client's generation
+// changes, and not while the group was checked at the generation it has:
+// an idle instance checks the group at once, not at its next idle check.
+func TestWatchGenerationWakesIdlePoll(t *testing.T) {
+	r := &Runner{state: ownedTaskStores(t)}
+	var gen atomic.Int32
+	gen.Store(1)
+	r.state.assign(map[string][]int32{"in": {0}})
+	r.state.reconcile(1, viewOf(0))
+	stop := r.watchGeneration(func() (string, int32) { return "m", gen.Load() })
+	defer stop()
+	woken := func() bool {
+		r.idleWake.mu.Lock()
+		defer r.idleWake.mu.Unlock()
+		w := r.idleWake.woken
+		r.idleWake.woken = false
+		return w
+	}
+	time.Sleep(3 * genWatchEvery)
+	if woken() {
+		t.Fatal("woken with the group checked at the client's generation")
+	}
+	gen.Store(2)
+	deadline := time.Now().Add(2 * time.Second)
+	for !woken() {
+		if time.Now().After(deadline) {
+			t.Fatal("not woken 2s after the generation changed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.state.reconcile(2, viewOf(0))
+	woken()
+	time.Sleep(3 * genWatchEvery)
+	if woken() {
+		t.Fatal("woken again after the group was checked at the new generation")
 	}
 }

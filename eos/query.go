@@ -24,8 +24,8 @@ import (
 // answers with a *QueryError (ErrNotOwner, ErrRestoring, ErrStopped)
 // rather than with data that may be stale, within one bound: a partition
 // a revoke that franz-go's transact session swallowed took is noticed at
-// the next check of the group, between batches or at the next idle poll
-// (docs/state.md, "The bound"). Safe for concurrent use while
+// the next check of the group, when the batch under way ends or, on an
+// idle instance, within a quarter second (docs/state.md, "The bound"). Safe for concurrent use while
 // Run runs; with workers > 1 each key is read from the worker that owns
 // its partition.
 type StoreQuery struct {

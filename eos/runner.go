@@ -356,7 +356,12 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 		}
 		r.contexts.reset(ctx)
 		r.health.client.Store(s.client())
+		stopWatch := func() {}
+		if r.state != nil {
+			stopWatch = r.watchGeneration(s.client().GroupMetadata)
+		}
 		progressed, err := r.loop.consume(ctx, s)
+		stopWatch()
 		id, _ := s.client().GroupMetadata()
 		r.members.note(id) // whether it committed or not: see leaveConsumerGroup
 		if r.state != nil {

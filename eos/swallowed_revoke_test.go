@@ -21,10 +21,11 @@ import (
 )
 
 // swallowedBound is what docs/state.md promises for a revoke franz-go's
-// transact session swallows on an idle instance: it is noticed at the
-// next idle poll after the generation changed (the idle check, 5s), with
-// one description of the group (here, on the embedded broker, at once).
-const swallowedBound = 5*time.Second + time.Second
+// transact session swallows on an idle instance: it is noticed within a
+// quarter second of the client's generation changing, plus one
+// description of the group (on the embedded broker, at once), with room
+// for a loaded machine.
+const swallowedBound = 2 * time.Second
 
 // TestQueriesStopAfterSwallowedRevoke: franz-go's transact session passes
 // on only the first revoke after an End, so an idle instance that a second
