@@ -22,6 +22,9 @@ type ownership struct {
 	gen     int32 // the generation last seen; genSeen false: none yet
 	genSeen bool
 	checked bool // the group was described at gen and settled what is owned
+	// round counts the times every owned task was unconfirmed: a view
+	// of the group described before the latest is not applied.
+	round uint64
 	// unconfirmed are owned tasks the group has not listed as this
 	// member's since the generation changed: they are not served.
 	unconfirmed map[state.Task]bool
@@ -51,13 +54,15 @@ const describeTimeout = 5 * time.Second
 // generation.
 const genWatchEvery = 250 * time.Millisecond
 
-// watchGeneration ends the batch loop's idle poll whenever the client's
-// group generation changed or a check of the group is due and has not
-// settled, so that an idle instance checks the tasks it owns against the
-// group (syncState) within genWatchEvery rather than at its next idle
-// check: a revoke franz-go's transact session swallows comes with no
-// callback to wake it. metadata is the client's GroupMetadata. stop ends
-// the watch and waits for it.
+// watchGeneration stops serving the owned tasks as soon as the client's
+// group generation changes, until the group confirms them (see
+// newGeneration), and ends the batch loop's idle poll whenever a check
+// of the group is due, so that an idle instance checks the tasks it owns
+// (syncState) within genWatchEvery rather than at its next idle check. A
+// revoke franz-go's transact session swallows comes with no callback,
+// and on a busy instance the batch loop checks only between batches.
+// metadata is the client's GroupMetadata. stop ends the watch and waits
+// for it.
 func (r *Runner) watchGeneration(metadata func() (string, int32)) (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -70,7 +75,9 @@ func (r *Runner) watchGeneration(metadata func() (string, int32)) (stop func()) 
 				return
 			case <-tick.C:
 			}
-			if _, gen := metadata(); r.state.checkDue(gen) {
+			_, gen := metadata()
+			r.state.newGeneration(gen)
+			if r.state.checkDue(gen) {
 				r.idleWake.wake()
 			}
 		}
@@ -85,7 +92,8 @@ func (l *streamLoop) syncState(s session) {
 	cl := s.client()
 	member, gen := cl.GroupMetadata()
 	if l.state.checkDue(gen) {
-		l.state.reconcile(gen, l.viewGroup(cl, member, gen))
+		round := l.state.newGeneration(gen)
+		l.state.confirm(round, l.viewGroup(cl, member, gen))
 	}
 	l.state.sync()
 }
@@ -138,22 +146,55 @@ func (ts *taskStores) checkDue(gen int32) bool {
 }
 
 // reconcile checks the tasks owned against v, the group described at
-// generation gen, whatever the callbacks passed on. At a new generation
-// every owned task stops being served; a settled view then serves again
-// those it lists as this member's (once caught up) and marks the others
-// taken. A task assigned since the last sync that the view does not list
-// yet waits for the next check.
+// generation gen (newGeneration, then confirm).
 func (ts *taskStores) reconcile(gen int32, v groupView) {
+	ts.confirm(ts.newGeneration(gen), v)
+}
+
+// newGeneration notes the client's generation gen: when it changed, every
+// owned task stops being served until confirm finds it listed as this
+// member's. It returns the round to confirm. The generation watch calls
+// it from its own goroutine, so a busy instance stops serving at once
+// rather than when the batch under way ends.
+func (ts *taskStores) newGeneration(gen int32) (round uint64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if !ts.owner.genSeen || gen != ts.owner.gen {
-		ts.owner.gen, ts.owner.genSeen, ts.owner.checked = gen, true, false
-		for t := range ts.own {
-			ts.owner.unconfirmed[t] = true
-			ts.serve.drop(t)
-		}
+		ts.unconfirmAll(gen)
 	}
-	if !v.settled {
+	return ts.owner.round
+}
+
+// newAssignment is newGeneration for an assignment the client just took,
+// whether or not its generation changed: under the consumer protocol a
+// member told to give partitions up keeps its epoch until it has.
+func (ts *taskStores) newAssignment(gen int32) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.unconfirmAll(gen)
+}
+
+// unconfirmAll stops serving every owned task until the group, described
+// after this, lists it as this member's; ts.mu is held.
+func (ts *taskStores) unconfirmAll(gen int32) {
+	ts.owner.gen, ts.owner.genSeen, ts.owner.checked = gen, true, false
+	ts.owner.round++
+	for t := range ts.own {
+		ts.owner.unconfirmed[t] = true
+		ts.serve.drop(t)
+	}
+}
+
+// confirm applies v, the group described since round began: a settled
+// view serves again the tasks it lists as this member's (once caught
+// up) and marks the others taken. A task assigned since the last sync
+// that the view does not list yet waits for the next check. A view of a
+// round since overtaken (a new generation or assignment seen while the
+// group was described) is dropped: the check is due again.
+func (ts *taskStores) confirm(round uint64, v groupView) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if round != ts.owner.round || !v.settled {
 		return
 	}
 	ts.owner.checked = true
@@ -189,6 +230,7 @@ func (ts *taskStores) holder(t state.Task) string {
 func (ts *taskStores) forgetOwnership(t *state.Task) {
 	if t == nil {
 		ts.owner.genSeen, ts.owner.checked = false, false
+		ts.owner.round++
 		clear(ts.owner.unconfirmed)
 		clear(ts.owner.taken)
 		ts.owner.holders = nil

@@ -22,12 +22,12 @@ import (
 // never a batch still open, and only the tasks this Runner owns whose
 // stores have caught up with their changelogs; for any other partition it
 // answers with a *QueryError (ErrNotOwner, ErrRestoring, ErrStopped)
-// rather than with data that may be stale, within one bound: a partition
-// a revoke that franz-go's transact session swallowed took is noticed at
-// the next check of the group, when the batch under way ends or, on an
-// idle instance, within a quarter second (docs/state.md, "The bound"). Safe for concurrent use while
-// Run runs; with workers > 1 each key is read from the worker that owns
-// its partition.
+// rather than with data that may be stale: a revoke that franz-go's
+// transact session swallowed stops reads when the client takes its new
+// assignment, under the consumer protocol possibly a moment after the
+// partition moved (docs/state.md, "The bound"). Safe for concurrent use
+// while Run runs; with workers > 1 each key is read from the worker that
+// owns its partition.
 type StoreQuery struct {
 	r    *Runner
 	spec graph.Store

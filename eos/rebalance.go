@@ -17,6 +17,12 @@ func (r *Runner) onAssigned(ctx context.Context, cl *kgo.Client, got map[string]
 	r.contexts.assign(ctx, cl, got)
 	r.health.assign(got)
 	if r.state != nil {
+		// franz-go calls this after every join (and, under the consumer
+		// protocol, every new assignment), also when a revoke before it
+		// was swallowed: the tasks kept wait for the group to confirm
+		// them, before the partitions given up can move on.
+		_, gen := cl.GroupMetadata()
+		r.state.newAssignment(gen)
 		r.state.assign(got)
 		// New tasks' wall-clock timers are due from now: an idle poll
 		// would otherwise keep them waiting until it ends.
