@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,7 +181,10 @@ func TestQueryDuringRebalance(t *testing.T) {
 
 // With workers > 1 a query reads each key from the worker that owns its
 // partition, and Range and Prefix read every worker's partitions: every
-// key reads its count, and the ranges hold each key once.
+// key reads its count, Locate names the process's instance_id (a
+// worker's suffix removed), and the ranges hold each key once. With
+// metrics_serve_queries the process's metrics_addr answers every key,
+// whichever worker holds it.
 func TestQueryWorkers(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 6, "in", "out")
@@ -188,6 +192,7 @@ func TestQueryWorkers(t *testing.T) {
 	conformance.SeedRange(t, env, "in", 0, n)
 	cfg := env.Config("app", "pod", config.ExactlyOnce)
 	cfg.Workers = 2
+	cfg.MetricsAddr, cfg.MetricsServeQueries = "127.0.0.1:0", true
 	x := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
 	waitWorkersAssigned(t, env, cfg, 2)
 	x.WaitCommitted(t, n, 90*time.Second)
@@ -211,10 +216,14 @@ func TestQueryWorkers(t *testing.T) {
 			}
 		}
 		loc, err := q.Locate(context.Background(), []byte(k))
-		if err != nil || !loc.Owned {
-			t.Fatalf("key %s: %+v %v, want owned by a worker", k, loc, err)
+		if err != nil || !loc.Owned || loc.Instance != "pod" {
+			t.Fatalf("key %s: %+v %v, want owned by a worker, instance pod", k, loc, err)
 		}
 		workers[loc.Worker] = true
+		code, r := getKey(t, "http://"+x.R.MetricsAddr(), "counts", k)
+		if code != http.StatusOK || len(r.Value) != 8 || int64(binary.BigEndian.Uint64(r.Value)) != c || r.Instance != "pod" {
+			t.Fatalf("GET key %s on metrics_addr: %d %+v, want 200 with count %d, instance pod", k, code, r, c)
+		}
 	}
 	if len(workers) != 2 {
 		t.Fatalf("keys were read from workers %v, want both", workers)
@@ -242,4 +251,26 @@ func TestQueryWorkers(t *testing.T) {
 	if prefixed != 11 { // k1, k10 … k19
 		t.Fatalf("prefix k1: %d keys, want 11", prefixed)
 	}
+
+	// Another process with workers: its members' group.instance.ids carry
+	// a worker suffix, which Locate removes.
+	ocfg := cfg
+	ocfg.InstanceID, ocfg.MetricsAddr, ocfg.MetricsServeQueries = "pod2", "", false
+	conformance.Start(t, ocfg, conformance.CountTopology("in", "out", state.Memory()))
+	waitWorkersAssigned(t, env, ocfg, 2)
+	conformance.Until(t, 30*time.Second, "Locate naming pod2 for a key it holds", func() bool {
+		for k := range want {
+			loc, err := q.Locate(context.Background(), []byte(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !loc.Owned && loc.Instance != "" {
+				if loc.Instance != "pod2" {
+					t.Fatalf("key %s: Locate names %q, want pod2", k, loc.Instance)
+				}
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -72,7 +72,9 @@ func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (
 	}
 	for i := range n {
 		wc := cfg.ForWorker(i)
-		wc.MetricsAddr = "" // served once, by the parent, for all of them
+		// Served once, by the parent, for all of them: its QueryHandler
+		// reads every worker's stores.
+		wc.MetricsAddr, wc.MetricsServeQueries = "", false
 		wopts := append(copyOpts(opts), Logger(base.With(zap.Int("worker", i), zap.String("instance_id", wc.InstanceID))))
 		if reg != nil {
 			wopts = append(wopts, Metrics(reg))
