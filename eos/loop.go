@@ -57,6 +57,7 @@ type streamLoop struct {
 	// flaggedAtEnd is contexts.revokes when the last End began: a batch
 	// begun since is doomed by any revoke counted after it (see onRevoked).
 	flaggedAtEnd int64
+	unsettled    unsettledGroup // checks of the group that did not settle, for the log
 }
 
 // newStreamLoop is r's loop, over r's services.

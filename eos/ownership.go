@@ -2,12 +2,14 @@ package eos
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // ownership is what taskStores keeps to check its view of the tasks it
@@ -45,6 +47,7 @@ type groupView struct {
 	settled bool
 	mine    map[state.Task]bool   // the tasks listed as this member's
 	holders map[state.Task]string // every listed task's member's group.instance.id
+	why     error                 // not settled: the describe's error, or what the coordinator said
 }
 
 // describeTimeout bounds describing the group between batches.
@@ -93,9 +96,48 @@ func (l *streamLoop) syncState(s session) {
 	member, gen := cl.GroupMetadata()
 	if l.state.checkDue(gen) {
 		round := l.state.newGeneration(gen)
-		l.state.confirm(round, l.viewGroup(cl, member, gen))
+		v := l.viewGroup(cl, member, gen)
+		l.state.confirm(round, v)
+		l.unsettled.note(time.Now(), v, gen, l.cfg.AppID, l.log)
 	}
 	l.state.sync()
+}
+
+// unsettledWarnAfter is how long a check of the group may stay unsettled
+// before the log says so; unsettledWarnEvery spaces the warnings after.
+const (
+	unsettledWarnAfter = 5 * time.Second
+	unsettledWarnEvery = 30 * time.Second
+)
+
+// unsettledGroup tracks checks of the group that did not settle: while
+// they do not, every owned task answers queries with ErrAwaitingGroup,
+// which an operator can only tell from the log.
+type unsettledGroup struct {
+	since, warned time.Time // zero: settled; zero warned: not logged yet
+}
+
+// note records a check at now that saw v, logging a warning once the
+// checks have not settled for unsettledWarnAfter, then at most every
+// unsettledWarnEvery, and when they settle again after one.
+func (u *unsettledGroup) note(now time.Time, v groupView, gen int32, group string, log *zap.Logger) {
+	switch {
+	case v.settled:
+		if !u.warned.IsZero() {
+			log.Info("the group's coordinator confirmed this member's assignment; its partitions answer queries again once caught up",
+				zap.String("group", group), zap.Int32("generation", gen), zap.Duration("unsettled_for", now.Sub(u.since).Round(time.Second)))
+		}
+		*u = unsettledGroup{}
+		return
+	case u.since.IsZero():
+		u.since = now
+		return
+	case now.Sub(u.since) < unsettledWarnAfter, !u.warned.IsZero() && now.Sub(u.warned) < unsettledWarnEvery:
+		return
+	}
+	u.warned = now
+	log.Warn("the group's coordinator has not confirmed this member's assignment; queries of its partitions answer ErrAwaitingGroup (restoring) until it does: check the brokers and the group with `eosctl group lag "+group+"`",
+		zap.String("group", group), zap.Int32("generation", gen), zap.Duration("unsettled_for", now.Sub(u.since).Round(time.Second)), zap.Error(v.why))
 }
 
 // viewGroup describes the group for member at generation gen; not
@@ -105,14 +147,15 @@ func (l *streamLoop) viewGroup(cl *kgo.Client, member string, gen int32) groupVi
 	defer cancel()
 	g, err := kafkautil.DescribeGroup(ctx, cl, l.cfg.AppID)
 	if err != nil {
-		return groupView{}
+		return groupView{why: fmt.Errorf("describing the group: %w", err)}
 	}
 	return l.state.view(g, member, gen)
 }
 
 // view is g seen from member at generation gen.
 func (ts *taskStores) view(g kafkautil.Group, member string, gen int32) groupView {
-	v := groupView{mine: map[state.Task]bool{}, holders: map[state.Task]string{}}
+	v := groupView{mine: map[state.Task]bool{}, holders: map[state.Task]string{},
+		why: fmt.Errorf("the coordinator does not list member %s", member)}
 	for _, m := range g.Members {
 		for topic, parts := range m.Assigned {
 			for _, p := range parts {
@@ -129,9 +172,14 @@ func (ts *taskStores) view(g kafkautil.Group, member string, gen int32) groupVie
 		switch g.Protocol {
 		case config.GroupProtocolConsumer:
 			v.settled = m.Epoch == gen
+			v.why = fmt.Errorf("the coordinator lists this member at epoch %d, the client is at %d", m.Epoch, gen)
 		default:
 			v.settled = g.State == "Stable"
+			v.why = fmt.Errorf("the group is %s, not Stable", g.State)
 		}
+	}
+	if v.settled {
+		v.why = nil
 	}
 	return v
 }

@@ -2,6 +2,8 @@ package eos
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/eosflow/eosflow/internal/store"
 	"github.com/eosflow/eosflow/state"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // ownedTaskStores is a taskStores with one store, "counts", on topic in.
@@ -218,8 +222,8 @@ func TestGroupView(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			v := ts.view(tt.g, "m1", tt.gen)
-			if v.settled != tt.settled {
-				t.Fatalf("settled %v, want %v", v.settled, tt.settled)
+			if v.settled != tt.settled || (v.why == nil) != tt.settled {
+				t.Fatalf("settled %v (why %v), want %v, and why only when not", v.settled, v.why, tt.settled)
 			}
 			if !v.settled {
 				return
@@ -269,5 +273,93 @@ func TestWatchGenerationWakesIdlePoll(t *testing.T) {
 	time.Sleep(3 * genWatchEvery)
 	if woken() {
 		t.Fatal("woken again after the group was checked at the new generation")
+	}
+}
+
+// The generation watch stops serving every owned task as soon as the
+// client's generation changes, from its own goroutine, so a busy batch
+// loop does not delay it; queries then answer ErrAwaitingGroup until a
+// check of the group confirms the task. A new assignment at the same
+// generation does the same, and a view described before it is not
+// applied.
+func TestWatchGenerationStopsServing(t *testing.T) {
+	r := &Runner{state: ownedTaskStores(t)}
+	ts := r.state
+	task := state.Task{Topic: "in", Partition: 0}
+	ts.assign(map[string][]int32{"in": {0}})
+	ts.reconcile(1, viewOf(0))
+	ts.sync()
+	restoreAll(t, ts)
+	checkTask(t, ts, "confirmed", 0, true, true)
+	var gen atomic.Int32
+	gen.Store(1)
+	stop := r.watchGeneration(func() (string, int32) { return "m", gen.Load() })
+	defer stop()
+	gen.Store(2)
+	deadline := time.Now().Add(2 * time.Second)
+	for served(t, ts, task) {
+		if time.Now().After(deadline) {
+			t.Fatal("still served 2s after the generation changed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := ts.restoring(task); !errors.Is(err, ErrAwaitingGroup) || !errors.Is(err, ErrRestoring) {
+		t.Fatalf("restoring = %v, want ErrAwaitingGroup, an ErrRestoring", err)
+	}
+	ts.reconcile(2, viewOf(0))
+	checkTask(t, ts, "confirmed at the new generation", 0, true, true)
+
+	round := ts.newGeneration(2)
+	ts.newAssignment(2) // a revoke at the same epoch, while the group was described
+	ts.confirm(round, viewOf(0))
+	checkTask(t, ts, "a view from before the new assignment", 0, true, false)
+	if !ts.checkDue(2) {
+		t.Fatal("no check due after a view was dropped")
+	}
+	ts.reconcile(2, viewOf(0))
+	checkTask(t, ts, "confirmed after the new assignment", 0, true, true)
+	if err := ts.restoring(state.Task{Topic: "in", Partition: 3}); err != nil {
+		t.Fatalf("restoring of a task not owned = %v, want nil", err)
+	}
+}
+
+// A check of the group that does not settle is logged once it has not
+// for unsettledWarnAfter, with the group and why, then at most every
+// unsettledWarnEvery, and its settling after a warning is logged too.
+func TestUnsettledGroupWarns(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	log := zap.New(core)
+	var u unsettledGroup
+	t0 := time.Now()
+	failing := groupView{why: errors.New("describing the group: coordinator not available")}
+	for _, step := range []struct {
+		at   time.Duration
+		v    groupView
+		want string // the level logged, "" for nothing
+	}{
+		{0, failing, ""},
+		{unsettledWarnAfter / 2, failing, ""},
+		{unsettledWarnAfter, failing, "warn"},
+		{unsettledWarnAfter + unsettledWarnEvery/2, failing, ""},
+		{unsettledWarnAfter + unsettledWarnEvery, failing, "warn"},
+		{unsettledWarnAfter + unsettledWarnEvery + time.Second, groupView{settled: true}, "info"},
+		{unsettledWarnAfter + unsettledWarnEvery + 2*time.Second, failing, ""},
+		{unsettledWarnAfter + unsettledWarnEvery + 3*time.Second, failing, ""},
+		{unsettledWarnAfter + unsettledWarnEvery + 4*time.Second, groupView{settled: true}, ""},
+	} {
+		u.note(t0.Add(step.at), step.v, 3, "app", log)
+		got := logs.TakeAll()
+		switch {
+		case step.want == "" && len(got) > 0:
+			t.Fatalf("at %s: logged %q", step.at, got[0].Message)
+		case step.want == "":
+		case len(got) != 1 || got[0].Level.String() != step.want:
+			t.Fatalf("at %s: logged %v, want one %s", step.at, got, step.want)
+		case step.want == "warn":
+			f := got[0].ContextMap()
+			if f["group"] != "app" || !strings.Contains(fmt.Sprint(f["error"]), "coordinator not available") || !strings.Contains(got[0].Message, "ErrAwaitingGroup") {
+				t.Fatalf("at %s: warning %q %v, want the group, the error and ErrAwaitingGroup", step.at, got[0].Message, f)
+			}
+		}
 	}
 }

@@ -115,7 +115,7 @@ func (q *StoreQuery) Locate(ctx context.Context, key []byte) (KeyLocation, error
 	n, err := q.r.queryParts.count(ctx, q.r.queried(), q.spec.Source)
 	if errors.Is(err, ErrStopped) {
 		// Running but not connected yet is starting: as good as restoring.
-		return KeyLocation{}, q.status(-1, q.r.isRunning(), true)
+		return KeyLocation{}, q.status(-1, q.r.isRunning(), ErrRestoring)
 	}
 	if err != nil {
 		return KeyLocation{}, err
@@ -172,7 +172,8 @@ func (q *StoreQuery) getAt(loc KeyLocation, key []byte) (value []byte, found boo
 // read calls fn with the store of task t from the worker that serves it,
 // or returns why none can.
 func (q *StoreQuery) read(t state.Task, fn func(*store.Store) error) error {
-	running, restoring := false, false
+	running := false
+	var restoring error
 	for _, w := range q.r.queried() {
 		if w.state == nil || !w.health.running.Load() {
 			continue
@@ -182,19 +183,22 @@ func (q *StoreQuery) read(t state.Task, fn func(*store.Store) error) error {
 		if !errors.Is(err, errNotServing) {
 			return err
 		}
-		restoring = restoring || w.state.owns(t)
+		if restoring == nil {
+			restoring = w.state.restoring(t)
+		}
 	}
 	return q.status(t.Partition, running, restoring)
 }
 
-// status is the *QueryError for a partition no worker could read.
-func (q *StoreQuery) status(p int32, running, restoring bool) error {
+// status is the *QueryError for a partition no worker could read:
+// restoring is why an owner could not (nil: none owns it).
+func (q *StoreQuery) status(p int32, running bool, restoring error) error {
 	why := ErrNotOwner
 	switch {
 	case !running:
 		why = ErrStopped
-	case restoring:
-		why = ErrRestoring
+	case restoring != nil:
+		why = restoring
 	}
 	return &QueryError{Store: q.spec.Name, Topic: q.spec.Source, Partition: p, Err: why}
 }
@@ -255,13 +259,13 @@ func (q *StoreQuery) tasks() ([]state.Task, error) {
 		served := w.state.serve.served(q.spec.Source)
 		for _, t := range w.state.ownedTasks(q.spec.Source) {
 			if !slices.Contains(served, t) {
-				return nil, q.status(t.Partition, true, true)
+				return nil, q.status(t.Partition, true, w.state.restoring(t))
 			}
 		}
 		out = append(out, served...)
 	}
 	if !running {
-		return nil, q.status(-1, false, false)
+		return nil, q.status(-1, false, nil)
 	}
 	slices.SortFunc(out, func(a, b state.Task) int { return int(a.Partition - b.Partition) })
 	return out, nil

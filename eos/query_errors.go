@@ -15,6 +15,14 @@ var ErrNotOwner = errors.New("eos: partition not owned here")
 // or a batch that aborted): ask again shortly.
 var ErrRestoring = errors.New("eos: store restoring")
 
+// ErrAwaitingGroup is the ErrRestoring of a partition this Runner owns
+// whose assignment the group's coordinator has not confirmed since it
+// changed (see docs/state.md, "The bound"): errors.Is matches it against
+// ErrRestoring too. It lasts until the batch under way ends and the
+// group, described, lists the partition as this member's; the log warns
+// when the group does not settle for seconds.
+var ErrAwaitingGroup = fmt.Errorf("%w: waiting for the group coordinator to confirm the assignment", ErrRestoring)
+
 // ErrStopped means Run is not running (not started yet, or returned), so
 // this Runner owns no partitions and its stores are closed.
 var ErrStopped = errors.New("eos: runner not running")
@@ -29,7 +37,7 @@ type QueryError struct {
 	Store     string
 	Topic     string // the store's source topic, whose partitions are its tasks
 	Partition int32  // the partition asked about; -1 for a whole-store read
-	Err       error  // ErrNotOwner, ErrRestoring or ErrStopped
+	Err       error  // ErrNotOwner, ErrRestoring (or ErrAwaitingGroup) or ErrStopped
 }
 
 // Error names the store, the partition and what to do.
@@ -42,6 +50,8 @@ func (e *QueryError) Error() string {
 	switch {
 	case errors.Is(e.Err, ErrNotOwner):
 		hint = "; ask the instance that owns it"
+	case errors.Is(e.Err, ErrAwaitingGroup):
+		hint = "; retry once the group has settled"
 	case errors.Is(e.Err, ErrRestoring):
 		hint = "; retry once the store has caught up"
 	case errors.Is(e.Err, ErrStopped):

@@ -108,3 +108,18 @@ func (ts *taskStores) ownedTasks(topic string) []state.Task {
 	}
 	return out
 }
+
+// restoring is why owned task t is not served: ErrAwaitingGroup while
+// the group has not confirmed it since the assignment changed, else
+// ErrRestoring; nil when t is not owned here.
+func (ts *taskStores) restoring(t state.Task) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	switch {
+	case !ts.own[t] || ts.owner.taken[t]:
+		return nil
+	case ts.owner.unconfirmed[t]:
+		return ErrAwaitingGroup
+	}
+	return ErrRestoring
+}
