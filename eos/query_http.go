@@ -45,14 +45,54 @@ const hopParam = "hop"
 
 // QueryHandler serves GET /stores/{store}/keys/{key}, a key's committed
 // value in a state store as JSON (see StoreQuery and docs/state.md); the
-// key is the path segment, URL-escaped. Any caller that reaches it reads
-// any key, so nothing serves it unless a program mounts it itself, on a
-// listener its callers may use, or sets metrics_serve_queries to serve
-// it on metrics_addr beside /metrics.
+// key is the path segment, URL-escaped, with a key "." or ".." sent as
+// %2E or %2E%2E (see PathSegment). Any other request under /stores/ is
+// answered with a JSON error naming the path and method expected. Any
+// caller that reaches it reads any key, so nothing serves it unless a
+// program mounts it itself, on a listener its callers may use, or sets
+// metrics_serve_queries to serve it on metrics_addr beside /metrics.
 func (r *Runner) QueryHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /stores/{store}/keys/{key}", r.serveKey)
+	mux.HandleFunc("/stores/", serveWrongRoute)
 	return mux
+}
+
+// PathSegment escapes s as one segment of a URL path, as QueryHandler
+// expects a store name or key: url.PathEscape, and "." and ".." as %2E
+// and %2E%2E, which url.PathEscape leaves as they are and HTTP clients
+// and servers would take as the current and parent directory.
+func PathSegment(s string) string {
+	switch s {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	}
+	return url.PathEscape(s)
+}
+
+// routeError is the JSON body of a request QueryHandler has no route for.
+type routeError struct {
+	Status string `json:"status"` // "not_found" or "method_not_allowed"
+	Error  string `json:"error"`
+}
+
+// expectedRoute says what QueryHandler answers.
+const expectedRoute = "QueryHandler answers GET /stores/{store}/keys/{key}, the store name and key each one URL-escaped path segment (a key \".\" or \"..\" as %2E or %2E%2E)"
+
+// serveWrongRoute answers a request under /stores/ that is not a GET of
+// a key: 405 for a key's path with another method, else 404, in JSON
+// like every other answer, naming the route there is.
+func serveWrongRoute(w http.ResponseWriter, req *http.Request) {
+	code, ans := http.StatusNotFound, routeError{Status: "not_found", Error: "no such path: " + req.URL.EscapedPath() + "; " + expectedRoute}
+	if parts := strings.Split(strings.TrimPrefix(req.URL.EscapedPath(), "/stores/"), "/"); len(parts) == 3 && parts[1] == "keys" && parts[0] != "" && parts[2] != "" {
+		code, ans = http.StatusMethodNotAllowed, routeError{Status: "method_not_allowed", Error: "method " + req.Method + " not allowed; " + expectedRoute}
+		w.Header().Set("Allow", "GET, HEAD")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(ans)
 }
 
 // serveKey answers GET /stores/{store}/keys/{key} with the key's committed
@@ -112,8 +152,8 @@ func (r *Runner) peerURL(req *http.Request, store string, key []byte, loc KeyLoc
 	if !ok {
 		return "", false
 	}
-	return strings.TrimSuffix(base, "/") + "/stores/" + url.PathEscape(store) + "/keys/" +
-		url.PathEscape(string(key)) + "?" + hopParam + "=1", true
+	return strings.TrimSuffix(base, "/") + "/stores/" + PathSegment(store) + "/keys/" +
+		PathSegment(string(key)) + "?" + hopParam + "=1", true
 }
 
 // keyError is the status code, status and error text that answer err. An

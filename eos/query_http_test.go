@@ -31,10 +31,11 @@ type keyReply struct {
 // noRedirects shows a redirect instead of following it.
 var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
-// getKey asks base for key of store, URL-escaped, following redirects.
+// getKey asks base for key of store, escaped as eos.PathSegment does,
+// following redirects.
 func getKey(t *testing.T, base, store, key string) (int, keyReply) {
 	t.Helper()
-	code, r, _ := getURL(t, http.DefaultClient, base+"/stores/"+store+"/keys/"+url.PathEscape(key))
+	code, r, _ := getURL(t, http.DefaultClient, base+"/stores/"+store+"/keys/"+eos.PathSegment(key))
 	return code, r
 }
 
@@ -62,18 +63,21 @@ const binaryKey = "\xff\x00/ %k?"
 // QueryHandler answers a key's committed value with its partition
 // (200), an absent key and an unknown store (404), a key whose partition
 // another instance owns (421, naming it), and a stopped Runner (503). A
-// key is URL-escaped in the path and comes back byte for byte.
+// key is URL-escaped in the path (the keys "." and ".." as %2E and
+// %2E%2E) and comes back byte for byte.
 func TestQueryHTTP(t *testing.T) {
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 4, "in", "out")
 	const n = 400
 	conformance.SeedRange(t, env, "in", 0, n)
-	produceInKey(t, env, binaryKey)
+	for _, k := range []string{binaryKey, ".", ".."} {
+		produceInKey(t, env, k)
+	}
 	cfg := env.Config("app", "a", config.ExactlyOnce)
 	a := conformance.Start(t, cfg, conformance.CountTopology("in", "out", state.Memory()))
 	srv := httptest.NewServer(a.R.QueryHandler())
 	defer srv.Close()
-	a.WaitCommitted(t, n+1, 60*time.Second)
+	a.WaitCommitted(t, n+3, 60*time.Second)
 	// Handler, which metrics_addr serves by default, never answers store contents.
 	plain := httptest.NewServer(a.R.Handler())
 	defer plain.Close()
@@ -85,7 +89,7 @@ func TestQueryHTTP(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("Handler answered GET /stores/counts/keys/k1 with %d, want 404: store contents are QueryHandler's", resp.StatusCode)
 	}
-	want := map[string]int64{binaryKey: 1}
+	want := map[string]int64{binaryKey: 1, ".": 1, "..": 1}
 	for i := range n {
 		want[string(verdict.Key(i, conformance.SeedKeys))]++
 	}
