@@ -107,7 +107,8 @@ func (r *Runner) queried() []*Runner {
 // keyed like it are given (Kafka's murmur2 of the key, as the Java client
 // and franz-go compute it; the runtime partitions repartition topics so),
 // whether this Runner owns it, and which instance holds it. It asks the
-// brokers for the source topic's partition count at most once a minute.
+// brokers for the source topic's partition count at most once a minute,
+// and after they failed to answer at most every 5 seconds.
 // A store whose keys are not its input records' keys (a windowed store, a
 // Process node's own keys) has no such mapping: read it with Range
 // instead.

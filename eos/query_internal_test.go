@@ -108,6 +108,56 @@ func TestPartitionCountSingleFlight(t *testing.T) {
 	}
 }
 
+// While the brokers fail to give a partition count, callers do not each
+// start a refresh: a failed attempt counts as asked, and is retried after
+// partitionCountRetry, answering meanwhile with the last count known, or
+// else with the failure.
+func TestPartitionCountFailureRetry(t *testing.T) {
+	var asks atomic.Int32
+	var fail atomic.Bool
+	fail.Store(true)
+	pc := partitionCounts{ask: func(context.Context, []*Runner, string) (int32, error) {
+		asks.Add(1)
+		if fail.Load() {
+			return 0, &unavailableError{errors.New("no broker answered")}
+		}
+		return 6, nil
+	}}
+	ctx := context.Background()
+	var ue *unavailableError
+	for range 5 {
+		if n, err := pc.count(ctx, nil, "in"); n != 0 || !errors.As(err, &ue) {
+			t.Fatalf("no count known, brokers failing: %d %v, want the failure", n, err)
+		}
+	}
+	if n := asks.Load(); n != 1 {
+		t.Fatalf("asked %d times for 5 callers within the retry, want 1", n)
+	}
+	pc.asked["in"] = pc.asked["in"].Add(-partitionCountRetry)
+	if _, err := pc.count(ctx, nil, "in"); !errors.As(err, &ue) || asks.Load() != 2 {
+		t.Fatalf("after the retry interval: %v, asked %d times, want the failure and 2", err, asks.Load())
+	}
+
+	pc.counts["in"] = 4
+	pc.asked["in"] = time.Now().Add(-2 * partitionCountAge)
+	for range 5 {
+		if n, err := pc.count(ctx, nil, "in"); n != 4 || err != nil {
+			t.Fatalf("an old count, brokers failing: %d %v, want 4", n, err)
+		}
+	}
+	if n := asks.Load(); n != 3 {
+		t.Fatalf("asked %d times in all, want 3: one more for an old count", n)
+	}
+	fail.Store(false)
+	pc.asked["in"] = pc.asked["in"].Add(-partitionCountRetry)
+	if n, err := pc.count(ctx, nil, "in"); n != 6 || err != nil || pc.failed["in"] != nil {
+		t.Fatalf("brokers back: %d %v (failed %v), want 6", n, err, pc.failed["in"])
+	}
+	if n, _ := pc.count(ctx, nil, "in"); n != 6 || asks.Load() != 4 {
+		t.Fatalf("a fresh count: %d, asked %d times, want 6 and 4", n, asks.Load())
+	}
+}
+
 // The cursor after a range piece's last key is a new array: writing it
 // must not reach into the spare capacity of the key yielded to the caller.
 func TestKeyAfterOwnArray(t *testing.T) {

@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,15 +12,17 @@ import (
 )
 
 // partitionCounts caches the partition counts of stores' source topics,
-// for Locate, and asks again after partitionCountAge. One refresh per
+// for Locate, and asks again after partitionCountAge, or
+// partitionCountRetry after the brokers failed to answer. One refresh per
 // topic runs at a time, outside the lock, bounded by
 // partitionCountTimeout: meanwhile the last count known answers, and
 // when none is known yet the callers wait for that refresh's answer
-// rather than each asking the brokers.
+// rather than each asking the brokers; until the retry, a failure
+// answers with the last count known, or else with its error.
 type partitionCounts struct {
 	mu     sync.Mutex
 	counts map[string]int32
-	asked  map[string]time.Time
+	asked  map[string]time.Time // the last time the brokers were asked
 	asking map[string]chan struct{} // a refresh under way; closed when it ends
 	failed map[string]error         // why the last refresh failed, for its waiters
 	// ask asks the brokers (askPartitionCount; tests replace it).
@@ -28,6 +31,10 @@ type partitionCounts struct {
 
 // partitionCountAge is how long a partition count is trusted.
 const partitionCountAge = time.Minute
+
+// partitionCountRetry is how soon a partition count the brokers failed
+// to give is asked again: meanwhile callers get no new refresh to wait on.
+const partitionCountRetry = 5 * time.Second
 
 // partitionCountTimeout bounds a refresh of a partition count.
 const partitionCountTimeout = 5 * time.Second
@@ -39,9 +46,19 @@ func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string
 	pc.init()
 	n, known := pc.counts[topic]
 	wait := pc.asking[topic]
-	if known && (wait != nil || time.Since(pc.asked[topic]) < partitionCountAge) {
+	failed := pc.failed[topic]
+	age := partitionCountAge
+	if failed != nil {
+		age = partitionCountRetry
+	}
+	fresh := time.Since(pc.asked[topic]) < age
+	switch {
+	case known && (wait != nil || fresh):
 		pc.mu.Unlock()
 		return n, nil
+	case wait == nil && fresh && failed != nil:
+		pc.mu.Unlock()
+		return 0, failed
 	}
 	if wait != nil {
 		pc.mu.Unlock()
@@ -74,15 +91,18 @@ func (pc *partitionCounts) count(ctx context.Context, rs []*Runner, topic string
 	defer pc.mu.Unlock()
 	delete(pc.asking, topic)
 	close(done)
-	switch {
-	case err == nil:
+	if err == nil {
 		pc.counts[topic], pc.asked[topic] = got, time.Now()
 		delete(pc.failed, topic)
 		return got, nil
-	case known:
-		return n, nil
 	}
 	pc.failed[topic] = err
+	if !errors.Is(err, ErrStopped) { // no client yet: no broker was asked
+		pc.asked[topic] = time.Now()
+	}
+	if known {
+		return n, nil
+	}
 	return 0, err
 }
 
