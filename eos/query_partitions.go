@@ -22,7 +22,7 @@ import (
 type partitionCounts struct {
 	mu     sync.Mutex
 	counts map[string]int32
-	asked  map[string]time.Time // the last time the brokers were asked
+	asked  map[string]time.Time     // the last time the brokers were asked
 	asking map[string]chan struct{} // a refresh under way; closed when it ends
 	failed map[string]error         // why the last refresh failed, for its waiters
 	// ask asks the brokers (askPartitionCount; tests replace it).
