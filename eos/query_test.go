@@ -252,8 +252,14 @@ func TestQueryWorkers(t *testing.T) {
 		t.Fatalf("prefix k1: %d keys, want 11", prefixed)
 	}
 
-	// Another process with workers: its members' group.instance.ids carry
-	// a worker suffix, which Locate removes.
+	locateNamesProcess(t, env, cfg, q, want)
+}
+
+// locateNamesProcess starts another process, pod2, with cfg's workers
+// (their members' group.instance.ids carry a worker suffix) and waits
+// until q's Locate names pod2, suffix removed, for a key of want it holds.
+func locateNamesProcess(t *testing.T, env *kafkatest.Env, cfg config.Config, q *eos.StoreQuery, want map[string]int64) {
+	t.Helper()
 	ocfg := cfg
 	ocfg.InstanceID, ocfg.MetricsAddr, ocfg.MetricsServeQueries = "pod2", "", false
 	conformance.Start(t, ocfg, conformance.CountTopology("in", "out", state.Memory()))
