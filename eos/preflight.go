@@ -97,22 +97,54 @@ func (pc *preflightCheck) run(ctx context.Context, cl *kgo.Client) (*offsetsMirr
 }
 
 // check is one pass of the start-up check, within connect_timeout;
-// answered reports whether some seed broker answered its ping.
+// answered reports whether a seed broker and one of the brokers it
+// advertises answered, so that a later failure is a broker lost, not a
+// broker never reached.
 func (pc *preflightCheck) check(ctx context.Context, cl *kgo.Client) (m *offsetsMirror, answered bool, err error) {
 	pctx, cancel := context.WithTimeout(ctx, pc.cfg.ConnectTimeout)
 	defer cancel()
-	if err := pingAny(pctx, cl, pc.cfg.Brokers); err != nil {
+	if err := pc.reach(pctx, cl); err != nil {
 		if ctx.Err() != nil {
 			return nil, false, nil
 		}
-		if aerr := authenticationError(pc.cfg, err); aerr != nil {
-			return nil, false, aerr
-		}
-		return nil, false, fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
-			ErrUnreachable, strings.Join(pc.cfg.Brokers, ","), pc.cfg.ConnectTimeout, err)
+		return nil, false, err
 	}
 	m, err = pc.checkTopics(pctx, cl)
 	return m, true, err
+}
+
+// reach pings the seed brokers, then the brokers they advertise, each
+// set all at once; an authentication failure of any one is reported as
+// such.
+func (pc *preflightCheck) reach(ctx context.Context, cl *kgo.Client) error {
+	brokers := strings.Join(pc.cfg.Brokers, ",")
+	errs := pingSeeds(ctx, cl, pc.cfg.Brokers)
+	if errs == nil {
+		if _, errs = pingFirst(ctx, cl.DiscoveredBrokers()); errs == nil {
+			return nil
+		}
+		if aerr := pc.authFailure(errs); aerr != nil {
+			return aerr
+		}
+		return fmt.Errorf("%w: a seed broker of %s answered, but none of the brokers it advertises did within %s (%v); check the brokers' advertised.listeners: this client must reach them",
+			ErrUnreachable, brokers, pc.cfg.ConnectTimeout, errors.Join(errs...))
+	}
+	if aerr := pc.authFailure(errs); aerr != nil {
+		return aerr
+	}
+	return fmt.Errorf("%w: no answer from %s within %s (%v); check brokers (EOS_BROKERS) and that Kafka is running",
+		ErrUnreachable, brokers, pc.cfg.ConnectTimeout, errors.Join(errs...))
+}
+
+// authFailure is the first of errs that is an authentication failure, as
+// authenticationError words it; nil if none is.
+func (pc *preflightCheck) authFailure(errs []error) error {
+	for _, err := range errs {
+		if aerr := authenticationError(pc.cfg, err); aerr != nil {
+			return aerr
+		}
+	}
+	return nil
 }
 
 // checkTopics checks the group protocol, the topics and their grants.
@@ -141,50 +173,61 @@ func (pc *preflightCheck) checkTopics(pctx context.Context, cl *kgo.Client) (*of
 	return openMirror(pctx, adm, pc.cfg.AppID, pc.inputs, pc.authz, pc.log)
 }
 
-// pingAny asks every seed broker at once for metadata and returns when
-// one answers: franz-go's Ping asks them in turn, so a seed that is
-// paused, or whose packets are dropped, would use up the whole
-// connect_timeout while the others could answer. The first seed to
-// answer is moved to the front of the client's seeds and, while the
-// client knows no broker yet, asked again through Ping, which teaches it
-// the cluster's brokers. Without
-// an answer it returns the last error.
-func pingAny(ctx context.Context, cl *kgo.Client, addrs []string) error {
-	seeds := cl.SeedBrokers()
-	if len(seeds) != len(addrs) {
-		return cl.Ping(ctx)
+// pingSeeds asks every seed broker at once for metadata: franz-go's Ping
+// asks them in turn, so a seed that is paused, or whose packets are
+// dropped, would use up the whole connect_timeout while the others could
+// answer. While the client knows no broker yet, the first seed to answer
+// is moved to the front of its seeds and asked again through Ping, which
+// teaches the client the cluster's brokers. It returns nil once one
+// answered, else every seed's error.
+func pingSeeds(ctx context.Context, cl *kgo.Client, addrs []string) []error {
+	i, errs := pingFirst(ctx, cl.SeedBrokers())
+	if errs != nil || len(cl.DiscoveredBrokers()) > 0 {
+		return errs
+	}
+	if i > 0 && i < len(addrs) {
+		first := append([]string{addrs[i]}, slices.Delete(slices.Clone(addrs), i, i+1)...)
+		if err := cl.UpdateSeedBrokers(first...); err != nil {
+			return []error{err}
+		}
+	}
+	if err := cl.Ping(ctx); err != nil {
+		return []error{err}
+	}
+	return nil
+}
+
+// pingFirst asks every broker of bs at once for metadata (of no topic)
+// and returns the index of the first to answer, or every error (one
+// saying there is none when bs is empty).
+func pingFirst(ctx context.Context, bs []*kgo.Broker) (int, []error) {
+	if len(bs) == 0 {
+		return -1, []error{errors.New("no broker to ask")}
 	}
 	type answer struct {
 		i   int
 		err error
 	}
-	answers := make(chan answer, len(seeds))
+	answers := make(chan answer, len(bs))
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i, b := range seeds {
+	for i, b := range bs {
 		go func() {
-			_, err := b.Request(pctx, kmsg.NewPtrMetadataRequest())
+			req := kmsg.NewPtrMetadataRequest()
+			req.Topics = []kmsg.MetadataRequestTopic{}
+			_, err := b.Request(pctx, req)
 			answers <- answer{i, err}
 		}()
 	}
-	var last error
-	for range seeds {
+	var errs []error
+	for range bs {
 		a := <-answers
-		if last = a.err; last == nil {
-			cancel()
-			if len(cl.DiscoveredBrokers()) > 0 {
-				return nil // Ping would ask the known brokers in turn
-			}
-			if a.i > 0 {
-				first := append([]string{addrs[a.i]}, slices.Delete(slices.Clone(addrs), a.i, a.i+1)...)
-				if err := cl.UpdateSeedBrokers(first...); err != nil {
-					return err
-				}
-			}
-			return cl.Ping(ctx)
+		if a.err == nil {
+			return a.i, nil
 		}
+		errs = append(errs, a.err)
 	}
-	return last
+	return -1, errs
 }
 
 // userTopics checks that the inputs and static outputs exist and may be

@@ -95,8 +95,8 @@ func TestBrokersGoneDuringStartupChecks(t *testing.T) {
 	var answered atomic.Int32
 	env.Fake.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
 		env.Fake.KeepControl()
-		if answered.Add(1) <= 2 {
-			return nil, nil, false // the ping, and the one that teaches the client its brokers
+		if answered.Add(1) <= 3 {
+			return nil, nil, false // the seeds' ping, the one that teaches the client its brokers, and theirs
 		}
 		return nil, errors.New("broker gone"), true
 	})
@@ -118,5 +118,37 @@ func TestBrokersGoneDuringStartupChecks(t *testing.T) {
 	}
 	if took < cfg.RecoveryTimeout || took > cfg.RecoveryTimeout+4*cfg.ConnectTimeout {
 		t.Fatalf("Run failed after %s, want just past recovery_timeout %s", took, cfg.RecoveryTimeout)
+	}
+}
+
+// A seed that answers while none of the brokers it advertises can be
+// reached (advertised.listeners naming an address this client cannot
+// dial) fails Run within connect_timeout, naming advertised.listeners,
+// rather than being retried as a broker lost until recovery_timeout.
+func TestUnreachableAdvertisedBrokersFailFast(t *testing.T) {
+	env := kafkatest.Fake(t)
+	var asked atomic.Int32
+	env.Fake.ControlKey(int16(kmsg.Metadata), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		env.Fake.KeepControl()
+		asked.Add(1)
+		resp := kreq.(*kmsg.MetadataRequest).ResponseKind().(*kmsg.MetadataResponse)
+		b := kmsg.NewMetadataResponseBroker()
+		b.NodeID, b.Host, b.Port = 0, "127.0.0.1", 1
+		resp.Brokers, resp.ControllerID = append(resp.Brokers, b), 0
+		return resp, nil, true
+	})
+	cfg := env.Config("app", "a", config.ExactlyOnce)
+	cfg.ConnectTimeout, cfg.RecoveryTimeout = 3*time.Second, time.Minute
+	r, err := eos.New(cfg, conformance.Upper("in", "out", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	err = r.Run(context.Background())
+	if !errors.Is(err, eos.ErrUnreachable) || !strings.Contains(err.Error(), "advertised.listeners") || asked.Load() == 0 {
+		t.Fatalf("Run: %v (metadata asked %d times), want ErrUnreachable naming advertised.listeners", err, asked.Load())
+	}
+	if took := time.Since(begin); took > 3*cfg.ConnectTimeout {
+		t.Fatalf("Run failed after %s, want within about connect_timeout %s", took, cfg.ConnectTimeout)
 	}
 }
