@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,13 +41,14 @@ const (
 )
 
 // netDefaults fills in the hold times, once SessionTimeout has its
-// default.
+// default: a pause outlasts the session and the workers' transaction
+// timeout (Base's, or config's default).
 func (o *Options) netDefaults() {
 	if o.CutFor == 0 {
 		o.CutFor = defaultCutFor
 	}
 	if o.PauseFor == 0 {
-		o.PauseFor = max(o.SessionTimeout, config.DefaultTransactionTimeout) + pauseBeyond
+		o.PauseFor = max(o.SessionTimeout, cmp.Or(o.Base.TransactionTimeout, config.DefaultTransactionTimeout)) + pauseBeyond
 	}
 }
 
@@ -78,6 +80,11 @@ func (h *netHarness) run(ctx context.Context, args ...string) (string, error) {
 	c := exec.CommandContext(ctx, "bash", "-c", h.cmd+` "$@"`, "netcluster")
 	c.Args = append(c.Args, args...)
 	c.Dir, c.Env, c.Stderr = h.dir, os.Environ(), h.log
+	// At the limit, kill bash and whatever it started, and stop waiting
+	// for pipes a straggler still holds, so that the heal after a fault
+	// always gets its turn.
+	ownGroup(c)
+	c.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	c.Stdout = &out
 	err := c.Run()

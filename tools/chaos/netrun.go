@@ -222,9 +222,8 @@ func (r *run) holdNet(ctx context.Context, nf NetFault, hold time.Duration) netO
 		}
 		err = r.netShows(bg, &nf, netToken(nf.Action))
 	}
-	healed, undoErr := r.undoNet(bg, nf)
+	healed, c, undoErr := r.undoNet(bg, nf)
 	nf.HeldMs = healed.Sub(begin).Milliseconds()
-	c := r.consumed.Load()
 	nf.ConsumedDuring = c - c0
 	nf.Fired = err == nil && undoErr == nil
 	if e := errors.Join(err, undoErr); e != nil {
@@ -257,8 +256,10 @@ func (r *run) netShows(ctx context.Context, nf *NetFault, token string) error {
 
 // undoNet heals or resumes nf's broker (every broker when the fault never
 // named one) and checks that the status shows it without faults; it
-// returns when the broker was given back.
-func (r *run) undoNet(ctx context.Context, nf NetFault) (time.Time, error) {
+// returns when the broker was given back and what the group had
+// consumed then, read before the status check so that progress after
+// the heal counts towards the recovery, not the fault.
+func (r *run) undoNet(ctx context.Context, nf NetFault) (time.Time, int64, error) {
 	verb := "heal"
 	if nf.Action == "pause" {
 		verb = "resume"
@@ -268,15 +269,15 @@ func (r *run) undoNet(ctx context.Context, nf NetFault) (time.Time, error) {
 		args = append(args, strconv.Itoa(nf.Node))
 	}
 	_, err := r.net.run(ctx, args...)
-	healed := time.Now()
+	healed, c := time.Now(), r.consumed.Load()
 	if err != nil || nf.Node == 0 {
-		return healed, errors.Join(err, r.net.wholeAgain())
+		return healed, c, errors.Join(err, r.net.wholeAgain())
 	}
 	line, faults, err := r.net.status(ctx, nf.Node)
 	if err == nil && faults != "none" {
 		err = fmt.Errorf("chaos: %s %d did not take: the harness's status shows %q", verb, nf.Node, line)
 	}
-	return healed, err
+	return healed, c, err
 }
 
 // netBack records a network fault that ended, and awaits the group's

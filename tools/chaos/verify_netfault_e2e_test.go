@@ -37,6 +37,15 @@ func TestVerifyNetFaults(t *testing.T) {
 		t.Fatalf("the network-fault verify needs up to 8 minutes; run go test with -timeout 10m")
 	}
 	brokers := harness(t, cmd, "bootstrap")
+	// Whatever becomes of the run (a timeout, a failure, a panic), leave
+	// no broker cut or SIGSTOPped behind for the next test.
+	t.Cleanup(func() {
+		for _, arg := range []string{"heal", "resume"} {
+			if out, err := exec.Command("bash", "-c", cmd+" "+arg).CombinedOutput(); err != nil {
+				t.Errorf("cleanup: %s %s: %v\n%s", cmd, arg, err, out)
+			}
+		}
+	})
 	begin := time.Now()
 	res, _, code := verify(t, "--brokers", brokers, "--net-cmd", cmd, "--records", "20000", "--workers", "3",
 		"--kills", "5", "--net-cuts", "3", "--pauses", "3", "--coordinator-cuts", "2",
