@@ -44,11 +44,15 @@ type NetFault struct {
 
 // Recovery sums up the recoveries after the network faults of one action.
 type Recovery struct {
-	Action   string `json:"action"`
-	Fired    int    `json:"fired"`
-	Measured int    `json:"measured"` // faults with a RecoveryMs
-	MedianMs int64  `json:"median_ms"`
-	MaxMs    int64  `json:"max_ms"`
+	// Action is the harness action, e.g. cut-clients or pause.
+	Action string `json:"action"`
+	// Fired is how many faults of the action fired; Measured how many
+	// of them have a RecoveryMs.
+	Fired    int `json:"fired"`
+	Measured int `json:"measured"`
+	// MedianMs and MaxMs sum up the measured recoveries.
+	MedianMs int64 `json:"median_ms"`
+	MaxMs    int64 `json:"max_ms"`
 }
 
 // String is the summary on one line, for the result table.
