@@ -106,7 +106,9 @@ func newSwallowed(t *testing.T, gp config.GroupProtocol) *swallowed {
 }
 
 // watchGenerations notes when r's client reaches each generation, polled
-// every 2ms until t ends; reached returns when it first was at gen.
+// every 2ms until t ends; reached returns when it first was at gen,
+// waiting for the watch to see it: the group can be Stable a moment
+// before a member's client takes its generation from the sync.
 func watchGenerations(t *testing.T, r *eos.Runner) (reached func(gen int32) time.Time) {
 	var mu sync.Mutex
 	at := map[int32]time.Time{}
@@ -129,13 +131,17 @@ func watchGenerations(t *testing.T, r *eos.Runner) (reached func(gen int32) time
 	}()
 	t.Cleanup(func() { close(quit); <-done })
 	return func(gen int32) time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		when, ok := at[gen]
-		if !ok {
-			t.Fatalf("a's client was never seen at generation %d", gen)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			when, ok := at[gen]
+			mu.Unlock()
+			switch {
+			case ok:
+				return when
+			case time.Now().After(deadline):
+				t.Fatalf("a's client was never seen at generation %d", gen)
+			}
 		}
-		return when
 	}
 }
 
