@@ -21,9 +21,11 @@ import (
 
 // Interactive queries, on the embedded broker: while Run counts fruit per
 // key, another goroutine reads the committed counts from the "counts"
-// store. A key this instance cannot answer for (its partition restoring,
-// owned elsewhere, or Run stopped) gets a *eos.QueryError, never stale
-// data.
+// store. Every answer is a committed value; a key this instance cannot
+// answer for (its partition restoring, owned elsewhere, or Run stopped)
+// gets a *eos.QueryError instead. Under the consumer group protocol a
+// partition that just moved may answer from here, with a committed but
+// older value, for up to a quarter second (docs/state.md).
 func ExampleRunner_Query() {
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1))
 	if err != nil {
