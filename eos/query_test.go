@@ -170,12 +170,15 @@ func TestQueryStatusOutsideRun(t *testing.T) {
 
 // Instances count while two join and one leaves, records arriving all
 // along, and per instance goroutines query every key and read ranges
-// (conformance.QueriesDuringRebalance), under both group protocols.
+// (conformance.QueriesDuringRebalance), under both group protocols and
+// with both engines: each once, as integration's TestQueriesDuringRebalance
+// runs all four pairs on a real broker.
 func TestQueryDuringRebalance(t *testing.T) {
-	for _, e := range []state.Engine{state.Memory(), pebble.New()} {
-		for _, gp := range []config.GroupProtocol{config.GroupProtocolClassic, config.GroupProtocolConsumer} {
-			t.Run(e.String()+"/"+string(gp), func(t *testing.T) { conformance.QueriesDuringRebalance(t, kafkatest.Fake(t), e, gp) })
-		}
+	for _, c := range []struct {
+		e  state.Engine
+		gp config.GroupProtocol
+	}{{state.Memory(), config.GroupProtocolConsumer}, {pebble.New(), config.GroupProtocolClassic}} {
+		t.Run(c.e.String()+"/"+string(c.gp), func(t *testing.T) { conformance.QueriesDuringRebalance(t, kafkatest.Fake(t), c.e, c.gp) })
 	}
 }
 

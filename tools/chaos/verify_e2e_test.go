@@ -325,19 +325,20 @@ func checkCountsExactlyOnce(t *testing.T, res chaos.Result, raw map[string]any, 
 	}
 }
 
-// EnvVerifyFull makes TestVerifyRealBroker run the counting pipeline with
-// both engines, each grouped both ways (CI runs two of the four), and the
-// windowed and join at-least-once controls (CI runs them on the embedded
-// broker).
+// EnvVerifyFull makes TestVerifyRealBroker run the stateless and counting
+// pipelines at full size, the counting one with both engines, each
+// grouped both ways (CI runs two of the four), and the windowed and join
+// at-least-once controls (CI runs them on the embedded broker).
 const EnvVerifyFull = "EOS_VERIFY_FULL"
 
-// TestVerifyRealBroker is the CI run against a real Apache Kafka: 100,000
-// records through 10 worker kills and 2 hard broker restarts, exactly once,
-// through the stateless pipeline; half that through the counting pipeline
-// (pebble state by key and memory state by value through a repartition
-// topic; all four, at full size, with EOS_VERIFY_FULL=1); the windowed and join pipelines (and
-// their controls with EOS_VERIFY_FULL=1); then the negative controls. Start a broker with `integration/kafka/kafka.sh start`, then
-// run with
+// TestVerifyRealBroker is the CI run against a real Apache Kafka: 50,000
+// records through 6 worker kills and 2 hard broker restarts, exactly once,
+// through the stateless pipeline and the counting pipeline (pebble state
+// by key and memory state by value through a repartition topic); with
+// EOS_VERIFY_FULL=1, 100,000 records through 10 kills, and all four
+// counting runs. Then the windowed and join pipelines (and their controls
+// with EOS_VERIFY_FULL=1), then the negative controls. Start a broker with
+// `integration/kafka/kafka.sh start`, then run with
 // EOS_KAFKA_BROKERS=127.0.0.1:9092
 // EOS_KAFKA_RESTART_CMD="integration/kafka/kafka.sh restart --hard"
 // and -timeout 40m (about 11 minutes on a 2-core machine, 15 in full).
@@ -353,21 +354,27 @@ func TestVerifyRealBroker(t *testing.T) {
 	}
 	real := []string{"--brokers", strings.Join(brokers, ","), "--broker-restart-cmd", restart}
 	start := time.Now()
-
+	// CI runs the stateless and counting pipelines at half size: 50,000
+	// records (of 500 keys), 6 kills; EOS_VERIFY_FULL at full size.
+	full := os.Getenv(EnvVerifyFull) != ""
+	z := [4]int{50000, 500, 6, 2}
+	if full {
+		z = [4]int{100000, 1000, 10, 2}
+	}
 	t.Run("exactly-once", func(t *testing.T) {
-		res, _, code := verify(t, append(real, "--records", "100000", "--workers", "3", "--kills", "10",
-			"--broker-restarts", "2", "--terms", "2", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "9m")...)
+		res, _, code := verify(t, append(real, "--records", fmt.Sprint(z[0]), "--workers", "3", "--kills", fmt.Sprint(z[2]),
+			"--broker-restarts", fmt.Sprint(z[3]), "--terms", "2", "--rebalances", "2", "--abort-rate", "0.05", "--duration", "9m")...)
 		if code != 0 || !res.Pass {
 			t.Fatalf("exit %d, problems %v", code, res.Problems)
 		}
-		checkExactlyOnce(t, res, 100000, 10, 2)
+		checkExactlyOnce(t, res, z[0], z[2], z[3])
 		checkRestarts(t, res, maxRestartToFirstCommit)
 	})
 	// The counting pipeline, with either engine, under the same load as
-	// the stateless one with EOS_VERIFY_FULL: 1,000 keys of 100 records
-	// each, 10 kills, 2 broker restarts. Pebble keeps state across a worker's restarts, so
-	// it is the one that shows a store ahead of its changelog
-	// (docs/verifier.md: commit markers a restarting broker skipped).
+	// the stateless one: 100 records per key. Pebble keeps state across a
+	// worker's restarts, so it is the one that shows a store ahead of its
+	// changelog (docs/verifier.md: commit markers a restarting broker
+	// skipped).
 	countRun := func(t *testing.T, records, keys, kills, restarts int, extra ...string) (chaos.Result, map[string]any) {
 		t.Helper()
 		args := append(append(append([]string(nil), real...), "--pipeline", "count", "--records", fmt.Sprint(records), "--keys", fmt.Sprint(keys),
@@ -379,12 +386,6 @@ func TestVerifyRealBroker(t *testing.T) {
 			t.Errorf("broker restarts %d, want %d", res.BrokerRestarts, restarts)
 		}
 		return res, raw
-	}
-	// CI runs them at half size: 50,000 records of 500 keys, 6 kills.
-	full := os.Getenv(EnvVerifyFull) != ""
-	z := [4]int{50000, 500, 6, 2}
-	if full {
-		z = [4]int{100000, 1000, 10, 2}
 	}
 	for _, engine := range []string{"memory", "pebble"} {
 		// CI runs each engine once and each grouping once: pebble,
