@@ -185,7 +185,7 @@ func (hr *hangingRepair) appProducers(ctx context.Context, adm *kadm.Client, ext
 	}
 	producers, err := adm.DescribeProducers(actx, details.TopicsSet())
 	if err != nil {
-		return nil, denied, err
+		return nil, denied, withLeaderless(details, err)
 	}
 	refused := map[string]bool{}
 	var failed error

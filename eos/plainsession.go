@@ -20,7 +20,8 @@ type plainSession struct {
 	idempotent bool // the producer is idempotent: its id is loaded at start
 	pids       producerIDs
 	endTimeout time.Duration
-	floor      *offsetFloor // the Runner's, raised by at-most-once's commits
+	floor      *offsetFloor    // the Runner's, raised by at-most-once's commits
+	unacked    *unackedOutputs // names the partitions of a flush that ran out of time
 }
 
 // start loads an idempotent producer's id, which fences a zombie of this
@@ -73,7 +74,7 @@ func (s *plainSession) end(commit bool) (bool, error) {
 	defer cancel()
 	if !s.atMostOnce {
 		if err := s.cl.Flush(ctx); err != nil {
-			return false, &rebuildError{&produceError{err}}
+			return false, &rebuildError{&produceError{unackedAfter(err, s.unacked, s.cl, s.pids.cfg.ConnectTimeout)}}
 		}
 		if err := s.errs.settle(ctx); err != nil {
 			return false, &rebuildError{&produceError{err}}

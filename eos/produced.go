@@ -63,10 +63,13 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 		}
 		return
 	}
-	if r != nil && isFatal(err) {
+	switch {
+	case r != nil && isFatal(err):
 		// A refused produce names no topic; keep it, so the error can
 		// name the ACL that is missing.
 		err = &topicError{topic: r.Topic, op: "Write", err: err}
+	case r != nil && isPartitionError(err):
+		err = fmt.Errorf("writing to %s/%d: %w; check its leader with `eosctl topic describe %s`", r.Topic, r.Partition, err, r.Topic)
 	}
 	p.mu.Lock()
 	if p.err == nil || errors.Is(p.err, kgo.ErrAborting) && !errors.Is(err, kgo.ErrAborting) {
@@ -81,6 +84,21 @@ func (p *produceErrs) record(r *kgo.Record, err error) {
 		p.rejRec, p.rejErr = r, err
 	}
 	p.mu.Unlock()
+}
+
+// isPartitionError reports whether err says a partition could not take
+// writes (its leader lost or moving, too few in-sync replicas, its disk
+// failing), which the producer reports only for a record it had put in
+// that partition.
+func isPartitionError(err error) bool {
+	for _, ke := range []*kerr.Error{kerr.LeaderNotAvailable, kerr.NotLeaderForPartition, kerr.ReplicaNotAvailable,
+		kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend, kerr.RequestTimedOut, kerr.KafkaStorageError,
+		kerr.FencedLeaderEpoch, kerr.UnknownLeaderEpoch} {
+		if errors.Is(err, ke) {
+			return true
+		}
+	}
+	return false
 }
 
 // wrote notes the producer of a written record; it allocates once a

@@ -94,6 +94,8 @@ func (r *Runner) newSession() (session, error) {
 	}
 	endTimeout := r.waits.end
 	pids := producerIDs{cfg: r.cfg, bound: endTimeout}
+	unacked := newUnackedOutputs()
+	opts = append(opts, kgo.WithHooks(unacked))
 	if r.contract.atomic {
 		guard := newJoinGuard(r)
 		sess, err := kgo.NewGroupTransactSession(append(opts, kgo.WithHooks(guard))...)
@@ -102,7 +104,7 @@ func (r *Runner) newSession() (session, error) {
 		}
 		guard.doom.cl.Store(sess.Client())
 		ts := &txnSession{sess: sess, endTimeout: endTimeout, guard: guard, hanging: r.hanging, pids: pids,
-			revokes: &r.contexts.revokes, revokesAtEnd: r.loop.flaggedAtEnd}
+			revokes: &r.contexts.revokes, revokesAtEnd: r.loop.flaggedAtEnd, unacked: unacked}
 		ts.promise = ts.errs.record
 		ts.errs.track = true
 		return ts, nil
@@ -112,7 +114,7 @@ func (r *Runner) newSession() (session, error) {
 		return nil, err
 	}
 	ps := &plainSession{cl: cl, atMostOnce: r.contract.committedAtPoll, idempotent: r.contract.idempotent, pids: pids,
-		endTimeout: endTimeout, floor: &r.floor}
+		endTimeout: endTimeout, floor: &r.floor, unacked: unacked}
 	ps.promise = ps.errs.record
 	return ps, nil
 }

@@ -35,6 +35,7 @@ type txnSession struct {
 	revokesAtEnd int64
 	hanging      *hangingRepair
 	pids         producerIDs
+	unacked      *unackedOutputs // names the partitions of a flush that ran out of time
 }
 
 // start loads the producer id, which fences a zombie of this instance and
@@ -91,7 +92,7 @@ func (s *txnSession) flush(ctx context.Context) error {
 		err = s.errs.settle(ctx)
 	}
 	if err != nil {
-		return &rebuildError{&produceError{err}}
+		return &rebuildError{&produceError{unackedAfter(err, s.unacked, s.sess.Client(), s.pids.cfg.ConnectTimeout)}}
 	}
 	return nil
 }
