@@ -123,10 +123,12 @@ func leaderSays(md kadm.Metadata, merr error, tp topicPartition) string {
 	switch {
 	case !ok:
 		return "not in the brokers' metadata"
-	case p.Err != nil:
-		return fmt.Sprintf("leader %d, the metadata says %s", p.Leader, errCode(p.Err))
+	case p.Leader < 0 && p.Err != nil:
+		return fmt.Sprintf("no leader (%s)", errCode(p.Err))
 	case p.Leader < 0:
 		return "no leader"
+	case p.Err != nil:
+		return fmt.Sprintf("leader %d, the metadata says %s", p.Leader, errCode(p.Err))
 	}
 	for _, b := range md.Brokers {
 		if b.NodeID == p.Leader {

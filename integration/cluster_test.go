@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
+	"github.com/eosflow/eosflow/tools/verdict"
 )
 
 // clusterEnv is the 3-broker cluster in EOS_KAFKA_CLUSTER_BROKERS with the
@@ -69,4 +71,50 @@ func TestOutputLeaderFailover(t *testing.T) {
 		t.Logf("%s-0 leader now %d", out, md.Topics[out].Partitions[0].Leader)
 	}
 	t.Logf("verdict %v, stats %+v", v, x.R.Stats())
+}
+
+// An output partition of replication factor 1 whose only broker is killed
+// stays without a leader past recovery_timeout: Run stops with an error
+// naming the partition. Nothing is lost: once the broker is back, a new
+// Runner writes every record exactly once.
+func TestOutputPartitionWithoutLeader(t *testing.T) {
+	env, node := clusterEnv(t)
+	in, out := env.Name("in"), env.Name("out")
+	env.CreateTopics(t, 6, in)
+	adm := env.Admin(t)
+	ctx := context.Background()
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, out); err != nil {
+		t.Fatal(err)
+	}
+	var victim int32 = -1
+	conformance.Until(t, 30*time.Second, out+" in the metadata", func() bool {
+		md, err := adm.Metadata(ctx, out)
+		if p, ok := md.Topics[out].Partitions[0]; err == nil && ok && p.Leader >= 0 {
+			victim = p.Leader
+		}
+		return victim >= 0
+	})
+	const n = 3000
+	conformance.Seed(t, env, in, n)
+	node("kill", victim)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			node("start", victim)
+		}
+	})
+	cfg := env.Config(env.Name("app"), "a", config.ExactlyOnce)
+	cfg.RecoveryTimeout = 20 * time.Second
+	err := conformance.Start(t, cfg, conformance.Upper(in, out, nil)).Wait(t, 180*time.Second)
+	if name := fmt.Sprintf("%s/0: ", out); err == nil || !strings.Contains(err.Error(), name) {
+		t.Fatalf("with node %d, the only replica of %s-0, killed, Run: %v; want an error naming %s", victim, out, err, name)
+	}
+	t.Logf("node %d killed, Run: %v", victim, err)
+	node("start", victim)
+	restarted = true
+	conformance.Start(t, cfg, conformance.Upper(in, out, nil))
+	conformance.Until(t, 120*time.Second, "every record committed once the node is back", func() bool {
+		return verdict.CaughtUp(ctx, adm, cfg.AppID, in)
+	})
+	conformance.ExactlyOnce(t, env, out, n)
 }
