@@ -560,6 +560,9 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" {
 		return usageErrorf("--sink with --broker-restarts needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	}
+	if o.NetCuts != 0 || o.Pauses != 0 || o.CoordinatorCuts != 0 {
+		return usageErrorf("--sink %s does not inject network faults (--net-cuts, --pauses, --coordinator-cuts) yet: drop them, or run them against a pipeline (--pipeline) or --sink redis-dedup", pg.sink)
+	}
 	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 {
 		return usageErrorf("--records must be positive and --kills, --terms, --rebalances and --postgres-restarts not negative")
 	}

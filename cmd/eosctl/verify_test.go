@@ -52,6 +52,8 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{"sink without a database", []string{"verify", "--sink", "postgres", "--postgres-url", ""}, "--postgres-url"},
 		{"database restarts without command", []string{"verify", "--sink", "postgres", "--postgres-url", "postgres://x@127.0.0.1:1/x",
 			"--broker-restarts", "0", "--postgres-restarts", "1"}, "--postgres-restart-cmd"},
+		{"sink with network faults", []string{"verify", "--sink", "postgres", "--postgres-url", "postgres://x@127.0.0.1:1/x",
+			"--broker-restarts", "0", "--net-cmd", "true", "--brokers", "127.0.0.1:1", "--pauses", "1"}, "does not inject network faults"},
 		{"sink broker restarts on the embedded broker", []string{"verify", "--sink", "postgres", "--postgres-url", "postgres://x@127.0.0.1:1/x",
 			"--broker-restarts", "1"}, "--brokers"},
 		{"unknown pipeline", []string{"verify", "--pipeline", "sum"}, "--pipeline"},
