@@ -2,6 +2,7 @@ package eos
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/eosflow/eosflow/config"
@@ -47,6 +48,7 @@ type streamLoop struct {
 	pollMax        int                 // records per poll, sized by adaptPollSize
 	pending        *pendingBatch       // a batch whose commit outcome is unknown
 	failingSince   time.Time           // first failure since the pipeline was last healthy; zero when healthy
+	failingNow     atomic.Bool         // failingSince is set: sessions follow their records (unackedOutputs)
 	slowSeen       *string             // record that last carried a batch past transaction_timeout
 	rejects        rejections          // outputs the broker refused, and what to do about them
 	restorePending map[state.Task]bool // tasks whose records wait for a restore
@@ -74,6 +76,7 @@ func newStreamLoop(r *Runner) *streamLoop {
 // recovery_timeout.
 func (l *streamLoop) healthy() {
 	l.failingSince = time.Time{}
+	l.failingNow.Store(false)
 	l.stall.stalls = 0
 	l.slowSeen = nil
 }
@@ -83,6 +86,7 @@ func (l *streamLoop) healthy() {
 func (l *streamLoop) failing() time.Duration {
 	if l.failingSince.IsZero() {
 		l.failingSince = time.Now()
+		l.failingNow.Store(true)
 	}
 	return time.Since(l.failingSince)
 }

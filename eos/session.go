@@ -94,7 +94,7 @@ func (r *Runner) newSession() (session, error) {
 	}
 	endTimeout := r.waits.end
 	pids := producerIDs{cfg: r.cfg, bound: endTimeout}
-	unacked := newUnackedOutputs()
+	unacked := newUnackedOutputs(&r.loop.failingNow)
 	opts = append(opts, kgo.WithHooks(unacked))
 	if r.contract.atomic {
 		guard := newJoinGuard(r)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,27 +20,45 @@ import (
 // holds, by partition, so that a batch whose outputs a broker never
 // acknowledges (a leader gone or cut off, an output or dead-letter
 // partition left without one) ends naming the partitions, not only the
-// deadline it ran out of.
+// deadline it ran out of. It follows records only while the pipeline is
+// failing (on): in steady state it costs two atomic loads a record, not
+// a map's insert and delete. The first batch that fails is told by its
+// deadline alone; the attempts after it, whose error Run returns past
+// recovery_timeout, name the partitions.
 type unackedOutputs struct {
+	on *atomic.Bool // the pipeline is failing (streamLoop.failing)
+	n  atomic.Int64 // entries in at: none to forget once off
 	mu sync.Mutex
 	at map[*kgo.Record]topicPartition
 }
 
-func newUnackedOutputs() *unackedOutputs {
-	return &unackedOutputs{at: map[*kgo.Record]topicPartition{}}
+func newUnackedOutputs(on *atomic.Bool) *unackedOutputs {
+	return &unackedOutputs{on: on, at: map[*kgo.Record]topicPartition{}}
 }
 
 // OnProduceRecordPartitioned notes the partition the producer put r in.
 func (u *unackedOutputs) OnProduceRecordPartitioned(r *kgo.Record, _ int32) {
+	if !u.on.Load() {
+		return
+	}
 	u.mu.Lock()
+	if _, ok := u.at[r]; !ok {
+		u.n.Add(1)
+	}
 	u.at[r] = topicPartition{r.Topic, r.Partition}
 	u.mu.Unlock()
 }
 
 // OnProduceRecordUnbuffered forgets r: its promise runs.
 func (u *unackedOutputs) OnProduceRecordUnbuffered(r *kgo.Record, _ error) {
+	if u.n.Load() == 0 {
+		return
+	}
 	u.mu.Lock()
-	delete(u.at, r)
+	if _, ok := u.at[r]; ok {
+		delete(u.at, r)
+		u.n.Add(-1)
+	}
 	u.mu.Unlock()
 }
 
@@ -76,10 +95,10 @@ func (e *unackedError) Error() string {
 		if i > 0 {
 			b.WriteString("; ")
 		}
-		fmt.Fprintf(&b, "%s/%d: %d records, %s", p.tp.topic, p.tp.partition, p.records, p.leader)
+		fmt.Fprintf(&b, "%s/%d: %d held, %s", p.tp.topic, p.tp.partition, p.records, p.leader)
 		topics[p.tp.topic] = true
 	}
-	return fmt.Sprintf("output partitions did not acknowledge the batch's records (%s); check their leaders with `eosctl topic describe %s`: %v",
+	return fmt.Sprintf("partitions did not acknowledge the batch's records (%s); check their leaders with `eosctl topic describe %s`: %v",
 		b.String(), strings.Join(slices.Sorted(maps.Keys(topics)), " "), e.err)
 }
 
@@ -158,7 +177,7 @@ func withLeaderless(topics kadm.TopicDetails, err error) error {
 	if len(none) == 0 {
 		return err
 	}
-	return fmt.Errorf("%w (without a leader: %s; check with `eosctl topic describe %s`)", err, strings.Join(none, "; "), strings.Join(names, " "))
+	return fmt.Errorf("%w (without a usable leader: %s; check with `eosctl topic describe %s`)", err, strings.Join(none, "; "), strings.Join(names, " "))
 }
 
 // errCode is err's Kafka error code name when it has one (the message

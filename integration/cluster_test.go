@@ -83,7 +83,10 @@ func TestOutputPartitionWithoutLeader(t *testing.T) {
 	env.CreateTopics(t, 6, in)
 	adm := env.Admin(t)
 	ctx := context.Background()
-	if _, err := adm.CreateTopic(ctx, 3, 1, nil, out); err != nil {
+	// One replica, so also one in sync: the cluster's default of two would
+	// refuse every write on a broker that does not cap it.
+	one := "1"
+	if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{"min.insync.replicas": &one}, out); err != nil {
 		t.Fatal(err)
 	}
 	var victim int32 = -1
