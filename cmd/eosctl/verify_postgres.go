@@ -6,20 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/eosflow/eosflow/config"
@@ -110,298 +105,6 @@ func (t *tailBuffer) String() string {
 	return strings.Join(t.lines, " | ")
 }
 
-// runVerifyPostgres seeds the input, runs the workers under faults until
-// the table holds every record, and judges the table: one row per record.
-func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyResult, error) {
-	start := time.Now()
-	res := pgVerifyResult{Sink: v.sink, Records: v.records}
-	exe, err := os.Executable()
-	if err != nil {
-		return res, fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
-	}
-	cfg, err := g.externalCluster()
-	if err != nil {
-		return res, err
-	}
-	var workerArgs, workerEnv []string
-	if cfg == nil {
-		if v.brokerRestarts > 0 {
-			return res, usageErrorf("--sink with --broker-restarts needs --brokers and --broker-restart-cmd")
-		}
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
-		if err != nil {
-			return res, err
-		}
-		defer c.Close()
-		base := config.Default()
-		base.Brokers = c.ListenAddrs()
-		cfg = &base
-	} else if workerArgs, workerEnv, err = g.workerFlags(*cfg, workerLogin{}); err != nil {
-		return res, err
-	}
-	if v.brokerRestarts > 0 && v.brokerRestartCmd == "" {
-		return res, usageErrorf("--broker-restarts with --sink needs --broker-restart-cmd")
-	}
-	if v.pgRestarts > 0 && v.restartCmd == "" {
-		return res, usageErrorf("--postgres-restarts needs --postgres-restart-cmd, e.g. \"integration/postgres/pg.sh restart --hard\"")
-	}
-	say := func(format string, args ...any) {
-		if v.events != nil {
-			v.events(fmt.Sprintf(format, args...))
-		}
-	}
-
-	id := fmt.Sprintf("%08x", rand.Uint32())
-	topic, group, table := "eosverify-pg-"+id, "eosverify-pg-"+id, "eosverify_pg_"+id
-	res.Table = table
-	pool, err := pgxpool.New(ctx, v.url)
-	if err != nil {
-		return res, fmt.Errorf("--postgres-url: %w", err)
-	}
-	defer pool.Close()
-	err = retryDB(ctx, func(ctx context.Context) error {
-		_, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+table+` (seq bigint NOT NULL, topic text, partition int, "offset" bigint)`)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("creating table %s in the database at --postgres-url (is it up?): %w", table, err)
-	}
-	opts, err := kafkautil.ConnOptions(*cfg)
-	if err != nil {
-		return res, err
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return res, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	if err := kafkautil.CreateTopics(ctx, adm, int32(v.partitions), -1, nil, topic); err != nil {
-		return res, err
-	}
-	if !v.keep {
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			adm.DeleteTopics(dctx, topic)
-			pool.Exec(dctx, "DROP TABLE IF EXISTS "+table)
-			pool.Exec(dctx, "DELETE FROM "+pgsink.DefaultOffsetsTable+" WHERE group_id = $1", group)
-		}()
-	}
-	if err := kafkautil.ProduceAll(ctx, cl, v.records, func(i int) *kgo.Record {
-		s := strconv.Itoa(i)
-		return &kgo.Record{Topic: topic, Key: []byte(s), Value: []byte(s)}
-	}); err != nil {
-		return res, fmt.Errorf("seeding %s: %w", topic, err)
-	}
-	say("seeded %d records into %s (%d partitions)", v.records, topic, v.partitions)
-
-	// Pace the workers so the work outlasts the faults: about 1.2 s of
-	// it per fault, one every 0.3 to 1 s.
-	faults := v.kills + v.terms + v.rebalances + v.brokerRestarts + v.pgRestarts
-	rate := max(100, int(float64(v.records)/(float64(v.workers)*1.2*float64(faults+1))))
-	res.RatePerWorker = rate
-	var mu sync.Mutex
-	workers := map[string]*pgWorker{}
-	startWorker := func(name string) error {
-		args := append([]string{"verify", "pg-worker", "--sink", v.sink, "--brokers", strings.Join(cfg.Brokers, ","),
-			"--app", group, "--instance", name, "--in", topic, "--table", table, "--postgres-url", v.url,
-			"--batch-records", strconv.Itoa(v.batchRecords), "--commit-delay", v.commitDelay.String(), "--rate", strconv.Itoa(rate),
-			"--session-timeout", v.sessionTimeout.String()}, workerArgs...)
-		cmd := exec.Command(exe, args...)
-		cmd.Env = append(os.Environ(), workerEnv...)
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			return err
-		}
-		w := &pgWorker{name: name, cmd: cmd, done: make(chan struct{}), stderr: &tailBuffer{}}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		go w.stderr.read(stderr)
-		go func() {
-			err := cmd.Wait()
-			mu.Lock()
-			planned := w.planned
-			mu.Unlock()
-			if !planned && ctx.Err() == nil {
-				mu.Lock()
-				res.WorkerFailures = append(res.WorkerFailures, fmt.Sprintf("%s: %v: %s", name, err, w.stderr))
-				mu.Unlock()
-			}
-			close(w.done)
-		}()
-		mu.Lock()
-		workers[name] = w
-		mu.Unlock()
-		return nil
-	}
-	stopWorker := func(name string, sig syscall.Signal) {
-		mu.Lock()
-		w := workers[name]
-		w.planned = true
-		mu.Unlock()
-		w.cmd.Process.Signal(sig)
-		select {
-		case <-w.done:
-		case <-time.After(30 * time.Second):
-			w.cmd.Process.Kill()
-			<-w.done
-		}
-	}
-	defer func() {
-		mu.Lock()
-		names := make([]string, 0, len(workers))
-		for n := range workers {
-			names = append(names, n)
-		}
-		mu.Unlock()
-		for _, n := range names {
-			stopWorker(n, syscall.SIGKILL)
-		}
-	}()
-	next := 0
-	for range v.workers {
-		if err := startWorker(fmt.Sprintf("w%d", next)); err != nil {
-			return res, err
-		}
-		next++
-	}
-
-	done := func() (bool, error) {
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		var n int64
-		err := pool.QueryRow(qctx, "SELECT count(DISTINCT seq) FROM "+table).Scan(&n)
-		return n >= int64(v.records), err
-	}
-	// The plan: every fault once, in a random order, one every interval.
-	var plan []string
-	for _, f := range []struct {
-		n    int
-		name string
-	}{{v.kills, "kill"}, {v.terms, "term"}, {v.rebalances, "rebalance"}, {v.brokerRestarts, "broker"}, {v.pgRestarts, "postgres"}} {
-		for range f.n {
-			plan = append(plan, f.name)
-		}
-	}
-	rand.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
-	deadline := time.Now().Add(v.duration)
-	added := false
-	for i := 0; ; i++ {
-		if ok, _ := done(); ok && i >= len(plan) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return res, fmt.Errorf("the table did not get every record within --duration %s (%d faults of %d injected); worker failures: %v", v.duration, min(i, len(plan)), len(plan), res.WorkerFailures)
-		}
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(time.Duration(300+rand.IntN(700)) * time.Millisecond):
-		}
-		// A worker that stopped on its own is restarted, as a supervisor
-		// would; its failure stays in the verdict.
-		mu.Lock()
-		var dead []string
-		for n, w := range workers {
-			select {
-			case <-w.done:
-				dead = append(dead, n)
-			default:
-			}
-		}
-		mu.Unlock()
-		for _, n := range dead {
-			mu.Lock()
-			delete(workers, n)
-			mu.Unlock()
-			if err := startWorker(n); err != nil {
-				return res, err
-			}
-		}
-		if i >= len(plan) {
-			continue
-		}
-		if ok, _ := done(); !ok {
-			res.FaultsDuringWork++
-		}
-		mu.Lock()
-		names := make([]string, 0, len(workers))
-		for n := range workers {
-			names = append(names, n)
-		}
-		mu.Unlock()
-		victim := names[rand.IntN(len(names))]
-		switch plan[i] {
-		case "kill", "term":
-			sig := syscall.SIGKILL
-			if plan[i] == "term" {
-				sig, res.Terms = syscall.SIGTERM, res.Terms+1
-			} else {
-				res.Kills++
-			}
-			stopWorker(victim, sig)
-			mu.Lock()
-			delete(workers, victim)
-			mu.Unlock()
-			if err := startWorker(victim); err != nil {
-				return res, err
-			}
-			say("%s %s and restarted it", map[bool]string{true: "SIGKILLed", false: "SIGTERMed"}[sig == syscall.SIGKILL], victim)
-		case "rebalance":
-			if !added || len(names) <= 1 {
-				if err := startWorker(fmt.Sprintf("w%d", next)); err != nil {
-					return res, err
-				}
-				say("added worker w%d", next)
-				next++
-				res.WorkersAdded++
-				added = true
-			} else {
-				stopWorker(victim, syscall.SIGTERM)
-				mu.Lock()
-				delete(workers, victim)
-				mu.Unlock()
-				say("removed worker %s", victim)
-				res.WorkersRemoved++
-				added = false
-			}
-		case "broker", "postgres":
-			line := v.brokerRestartCmd
-			if plan[i] == "postgres" {
-				line = v.restartCmd
-			}
-			out, err := exec.CommandContext(ctx, "sh", "-c", line).CombinedOutput()
-			if err != nil {
-				return res, fmt.Errorf("%s: %v: %s", line, err, out)
-			}
-			if plan[i] == "postgres" {
-				res.PostgresRestarts++
-			} else {
-				res.BrokerRestarts++
-			}
-			say("restarted the %s: %s", map[bool]string{true: "database", false: "broker"}[plan[i] == "postgres"], line)
-		}
-	}
-	// A duplicate written late would land now.
-	time.Sleep(time.Second)
-	var distinct, outside int64
-	if err := retryDB(ctx, func(ctx context.Context) error {
-		return pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT seq), count(*) FILTER (WHERE seq < 0 OR seq >= $1) FROM "+table, v.records).
-			Scan(&res.Rows, &distinct, &outside)
-	}); err != nil {
-		return res, fmt.Errorf("counting the rows of %s: %w", table, err)
-	}
-	res.Missing = int64(v.records) - (distinct - outside)
-	res.Duplicates = res.Rows - distinct
-	res.Seconds = time.Since(start).Seconds()
-	mu.Lock()
-	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0
-	mu.Unlock()
-	return res, nil
-}
-
 // retryDB runs fn until it succeeds, for up to a minute: the database may
 // be restarting (a planned fault, or another user of the server).
 func retryDB(ctx context.Context, fn func(context.Context) error) error {
@@ -455,18 +158,7 @@ func newVerifyPgWorkerCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			write := func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error {
-				rows := make([][]any, len(recs))
-				for i, r := range recs {
-					seq, err := strconv.ParseInt(string(r.Value), 10, 64)
-					if err != nil {
-						return fmt.Errorf("record %s/%d@%d: value %q is not a sequence number", r.Topic, r.Partition, r.Offset, r.Value)
-					}
-					rows[i] = []any{seq, r.Topic, r.Partition, r.Offset}
-				}
-				_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"seq", "topic", "partition", "offset"}, pgx.CopyFromRows(rows))
-				return err
-			}
+			write := func(ctx context.Context, tx pgx.Tx, recs []*kgo.Record) error { return copyRows(ctx, tx, table, recs) }
 			// Paced at --rate, at least --commit-delay, before the commit
 			// that makes the batch done: a kill often lands there.
 			pause := func(n int) {
@@ -507,6 +199,21 @@ func newVerifyPgWorkerCmd(g *globals) *cobra.Command {
 		_ = cmd.MarkFlagRequired(n)
 	}
 	return cmd
+}
+
+// copyRows writes a row per record into table: its sequence number (the
+// record's value) and where it was read.
+func copyRows(ctx context.Context, tx pgx.Tx, table string, recs []*kgo.Record) error {
+	rows := make([][]any, len(recs))
+	for i, r := range recs {
+		seq, err := strconv.ParseInt(string(r.Value), 10, 64)
+		if err != nil {
+			return fmt.Errorf("record %s/%d@%d: value %q is not a sequence number", r.Topic, r.Partition, r.Offset, r.Value)
+		}
+		rows[i] = []any{seq, r.Topic, r.Partition, r.Offset}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{table}, []string{"seq", "topic", "partition", "offset"}, pgx.CopyFromRows(rows))
+	return err
 }
 
 // atLeastOnceIntoPostgres is the control: the loop consumers write by
