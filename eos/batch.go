@@ -85,6 +85,12 @@ type batch struct {
 	// for the next batch. cutShort: records were left for another reason.
 	held     map[state.Task][][]*kgo.Record
 	cutShort bool
+	// refetch: the batch's first records had been buffered since before
+	// its poll, for up to this long (staleFor). Those that reached the
+	// brokers meanwhile come with the fetch the client sends once a poll
+	// took the buffered one; an adaptive batch that ended without waiting
+	// for it left them for the batch after next, a whole end later.
+	refetch time.Duration
 }
 
 func (b *batch) leave(rec *kgo.Record) {
@@ -190,15 +196,36 @@ func (b *batch) adaptive() bool { return b.l.cfg.AdaptiveCommit && b.in > 0 && l
 
 // pollMore polls for the batch's next records: until deadline, or when
 // adaptive only what the client has buffered (a nil context makes
-// franz-go return at once).
+// franz-go return at once), but for one wait for the fetch that follows
+// stale records (refetchWait).
 func (b *batch) pollMore(deadline time.Time, limit int) (kgo.Fetches, error) {
 	n := b.pollLimit(min(b.l.pollSize(), limit-b.in))
+	defer func() { b.l.polled = time.Now() }()
 	if b.adaptive() {
-		return b.s.poll(nil, n)
+		wait := b.refetchWait()
+		if wait <= 0 {
+			return b.s.poll(nil, n)
+		}
+		if until := time.Now().Add(wait); until.Before(deadline) {
+			deadline = until
+		}
 	}
 	pctx, cancel := context.WithDeadline(b.ctx, deadline)
 	defer cancel()
 	return b.s.poll(pctx, n)
+}
+
+// refetchWait is how long an adaptive batch whose first records were
+// stale waits for the next fetch, once nothing more is buffered: as long
+// as the client went without polling, an end's worth of round trips,
+// while records waiting at the broker come back in one.
+func (b *batch) refetchWait() time.Duration {
+	if b.refetch <= 0 || b.s.client().BufferedFetchRecords() > 0 {
+		return 0
+	}
+	w := b.refetch
+	b.refetch = 0
+	return w
 }
 
 // rewindRest moves the consumer back to the records left for the next

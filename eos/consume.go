@@ -25,9 +25,11 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 		if ctx.Err() != nil {
 			return progressed, nil
 		}
+		refetch := l.staleFor(s)
 		pctx, cancel := context.WithTimeout(ctx, l.pollWait())
 		l.idleWake.set(cancel)
 		fetches, perr := s.poll(pctx, l.pollSize())
+		l.polled = time.Now()
 		l.idleWake.set(nil)
 		cancel()
 		if perr != nil {
@@ -63,7 +65,7 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 				return progressed, err
 			}
 		}
-		committed, err := l.runBatch(ctx, s, fetches, log)
+		committed, err := l.runBatch(ctx, s, fetches, refetch, log)
 		progressed = progressed || committed
 		if err != nil {
 			return progressed, err
@@ -152,10 +154,23 @@ func (l *streamLoop) afterBatch(ctx context.Context) error {
 	return nil
 }
 
+// staleFor is, under AdaptiveCommit, how long the client went without
+// polling when it holds a fetch before the poll that begins a batch: it
+// buffers one fetch per broker and sends the next only once a poll took
+// it, so the records that reached the brokers meanwhile are still there
+// (see batch.refetch). Zero when nothing is buffered.
+func (l *streamLoop) staleFor(s session) time.Duration {
+	if !l.cfg.AdaptiveCommit || l.polled.IsZero() || s.client().BufferedFetchRecords() == 0 {
+		return 0
+	}
+	return time.Since(l.polled)
+}
+
 // runBatch processes fetches and whatever more arrives within the commit
-// interval as one batch and ends it. It returns whether the batch
-// committed; a nil error with false means it was aborted and is redone.
-func (l *streamLoop) runBatch(ctx context.Context, s session, fetches kgo.Fetches, log *zap.Logger) (bool, error) {
+// interval as one batch and ends it; refetch is staleFor before fetches
+// were polled. It returns whether the batch committed; a nil error with
+// false means it was aborted and is redone.
+func (l *streamLoop) runBatch(ctx context.Context, s session, fetches kgo.Fetches, refetch time.Duration, log *zap.Logger) (bool, error) {
 	if err := s.begin(); err != nil {
 		if isFenced(err) {
 			return false, l.members.classifyFence(ctx, err, 0, s.client())
@@ -164,6 +179,7 @@ func (l *streamLoop) runBatch(ctx context.Context, s session, fetches kgo.Fetche
 	}
 	b := l.newBatch(ctx, s)
 	defer b.stop()
+	b.refetch = refetch
 	b.fill(fetches)
 	commit := b.decide()
 	if l.metrics != nil {

@@ -46,6 +46,7 @@ type streamLoop struct {
 	mirror     func() *offsetsMirror                  // exactly-once: the offsets mirror, once preflight made it
 
 	pollMax        int                 // records per poll, sized by adaptPollSize
+	polled         time.Time           // when a poll last returned (staleFor)
 	pending        *pendingBatch       // a batch whose commit outcome is unknown
 	failingSince   time.Time           // first failure since the pipeline was last healthy; zero when healthy
 	failingNow     atomic.Bool         // failingSince is set: sessions follow their records (unackedOutputs)
