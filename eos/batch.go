@@ -216,9 +216,10 @@ func (b *batch) pollMore(deadline time.Time, limit int) (kgo.Fetches, error) {
 }
 
 // refetchWait is how long an adaptive batch whose first records were
-// stale waits for the next fetch, once nothing more is buffered: as long
-// as the client went without polling, an end's worth of round trips,
-// while records waiting at the broker come back in one.
+// stale waits, once, for the next fetch when nothing more is buffered:
+// as long as the client went without polling (about one transaction's
+// end). The records that reached the broker meanwhile come back in that
+// one fetch.
 func (b *batch) refetchWait() time.Duration {
 	if b.refetch <= 0 || b.s.client().BufferedFetchRecords() > 0 {
 		return 0

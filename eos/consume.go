@@ -83,6 +83,7 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 // redone, or a redo would be mistaken for it. It returns the session's
 // logger.
 func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, error) {
+	l.polled = time.Time{} // the last client's polls say nothing of this one's fetches (staleFor)
 	log, err := s.start(ctx, l.log.With(zap.String("transactional_id", l.cfg.TransactionalID())))
 	if err != nil {
 		return log, err
