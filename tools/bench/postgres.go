@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -135,9 +137,7 @@ func (h *harness) runPostgres(ctx context.Context, c caseSpec, rep int) (runResu
 		return runResult{}, fmt.Errorf("the postgres url: %w", err)
 	}
 	defer pool.Close()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = pool.Exec(cctx, `CREATE TABLE `+table+` (topic text NOT NULL, partition integer NOT NULL, "offset" bigint NOT NULL, value text NOT NULL)`)
-	cancel()
+	err = createTable(ctx, pool, `CREATE TABLE `+table+` (topic text NOT NULL, partition integer NOT NULL, "offset" bigint NOT NULL, value text NOT NULL)`)
 	if err != nil {
 		return runResult{}, fmt.Errorf("creating table %s: %w; check the postgres url and that the database is up (integration/postgres/pg.sh start)", table, err)
 	}
@@ -264,4 +264,26 @@ func (h *harness) committedOffsets(ctx context.Context, group, topic string) (in
 		}
 	})
 	return n, failed
+}
+
+// createTable runs sql within 30 s, again for up to 15 s while the server
+// refuses connections or says it is starting or shutting down: another
+// user of a shared server (a crash test) may be restarting it.
+func createTable(ctx context.Context, pool *pgxpool.Pool, sql string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	retryUntil := time.Now().Add(15 * time.Second)
+	for {
+		_, err := pool.Exec(ctx, sql)
+		var pe *pgconn.PgError
+		restarting := errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &pe) && strings.HasPrefix(pe.Code, "57P")
+		if err == nil || !restarting || time.Now().After(retryUntil) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
