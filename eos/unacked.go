@@ -1,6 +1,7 @@
 package eos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,7 +128,7 @@ func unackedAfter(err error, u *unackedOutputs, cl *kgo.Client, bound time.Durat
 		parts = append(parts, unackedPartition{tp: tp, records: n, leader: leaderSays(md, merr, tp)})
 	}
 	slices.SortFunc(parts, func(a, b unackedPartition) int {
-		return strings.Compare(fmt.Sprintf("%s/%09d", a.tp.topic, a.tp.partition), fmt.Sprintf("%s/%09d", b.tp.topic, b.tp.partition))
+		return cmp.Or(strings.Compare(a.tp.topic, b.tp.topic), cmp.Compare(a.tp.partition, b.tp.partition))
 	})
 	return &unackedError{parts: parts, err: err}
 }
