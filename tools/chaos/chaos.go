@@ -472,7 +472,7 @@ func (o *Options) defaults() {
 	if o.Seed == 0 {
 		o.Seed = rand.Uint64()
 	}
-	o.netDefaults()
+	o.NetDefaults()
 	if o.Events == nil {
 		o.Events = func(string) {}
 	}

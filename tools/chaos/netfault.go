@@ -40,10 +40,10 @@ const (
 	netCommandLimit = 2 * time.Minute
 )
 
-// netDefaults fills in the hold times, once SessionTimeout has its
+// NetDefaults fills in the hold times, once SessionTimeout has its
 // default: a pause outlasts the session and the workers' transaction
 // timeout (Base's, or config's default).
-func (o *Options) netDefaults() {
+func (o *Options) NetDefaults() {
 	if o.CutFor == 0 {
 		o.CutFor = defaultCutFor
 	}
@@ -63,9 +63,9 @@ func (o Options) held() time.Duration {
 	return time.Duration(o.NetCuts+o.CoordinatorCuts)*o.CutFor + time.Duration(o.Pauses)*o.PauseFor
 }
 
-// netHarness runs integration/kafka/netcluster.sh for the cluster under
-// test.
-type netHarness struct {
+// NetHarness runs integration/kafka/netcluster.sh for the cluster under
+// test: the verifier's network faults, and those of verify --sink.
+type NetHarness struct {
 	cmd   string    // the command line; bash appends the arguments
 	dir   string    // where it runs; "" is the current directory
 	log   io.Writer // its stderr: the broker log
@@ -74,7 +74,7 @@ type netHarness struct {
 
 // run runs the harness with args, at most netCommandLimit, and returns
 // its stdout, trimmed, whether it failed or not.
-func (h *netHarness) run(ctx context.Context, args ...string) (string, error) {
+func (h *NetHarness) run(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, netCommandLimit)
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", "-c", h.cmd+` "$@"`, "netcluster")
@@ -96,7 +96,7 @@ func (h *netHarness) run(ctx context.Context, args ...string) (string, error) {
 
 // status is the harness's status line of node and the faults it lists
 // there ("none" for none).
-func (h *netHarness) status(ctx context.Context, node int) (line, faults string, err error) {
+func (h *NetHarness) status(ctx context.Context, node int) (line, faults string, err error) {
 	out, err := h.run(ctx, "status") // exits 1 when a broker is down, and still prints every line
 	prefix := "node " + strconv.Itoa(node) + ":"
 	for _, l := range strings.Split(out, "\n") {
@@ -108,18 +108,24 @@ func (h *netHarness) status(ctx context.Context, node int) (line, faults string,
 	return "", "", fmt.Errorf("chaos: no status line for node %d from the harness (%v): %q", node, err, out)
 }
 
-// openNetHarness checks that the harness runs the cluster in brokers,
-// every broker up and none cut or paused, and counts the brokers.
-func openNetHarness(ctx context.Context, o Options, log io.Writer) (*netHarness, error) {
-	h := &netHarness{cmd: o.NetClusterCmd, dir: o.BrokerRestartDir, log: log}
+// openNetHarness opens the harness of o's cluster.
+func openNetHarness(ctx context.Context, o Options, log io.Writer) (*NetHarness, error) {
+	return OpenNetHarness(ctx, o.NetClusterCmd, o.BrokerRestartDir, o.Brokers, log)
+}
+
+// OpenNetHarness checks that the harness command cmd, run in dir, runs
+// the cluster of brokers, every broker up and none cut or paused, and
+// counts the brokers. The harness writes its stderr to log.
+func OpenNetHarness(ctx context.Context, cmd, dir string, brokers []string, log io.Writer) (*NetHarness, error) {
+	h := &NetHarness{cmd: cmd, dir: dir, log: log}
 	out, err := h.run(ctx, "bootstrap")
 	if err != nil || out == "" {
 		return nil, fmt.Errorf("chaos: --net-cmd %q does not answer bootstrap (%v); is the harness started (`netcluster.sh start`, as root)?", h.cmd, err)
 	}
 	addrs := strings.Split(out, ",")
-	if !slices.ContainsFunc(addrs, func(a string) bool { return slices.Contains(o.Brokers, a) }) {
+	if !slices.ContainsFunc(addrs, func(a string) bool { return slices.Contains(brokers, a) }) {
 		return nil, fmt.Errorf("chaos: --brokers %s is not the cluster of --net-cmd, whose brokers are %s; pass --brokers %s",
-			strings.Join(o.Brokers, ","), out, out)
+			strings.Join(brokers, ","), out, out)
 	}
 	h.nodes = len(addrs)
 	for node := 1; node <= h.nodes; node++ {
@@ -134,9 +140,12 @@ func openNetHarness(ctx context.Context, o Options, log io.Writer) (*netHarness,
 	return h, nil
 }
 
-// wholeAgain heals every cut and resumes every paused broker, whatever a
+// Nodes is how many brokers the cluster has, numbered from 1.
+func (h *NetHarness) Nodes() int { return h.nodes }
+
+// WholeAgain heals every cut and resumes every paused broker, whatever a
 // fault left behind.
-func (h *netHarness) wholeAgain() error {
+func (h *NetHarness) WholeAgain() error {
 	ctx, cancel := context.WithTimeout(context.Background(), netCommandLimit)
 	defer cancel()
 	_, err := h.run(ctx, "heal")

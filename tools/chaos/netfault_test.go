@@ -98,7 +98,7 @@ func TestHoldNet(t *testing.T) {
 		{"pause", true, false, 3},
 	} {
 		t.Run(tc.action, func(t *testing.T) {
-			h := &netHarness{cmd: fakeHarness(t, tc.inert), log: io.Discard, nodes: 3}
+			h := &NetHarness{cmd: fakeHarness(t, tc.inert), log: io.Discard, nodes: 3}
 			var events []string
 			r := &run{o: Options{Records: 100, Events: func(s string) { events = append(events, s) }}, net: h, start: time.Now()}
 			nf := NetFault{Action: tc.action, Node: tc.node, RecoveryMs: -1}
@@ -157,7 +157,7 @@ func TestNoteRecovery(t *testing.T) {
 }
 
 func TestRecoveries(t *testing.T) {
-	got := recoveries([]NetFault{
+	got := Recoveries([]NetFault{
 		{Action: "pause", Fired: true, RecoveryMs: 4000},
 		{Action: "isolate", Fired: true, RecoveryMs: 100},
 		{Action: "pause", Fired: true, RecoveryMs: 9000},

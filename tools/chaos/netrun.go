@@ -2,10 +2,8 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -64,8 +62,8 @@ func (r Recovery) String() string {
 		time.Duration(r.MedianMs)*time.Millisecond, time.Duration(r.MaxMs)*time.Millisecond)
 }
 
-// recoveries sums up fs by action, in the order the actions first came.
-func recoveries(fs []NetFault) []Recovery {
+// Recoveries sums up fs by action, in the order the actions first came.
+func Recoveries(fs []NetFault) []Recovery {
 	var (
 		out     []Recovery
 		samples = map[string][]int64{}
@@ -133,10 +131,10 @@ func (r *run) startNet(ctx context.Context) error {
 			r.nw.cancel()
 			r.netBack(<-r.nw.done)
 		}
-		if err := h.wholeAgain(); err != nil {
+		if err := h.WholeAgain(); err != nil {
 			r.event("making the cluster whole again: %v", err)
 		}
-		r.res.Recovery = recoveries(r.res.NetFaults)
+		r.res.Recovery = Recoveries(r.res.NetFaults)
 	})
 	return nil
 }
@@ -196,92 +194,11 @@ func netToken(action string) string {
 	return "cut-from-clients" // cut-clients and cut-coordinator
 }
 
-// holdNet makes fault nf, checks that the harness's status shows it,
-// holds it for hold, checks again, undoes it and checks that the broker
-// shows no fault. It runs on its own goroutine; ctx ends the hold early.
+// holdNet holds fault nf for hold on a goroutine of its own; ctx ends
+// the hold early.
 func (r *run) holdNet(ctx context.Context, nf NetFault, hold time.Duration) netOutcome {
-	h, bg := r.net, context.WithoutCancel(ctx)
-	args := strings.Fields(nf.Action)
-	if nf.Key != "" {
-		args = append(args, nf.Key)
-	} else {
-		args = append(args, strconv.Itoa(nf.Node))
-	}
-	out, err := h.run(bg, args...)
-	if err == nil && nf.Key != "" {
-		if nf.Node, err = strconv.Atoi(out); err != nil {
-			err = fmt.Errorf("chaos: %s %s printed %q, not a broker number", h.cmd, strings.Join(args, " "), out)
-		}
-	}
-	begin, c0 := time.Now(), r.consumed.Load()
-	nf.AtSeconds = begin.Sub(r.start).Seconds()
-	if err == nil {
-		err = r.netShows(bg, &nf, netToken(nf.Action))
-	}
-	if err == nil {
-		r.event("%s%s: the harness shows %q; holding it %s", nf.Action, keyNote(nf.Key), nf.Status, hold)
-		select {
-		case <-ctx.Done():
-		case <-time.After(hold):
-		}
-		err = r.netShows(bg, &nf, netToken(nf.Action))
-	}
-	healed, c, undoErr := r.undoNet(bg, nf)
-	nf.HeldMs = healed.Sub(begin).Milliseconds()
-	nf.ConsumedDuring = c - c0
-	nf.Fired = err == nil && undoErr == nil
-	if e := errors.Join(err, undoErr); e != nil {
-		nf.Error = e.Error()
-	}
-	return netOutcome{f: nf, healed: healed, consumed: c}
-}
-
-// keyNote names a coordinator cut's key in an event.
-func keyNote(key string) string {
-	if key == "" {
-		return ""
-	}
-	return " (the coordinator of " + key + ")"
-}
-
-// netShows checks that the harness's status lists token among nf.Node's
-// faults, and keeps the line as evidence.
-func (r *run) netShows(ctx context.Context, nf *NetFault, token string) error {
-	line, faults, err := r.net.status(ctx, nf.Node)
-	if err != nil {
-		return err
-	}
-	nf.Status = line
-	if !slices.Contains(strings.Fields(faults), token) {
-		return fmt.Errorf("chaos: %s did not take: the harness's status shows %q, without %s", nf.Action, line, token)
-	}
-	return nil
-}
-
-// undoNet heals or resumes nf's broker (every broker when the fault never
-// named one) and checks that the status shows it without faults; it
-// returns when the broker was given back and what the group had
-// consumed then, read before the status check so that progress after
-// the heal counts towards the recovery, not the fault.
-func (r *run) undoNet(ctx context.Context, nf NetFault) (time.Time, int64, error) {
-	verb := "heal"
-	if nf.Action == "pause" {
-		verb = "resume"
-	}
-	args := []string{verb}
-	if nf.Node > 0 {
-		args = append(args, strconv.Itoa(nf.Node))
-	}
-	_, err := r.net.run(ctx, args...)
-	healed, c := time.Now(), r.consumed.Load()
-	if err != nil || nf.Node == 0 {
-		return healed, c, errors.Join(err, r.net.wholeAgain())
-	}
-	line, faults, err := r.net.status(ctx, nf.Node)
-	if err == nil && faults != "none" {
-		err = fmt.Errorf("chaos: %s %d did not take: the harness's status shows %q", verb, nf.Node, line)
-	}
-	return healed, c, err
+	f, healed, c := r.net.Hold(ctx, nf, NetHold{For: hold, Start: r.start, Progress: r.consumed.Load, Event: r.event})
+	return netOutcome{f: f, healed: healed, consumed: c}
 }
 
 // netBack records a network fault that ended, and awaits the group's

@@ -52,7 +52,7 @@ type run struct {
 	stateDir  string
 	fl        *fleet
 	sc        *scaleRun   // nil unless Options.Scale
-	net       *netHarness // nil unless the run plans network faults
+	net       *NetHarness // nil unless the run plans network faults
 	nw        netWatch
 
 	pctx         context.Context // ends when the workers have stopped
