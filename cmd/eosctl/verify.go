@@ -177,9 +177,11 @@ With -o json, "failed" names every check the run failed.
 --sink postgres verifies the exactly-once Postgres sink (package pgsink)
 instead of a pipeline: workers write one row per record into a table of
 the database at --postgres-url under the same faults, plus database
-restarts (--postgres-restarts, --postgres-restart-cmd); a missing record or
-a duplicate row exits 1. --sink postgres-at-least-once is its control and
-must fail with duplicates.
+restarts (--postgres-restarts, --postgres-restart-cmd) and the network
+faults (the coordinator cuts cut the group's coordinator: the sink commits
+no Kafka transaction); a missing record, a duplicate row or a network fault
+that did not take exits 1. --sink postgres-at-least-once is its control
+and must fail with duplicates.
 
 --sink redis-dedup verifies the article's dedup-store pattern for a side
 effect outside Kafka: the workers run topology.Dedup with a redisdedup.Store

@@ -41,6 +41,10 @@ type pgVerify struct {
 	brokerRestarts           int
 	pgRestarts               int
 	brokerRestartCmd         string
+	netCmd, netDir           string // the network harness, and where it runs
+	netCuts, pauses          int
+	coordinatorCuts          int
+	cutFor, pauseFor         time.Duration
 	batchRecords             int
 	commitDelay              time.Duration
 	sessionTimeout, duration time.Duration
@@ -61,6 +65,14 @@ type pgVerifyResult struct {
 	WorkersRemoved   int    `json:"workers_removed"`
 	BrokerRestarts   int    `json:"broker_restarts"`
 	PostgresRestarts int    `json:"postgres_restarts"`
+	// NetCuts, Pauses and CoordinatorCuts count the network faults that
+	// fired; NetFaults has each, with its evidence and recovery, and
+	// Recovery sums the recoveries up per action.
+	NetCuts         int              `json:"net_cuts"`
+	Pauses          int              `json:"pauses"`
+	CoordinatorCuts int              `json:"coordinator_cuts"`
+	NetFaults       []chaos.NetFault `json:"net_faults,omitempty"`
+	Recovery        []chaos.Recovery `json:"recovery,omitempty"`
 	// FaultsDuringWork counts the faults injected while records were
 	// still missing from the table: the ones that tested something.
 	FaultsDuringWork int      `json:"faults_during_work"`
@@ -267,12 +279,12 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" {
 		return usageErrorf("--sink with --broker-restarts needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	}
-	if o.NetCuts != 0 || o.Pauses != 0 || o.CoordinatorCuts != 0 {
-		return usageErrorf("--sink %s does not inject network faults (--net-cuts, --pauses, --coordinator-cuts) yet: drop them, or run them against a pipeline (--pipeline) or --sink redis-dedup", pg.sink)
+	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 || o.NetCuts < 0 || o.Pauses < 0 || o.CoordinatorCuts < 0 {
+		return usageErrorf("--records must be positive and --kills, --terms, --rebalances, --postgres-restarts, --net-cuts, --pauses and --coordinator-cuts not negative")
 	}
-	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 {
-		return usageErrorf("--records must be positive and --kills, --terms, --rebalances and --postgres-restarts not negative")
-	}
+	o.NetDefaults()
+	pg.netCmd, pg.netDir, pg.netCuts, pg.pauses, pg.coordinatorCuts = o.NetClusterCmd, o.BrokerRestartDir, o.NetCuts, o.Pauses, o.CoordinatorCuts
+	pg.cutFor, pg.pauseFor = o.CutFor, o.PauseFor
 	pg.records, pg.partitions, pg.workers = o.Records, int(o.Partitions), max(o.Workers, 1)
 	pg.kills, pg.terms, pg.rebalances, pg.brokerRestarts = o.Kills, o.Terms, o.Rebalances, o.BrokerRestarts
 	pg.brokerRestartCmd, pg.batchRecords, pg.commitDelay = o.BrokerRestartCmd, o.BatchRecords, o.CommitDelay
@@ -297,7 +309,10 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if len(res.WorkerFailures) > 0 {
 		why += "; workers stopped on their own: " + strings.Join(res.WorkerFailures, "; ")
 	}
+	if failed := netFailures(res.NetFaults); len(failed) > 0 {
+		why += fmt.Sprintf("; %d network faults did not take, hold or heal: %s", len(failed), strings.Join(failed, "; "))
+	}
 	return g.verdict(cmd.OutOrStdout(), res.Pass,
-		fmt.Sprintf("every record in table %s exactly once, through %d kills, %d SIGTERMs, %d rebalances, %d broker and %d database restarts",
-			res.Table, res.Kills, res.Terms, res.WorkersAdded+res.WorkersRemoved, res.BrokerRestarts, res.PostgresRestarts), why)
+		fmt.Sprintf("every record in table %s exactly once, through %d kills, %d SIGTERMs, %d rebalances, %d broker and %d database restarts%s",
+			res.Table, res.Kills, res.Terms, res.WorkersAdded+res.WorkersRemoved, res.BrokerRestarts, res.PostgresRestarts, netSummary(res)), why)
 }

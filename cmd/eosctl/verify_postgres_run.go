@@ -20,6 +20,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
 	"github.com/eosflow/eosflow/sink/pgsink"
+	"github.com/eosflow/eosflow/tools/chaos"
 )
 
 // pgRun is one verify --sink run: its input, table, worker processes and
@@ -32,7 +33,12 @@ type pgRun struct {
 	workerArgs, workerEnv []string
 	topic, group, table   string
 	pool                  *pgxpool.Pool
-	rate                  int // records per second per worker
+	rate                  int               // records per second per worker
+	external              []string          // --brokers; nil on the embedded broker
+	net                   *chaos.NetHarness // nil without network faults
+	cutTurn               int               // the next net-cut's action, in turn
+	start                 time.Time
+	lastRows              int64 // the table's rows when last counted
 
 	mu      sync.Mutex
 	workers map[string]*pgWorker
@@ -45,7 +51,7 @@ type pgRun struct {
 // the table holds every record, and judges the table: one row per record.
 func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyResult, error) {
 	start := time.Now()
-	r := &pgRun{v: v, ctx: ctx, workers: map[string]*pgWorker{}, res: pgVerifyResult{Sink: v.sink, Records: v.records}}
+	r := &pgRun{v: v, ctx: ctx, start: start, workers: map[string]*pgWorker{}, res: pgVerifyResult{Sink: v.sink, Records: v.records}}
 	exe, err := os.Executable()
 	if err != nil {
 		return r.res, fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
@@ -56,6 +62,11 @@ func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyRes
 		return r.res, err
 	}
 	defer closeCluster()
+	closeNet, err := r.openNet()
+	if err != nil {
+		return r.res, err
+	}
+	defer closeNet()
 	if v.brokerRestarts > 0 && v.brokerRestartCmd == "" {
 		return r.res, usageErrorf("--broker-restarts with --sink needs --broker-restart-cmd")
 	}
@@ -104,7 +115,7 @@ func (r *pgRun) cluster(g *globals) (*config.Config, func(), error) {
 	}
 	if cfg != nil {
 		r.workerArgs, r.workerEnv, err = g.workerFlags(*cfg, workerLogin{})
-		r.brokers = cfg.Brokers
+		r.brokers, r.external = cfg.Brokers, cfg.Brokers
 		return cfg, func() {}, err
 	}
 	if r.v.brokerRestarts > 0 {
@@ -161,9 +172,12 @@ func (r *pgRun) prepare(cfg config.Config) (cleanup func(), err error) {
 	}
 	r.say("seeded %d records into %s (%d partitions)", v.records, r.topic, v.partitions)
 	// Pace the workers so the work outlasts the faults: about 1.2 s of
-	// it per fault, one every 0.3 to 1 s.
-	faults := v.kills + v.terms + v.rebalances + v.brokerRestarts + v.pgRestarts
-	r.rate = max(100, int(float64(v.records)/(float64(v.workers)*1.2*float64(faults+1))))
+	// it per fault, one every 0.3 to 1 s, and for a network fault its
+	// hold and 3 s of recovery, since rows go on during many of them.
+	net := v.netCuts + v.pauses + v.coordinatorCuts
+	faults := v.kills + v.terms + v.rebalances + v.brokerRestarts + v.pgRestarts + net
+	held := time.Duration(v.netCuts+v.coordinatorCuts)*v.cutFor + time.Duration(v.pauses)*v.pauseFor + time.Duration(net)*3*time.Second
+	r.rate = max(100, int(float64(v.records)/(float64(v.workers)*(1.2*float64(faults+1)+held.Seconds()))))
 	r.res.RatePerWorker = r.rate
 	return cleanup, nil
 }
@@ -273,7 +287,8 @@ func (r *pgRun) plan() []string {
 	for _, f := range []struct {
 		n    int
 		name string
-	}{{v.kills, "kill"}, {v.terms, "term"}, {v.rebalances, "rebalance"}, {v.brokerRestarts, "broker"}, {v.pgRestarts, "postgres"}} {
+	}{{v.kills, "kill"}, {v.terms, "term"}, {v.rebalances, "rebalance"}, {v.brokerRestarts, "broker"}, {v.pgRestarts, "postgres"},
+		{v.netCuts, pgNetCut}, {v.pauses, pgPause}, {v.coordinatorCuts, pgCoordinatorCut}} {
 		for range f.n {
 			plan = append(plan, f.name)
 		}
@@ -344,6 +359,8 @@ func (r *pgRun) fire(fault string) error {
 		return r.rebalance(victim, len(names))
 	case "broker", "postgres":
 		return r.restartServer(fault)
+	case pgNetCut, pgPause, pgCoordinatorCut:
+		r.fireNet(fault)
 	}
 	return nil
 }
@@ -404,6 +421,7 @@ func (r *pgRun) judge(start time.Time) (pgVerifyResult, error) {
 	res.Missing = int64(r.v.records) - (distinct - outside)
 	res.Duplicates = res.Rows - distinct
 	res.Seconds = time.Since(start).Seconds()
-	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0
+	res.Recovery = chaos.Recoveries(res.NetFaults)
+	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0 && len(netFailures(res.NetFaults)) == 0
 	return res, nil
 }

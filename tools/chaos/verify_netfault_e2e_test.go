@@ -37,15 +37,7 @@ func TestVerifyNetFaults(t *testing.T) {
 		t.Fatalf("the network-fault verify needs up to 8 minutes; run go test with -timeout 10m")
 	}
 	brokers := harness(t, cmd, "bootstrap")
-	// Whatever becomes of the run (a timeout, a failure, a panic), leave
-	// no broker cut or SIGSTOPped behind for the next test.
-	t.Cleanup(func() {
-		for _, arg := range []string{"heal", "resume"} {
-			if out, err := exec.Command("bash", "-c", cmd+" "+arg).CombinedOutput(); err != nil {
-				t.Errorf("cleanup: %s %s: %v\n%s", cmd, arg, err, out)
-			}
-		}
-	})
+	wholeAfter(t, cmd)
 	begin := time.Now()
 	res, _, code := verify(t, "--brokers", brokers, "--net-cmd", cmd, "--records", "20000", "--workers", "3",
 		"--kills", "5", "--net-cuts", "3", "--pauses", "3", "--coordinator-cuts", "2",
@@ -61,7 +53,8 @@ func TestVerifyNetFaults(t *testing.T) {
 	if res.NetCuts != 3 || res.Pauses != 3 || res.CoordinatorCuts != 2 {
 		t.Errorf("fired %d net cuts, %d pauses, %d coordinator cuts; want 3, 3 and 2", res.NetCuts, res.Pauses, res.CoordinatorCuts)
 	}
-	checkNetFaults(t, res, 12*time.Second, 15*time.Second)
+	checkNetFaults(t, res.NetFaults, res.Recovery, 12*time.Second, 15*time.Second, map[string]int{
+		"cut-clients": 1, "cut-peers": 1, "isolate": 1, "pause": 3, "cut-coordinator txn": 1, "cut-coordinator group": 1})
 	if took > 8*time.Minute {
 		t.Errorf("the run took %s, more than the 8 minutes it must fit in", took.Round(time.Second))
 	}
@@ -73,11 +66,11 @@ func TestVerifyNetFaults(t *testing.T) {
 
 // checkNetFaults asserts that every network fault showed in the status,
 // held at least its hold (cuts) or pause, was followed by progress, and
-// that each action ran once.
-func checkNetFaults(t *testing.T, res chaos.Result, cutFor, pauseFor time.Duration) {
+// that each action ran as often as want says.
+func checkNetFaults(t *testing.T, fs []chaos.NetFault, recovery []chaos.Recovery, cutFor, pauseFor time.Duration, want map[string]int) {
 	t.Helper()
 	actions := map[string]int{}
-	for _, f := range res.NetFaults {
+	for _, f := range fs {
 		actions[f.Action]++
 		hold := cutFor
 		if f.Action == "pause" {
@@ -93,16 +86,29 @@ func checkNetFaults(t *testing.T, res chaos.Result, cutFor, pauseFor time.Durati
 		case f.RecoveryMs < 0:
 			t.Errorf("%s on broker %d: no recovery measured", f.Action, f.Node)
 		}
-		t.Logf("%s on broker %d %s: held %dms, %d records committed meanwhile, progress %dms after", f.Action, f.Node, f.Key, f.HeldMs, f.ConsumedDuring, f.RecoveryMs)
+		t.Logf("%s on broker %d %s: held %dms, %d committed meanwhile, progress %dms after", f.Action, f.Node, f.Key, f.HeldMs, f.ConsumedDuring, f.RecoveryMs)
 	}
-	for action := range netStatusWord {
-		if want := map[bool]int{true: 3, false: 1}[action == "pause"]; actions[action] != want {
-			t.Errorf("%s ran %d times, want %d", action, actions[action], want)
+	for action, n := range want {
+		if actions[action] != n {
+			t.Errorf("%s ran %d times, want %d", action, actions[action], n)
 		}
 	}
-	if len(res.Recovery) != len(netStatusWord) {
-		t.Errorf("recovery sums up %d actions, want %d: %+v", len(res.Recovery), len(netStatusWord), res.Recovery)
+	if len(actions) != len(want) || len(recovery) != len(want) {
+		t.Errorf("actions %v and recoveries %+v, want the actions %v", actions, recovery, want)
 	}
+}
+
+// wholeAfter heals and resumes every broker when t ends: whatever becomes
+// of a run (a timeout, a failure, a panic), it leaves no broker cut or
+// SIGSTOPped behind for the next test.
+func wholeAfter(t *testing.T, cmd string) {
+	t.Cleanup(func() {
+		for _, arg := range []string{"heal", "resume"} {
+			if out, err := exec.Command("bash", "-c", cmd+" "+arg).CombinedOutput(); err != nil {
+				t.Errorf("cleanup: %s %s: %v\n%s", cmd, arg, err, out)
+			}
+		}
+	})
 }
 
 // harness runs the network-namespace harness with arg and returns its

@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/eosflow/eosflow/tools/chaos"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 )
 
@@ -24,6 +26,12 @@ type sinkResult struct {
 	FaultsDuringWork int      `json:"faults_during_work"`
 	WorkerFailures   []string `json:"worker_failures"`
 	Pass             bool     `json:"pass"`
+
+	NetCuts         int              `json:"net_cuts"`
+	Pauses          int              `json:"pauses"`
+	CoordinatorCuts int              `json:"coordinator_cuts"`
+	NetFaults       []chaos.NetFault `json:"net_faults"`
+	Recovery        []chaos.Recovery `json:"recovery"`
 }
 
 // verifySink runs `eosctl verify --sink ... -o json` against the database
@@ -116,4 +124,28 @@ func TestVerifySinkPostgresRealBroker(t *testing.T) {
 	if res.BrokerRestarts != 2 {
 		t.Errorf("%d broker restarts, want 2", res.BrokerRestarts)
 	}
+}
+
+// TestVerifySinkPostgresNetFaults runs the Postgres sink on the 3-broker
+// cluster of integration/kafka/netcluster.sh through one of each network
+// cut, a broker paused past the session timeout and a cut of the group's
+// coordinator, mixed with kills: every record once, every fault seen in
+// the harness's status, and rows written after each.
+func TestVerifySinkPostgresNetFaults(t *testing.T) {
+	cmd := strings.TrimSpace(os.Getenv(chaos.EnvNetClusterCmd))
+	if cmd == "" {
+		t.Skipf("set %s to the network-namespace harness, e.g. %q, after starting it", chaos.EnvNetClusterCmd,
+			"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh")
+	}
+	brokers := harness(t, cmd, "bootstrap")
+	wholeAfter(t, cmd)
+	res, code := verifySink(t, "--sink", "postgres", "--brokers", brokers, "--net-cmd", cmd, "--records", "15000", "--workers", "2",
+		"--kills", "2", "--net-cuts", "3", "--pauses", "1", "--coordinator-cuts", "1", "--cut-for", "6s",
+		"--terms", "0", "--rebalances", "0", "--broker-restarts", "0", "--duration", "6m")
+	checkSink(t, res, code, 15000, 2)
+	if res.NetCuts != 3 || res.Pauses != 1 || res.CoordinatorCuts != 1 {
+		t.Errorf("fired %d net cuts, %d pauses, %d coordinator cuts; want 3, 1 and 1", res.NetCuts, res.Pauses, res.CoordinatorCuts)
+	}
+	checkNetFaults(t, res.NetFaults, res.Recovery, 6*time.Second, 15*time.Second, map[string]int{
+		"cut-clients": 1, "cut-peers": 1, "isolate": 1, "pause": 1, "cut-coordinator group": 1})
 }
