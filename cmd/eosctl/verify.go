@@ -159,7 +159,8 @@ and again just before it is undone, and its broker without faults after;
 one that does not fails the run (net_fault_failed). net_faults lists each
 with that status line, the input records the group committed while it
 held, and recovery_ms, the time from the heal or resume to the group's next
-committed progress; recovery sums them up per action.
+committed progress; recovery sums them up per action. Under --sink, the
+progress is the table's rows.
 
 Workers pace themselves (--rate) so that faults land
 mid-batch; by default the pace leaves about two seconds of work between

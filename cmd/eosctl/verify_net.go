@@ -11,22 +11,28 @@ import (
 // each kind, each fault with the status line that showed it and the
 // group's recovery after it, and the recoveries by action.
 func addNetRows(t *table, r chaos.Result) {
-	if len(r.NetFaults) == 0 {
+	addNetFaultRows(t, r.NetCuts, r.Pauses, r.CoordinatorCuts, r.NetFaults, r.Recovery, "records committed")
+}
+
+// addNetFaultRows adds the rows of network faults, whose progress is
+// counted in unit (input records committed, or rows written).
+func addNetFaultRows(t *table, cuts, pauses, coordinatorCuts int, fs []chaos.NetFault, recovery []chaos.Recovery, unit string) {
+	if len(fs) == 0 {
 		return
 	}
-	t.add("network faults", fmt.Sprintf("%d net cuts, %d pauses, %d coordinator cuts fired", r.NetCuts, r.Pauses, r.CoordinatorCuts))
-	for _, f := range r.NetFaults {
-		t.add("  "+f.Action, netFaultCell(f))
+	t.add("network faults", fmt.Sprintf("%d net cuts, %d pauses, %d coordinator cuts fired", cuts, pauses, coordinatorCuts))
+	for _, f := range fs {
+		t.add("  "+f.Action, netFaultCell(f, unit))
 	}
-	for _, rec := range r.Recovery {
+	for _, rec := range recovery {
 		t.add("recovery after "+rec.Action, rec.String())
 	}
 }
 
 // netFaultCell is one network fault on one line.
-func netFaultCell(f chaos.NetFault) string {
+func netFaultCell(f chaos.NetFault, unit string) string {
 	held := (time.Duration(f.HeldMs) * time.Millisecond).Round(100 * time.Millisecond)
-	cell := fmt.Sprintf("broker %d at %.1fs for %s, %d records committed meanwhile", f.Node, f.AtSeconds, held, f.ConsumedDuring)
+	cell := fmt.Sprintf("broker %d at %.1fs for %s, %d %s meanwhile", f.Node, f.AtSeconds, held, f.ConsumedDuring, unit)
 	if f.Key != "" {
 		cell += ", coordinator of " + f.Key
 	}

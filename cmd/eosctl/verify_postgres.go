@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -279,8 +280,11 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if o.BrokerRestarts > 0 && o.BrokerRestartCmd == "" {
 		return usageErrorf("--sink with --broker-restarts needs --broker-restart-cmd, e.g. \"integration/kafka/kafka.sh restart --hard\"")
 	}
-	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 || o.NetCuts < 0 || o.Pauses < 0 || o.CoordinatorCuts < 0 {
-		return usageErrorf("--records must be positive and --kills, --terms, --rebalances, --postgres-restarts, --net-cuts, --pauses and --coordinator-cuts not negative")
+	if o.Records <= 0 || o.Kills < 0 || o.Terms < 0 || o.Rebalances < 0 || pg.pgRestarts < 0 || o.NetCuts < 0 || o.Pauses < 0 || o.CoordinatorCuts < 0 || o.CutFor < 0 || o.PauseFor < 0 {
+		return usageErrorf("--records must be positive and --kills, --terms, --rebalances, --postgres-restarts, --net-cuts, --pauses, --coordinator-cuts, --cut-for and --pause-for not negative")
+	}
+	if o.NetCuts+o.Pauses+o.CoordinatorCuts > 0 && (o.NetClusterCmd == "" || !g.brokersSet && os.Getenv("EOS_BROKERS") == "") {
+		return usageErrorf("%v", chaos.ErrNoNetCluster)
 	}
 	o.NetDefaults()
 	pg.netCmd, pg.netDir, pg.netCuts, pg.pauses, pg.coordinatorCuts = o.NetClusterCmd, o.BrokerRestartDir, o.NetCuts, o.Pauses, o.CoordinatorCuts
@@ -304,6 +308,13 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	}
 	if err := g.render(cmd.OutOrStdout(), res, pgVerifyTable(res)); err != nil {
 		return err
+	}
+	if g.output != outputJSON && len(res.NetFaults) > 0 {
+		t := newTable("CHECK", "RESULT")
+		addNetFaultRows(t, res.NetCuts, res.Pauses, res.CoordinatorCuts, res.NetFaults, res.Recovery, "rows written")
+		if err := t.write(cmd.OutOrStdout()); err != nil {
+			return err
+		}
 	}
 	why := fmt.Sprintf("%d missing, %d duplicate rows", res.Missing, res.Duplicates)
 	if len(res.WorkerFailures) > 0 {

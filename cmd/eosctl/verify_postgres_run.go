@@ -37,8 +37,9 @@ type pgRun struct {
 	external              []string          // --brokers; nil on the embedded broker
 	net                   *chaos.NetHarness // nil without network faults
 	cutTurn               int               // the next net-cut's action, in turn
-	start                 time.Time
-	lastRows              int64 // the table's rows when last counted
+	start                 time.Time         // when the workers started
+	deadline              time.Time         // when --duration runs out
+	lastRows              int64             // the table's rows when last counted
 
 	mu      sync.Mutex
 	workers map[string]*pgWorker
@@ -51,7 +52,7 @@ type pgRun struct {
 // the table holds every record, and judges the table: one row per record.
 func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyResult, error) {
 	start := time.Now()
-	r := &pgRun{v: v, ctx: ctx, start: start, workers: map[string]*pgWorker{}, res: pgVerifyResult{Sink: v.sink, Records: v.records}}
+	r := &pgRun{v: v, ctx: ctx, workers: map[string]*pgWorker{}, res: pgVerifyResult{Sink: v.sink, Records: v.records}}
 	exe, err := os.Executable()
 	if err != nil {
 		return r.res, fmt.Errorf("cannot find the eosctl binary to start workers from: %w", err)
@@ -88,6 +89,7 @@ func runVerifyPostgres(ctx context.Context, g *globals, v pgVerify) (pgVerifyRes
 		return r.res, err
 	}
 	defer r.stopAll()
+	r.start, r.deadline = time.Now(), time.Now().Add(v.duration)
 	for range v.workers {
 		if err := r.addWorker(); err != nil {
 			return r.res, err
@@ -177,7 +179,7 @@ func (r *pgRun) prepare(cfg config.Config) (cleanup func(), err error) {
 	net := v.netCuts + v.pauses + v.coordinatorCuts
 	faults := v.kills + v.terms + v.rebalances + v.brokerRestarts + v.pgRestarts + net
 	held := time.Duration(v.netCuts+v.coordinatorCuts)*v.cutFor + time.Duration(v.pauses)*v.pauseFor + time.Duration(net)*3*time.Second
-	r.rate = max(100, int(float64(v.records)/(float64(v.workers)*(1.2*float64(faults+1)+held.Seconds()))))
+	r.rate = max(50, int(float64(v.records)/(float64(v.workers)*(1.2*float64(faults+1)+held.Seconds()))))
 	r.res.RatePerWorker = r.rate
 	return cleanup, nil
 }
@@ -309,9 +311,8 @@ func (r *pgRun) done() bool {
 // inject fires the plan's faults, one every 0.3 to 1 s, until they are
 // all fired and the table holds every record, or --duration runs out.
 func (r *pgRun) inject(plan []string) error {
-	deadline := time.Now().Add(r.v.duration)
 	for i := 0; i < len(plan) || !r.done(); i++ {
-		if time.Now().After(deadline) {
+		if time.Now().After(r.deadline) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return fmt.Errorf("the table did not get every record within --duration %s (%d faults of %d injected); worker failures: %v",

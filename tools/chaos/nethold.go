@@ -14,8 +14,8 @@ import (
 type NetHold struct {
 	For   time.Duration // how long the fault holds, unless ctx ends first
 	Start time.Time     // the run's start, for NetFault.AtSeconds
-	// Progress reads the pipeline's committed progress, in input records,
-	// for NetFault.ConsumedDuring.
+	// Progress reads the pipeline's progress in the caller's unit (input
+	// records committed, or rows written), for NetFault.ConsumedDuring.
 	Progress func() int64
 	Event    func(format string, a ...any) // reports the fault in place
 }

@@ -30,7 +30,8 @@ type NetFault struct {
 	AtSeconds float64 `json:"at_seconds"` // when the fault was in place, since the workers started
 	HeldMs    int64   `json:"held_ms"`    // from then to its heal or resume
 	// ConsumedDuring is how many input records the group committed while
-	// the fault held: 0 when it stalled the group.
+	// the fault held (rows written, under verify --sink): 0 when it
+	// stalled the group.
 	ConsumedDuring int64 `json:"consumed_during"`
 	// RecoveryMs is the time from the heal or resume to the group's next
 	// committed progress (input offsets committed in a transaction, read

@@ -137,6 +137,9 @@ func TestVerifySinkPostgresNetFaults(t *testing.T) {
 		t.Skipf("set %s to the network-namespace harness, e.g. %q, after starting it", chaos.EnvNetClusterCmd,
 			"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh")
 	}
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < 7*time.Minute {
+		t.Fatalf("the sink's network-fault verify needs up to 6 minutes; run go test with a -timeout that leaves 7")
+	}
 	brokers := harness(t, cmd, "bootstrap")
 	wholeAfter(t, cmd)
 	res, code := verifySink(t, "--sink", "postgres", "--brokers", brokers, "--net-cmd", cmd, "--records", "15000", "--workers", "2",
@@ -148,4 +151,7 @@ func TestVerifySinkPostgresNetFaults(t *testing.T) {
 	}
 	checkNetFaults(t, res.NetFaults, res.Recovery, 6*time.Second, 15*time.Second, map[string]int{
 		"cut-clients": 1, "cut-peers": 1, "isolate": 1, "pause": 1, "cut-coordinator group": 1})
+	if status := harness(t, cmd, "status"); strings.Count(status, "faults: none") != 3 {
+		t.Errorf("the cluster is not whole after the run:\n%s", status)
+	}
 }
