@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +35,19 @@ var (
 	build    sync.Once
 )
 
+// verifyParallel is how many parallel tests run at once unless -parallel
+// says otherwise: a verify run on the embedded broker mostly waits on its
+// paced workers (about a tenth of a core), so go test's default, the
+// number of cores, left the package waiting several times longer.
+const verifyParallel = 6
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if p := flag.Lookup("test.parallel"); p != nil && !explicit {
+		_ = p.Value.Set(strconv.Itoa(max(verifyParallel, runtime.GOMAXPROCS(0))))
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
