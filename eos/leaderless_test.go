@@ -24,6 +24,7 @@ import (
 // partition has a leader again a new Runner writes every record, exactly
 // once where the guarantee is exactly-once.
 func TestLeaderlessPartitionIsNamed(t *testing.T) {
+	t.Parallel() // each case waits out recovery_timeout on a cluster of its own
 	for _, c := range []struct {
 		name, topic string
 		g           config.Guarantee
@@ -37,9 +38,15 @@ func TestLeaderlessPartitionIsNamed(t *testing.T) {
 		// bound with the partition's records held.
 		{"output/at-least-once", "out", config.AtLeastOnce, "did not acknowledge the batch's records (out/1: "},
 	} {
-		t.Run(c.name, func(t *testing.T) { leaderless(t, c.topic, c.g, c.want) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			leaderless(t, c.topic, c.g, c.want)
+		})
 	}
-	t.Run("output/exactly-once/mid-run", leaderlessMidRun)
+	t.Run("output/exactly-once/mid-run", func(t *testing.T) {
+		t.Parallel()
+		leaderlessMidRun(t)
+	})
 }
 
 // leaderlessFaults leaves partition 1 of topic without a leader: the
