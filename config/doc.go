@@ -57,8 +57,8 @@
 // on the prefix app_id: (e.g. orders-eu:).
 //
 // With workers N > 1 one process runs N workers, and worker i is the
-// instance instance_id_i (ForWorker): transactional.id
-// app_id:instance_id_i, its own group.instance.id and state directory
+// instance instance_id_i: transactional.id app_id:instance_id_i, its own
+// group.instance.id and state directory
 // <state_dir>/<app_id>/<instance_id>_i. Changing N changes the set of ids.
 // The '_' (WorkerSeparator) may not occur in instance_id, so no instance
 // can have a worker's id: with '-', instance pod with 2 workers and

@@ -27,7 +27,7 @@ transaction_timeout: 100ms
 		fmt.Println(err)
 		return
 	}
-	fmt.Println("transactional.id:", c.TransactionalID())
+	fmt.Println("app_id:", c.AppID, "instance_id:", c.InstanceID)
 	fmt.Println("guarantee:", c.Guarantee, "max_batch_records:", c.MaxBatchRecords)
 
 	err = c.Validate()
@@ -43,7 +43,7 @@ transaction_timeout: 100ms
 	c, _ = config.FromEnv(c)
 	fmt.Println("after EOS_TRANSACTION_TIMEOUT=30s:", c.TransactionTimeout, c.Validate())
 	// Output:
-	// transactional.id: orders-enricher:worker-0
+	// app_id: orders-enricher instance_id: worker-0
 	// guarantee: exactly-once max_batch_records: 50000
 	// config: transaction_timeout "100ms": must be greater than commit_interval (200ms); raise it or lower commit_interval
 	// field: transaction_timeout invalid: true

@@ -28,10 +28,6 @@ func GroupProtocols() []GroupProtocol {
 	return []GroupProtocol{GroupProtocolClassic, GroupProtocolConsumer}
 }
 
-// Consumer reports whether c asks for KIP-848's consumer protocol; any
-// other valid value is the classic one.
-func (c Config) Consumer() bool { return c.GroupProtocol == GroupProtocolConsumer }
-
 // validateGroupProtocol names an unknown group_protocol and the values it
 // may take.
 func (c Config) validateGroupProtocol() []error {

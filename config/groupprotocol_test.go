@@ -13,9 +13,6 @@ func TestGroupProtocolValues(t *testing.T) {
 		if err := c.Validate(); err != nil {
 			t.Errorf("group_protocol %q: %v", p, err)
 		}
-		if got, want := c.Consumer(), p == GroupProtocolConsumer; got != want {
-			t.Errorf("group_protocol %q: Consumer() = %v, want %v", p, got, want)
-		}
 	}
 	for _, bad := range []GroupProtocol{"Consumer", "kip-848", "eager", " classic"} {
 		c := valid()

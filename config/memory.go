@@ -100,7 +100,7 @@ func (c Config) memoryErrors() []error {
 	if c.MaxMemory == 0 {
 		return nil
 	}
-	n := ByteSize(c.WorkerCount())
+	n := ByteSize(c.workerCount())
 	switch {
 	case c.MaxMemory < 0:
 		return []error{&FieldError{Field: "max_memory", Value: strconv.FormatInt(int64(c.MaxMemory), 10),

@@ -112,8 +112,8 @@ func (c Config) checkWorkers(p *problems) {
 		p.add("workers", c.Workers.String(), fmt.Sprintf("must be a number from 1 to %d, or auto for one per core (GOMAXPROCS); use e.g. 4, or 1 to run one session per process", MaxWorkers))
 	case c.Workers > MaxWorkers:
 		p.add("workers", c.Workers.String(), fmt.Sprintf("must be at most %d: each worker is a Kafka client and group member of its own; lower it (auto gives one per core), or run more processes", MaxWorkers))
-	case c.WorkerCount() > 1 && validName.MatchString(c.InstanceID) && len(c.WorkerInstanceID(c.WorkerCount()-1)) > maxInstanceIDLen:
-		p.add("instance_id", c.InstanceID, fmt.Sprintf("must be short enough for the workers' instance ids (%s): at most %d characters, the limit Kafka's Java clients enforce for a group.instance.id; shorten it", c.WorkerInstanceID(c.WorkerCount()-1), maxInstanceIDLen))
+	case c.workerCount() > 1 && validName.MatchString(c.InstanceID) && len(c.workerInstanceID(c.workerCount()-1)) > maxInstanceIDLen:
+		p.add("instance_id", c.InstanceID, fmt.Sprintf("must be short enough for the workers' instance ids (%s): at most %d characters, the limit Kafka's Java clients enforce for a group.instance.id; shorten it", c.workerInstanceID(c.workerCount()-1), maxInstanceIDLen))
 	}
 }
 

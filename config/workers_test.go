@@ -2,9 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
-	"runtime"
-	"slices"
 	"strings"
 	"testing"
 
@@ -49,118 +46,6 @@ func TestValidateWorkers(t *testing.T) {
 	}
 }
 
-func TestWorkerCountAndIDs(t *testing.T) {
-	c := valid()
-	for w, want := range map[Workers]int{0: 1, 1: 1, 3: 3, WorkersAuto: runtime.GOMAXPROCS(0)} {
-		c.Workers = w
-		if got := c.WorkerCount(); got != want {
-			t.Errorf("workers %s: WorkerCount %d, want %d", w, got, want)
-		}
-	}
-	c.Workers = 3
-	wc := c.ForWorker(2)
-	if wc.InstanceID != "worker-0_2" || wc.Workers != 1 || wc.TransactionalID() != "orders:worker-0_2" {
-		t.Fatalf("ForWorker(2): instance %q workers %s txn id %q", wc.InstanceID, wc.Workers, wc.TransactionalID())
-	}
-	if wc.StateDirFor() == c.StateDirFor() || wc.StateDirFor() == c.ForWorker(1).StateDirFor() {
-		t.Fatalf("workers share a state directory: %s", wc.StateDirFor())
-	}
-}
-
-// sessions are the configurations the runtime runs for c: c itself under
-// one worker, ForWorker(i) for each worker otherwise.
-func sessions(c Config) []Config {
-	n := c.WorkerCount()
-	if n == 1 {
-		return []Config{c}
-	}
-	out := make([]Config, n)
-	for i := range out {
-		out[i] = c.ForWorker(i)
-	}
-	return out
-}
-
-// sessionIDs are the ids a session must not share with another
-// instance's: its transactional.id, group.instance.id and state directory.
-func sessionIDs(c Config) []string {
-	return []string{"transactional.id " + c.TransactionalID(), "group.instance.id " + c.InstanceID, "state directory " + c.StateDirFor()}
-}
-
-// idOwners records which instance each session id belongs to and
-// returns a description of the first id another instance already owns.
-type idOwners map[string]string
-
-func (o idOwners) claim(c Config) string {
-	for _, s := range sessions(c) {
-		for _, id := range sessionIDs(s) {
-			if owner, taken := o[id]; taken && owner != c.InstanceID {
-				return fmt.Sprintf("instance %q (workers %s) and instance %q share the %s", c.InstanceID, c.Workers, owner, id)
-			}
-			o[id] = c.InstanceID
-		}
-	}
-	return ""
-}
-
-// Two instances that both pass Validate never share a worker's
-// transactional.id, group.instance.id or state directory, whatever their
-// names and worker counts.
-func TestWorkerIDsNeverCollide(t *testing.T) {
-	deployment := func(id string, w Workers) Config {
-		c := valid()
-		c.InstanceID, c.Workers, c.StateDir = id, w, "/var/lib/eosflow"
-		return c
-	}
-	for _, tt := range []struct {
-		a, b   string
-		wa, wb Workers
-	}{
-		{"pod", "pod-1", 2, 1},
-		{"pod", "pod-1", 2, 2},
-		{"pod", "pod-1", 12, 1},
-		{"pod-1", "pod-1-0", 2, 1},
-		{"pod", "pod_1", 2, 1},
-		{"pod", "pod.1", 2, 1},
-	} {
-		t.Run(fmt.Sprintf("%s×%s,%s×%s", tt.a, tt.wa, tt.b, tt.wb), func(t *testing.T) {
-			a, b := deployment(tt.a, tt.wa), deployment(tt.b, tt.wb)
-			if a.Validate() != nil || b.Validate() != nil {
-				return // an instance Validate refuses never runs
-			}
-			owners := idOwners{}
-			owners.claim(a)
-			if clash := owners.claim(b); clash != "" {
-				t.Fatal(clash)
-			}
-		})
-	}
-
-	// Every name of up to four characters from an alphabet rich in
-	// separators, at several worker counts.
-	const alphabet = "p01-_."
-	names := []string{""}
-	owners := idOwners{}
-	for range 4 {
-		var longer []string
-		for _, n := range names {
-			for _, r := range alphabet {
-				longer = append(longer, n+string(r))
-			}
-		}
-		names = longer
-		for _, n := range names {
-			for _, w := range []Workers{1, 2, 3, 11} {
-				if c := deployment(n, w); c.Validate() == nil {
-					if clash := owners.claim(c); clash != "" {
-						t.Fatal(clash)
-					}
-				}
-			}
-		}
-	}
-}
-
 // An instance_id with the separator of the workers' ids is refused,
 // naming the separator and a name without it.
 func TestValidateRefusesWorkerSeparator(t *testing.T) {
@@ -175,26 +60,6 @@ func TestValidateRefusesWorkerSeparator(t *testing.T) {
 		}
 		if strings.Count(err.Error(), "\n") != 0 {
 			t.Errorf("instance_id %q produced several errors: %q", id, err)
-		}
-	}
-}
-
-// InstanceIDs lists the group.instance.ids of the sessions the runtime
-// runs for a config, and each session's configuration is valid (the
-// runtime validates it again).
-func TestInstanceIDs(t *testing.T) {
-	for _, w := range []Workers{0, 1, 3} {
-		c := valid()
-		c.Workers = w
-		var want []string
-		for _, s := range sessions(c) {
-			want = append(want, s.InstanceID)
-			if err := s.Validate(); err != nil {
-				t.Errorf("workers %s: session %s: %v", w, s.InstanceID, err)
-			}
-		}
-		if got := c.InstanceIDs(); !slices.Equal(got, want) {
-			t.Errorf("workers %s: InstanceIDs %q, want %q", w, got, want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/tools/conformance"
 )
 
@@ -164,13 +165,13 @@ func TestStatefulSetConfiguresAPipeline(t *testing.T) {
 			t.Fatalf("%s=%q did not reach the config (known to this test: %v)", k, set[k], known)
 		}
 	}
-	if want := cfg.AppID + ":" + pod; cfg.TransactionalID() != want {
-		t.Fatalf("transactional id %q, want %q: stable per pod", cfg.TransactionalID(), want)
+	if want := cfg.AppID + ":" + pod; runcfg.TransactionalID(cfg) != want {
+		t.Fatalf("transactional id %q, want %q: stable per pod", runcfg.TransactionalID(cfg), want)
 	}
 	// Each worker's ids come from the pod name too.
-	if n := cfg.WorkerCount(); n > 1 {
-		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"_"+strconv.Itoa(n-1) || w.TransactionalID() != cfg.AppID+":"+w.InstanceID {
-			t.Fatalf("worker %d: instance %q, transactional id %q; want them from the pod name", n-1, w.InstanceID, w.TransactionalID())
+	if n := runcfg.WorkerCount(cfg); n > 1 {
+		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"_"+strconv.Itoa(n-1) || runcfg.TransactionalID(w) != cfg.AppID+":"+w.InstanceID {
+			t.Fatalf("worker %d: instance %q, transactional id %q; want them from the pod name", n-1, w.InstanceID, runcfg.TransactionalID(w))
 		}
 	}
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/engine"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -176,7 +177,7 @@ func (a *authz) errOp(err error, op string, topics ...string) error {
 		Inputs: a.inputs, Outputs: a.outputs, Stores: a.stores, Repartitions: a.repartitions}
 	switch {
 	case errors.Is(err, kerr.TransactionalIDAuthorizationFailed):
-		e.Err = fmt.Errorf("transactional id %q: %w", a.cfg.TransactionalID(), err)
+		e.Err = fmt.Errorf("transactional id %q: %w", runcfg.TransactionalID(a.cfg), err)
 		e.Missing = []ACL{{Operation: "Write", Resource: "transactional-id", Name: a.cfg.AppID + config.TransactionalIDSeparator, Prefixed: true}}
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
 		e.Missing = []ACL{{Operation: "Read", Resource: "group", Name: a.cfg.AppID}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.opentelemetry.io/otel/codes"
@@ -235,7 +236,7 @@ func (b *batch) notCommitted(offsets map[string]map[int32]kgo.EpochOffset, gen i
 	l.noteRedone(b)
 	if failing := l.failing(); failing > l.cfg.RecoveryTimeout {
 		return false, fmt.Errorf("eos: no batch committed in %s (recovery_timeout %s): every transaction ended aborted; inspect with `eosctl txn describe %s` and `eosctl group lag %s`",
-			failing.Round(time.Second), l.cfg.RecoveryTimeout, l.cfg.TransactionalID(), l.cfg.AppID)
+			failing.Round(time.Second), l.cfg.RecoveryTimeout, runcfg.TransactionalID(l.cfg), l.cfg.AppID)
 	}
 	why := "batch aborted by a rebalance; reprocessing from the last commit"
 	if ts, ok := s.(*txnSession); ok && ts.doomedEnd {

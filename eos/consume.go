@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,7 +85,7 @@ func (l *streamLoop) consume(ctx context.Context, s session) (progressed bool, e
 // logger.
 func (l *streamLoop) startSession(ctx context.Context, s session) (*zap.Logger, error) {
 	l.polled = time.Time{} // the last client's polls say nothing of this one's fetches (staleFor)
-	log, err := s.start(ctx, l.log.With(zap.String("transactional_id", l.cfg.TransactionalID())))
+	log, err := s.start(ctx, l.log.With(zap.String("transactional_id", runcfg.TransactionalID(l.cfg))))
 	if err != nil {
 		return log, err
 	}

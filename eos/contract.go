@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -83,5 +84,5 @@ func (p producerIDs) load(ctx context.Context, cl *kgo.Client) (int64, int16, er
 	if isFatal(err) {
 		return 0, 0, err
 	}
-	return 0, 0, &rebuildError{fmt.Errorf("waiting for a producer id from the transaction coordinator of %q at %v: %w", p.cfg.TransactionalID(), p.cfg.Brokers, err)}
+	return 0, 0, &rebuildError{fmt.Errorf("waiting for a producer id from the transaction coordinator of %q at %v: %w", runcfg.TransactionalID(p.cfg), p.cfg.Brokers, err)}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/graph"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -123,7 +124,7 @@ func (g *globalTables) start(ctx context.Context) error {
 	g.lag = newGlobalLag(starts, time.Now())
 	consume := map[string]map[int32]kgo.Offset{}
 	for _, t := range g.tables {
-		if err := t.open(g.cfg.StateDirFor()); err != nil {
+		if err := t.open(runcfg.StateDir(g.cfg)); err != nil {
 			return err
 		}
 		consume[t.spec.Topic] = map[int32]kgo.Offset{}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,7 +31,7 @@ var ErrGroupProtocol = errors.New("eos: the brokers do not serve the consumer gr
 // answer that settles nothing (a coordinator still loading, a refused
 // grant) leaves the question to the join itself.
 func (pc *preflightCheck) checkGroupProtocol(ctx context.Context, cl *kgo.Client) error {
-	if !pc.cfg.Consumer() {
+	if !runcfg.Consumer(pc.cfg) {
 		return nil
 	}
 	fix := "set group_protocol: classic (EOS_GROUP_PROTOCOL=classic)"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/eosflow/eosflow/topology"
 
@@ -250,7 +251,7 @@ func unattended(h txnrepair.Hanging) bool {
 // before InitProducerId moved it on proves its outcome (see noteOwnTxn);
 // failing that, its log or the markers it wrote elsewhere.
 func (hr *hangingRepair) ownHanging(ev *txnrepair.Evidence, p kadm.DescribedProducer) txnrepair.Hanging {
-	h := txnrepair.Hanging{DescribedProducer: p, TxnID: hr.cfg.TransactionalID(), Current: hr.pidEpoch,
+	h := txnrepair.Hanging{DescribedProducer: p, TxnID: runcfg.TransactionalID(hr.cfg), Current: hr.pidEpoch,
 		Reason: fmt.Sprintf("a transaction of this instance's producer at epoch %d, older than its current epoch %d", p.ProducerEpoch, hr.pidEpoch)}
 	if v, ok := hr.ownTxns[txnEpoch{p.ProducerID, p.ProducerEpoch}]; ok {
 		h.Verdict = v
@@ -408,7 +409,7 @@ func (hr *hangingRepair) noteOwnTxn(ctx context.Context) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, hr.coordTimeout)
 	defer cancel()
-	id := hr.cfg.TransactionalID()
+	id := runcfg.TransactionalID(hr.cfg)
 	described, err := kadm.NewClient(hr.admin()).DescribeTransactions(dctx, id)
 	d, ok := described[id]
 	if err == nil && ok {

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/internal/txnrepair"
 	"github.com/eosflow/eosflow/topology"
 
@@ -161,7 +162,7 @@ func (g *joinGuard) check(ctx context.Context, cl *kgo.Client, firsts func() map
 	if !g.begunOK {
 		// As a look that cannot see every partition (see noteBlindEnd);
 		// the guard stays armed.
-		g.noteBlindEnd(fmt.Errorf("cannot read the producer epoch of transactional id %q", g.cfg.TransactionalID()), 0, commit)
+		g.noteBlindEnd(fmt.Errorf("cannot read the producer epoch of transactional id %q", runcfg.TransactionalID(g.cfg)), 0, commit)
 		return commit, nil
 	}
 	return g.checkJoined(ctx, firsts(), commit)
@@ -299,7 +300,7 @@ func (g *joinGuard) checkJoined(ctx context.Context, firsts map[topicPartition]i
 // committed too. The check stays armed, so the next batch looks again.
 func (g *joinGuard) noteBlindEnd(blind error, waited time.Duration, commit bool) {
 	g.log.Error("could not look whether this batch joined an older transaction of this instance that a restarted broker left open; ending it as asked, and the next batch looks again",
-		zap.String("transactional_id", g.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id), zap.Int16("epoch", g.begun.epoch),
+		zap.String("transactional_id", runcfg.TransactionalID(g.cfg)), zap.Int64("producer_id", g.begun.id), zap.Int16("epoch", g.begun.epoch),
 		zap.Bool("commit", commit), zap.Duration("waited", waited.Round(time.Millisecond)), zap.Error(blind),
 		zap.String("inspect", "eosctl txn hanging"))
 }
@@ -349,7 +350,7 @@ func (g *joinGuard) lookJoined(ctx context.Context, firsts map[topicPartition]in
 			// Unread, it is not known to be a join at all (it may be
 			// this transaction's own record whose answer was lost):
 			// the look is blind there, not waiting for proof.
-			look.unproven = append(look.unproven, HangingTxn{TransactionalID: g.cfg.TransactionalID(), ProducerID: p.ProducerID,
+			look.unproven = append(look.unproven, HangingTxn{TransactionalID: runcfg.TransactionalID(g.cfg), ProducerID: p.ProducerID,
 				Epoch: j.older, Topic: p.Topic, Partition: p.Partition, StartOffset: p.CurrentTxnStartOffset})
 		}
 	})
@@ -382,7 +383,7 @@ func (g *joinGuard) joinedAt(ctx context.Context, ev *txnrepair.Evidence, p kadm
 	if v, ok := g.hr.ownTxns[txnEpoch{pid, epoch}]; ok {
 		j.verdict = v
 	} else {
-		j.verdict = ev.Search(g.cfg.TransactionalID(), older)
+		j.verdict = ev.Search(runcfg.TransactionalID(g.cfg), older)
 	}
 	return j, true
 }
@@ -412,7 +413,7 @@ func (g *joinGuard) decideJoined(joined []joinedTxn, commit bool) (bool, error) 
 		if j.verdict.Outcome == txnrepair.Committed && !may {
 			g.log.Error("this transaction joined an older one of this instance that committed, and must abort; ending neither", g.joinFields(j)...)
 			return false, fmt.Errorf("eos: the transaction of transactional id %q (producer id %d epoch %d) joined, on %s/%d from offset %d, its transaction at epoch %d that committed (%s), a restarted broker having left it open there; this one must abort, which would drop those committed records, so it is left open; its coordinator aborts it once transaction_timeout (%s) passes, which drops them too: settle it before then with `eosctl txn hanging --topic %s --partition %d` and `eosctl txn commit`",
-				g.cfg.TransactionalID(), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, g.cfg.TransactionTimeout, j.Topic, j.Partition)
+				runcfg.TransactionalID(g.cfg), g.begun.id, g.begun.epoch, j.Topic, j.Partition, j.CurrentTxnStartOffset, j.older, j.verdict.Where, g.cfg.TransactionTimeout, j.Topic, j.Partition)
 		}
 	}
 	return may, nil
@@ -420,7 +421,7 @@ func (g *joinGuard) decideJoined(joined []joinedTxn, commit bool) (bool, error) 
 
 // joinFields are the log fields naming joined transaction j.
 func (g *joinGuard) joinFields(j joinedTxn) []zap.Field {
-	return []zap.Field{zap.String("transactional_id", g.cfg.TransactionalID()), zap.Int64("producer_id", g.begun.id),
+	return []zap.Field{zap.String("transactional_id", runcfg.TransactionalID(g.cfg)), zap.Int64("producer_id", g.begun.id),
 		zap.Int16("epoch", g.begun.epoch), zap.Int16("joined_epoch", j.older), zap.String("topic", j.Topic), zap.Int32("partition", j.Partition),
 		zap.Int64("start_offset", j.CurrentTxnStartOffset), zap.String("outcome", j.verdict.Outcome.String()), zap.String("proof", j.verdict.Where),
 		zap.String("inspect", fmt.Sprintf("eosctl txn hanging --topic %s --partition %d", j.Topic, j.Partition))}
@@ -436,7 +437,7 @@ func (g *joinGuard) logJoinWait(look joinLook, waited time.Duration) {
 	}
 	if look.blind != nil {
 		g.log.Warn("waiting to see every partition this app writes before ending the batch, as a restarted broker may have left an older transaction of this instance open there",
-			zap.String("transactional_id", g.cfg.TransactionalID()), zap.Error(look.blind),
+			zap.String("transactional_id", runcfg.TransactionalID(g.cfg)), zap.Error(look.blind),
 			zap.Duration("waited", waited.Round(time.Second)), zap.Duration("recovery_timeout", g.cfg.RecoveryTimeout), zap.String("inspect", "eosctl txn hanging"))
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -153,7 +154,7 @@ func (ms *membership) leaveGroup() {
 	ctx, cancel := context.WithTimeout(context.Background(), ms.cfg.ConnectTimeout)
 	defer cancel()
 	var err error
-	if ms.cfg.Consumer() {
+	if runcfg.Consumer(ms.cfg) {
 		err = ms.leaveConsumerGroup(ctx)
 	} else {
 		var resp kadm.LeaveGroupResponses
@@ -225,7 +226,7 @@ func (ms *membership) removeMember(ctx context.Context, memberID string) error {
 // transactional id does: a live process using it too is fenced, as under
 // the classic protocol.
 func (ms *membership) takeOverInstance(ctx context.Context) {
-	if !ms.cfg.Consumer() || ms.admin() == nil {
+	if !runcfg.Consumer(ms.cfg) || ms.admin() == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, ms.cfg.ConnectTimeout)

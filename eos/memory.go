@@ -69,7 +69,7 @@ func (r *Runner) setMemoryLimit(ctx context.Context) (restore func()) {
 	}
 	mm := r.cfg.MaxMemory
 	if mm == 0 {
-		mm = config.DefaultMaxMemory * config.ByteSize(r.cfg.WorkerCount())
+		mm = config.DefaultMaxMemory * config.ByteSize(runcfg.WorkerCount(r.cfg))
 	}
 	g := &memoryGuard{log: r.log, maxMemory: mm, limit: limit, prevGC: readGCPercent()}
 	if os.Getenv("GOGC") == "" && g.prevGC == 100 {

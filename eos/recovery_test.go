@@ -10,6 +10,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
 	"github.com/eosflow/eosflow/tools/verdict"
@@ -197,8 +198,8 @@ func TestClientOptsCannotSwitchOffExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slicesHas(txns.TransactionalIDs(), cfg.TransactionalID()) || slicesHas(txns.TransactionalIDs(), "someone-else") {
-		t.Fatalf("transactional ids %v: want %q only", txns.TransactionalIDs(), cfg.TransactionalID())
+	if !slicesHas(txns.TransactionalIDs(), runcfg.TransactionalID(cfg)) || slicesHas(txns.TransactionalIDs(), "someone-else") {
+		t.Fatalf("transactional ids %v: want %q only", txns.TransactionalIDs(), runcfg.TransactionalID(cfg))
 	}
 	if !verdict.CaughtUp(context.Background(), adm, "app", "in") {
 		t.Fatal("offsets were not committed to group app")

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/internal/store"
 
 	"github.com/eosflow/eosflow/config"
@@ -151,7 +152,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if n := cfg.WorkerCount(); n > 1 {
+	if n := runcfg.WorkerCount(cfg); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}
 	r := &Runner{cfg: cfg, contract: contractOf(cfg), top: t, purge: &purger{every: DefaultPurgeInterval}}
@@ -198,7 +199,7 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 		if cfg.Guarantee == config.AtMostOnce {
 			return nil, fmt.Errorf("eos: the topology has state stores, which need their changelog written with their input offsets: use guarantee exactly-once (or at-least-once), not %s", cfg.Guarantee)
 		}
-		r.state = newTaskStores(specs, proc.TaskTopics(), cfg.StateDirFor(), cfg.AppID, r.log)
+		r.state = newTaskStores(specs, proc.TaskTopics(), runcfg.StateDir(cfg), cfg.AppID, r.log)
 	}
 	r.changelogs = newChangelogReader(r)
 	if specs := proc.GlobalSpecs(); len(specs) > 0 {
@@ -302,7 +303,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.state.closeAll()
 		}
 	}()
-	r.log.Info("starting", zap.String("transactional_id", r.cfg.TransactionalID()),
+	r.log.Info("starting", zap.String("transactional_id", runcfg.TransactionalID(r.cfg)),
 		zap.Strings("inputs", r.inputs), zap.Strings("outputs", r.top.OutputTopics()))
 	return r.superviseSessions(ctx)
 }
@@ -380,7 +381,7 @@ func (r *Runner) superviseSessions(ctx context.Context) error {
 			// id; the group drops it after session_timeout.
 			r.log.Warn("the member that held this instance's group slot went away (a dead incarnation a broker restart restored); rejoining", zap.Error(err))
 		case isFenced(err) || isInstanceFenced(err):
-			ferr := &FencedError{TransactionalID: r.cfg.TransactionalID(), Err: err}
+			ferr := &FencedError{TransactionalID: runcfg.TransactionalID(r.cfg), Err: err}
 			r.health.fenced.Store(true)
 			r.log.Error("fenced; stopping", zap.Error(ferr))
 			return ferr

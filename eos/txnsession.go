@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
@@ -103,7 +104,7 @@ func (s *txnSession) flush(ctx context.Context) error {
 func (s *txnSession) settleDoomed(ctx context.Context, commit bool, perr error) (error, bool) {
 	if commit {
 		s.guard.log.Warn("aborting the batch: a request to a broker failed during it, and a broker that restarted may have left an older transaction of this instance open where the batch's records would land and join it; the batch is redone once a look has seen every partition",
-			zap.String("transactional_id", s.guard.cfg.TransactionalID()))
+			zap.String("transactional_id", runcfg.TransactionalID(s.guard.cfg)))
 	}
 	abandoned := s.guard.doom.settled(ctx)
 	if !abandoned {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -33,7 +34,7 @@ func (e *WorkerError) Unwrap() error { return e.Err }
 
 // workers is what a Runner with workers > 1 runs instead of a session of
 // its own: one Runner per worker, each with the configuration
-// config.ForWorker gives it and the same topology and options.
+// config.Config.ForWorker gives it and the same topology and options.
 type workers struct {
 	runners  []*Runner
 	gatherer prometheus.Gatherer // what /metrics serves; nil when metrics are off
@@ -110,8 +111,8 @@ func (r *Runner) runWorkers(ctx context.Context, cancel context.CancelFunc) erro
 	for i, w := range ws {
 		go func() { results <- result{i, w.Run(ctx)} }()
 	}
-	r.log.Info("started workers", zap.String("first_transactional_id", ws[0].cfg.TransactionalID()),
-		zap.String("last_transactional_id", ws[len(ws)-1].cfg.TransactionalID()))
+	r.log.Info("started workers", zap.String("first_transactional_id", runcfg.TransactionalID(ws[0].cfg)),
+		zap.String("last_transactional_id", runcfg.TransactionalID(ws[len(ws)-1].cfg)))
 	var first error
 	for range ws {
 		res := <-results

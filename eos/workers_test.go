@@ -13,6 +13,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
@@ -36,7 +37,7 @@ var slowBatches = eos.BeforeCommit(func(context.Context, eos.BatchInfo) error {
 func waitWorkersAssigned(t *testing.T, env *kafkatest.Env, cfg config.Config, n int) {
 	t.Helper()
 	for i := range n {
-		conformance.WaitAssigned(t, env, cfg.AppID, cfg.WorkerInstanceID(i))
+		conformance.WaitAssigned(t, env, cfg.AppID, runcfg.WorkerInstanceID(cfg, i))
 	}
 }
 
@@ -87,7 +88,7 @@ func TestWorkersProcessEveryRecordOnce(t *testing.T) {
 	}
 	for i := range 2 {
 		started := logs.FilterMessage("starting").FilterField(zap.Int("worker", i)).
-			FilterField(zap.String("instance_id", cfg.WorkerInstanceID(i))).FilterField(zap.String("transactional_id", "app:"+cfg.WorkerInstanceID(i)))
+			FilterField(zap.String("instance_id", runcfg.WorkerInstanceID(cfg, i))).FilterField(zap.String("transactional_id", "app:"+runcfg.WorkerInstanceID(cfg, i)))
 		if started.Len() != 1 {
 			t.Errorf("worker %d: %d \"starting\" log entries with its worker, instance_id and transactional_id fields, want 1", i, started.Len())
 		}
@@ -117,7 +118,7 @@ func TestWorkersStatefulCount(t *testing.T) {
 			}
 			if engine.String() == pebble.New().String() {
 				for i := range 2 {
-					dir := filepath.Join(cfg.StateDir, "count", cfg.WorkerInstanceID(i))
+					dir := filepath.Join(cfg.StateDir, "count", runcfg.WorkerInstanceID(cfg, i))
 					if entries, err := os.ReadDir(dir); err != nil || len(entries) == 0 {
 						t.Fatalf("worker %d's state directory %s: %v entries, err %v", i, dir, len(entries), err)
 					}
@@ -221,7 +222,7 @@ func TestWorkersReadyzAndMetrics(t *testing.T) {
 	rec := httptest.NewRecorder()
 	r.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	for i := range 2 {
-		want := `eosflow_running{app="app",guarantee="exactly-once",instance="` + cfg.WorkerInstanceID(i) + `"} 0`
+		want := `eosflow_running{app="app",guarantee="exactly-once",instance="` + runcfg.WorkerInstanceID(cfg, i) + `"} 0`
 		if !strings.Contains(rec.Body.String(), want) {
 			t.Fatalf("Close returned while worker %d still ran: /metrics lacks %q:\n%s", i, want, rec.Body)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/tools/conformance"
 	"github.com/eosflow/eosflow/tools/kafkatest"
@@ -100,7 +101,7 @@ var leastPrivilege = []grant{
 				ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite)
 		},
 		want: func(p pipelineNames) []string {
-			return []string{"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", p.cfg.TransactionalID(), "kafka-acls",
+			return []string{"TRANSACTIONAL_ID_AUTHORIZATION_FAILED", runcfg.TransactionalID(p.cfg), "kafka-acls",
 				"--operation Write --resource-pattern-type prefixed --transactional-id " + p.app + config.TransactionalIDSeparator}
 		},
 	},
@@ -778,8 +779,8 @@ func TestSecureEosctlCommands(t *testing.T) {
 		{[]string{"topic", "create", extra, "--partitions", "2"}, extra},
 		{[]string{"topic", "list"}, extra},
 		{[]string{"topic", "describe", in}, in},
-		{[]string{"txn", "list"}, cfg.TransactionalID()},
-		{[]string{"txn", "describe", cfg.TransactionalID()}, cfg.TransactionalID()},
+		{[]string{"txn", "list"}, runcfg.TransactionalID(cfg)},
+		{[]string{"txn", "describe", runcfg.TransactionalID(cfg)}, runcfg.TransactionalID(cfg)},
 		{[]string{"txn", "producers", "--topic", out}, out},
 		{[]string{"txn", "hanging", "--topic", out}, ""},
 		{[]string{"group", "lag", app}, in},

@@ -46,11 +46,11 @@ type StoreInfo struct {
 }
 
 // Inspect lists the stores of engine e under dir, the state directory of
-// one instance (config.Config.StateDirFor: <state_dir>/<app_id>/<instance_id>),
-// laid out as StoreDir lays them out, sorted by task then name. A store
-// that a running instance holds is reported with ErrInUse in its Err
-// rather than failing the whole call. A dir that does not exist holds no
-// stores. Directories that are not stores of e are skipped.
+// one instance (<state_dir>/<app_id>/<instance_id>), laid out as StoreDir
+// lays them out, sorted by task then name. A store that a running instance
+// holds is reported with ErrInUse in its Err rather than failing the whole
+// call. A dir that does not exist holds no stores. Directories that are
+// not stores of e are skipped.
 func Inspect(e Persistent, dir string) ([]StoreInfo, error) {
 	tasks, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {

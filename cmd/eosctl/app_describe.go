@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -182,8 +183,8 @@ func (d *appDescriber) describe() (appDescribeJSON, error) {
 		return res, errNoSuchApp(app, groups.Groups())
 	}
 	c := d.cfg
-	c.InstanceID = "" // StateDirFor without an instance: <state_dir>/<app_id>
-	res.StateDir = c.StateDirFor()
+	c.InstanceID = "" // runcfg.StateDir without an instance: <state_dir>/<app_id>
+	res.StateDir = runcfg.StateDir(c)
 	if res.Stores, err = d.stores(res.StateDir, res.InternalTopics); err != nil {
 		return res, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/topology"
 )
 
@@ -122,7 +123,7 @@ func (e *doctorEnv) aclNeeds(fs *findings) []aclNeed {
 		if c.Guarantee == config.ExactlyOnce {
 			// The fix grants the prefix app_id: so that it covers every
 			// instance of the application, not just this one.
-			txnID := c.TransactionalID()
+			txnID := runcfg.TransactionalID(c)
 			flag := "--resource-pattern-type prefixed --transactional-id " + c.AppID + config.TransactionalIDSeparator
 			needs = append(needs,
 				aclNeed{kmsg.ACLResourceTypeTransactionalId, txnID, kmsg.ACLOperationWrite, flag, "to run transactions", false},

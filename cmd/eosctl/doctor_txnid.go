@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 )
 
 // maxListedIDs caps how many transactional ids one finding names.
@@ -48,6 +49,6 @@ func (e *doctorEnv) checkLegacyTxnIDs(fs *findings) {
 	}
 	fs.warn(check,
 		fmt.Sprintf("%d transactional id(s) of the old form app_id-instance_id exist: %s. This version uses %s: a new instance neither fences nor aborts what an old one left open under its old id, and old-form ids of apps such as %q and %q can collide",
-			len(old), names, c.TransactionalID(), c.AppID, c.AppID+"-eu"),
+			len(old), names, runcfg.TransactionalID(c), c.AppID, c.AppID+"-eu"),
 		"stop every instance of the old version before starting the new one (a transaction they left open blocks read_committed consumers until transaction_timeout aborts it); the old ids expire after transactional.id.expiration.ms (default 7 days) unused")
 }

@@ -72,7 +72,7 @@ func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo
 		kgo.DisableAutoCommit(),
 		kgo.MaxBufferedRecords(2*cfg.MaxBatchRecords+1000),
 	)
-	if cfg.Consumer() {
+	if runcfg.Consumer(cfg) {
 		// KIP-848: the group coordinator assigns the partitions, with the
 		// server assignor of the balancer in use (franz-go's default
 		// cooperative-sticky is "uniform", range is "range").
@@ -81,7 +81,7 @@ func PipelineOptions(cfg config.Config, inputs []string, user ...kgo.Opt) ([]kgo
 	switch cfg.Guarantee {
 	case config.ExactlyOnce:
 		opts = append(opts,
-			kgo.TransactionalID(cfg.TransactionalID()),
+			kgo.TransactionalID(runcfg.TransactionalID(cfg)),
 			kgo.TransactionTimeout(cfg.TransactionTimeout),
 			kgo.RequiredAcks(kgo.AllISRAcks()),
 		)

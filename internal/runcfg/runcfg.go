@@ -1,6 +1,7 @@
 // Package runcfg holds the settings the runtime derives from a
-// config.Config, which users neither write nor call: the memory budget of a
-// worker and the log level.
+// config.Config, which users neither write nor call: the workers and their
+// ids (transactional.id, group.instance.id, state directory), the group
+// protocol, the memory budget of a worker and the log level.
 package runcfg
 
 import (
@@ -49,7 +50,7 @@ type Memory struct {
 // DefaultMaxMemory per worker when unset.
 func maxMemory(c config.Config) config.ByteSize {
 	if c.MaxMemory == 0 {
-		return config.DefaultMaxMemory * config.ByteSize(c.WorkerCount())
+		return config.DefaultMaxMemory * config.ByteSize(WorkerCount(c))
 	}
 	return c.MaxMemory
 }
@@ -58,7 +59,7 @@ func maxMemory(c config.Config) config.ByteSize {
 // (see Memory's fields). It assumes c.Validate passed.
 func MemoryOf(c config.Config) Memory {
 	total := maxMemory(c)
-	share := max(total/config.ByteSize(c.WorkerCount()), 1)
+	share := max(total/config.ByteSize(WorkerCount(c)), 1)
 	fetch := min(int64(share)/128, 50<<20)
 	return Memory{
 		Share:                  share,

@@ -16,6 +16,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -281,7 +282,7 @@ func TestWorkCPUTwoWorkers(t *testing.T) {
 				}
 			}
 			one := config.Config{AppID: spec.AppID, InstanceID: "bench"}
-			if want := []string{one.ForWorker(0).TransactionalID(), one.ForWorker(1).TransactionalID()}; !slices.Equal(ids, want) {
+			if want := []string{runcfg.TransactionalID(one.ForWorker(0)), runcfg.TransactionalID(one.ForWorker(1))}; !slices.Equal(ids, want) {
 				t.Errorf("transactional ids %v, want %v", ids, want)
 			}
 			stop()

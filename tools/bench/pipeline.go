@@ -10,6 +10,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/topology"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -235,14 +236,14 @@ func WindowedTopology(input, output string, e state.Engine, w topology.Windows, 
 	return top
 }
 
-// runRawWorkers runs cfg.WorkerCount() raw loops (RunRawFunc), each on its
-// own goroutine with its own GroupTransactSession and the configuration
-// cfg.ForWorker gives it (its own transactional id and group instance),
-// the raw equivalent of the framework's workers. One loop alone keeps cfg
-// as it is. The first loop to fail stops the others; its error, naming
-// the loop, is returned.
+// runRawWorkers runs runcfg.WorkerCount(cfg) raw loops (RunRawFunc), each
+// on its own goroutine with its own GroupTransactSession and the
+// configuration config.Config.ForWorker gives it (its own transactional id and
+// group instance), the raw equivalent of the framework's workers. One loop
+// alone keeps cfg as it is. The first loop to fail stops the others; its
+// error, naming the loop, is returned.
 func runRawWorkers(ctx context.Context, cfg config.Config, input, output string, transform func([]byte) ([]byte, error)) error {
-	n := cfg.WorkerCount()
+	n := runcfg.WorkerCount(cfg)
 	if n <= 1 {
 		return RunRawFunc(ctx, cfg, input, output, transform, nil)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/eosflow/eosflow/config"
+	"github.com/eosflow/eosflow/internal/runcfg"
 )
 
 // NetFault is one network fault of a run, made through the harness: what
@@ -177,9 +178,9 @@ func (r *run) fireNet(ctx context.Context, f fault) bool {
 func (r *run) transactionalID(id string) string {
 	c := config.Config{AppID: r.app, InstanceID: id}
 	if r.o.ProcessWorkers > 1 {
-		c.InstanceID = c.WorkerInstanceID(0)
+		c.InstanceID = runcfg.WorkerInstanceID(c, 0)
 	}
-	return c.TransactionalID()
+	return runcfg.TransactionalID(c)
 }
 
 // netToken is the word the harness's status shows for action.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/tools/verdict"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -190,7 +191,7 @@ func (o Options) workerEnv() []string {
 // instanceIDs are the group.instance.ids of worker process id, as the
 // process's config names them.
 func instanceIDs(id string, workers int) []string {
-	return config.Config{InstanceID: id, Workers: config.Workers(workers)}.InstanceIDs()
+	return runcfg.InstanceIDs(config.Config{InstanceID: id, Workers: config.Workers(workers)})
 }
 
 // tp is one input partition.

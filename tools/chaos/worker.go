@@ -17,6 +17,7 @@ import (
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
 	"github.com/eosflow/eosflow/internal/kafkautil"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/topology"
@@ -255,10 +256,10 @@ func caughtUpCheck(r *eos.Runner, cl *kgo.Client, cfg config.Config) func(contex
 	ready := r.Handler()
 	adm, group := kadm.NewClient(cl), cfg.AppID
 	instances := []string{cfg.InstanceID}
-	if n := cfg.WorkerCount(); n > 1 {
+	if n := runcfg.WorkerCount(cfg); n > 1 {
 		instances = instances[:0]
 		for i := range n {
-			instances = append(instances, cfg.WorkerInstanceID(i))
+			instances = append(instances, runcfg.WorkerInstanceID(cfg, i))
 		}
 	}
 	return func(ctx context.Context) bool {

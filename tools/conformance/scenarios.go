@@ -12,6 +12,7 @@ import (
 	"github.com/eosflow/eosflow/codec"
 	"github.com/eosflow/eosflow/config"
 	"github.com/eosflow/eosflow/eos"
+	"github.com/eosflow/eosflow/internal/runcfg"
 	"github.com/eosflow/eosflow/processor"
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
@@ -276,10 +277,10 @@ func ZombieIsFenced(t *testing.T, env *kafkatest.Env) {
 	successor := Start(t, cfg, Upper(in, out, nil), slow)
 	err := zombie.Wait(t, 90*time.Second)
 	var fe *eos.FencedError
-	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != cfg.TransactionalID() {
-		t.Fatalf("zombie should stop with a FencedError naming %s, got %v", cfg.TransactionalID(), err)
+	if !errors.As(err, &fe) || !errors.Is(err, eos.ErrFenced) || fe.TransactionalID != runcfg.TransactionalID(cfg) {
+		t.Fatalf("zombie should stop with a FencedError naming %s, got %v", runcfg.TransactionalID(cfg), err)
 	}
-	if !strings.Contains(err.Error(), cfg.TransactionalID()) {
+	if !strings.Contains(err.Error(), runcfg.TransactionalID(cfg)) {
 		t.Fatalf("message does not name the transactional.id: %v", err)
 	}
 	Until(t, 120*time.Second, "the successor to finish", func() bool {
