@@ -62,6 +62,7 @@ func TestGlobalTableLoadsPastAnAbortedTransaction(t *testing.T) {
 // the partition, how far behind it is, and the command to check it,
 // rather than joining a stale table for good. It warns meanwhile.
 func TestGlobalTableDeletedTopicStopsRun(t *testing.T) {
+	t.Parallel() // it waits out the stall bound on a cluster of its own
 	env := kafkatest.Fake(t)
 	env.CreateTopics(t, 1, "orders", "out", "products")
 	produceAll(t, env, []*kgo.Record{{Topic: "products", Key: []byte("p00"), Value: []byte("p00-v1")}})
