@@ -374,8 +374,7 @@ func (c Config) workerInstanceID(i int) string {
 // group.instance.id and state directory are its own and no two workers
 // fence each other or share a store; MaxMemory is its share of a set
 // max_memory. Validate accepts its WorkerSeparator, which it refuses in an
-// instance_id that a user set: the mark that says so is unexported, so
-// the method stays in this package.
+// instance_id that a user set.
 func (c Config) ForWorker(i int) Config {
 	c.InstanceID = c.workerInstanceID(i)
 	c.worker = true

@@ -238,9 +238,9 @@ func WindowedTopology(input, output string, e state.Engine, w topology.Windows, 
 
 // runRawWorkers runs runcfg.WorkerCount(cfg) raw loops (RunRawFunc), each
 // on its own goroutine with its own GroupTransactSession and the
-// configuration config.Config.ForWorker gives it (its own transactional id and
-// group instance), the raw equivalent of the framework's workers. One loop
-// alone keeps cfg as it is. The first loop to fail stops the others; its
+// configuration cfg.ForWorker gives it (its own transactional id and group
+// instance), the raw equivalent of the framework's workers. One loop alone
+// keeps cfg as it is. The first loop to fail stops the others; its
 // error, naming the loop, is returned.
 func runRawWorkers(ctx context.Context, cfg config.Config, input, output string, transform func([]byte) ([]byte, error)) error {
 	n := runcfg.WorkerCount(cfg)
