@@ -484,9 +484,16 @@ func offsetsLeft(targets map[string]map[int32]*restoreTarget) int64 {
 	return n
 }
 
-// fetchErrors ends the restore on a fetch error it cannot outwait:
-// a denied read, or a changelog that no longer holds the offset a store
-// needs. Others are logged, and the next poll retries.
+// fetchErrors ends the restore on a fetch error it cannot outwait: a
+// denied read, or an offset out of range. Others are logged, and the next
+// poll retries.
+//
+// OFFSET_OUT_OF_RANGE is no proof that the changelog lost the offset: a
+// leader that was paused or cut off, and has not yet learned it lost its
+// leadership, answers so for offsets its successor wrote. The restore
+// starts over on a new client, as a rebuild, and reads the changelog's
+// bounds afresh; those decide (a store behind the start is wiped, one
+// past the end stops Run), and recovery_timeout bounds the retries.
 func (cr *changelogReader) fetchErrors(fs kgo.Fetches) error {
 	for _, fe := range fs.Errors() {
 		switch {
@@ -494,8 +501,8 @@ func (cr *changelogReader) fetchErrors(fs kgo.Fetches) error {
 		case kafkautil.IsFatal(fe.Err):
 			return cr.authz.errOp(fmt.Errorf("restoring from %s/%d: %w", fe.Topic, fe.Partition, fe.Err), "Read", fe.Topic)
 		case errors.Is(fe.Err, kerr.OffsetOutOfRange):
-			return fmt.Errorf("eos: restoring from %s/%d: the changelog no longer holds the offset the store needs next (deleted or truncated): %w; delete the task's directory under %s to restore it in full",
-				fe.Topic, fe.Partition, fe.Err, cr.stores.dir)
+			return &rebuildError{fmt.Errorf("restoring from %s/%d: a broker answered %w for the offset the store needs next, which the changelog held when the restore began (a leader that lost its leadership while paused or cut off answers so); "+
+				"restoring again from the changelog's bounds read afresh; inspect with `eosctl topic describe %s`", fe.Topic, fe.Partition, fe.Err, fe.Topic)}
 		default:
 			cr.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
 		}

@@ -540,6 +540,31 @@ func TestStoreBehindChangelogStartIsWiped(t *testing.T) {
 	}
 }
 
+// A broker that answers a restore's fetch with OFFSET_OUT_OF_RANGE, as a
+// leader that was paused or cut off does for offsets its successor wrote,
+// proves nothing about the changelog: the restore starts over on a new
+// client with the bounds read afresh, and the counts go on exactly once.
+// Run used to stop, advising to delete the task's directory.
+func TestRestoreOutlivesAnOffsetOutOfRange(t *testing.T) {
+	t.Parallel()
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	const n = 400
+	conformance.SeedRange(t, env, "in", 0, n/2)
+	runCounts(t, env, "a", t.TempDir(), n/2)
+	conformance.SeedRange(t, env, "in", n/2, n)
+	h := env.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: changelog, Err: kerr.OffsetOutOfRange, Count: 2})
+	s := runCounts(t, env, "b", t.TempDir(), n/2) // a new instance restores the changelog in full
+	if got := h.Hits(); got != 2 {
+		t.Fatalf("the changelog's fetches failed %d times, want 2: the test proves nothing", got)
+	}
+	if s.Rebuilds == 0 || s.Restored == 0 {
+		t.Fatalf("%d rebuilds, %d records restored: want the restore to start over and finish", s.Rebuilds, s.Restored)
+	}
+	conformance.CheckCounts(t, env, "out", changelog, n)
+}
+
 // A changelog made moments ago can be listed before its partitions answer
 // offset requests (on Apache Kafka, UNKNOWN_TOPIC_OR_PARTITION for a
 // while after CreateTopics): the restore waits for them instead of
