@@ -182,9 +182,13 @@ func (cr *changelogReader) startTarget(ctx context.Context, tg *restoreTarget, t
 	at := tg.store.Position()
 	from := max(at.Offset+1, start.Offset)
 	if from > tg.end {
-		return fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog lost records the store applied (deleted and made again, or truncated) while the group kept the task's offsets, so this store is the last copy of that state; "+
+		// A leader that lost its leadership while paused or cut off can
+		// answer with an end its successor has passed: rebuilt clients
+		// read the end again until recovery_timeout, and only then does
+		// Run stop.
+		return &rebuildError{fmt.Errorf("eos: state store %q of task %s has applied changelog offset %d, but %s/%d ends at %d: the changelog lost records the store applied (deleted and made again, or truncated) while the group kept the task's offsets, so this store is the last copy of that state; "+
 			"to start the task's state over from what the changelog holds, losing it, delete the task's directory under %s",
-			tg.store.Name(), tg.task, from-1, topic, p, tg.end, cr.stores.dir)
+			tg.store.Name(), tg.task, from-1, topic, p, tg.end, cr.stores.dir)}
 	}
 	if len(at.Unchecked) > 0 {
 		tg.unchecked, from = at.Unchecked, at.Unchecked[0]
