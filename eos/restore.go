@@ -336,7 +336,10 @@ func (cr *changelogReader) wipeIfLogLost(ctx context.Context, tg *restoreTarget,
 		return nil
 	}
 	forgotten, err := cr.progressForgotten(ctx, tg.task)
-	if err != nil || !forgotten {
+	switch {
+	case err != nil && !kafkautil.IsFatal(err):
+		return &rebuildError{err} // broker trouble, like the end that led here: read again on rebuilt clients
+	case err != nil || !forgotten:
 		return err
 	}
 	cr.log.Warn("wiping a state store to restore it in full: its changelog ends before the offset it applied, and the group has no offsets for its task, so the broker lost its log and the input starts over",
@@ -433,6 +436,7 @@ func (cr *changelogReader) read(ctx context.Context, consume map[string]map[int3
 	cr.health.restoreLeft.Store(offsetsLeft(targets))
 	now := time.Now()
 	pr := &restoreProgress{begin: now, logged: now, progressed: now, left: left}
+	defer func() { cr.restored.Add(pr.applied) }() // applied, even when a later fetch fails
 	for pr.left > 0 && ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		fs := cl.PollFetches(pctx)
@@ -447,7 +451,6 @@ func (cr *changelogReader) read(ctx context.Context, consume map[string]map[int3
 			return err
 		}
 	}
-	cr.restored.Add(pr.applied)
 	if pr.applied > 0 && pr.left == 0 { // a cancelled restore did not end
 		cr.log.Info("state restored", zap.Uint64("records", pr.applied), zap.Duration("took", time.Since(pr.begin)))
 	}
@@ -505,8 +508,8 @@ func (cr *changelogReader) fetchErrors(fs kgo.Fetches) error {
 		case kafkautil.IsFatal(fe.Err):
 			return cr.authz.errOp(fmt.Errorf("restoring from %s/%d: %w", fe.Topic, fe.Partition, fe.Err), "Read", fe.Topic)
 		case errors.Is(fe.Err, kerr.OffsetOutOfRange):
-			return &rebuildError{fmt.Errorf("restoring from %s/%d: a broker answered %w for the offset the store needs next, which the changelog held when the restore began (a leader that lost its leadership while paused or cut off answers so); "+
-				"restoring again from the changelog's bounds read afresh; inspect with `eosctl topic describe %s`", fe.Topic, fe.Partition, fe.Err, fe.Topic)}
+			return &rebuildError{fmt.Errorf("restoring from %s/%d: a broker answered %w for the offset the store needs next, though the changelog's bounds held it when the restore began (a leader that lost its leadership while paused or cut off answers so, and the restore starts over); "+
+				"if it persists, inspect the partition with `eosctl topic describe %s`, and delete the task's directory under %s to restore it in full", fe.Topic, fe.Partition, fe.Err, fe.Topic, cr.stores.dir)}
 		default:
 			cr.log.Warn("restoring state: fetch error, retrying", zap.String("topic", fe.Topic), zap.Int32("partition", fe.Partition), zap.Error(fe.Err))
 		}
