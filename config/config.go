@@ -217,11 +217,6 @@ type Config struct {
 	TLS TLS `yaml:"tls"`
 	// SASL configures broker authentication.
 	SASL SASL `yaml:"sasl"`
-
-	// worker marks a configuration Config.ForWorker made: its InstanceID
-	// is a worker's id, the one kind of instance id that contains
-	// WorkerSeparator.
-	worker bool
 }
 
 // TLS configures encrypted connections to the brokers.
@@ -367,18 +362,4 @@ func (c Config) workerCount() int {
 // gives it; Validate checks the longest one's length.
 func (c Config) workerInstanceID(i int) string {
 	return c.InstanceID + WorkerSeparator + strconv.Itoa(i)
-}
-
-// ForWorker is the configuration worker i runs with: InstanceID is
-// instance_id + WorkerSeparator + i and Workers 1, so its transactional.id,
-// group.instance.id and state directory are its own and no two workers
-// fence each other or share a store; MaxMemory is its share of a set
-// max_memory. Validate accepts its WorkerSeparator, which it refuses in an
-// instance_id that a user set.
-func (c Config) ForWorker(i int) Config {
-	c.InstanceID = c.workerInstanceID(i)
-	c.worker = true
-	c.MaxMemory /= ByteSize(c.workerCount()) // its share; unset stays unset
-	c.Workers = 1
-	return c
 }

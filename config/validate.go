@@ -96,7 +96,7 @@ func (c Config) checkIdentity(p *problems) {
 		p.add("instance_id", "", "must not be empty; set instance_id or EOS_INSTANCE_ID to a name that stays the same across restarts of this instance, e.g. worker-0")
 	case !validName.MatchString(c.InstanceID):
 		p.add("instance_id", c.InstanceID, "may contain only letters, digits, '.' and '-' ('_' joins the workers' ids), because it becomes part of the transactional.id and the group.instance.id; rename it")
-	case strings.Contains(c.InstanceID, WorkerSeparator) && !c.worker:
+	case strings.Contains(c.InstanceID, WorkerSeparator):
 		p.add("instance_id", c.InstanceID, fmt.Sprintf("must not contain %q, which joins instance_id and a worker's index in the workers' ids (pod with workers: 2 runs pod%[1]s0 and pod%[1]s1), so an instance with it could take another instance's worker's transactional.id, group.instance.id and state directory; rename it, e.g. %[2]s (a renamed instance starts with a new transactional.id, group member and state directory)", WorkerSeparator, strings.ReplaceAll(c.InstanceID, WorkerSeparator, "-")))
 	case c.InstanceID == "." || c.InstanceID == "..":
 		p.add("instance_id", c.InstanceID, `must not be "." or "..", which Kafka's Java clients refuse as a group.instance.id (the runtime's static group membership); rename it, e.g. worker-0`)

@@ -170,7 +170,7 @@ func TestStatefulSetConfiguresAPipeline(t *testing.T) {
 	}
 	// Each worker's ids come from the pod name too.
 	if n := runcfg.WorkerCount(cfg); n > 1 {
-		if w := cfg.ForWorker(n - 1); w.InstanceID != pod+"_"+strconv.Itoa(n-1) || runcfg.TransactionalID(w) != cfg.AppID+":"+w.InstanceID {
+		if w := runcfg.ForWorker(cfg, n-1); w.InstanceID != pod+"_"+strconv.Itoa(n-1) || runcfg.TransactionalID(w) != cfg.AppID+":"+w.InstanceID {
 			t.Fatalf("worker %d: instance %q, transactional id %q; want them from the pod name", n-1, w.InstanceID, runcfg.TransactionalID(w))
 		}
 	}

@@ -152,6 +152,13 @@ func New(cfg config.Config, t *topology.Topology, opts ...Option) (*Runner, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	return newChecked(cfg, t, opts)
+}
+
+// newChecked is New of a configuration already checked: the user's, or
+// a worker's that runcfg.ForWorker derived from it, which Validate
+// refuses for the worker separator in its instance_id.
+func newChecked(cfg config.Config, t *topology.Topology, opts []Option) (*Runner, error) {
 	if n := runcfg.WorkerCount(cfg); n > 1 {
 		return newWorkers(cfg, t, n, opts)
 	}

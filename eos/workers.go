@@ -34,7 +34,7 @@ func (e *WorkerError) Unwrap() error { return e.Err }
 
 // workers is what a Runner with workers > 1 runs instead of a session of
 // its own: one Runner per worker, each with the configuration
-// config.Config.ForWorker gives it and the same topology and options.
+// runcfg.ForWorker gives it and the same topology and options.
 type workers struct {
 	runners  []*Runner
 	gatherer prometheus.Gatherer // what /metrics serves; nil when metrics are off
@@ -72,7 +72,7 @@ func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (
 		}
 	}
 	for i := range n {
-		wc := cfg.ForWorker(i)
+		wc := runcfg.ForWorker(cfg, i)
 		// Served once, by the parent, for all of them: its QueryHandler
 		// reads every worker's stores.
 		wc.MetricsAddr, wc.MetricsServeQueries = "", false
@@ -80,7 +80,7 @@ func newWorkers(cfg config.Config, t *topology.Topology, n int, opts []Option) (
 		if reg != nil {
 			wopts = append(wopts, Metrics(reg))
 		}
-		w, err := New(wc, t, wopts...)
+		w, err := newChecked(wc, t, wopts)
 		if err != nil {
 			for _, done := range g.runners {
 				done.metrics.unregister()

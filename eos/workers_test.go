@@ -148,9 +148,13 @@ func TestWorkersFencedWorkerStopsRun(t *testing.T) {
 		return per[0].RecordsIn > 0 && per[1].RecordsIn > 0
 	})
 
-	succCfg := cfg.ForWorker(1) // worker 1 of a second copy of this instance
-	successor := conformance.Start(t, succCfg, conformance.Upper("in", "out", nil))
-	err := x.Wait(t, 90*time.Second)
+	succCfg := runcfg.ForWorker(cfg, 1) // worker 1 of a second copy of this instance
+	succ, err := eos.NewWorkerForTest(succCfg, conformance.Upper("in", "out", nil), eos.Logger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	successor := conformance.StartRunner(t, succ)
+	err = x.Wait(t, 90*time.Second)
 	var we *eos.WorkerError
 	var fe *eos.FencedError
 	if !errors.As(err, &we) || we.Worker != 1 || we.InstanceID != "pod_1" {
@@ -251,8 +255,8 @@ func TestWorkersShareARegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := prometheus.NewRegistry()
-	single := cfg.ForWorker(2) // worker 2, built on its own
-	if _, err := eos.New(single, conformance.Upper("in", "out", nil), eos.Metrics(other)); err != nil {
+	single := runcfg.ForWorker(cfg, 2) // worker 2, built on its own
+	if _, err := eos.NewWorkerForTest(single, conformance.Upper("in", "out", nil), eos.Metrics(other)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eos.New(cfg, conformance.Upper("in", "out", nil), eos.Metrics(other)); err == nil || !strings.Contains(err.Error(), `worker 2 (instance_id "pod_2")`) {

@@ -56,6 +56,21 @@ func InstanceIDs(c config.Config) []string {
 	return ids
 }
 
+// ForWorker is the configuration worker i of c's instance runs with:
+// InstanceID is WorkerInstanceID(c, i) and Workers 1, so its
+// transactional.id, group.instance.id and StateDir are its own and no two
+// workers fence each other or share a store; MaxMemory is its share of a
+// set max_memory. config.Validate refuses it, as it refuses the separator
+// in any instance_id a user sets: the runtime validates c, not its
+// workers' configurations.
+func ForWorker(c config.Config, i int) config.Config {
+	n := WorkerCount(c)
+	c.InstanceID = WorkerInstanceID(c, i)
+	c.MaxMemory /= config.ByteSize(n) // its share; unset stays unset
+	c.Workers = 1
+	return c
+}
+
 // StateDir is where the state stores of c's instance live:
 // <state_dir>/<app_id>/<instance_id>, with state_dir defaulting to
 // <temp dir>/eosflow, so that two applications or two instances sharing a

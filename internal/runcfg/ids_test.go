@@ -58,11 +58,11 @@ func TestWorkerCountAndIDs(t *testing.T) {
 		}
 	}
 	c.Workers = 3
-	wc := c.ForWorker(2)
+	wc := ForWorker(c, 2)
 	if wc.InstanceID != "worker-0_2" || wc.InstanceID != WorkerInstanceID(c, 2) || wc.Workers != 1 || TransactionalID(wc) != "orders:worker-0_2" {
 		t.Fatalf("ForWorker(2): instance %q workers %s txn id %q", wc.InstanceID, wc.Workers, TransactionalID(wc))
 	}
-	if StateDir(wc) == StateDir(c) || StateDir(wc) == StateDir(c.ForWorker(1)) {
+	if StateDir(wc) == StateDir(c) || StateDir(wc) == StateDir(ForWorker(c, 1)) {
 		t.Fatalf("workers share a state directory: %s", StateDir(wc))
 	}
 }
@@ -108,7 +108,7 @@ func TestConsumer(t *testing.T) {
 }
 
 // sessions are the configurations the runtime runs for c: c itself under
-// one worker, c.ForWorker(i) for each worker otherwise.
+// one worker, ForWorker(c, i) for each worker otherwise.
 func sessions(c config.Config) []config.Config {
 	n := WorkerCount(c)
 	if n == 1 {
@@ -116,7 +116,7 @@ func sessions(c config.Config) []config.Config {
 	}
 	out := make([]config.Config, n)
 	for i := range out {
-		out[i] = c.ForWorker(i)
+		out[i] = ForWorker(c, i)
 	}
 	return out
 }
@@ -202,17 +202,21 @@ func TestWorkerIDsNeverCollide(t *testing.T) {
 }
 
 // InstanceIDs lists the group.instance.ids of the sessions the runtime
-// runs for a config, and each session's configuration is valid (the
-// runtime validates it again).
+// runs for a valid config. The runtime validates that config, not the
+// sessions' configurations derived from it, whose worker separator
+// Validate refuses.
 func TestInstanceIDs(t *testing.T) {
 	for _, w := range []config.Workers{0, 1, 3} {
 		c := valid()
 		c.Workers = w
+		if err := c.Validate(); err != nil {
+			t.Fatalf("workers %s: %v", w, err)
+		}
 		var want []string
 		for _, s := range sessions(c) {
 			want = append(want, s.InstanceID)
-			if err := s.Validate(); err != nil {
-				t.Errorf("workers %s: session %s: %v", w, s.InstanceID, err)
+			if s.Workers > 1 || (w > 1 && s.Validate() == nil) {
+				t.Errorf("workers %s: session %s has workers %s and validates (%v); want one worker, refused for the separator", w, s.InstanceID, s.Workers, s.Validate())
 			}
 		}
 		if got := InstanceIDs(c); !slices.Equal(got, want) {

@@ -282,7 +282,7 @@ func TestWorkCPUTwoWorkers(t *testing.T) {
 				}
 			}
 			one := config.Config{AppID: spec.AppID, InstanceID: "bench"}
-			if want := []string{runcfg.TransactionalID(one.ForWorker(0)), runcfg.TransactionalID(one.ForWorker(1))}; !slices.Equal(ids, want) {
+			if want := []string{runcfg.TransactionalID(runcfg.ForWorker(one, 0)), runcfg.TransactionalID(runcfg.ForWorker(one, 1))}; !slices.Equal(ids, want) {
 				t.Errorf("transactional ids %v, want %v", ids, want)
 			}
 			stop()

@@ -251,7 +251,7 @@ func runRawWorkers(ctx context.Context, cfg config.Config, input, output string,
 	defer cancel()
 	errc := make(chan error, n)
 	for i := range n {
-		wc := cfg.ForWorker(i)
+		wc := runcfg.ForWorker(cfg, i)
 		go func() {
 			err := RunRawFunc(ctx, wc, input, output, transform, nil)
 			if err != nil {

@@ -53,6 +53,11 @@ func Start(t *testing.T, cfg config.Config, top *topology.Topology, opts ...eos.
 	if err != nil {
 		t.Fatal(err)
 	}
+	return StartRunner(t, r)
+}
+
+// StartRunner runs r, made by the caller, until t ends or Stop is called.
+func StartRunner(t *testing.T, r *eos.Runner) *Run {
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &Run{R: r, Stop: cancel, errc: make(chan error, 1)}
 	go func() { x.errc <- r.Run(ctx) }()
