@@ -44,10 +44,14 @@ func TestMemoryDerived(t *testing.T) {
 	if m.Share != 256*config.MiB || m.FetchMaxBytes != 2<<20 || m.FetchMaxPartitionBytes != 512<<10 || m.ProducerBufferedBytes != 32<<20 || m.BatchBytes != 64<<20 || m.GoLimit != int64(config.GiB)/5*4 {
 		t.Fatalf("max_memory 1GiB over 4 workers: %+v", m)
 	}
-	w := ForWorker(c, 3)
-	if w.MaxMemory != 256*config.MiB || MemoryOf(w).Share != m.Share || c.Validate() != nil {
-		t.Fatalf("ForWorker(3): max_memory %s, share %s, %v; want the worker's share of a valid config", w.MaxMemory, MemoryOf(w).Share, c.Validate())
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
+	w := ForWorker(c, 3)
+	if w.MaxMemory != 256*config.MiB || MemoryOf(w).Share != m.Share {
+		t.Fatalf("ForWorker(3): max_memory %s, share %s; want the worker's share", w.MaxMemory, MemoryOf(w).Share)
+	}
+	onlySeparator(t, w)
 
 	c = valid()
 	c.MaxMemory = 64 * config.GiB

@@ -238,7 +238,7 @@ func WindowedTopology(input, output string, e state.Engine, w topology.Windows, 
 
 // runRawWorkers runs runcfg.WorkerCount(cfg) raw loops (RunRawFunc), each
 // on its own goroutine with its own GroupTransactSession and the
-// configuration cfg.ForWorker gives it (its own transactional id and group
+// configuration runcfg.ForWorker(cfg, i) gives it (its own transactional id and group
 // instance), the raw equivalent of the framework's workers. One loop alone
 // keeps cfg as it is. The first loop to fail stops the others; its
 // error, naming the loop, is returned.

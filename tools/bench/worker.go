@@ -87,7 +87,7 @@ type WorkerSpec struct {
 	DedupEntries int    `json:"dedup_entries,omitempty"`
 	// Workers is the framework's workers (config workers), or the raw
 	// loop's GroupTransactSession clients, each on its own goroutine with
-	// the transactional id of config.Config.ForWorker; 0 or 1: one.
+	// the transactional id of runcfg.ForWorker; 0 or 1: one.
 	Workers int `json:"workers,omitempty"`
 	// Table is the postgres pipeline's table of rows; its offsets table
 	// is Table + "_offsets".
