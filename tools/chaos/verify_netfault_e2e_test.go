@@ -28,16 +28,7 @@ var netStatusWord = map[string]string{
 // with EOS_KAFKA_NETCLUSTER_CMD="EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh"
 // and -timeout 10m (about 6 minutes on a 2-core machine).
 func TestVerifyNetFaults(t *testing.T) {
-	cmd := strings.TrimSpace(os.Getenv(chaos.EnvNetClusterCmd))
-	if cmd == "" {
-		t.Skipf("set %s to the network-namespace harness, e.g. %q, after starting it", chaos.EnvNetClusterCmd,
-			"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh")
-	}
-	if dl, ok := t.Deadline(); ok && time.Until(dl) < 9*time.Minute {
-		t.Fatalf("the network-fault verify needs up to 8 minutes; run go test with -timeout 10m")
-	}
-	brokers := harness(t, cmd, "bootstrap")
-	wholeAfter(t, cmd)
+	cmd, brokers := netCluster(t, 8*time.Minute)
 	begin := time.Now()
 	res, _, code := verify(t, "--brokers", brokers, "--net-cmd", cmd, "--records", "20000", "--workers", "3",
 		"--kills", "5", "--net-cuts", "3", "--pauses", "3", "--coordinator-cuts", "2",
@@ -96,6 +87,25 @@ func checkNetFaults(t *testing.T, fs []chaos.NetFault, recovery []chaos.Recovery
 	if len(actions) != len(want) || len(recovery) != len(want) {
 		t.Errorf("actions %v and recoveries %+v, want the actions %v", actions, recovery, want)
 	}
+}
+
+// netCluster is the harness named by EOS_KAFKA_NETCLUSTER_CMD and its
+// bootstrap list, for a test that takes up to need (skipped without the
+// harness, failed without the time); every broker is made whole again
+// when t ends.
+func netCluster(t *testing.T, need time.Duration) (cmd, brokers string) {
+	t.Helper()
+	cmd = strings.TrimSpace(os.Getenv(chaos.EnvNetClusterCmd))
+	if cmd == "" {
+		t.Skipf("set %s to the network-namespace harness, e.g. %q, after starting it", chaos.EnvNetClusterCmd,
+			"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh")
+	}
+	if dl, ok := t.Deadline(); ok && time.Until(dl) < need+time.Minute {
+		t.Fatalf("this network-fault verify needs up to %s; run go test with a -timeout that leaves %s", need, need+time.Minute)
+	}
+	brokers = harness(t, cmd, "bootstrap")
+	wholeAfter(t, cmd)
+	return cmd, brokers
 }
 
 // wholeAfter heals and resumes every broker when t ends: whatever becomes

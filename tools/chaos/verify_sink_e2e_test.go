@@ -132,16 +132,7 @@ func TestVerifySinkPostgresRealBroker(t *testing.T) {
 // coordinator, mixed with kills: every record once, every fault seen in
 // the harness's status, and rows written after each.
 func TestVerifySinkPostgresNetFaults(t *testing.T) {
-	cmd := strings.TrimSpace(os.Getenv(chaos.EnvNetClusterCmd))
-	if cmd == "" {
-		t.Skipf("set %s to the network-namespace harness, e.g. %q, after starting it", chaos.EnvNetClusterCmd,
-			"EOS_KAFKA_PORT=29800 $PWD/integration/kafka/netcluster.sh")
-	}
-	if dl, ok := t.Deadline(); ok && time.Until(dl) < 7*time.Minute {
-		t.Fatalf("the sink's network-fault verify needs up to 6 minutes; run go test with a -timeout that leaves 7")
-	}
-	brokers := harness(t, cmd, "bootstrap")
-	wholeAfter(t, cmd)
+	cmd, brokers := netCluster(t, 6*time.Minute)
 	res, code := verifySink(t, "--sink", "postgres", "--brokers", brokers, "--net-cmd", cmd, "--records", "15000", "--workers", "2",
 		"--kills", "2", "--net-cuts", "3", "--pauses", "1", "--coordinator-cuts", "1", "--cut-for", "6s",
 		"--terms", "0", "--rebalances", "0", "--broker-restarts", "0", "--duration", "6m")
