@@ -320,7 +320,7 @@ func verifySink(cmd *cobra.Command, g *globals, o chaos.Options, pg pgVerify, ve
 	if len(res.WorkerFailures) > 0 {
 		why += "; workers stopped on their own: " + strings.Join(res.WorkerFailures, "; ")
 	}
-	if failed := netFailures(res.NetFaults); len(failed) > 0 {
+	if failed := chaos.NetFailures(res.NetFaults); len(failed) > 0 {
 		why += fmt.Sprintf("; %d network faults did not take, hold or heal: %s", len(failed), strings.Join(failed, "; "))
 	}
 	return g.verdict(cmd.OutOrStdout(), res.Pass,

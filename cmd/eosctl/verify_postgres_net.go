@@ -19,9 +19,6 @@ const (
 	pgCoordinatorCut = "coordinator-cut"
 )
 
-// pgCutActions are the harness commands a net-cut takes in turn.
-var pgCutActions = []string{"cut-clients", "cut-peers", "isolate"}
-
 // openNet checks the network harness when the run plans network faults;
 // close makes the cluster whole again.
 func (r *pgRun) openNet() (close func(), err error) {
@@ -53,7 +50,7 @@ func (r *pgRun) fireNet(kind string) {
 	hold := v.cutFor
 	switch kind {
 	case pgNetCut:
-		nf.Action = pgCutActions[r.cutTurn%len(pgCutActions)]
+		nf.Action = chaos.NetCutActions[r.cutTurn%len(chaos.NetCutActions)]
 		r.cutTurn++
 	case pgPause:
 		nf.Action, hold = "pause", v.pauseFor
@@ -121,18 +118,6 @@ func (r *pgRun) rows() int64 {
 		r.lastRows = n
 	}
 	return r.lastRows
-}
-
-// netFailures lists the network faults that did not take, hold or heal:
-// each fails the run.
-func netFailures(fs []chaos.NetFault) []string {
-	var out []string
-	for _, f := range fs {
-		if !f.Fired {
-			out = append(out, fmt.Sprintf("%s on broker %d: %s", f.Action, f.Node, f.Error))
-		}
-	}
-	return out
 }
 
 // netSummary is the network faults and recoveries of a result, for the

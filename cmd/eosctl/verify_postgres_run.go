@@ -423,6 +423,6 @@ func (r *pgRun) judge(start time.Time) (pgVerifyResult, error) {
 	res.Duplicates = res.Rows - distinct
 	res.Seconds = time.Since(start).Seconds()
 	res.Recovery = chaos.Recoveries(res.NetFaults)
-	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0 && len(netFailures(res.NetFaults)) == 0
+	res.Pass = res.Missing == 0 && res.Duplicates == 0 && outside == 0 && len(res.WorkerFailures) == 0 && len(chaos.NetFailures(res.NetFaults)) == 0
 	return res, nil
 }

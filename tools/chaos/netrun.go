@@ -148,7 +148,7 @@ func (r *run) fireNet(ctx context.Context, f fault) bool {
 	nf := NetFault{Kind: f.kind.String(), Node: 1 + r.rng.IntN(r.net.nodes), RecoveryMs: -1}
 	switch f.kind {
 	case faultNetCut:
-		nf.Action = netCutActions[f.variant]
+		nf.Action = NetCutActions[f.variant]
 	case faultPause:
 		nf.Action = "pause"
 	case faultCoordinatorCut:
@@ -251,11 +251,18 @@ func (r *run) noteRecovery(now time.Time, c int64) {
 
 // netProblems fails a run whose network faults did not all fire.
 func netProblems(r Result, add func(bool, Problem, string, ...any)) {
-	var failed []string
-	for _, f := range r.NetFaults {
+	failed := NetFailures(r.NetFaults)
+	add(len(failed) > 0, ProblemNetFaultFailed, "%d network faults did not take, hold or heal: %s", len(failed), strings.Join(failed, "; "))
+}
+
+// NetFailures lists, one line each, the network faults of fs that did not
+// take, hold or heal: each fails the run that made it.
+func NetFailures(fs []NetFault) []string {
+	var out []string
+	for _, f := range fs {
 		if !f.Fired {
-			failed = append(failed, fmt.Sprintf("%s on broker %d: %s", f.Action, f.Node, f.Error))
+			out = append(out, fmt.Sprintf("%s on broker %d: %s", f.Action, f.Node, f.Error))
 		}
 	}
-	add(len(failed) > 0, ProblemNetFaultFailed, "%d network faults did not take, hold or heal: %s", len(failed), strings.Join(failed, "; "))
+	return out
 }

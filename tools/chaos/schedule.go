@@ -41,17 +41,17 @@ func (k faultKind) String() string {
 	return "unknown"
 }
 
-// netCutActions are the netcluster.sh commands a faultNetCut takes in
+// NetCutActions are the netcluster.sh commands a network cut takes in
 // turn, and coordinatorKinds the coordinators a faultCoordinatorCut cuts
 // in turn.
 var (
-	netCutActions    = []string{"cut-clients", "cut-peers", "isolate"}
+	NetCutActions    = []string{"cut-clients", "cut-peers", "isolate"}
 	coordinatorKinds = []string{"txn", "group"}
 )
 
 // fault is one planned fault: it fires once the group has consumed the
 // fraction at of the input (and recovered from the previous fault).
-// variant picks a network fault's action: netCutActions[variant] for
+// variant picks a network fault's action: NetCutActions[variant] for
 // faultNetCut, coordinatorKinds[variant] for faultCoordinatorCut.
 type fault struct {
 	kind    faultKind
@@ -101,13 +101,13 @@ func planFaults(rng *rand.Rand, n faultCounts) []fault {
 	}
 	step := 0.9 / float64(len(kinds)+1)
 	plan := make([]fault, len(kinds))
-	cut, coord := rng.IntN(len(netCutActions)), rng.IntN(len(coordinatorKinds))
+	cut, coord := rng.IntN(len(NetCutActions)), rng.IntN(len(coordinatorKinds))
 	for i, k := range kinds {
 		jitter := (rng.Float64() - 0.5) * step * 2 / 3
 		plan[i] = fault{kind: k, at: step*float64(i+1) + jitter}
 		switch k {
 		case faultNetCut:
-			plan[i].variant, cut = cut, (cut+1)%len(netCutActions)
+			plan[i].variant, cut = cut, (cut+1)%len(NetCutActions)
 		case faultCoordinatorCut:
 			plan[i].variant, coord = coord, (coord+1)%len(coordinatorKinds)
 		}

@@ -143,7 +143,7 @@ func TestPlanNetworkFaults(t *testing.T) {
 			count[f.kind]++
 			switch f.kind {
 			case faultNetCut:
-				actions[netCutActions[f.variant]]++
+				actions[NetCutActions[f.variant]]++
 			case faultCoordinatorCut:
 				actions["coordinator "+coordinatorKinds[f.variant]]++
 			}
