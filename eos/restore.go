@@ -608,6 +608,10 @@ func (cr *changelogReader) takeFetched(tg *restoreTarget, p kgo.FetchTopicPartit
 	}
 	if reached || tg.pos >= tg.end {
 		tg.done = true
+		// A crash soon after would otherwise read the whole restore again.
+		if err := tg.store.Flush(); err != nil {
+			return 0, false, fmt.Errorf("eos: flushing state store %q of task %s after its restore: %w", tg.store.Name(), tg.task, err)
+		}
 	}
 	return len(writes), true, nil
 }

@@ -103,6 +103,15 @@ type Wiper interface {
 	Wipe() error
 }
 
+// Flusher is a Backend that can lose applied writes in a crash until it
+// flushes them (pebble's, whose write-ahead log is off). The runtime calls
+// Flush when a restore of the store ends, so that a crash soon after does
+// not read the whole restore again. Flush may return before the writes
+// are durable.
+type Flusher interface {
+	Flush() error
+}
+
 // Sized is a Backend that can tell cheaply about how many bytes it holds:
 // what the store-size metric reports.
 type Sized interface {

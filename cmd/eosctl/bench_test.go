@@ -193,6 +193,9 @@ func TestBenchCount(t *testing.T) {
 			t.Errorf("%s on the embedded broker should be skipped with a reason: %v", name, r)
 		}
 	}
+	if r := byName[bench.RestoreCrash]; r["skipped"] == nil || !strings.Contains(r["skipped"].(string), "--in-process") || r["runs"].(float64) != 0 {
+		t.Errorf("%s in-process should be skipped, naming --in-process: %v", bench.RestoreCrash, r)
+	}
 	for _, name := range []string{bench.CountMemory, bench.CountPebble, bench.RestoreMemory, bench.RestorePebble} {
 		r := byName[name]
 		if r["error"] != nil {

@@ -305,6 +305,24 @@ func (s *Store) Restore(writes []state.Write, offset int64) error {
 	return nil
 }
 
+// Flush starts making what the store applied survive a crash, if its
+// engine can lose it (a state.Flusher); other engines need nothing.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return state.ErrClosed
+	}
+	f, ok := s.b.(state.Flusher)
+	if !ok {
+		return nil
+	}
+	if err := f.Flush(); err != nil {
+		return s.fail("flush", err)
+	}
+	return nil
+}
+
 // Checked records that every batch the store applied was read back as
 // committed from its changelog: the store is checked up to its offset, and
 // nothing is left unchecked. Call it between batches, once a

@@ -40,6 +40,22 @@ func MemTableSize(n uint64) Option {
 	return optionFunc(func(e *engine) { e.memTableSize = n })
 }
 
+// FlushInterval bounds in time what a crash loses, as MemTableSize bounds
+// it in bytes: a write at least d after the store's last timed flush
+// starts a flush in the background, so a store restarted on the same disk
+// after a SIGKILL restores from its changelog only about its last d of
+// writes (at most a memtable's worth), however slowly they came. The
+// default is DefaultFlushInterval; d <= 0 flushes only full memtables,
+// and a store that is never filled then restores from its changelog's
+// start after every crash. Each timed flush writes one small file, which
+// compactions merge.
+func FlushInterval(d time.Duration) Option {
+	return optionFunc(func(e *engine) { e.flushEvery = d })
+}
+
+// DefaultFlushInterval is FlushInterval's default.
+const DefaultFlushInterval = 10 * time.Second
+
 // FS keeps the stores' files on fs, overriding the operating system's
 // (vfs.Default). With vfs.NewCrashableMem a test can take the image a
 // crash would leave (CrashClone: unsynced writes dropped) and open the
@@ -62,6 +78,7 @@ type engine struct {
 	cacheSize    int64
 	memTableSize uint64
 	minFree      uint64
+	flushEvery   time.Duration
 	fs           vfs.FS // nil: the OS
 }
 
@@ -79,14 +96,16 @@ const defaultMinFree = 16 << 20
 // committed (see state.Position), and pebble applies a batch atomically,
 // so data and position never disagree. The write-ahead log is disabled:
 // the changelog, not the database, is the source of truth. A crash loses
-// at most the writes since the last memtable flush, data and offset
-// together, and the restore reads them again from the changelog; in
-// exchange no Commit writes a log, let alone syncs one. Close flushes, so
-// a clean shutdown loses nothing.
+// at most the writes since the last flush (see MemTableSize and
+// FlushInterval), data and offset together, and the restore reads them
+// again from the changelog; in
+// exchange no Commit writes a log, let alone syncs one. The end of a
+// restore starts a flush (state.Flusher), so a crash soon after reads
+// only what came later. Close flushes, so a clean shutdown loses nothing.
 //
 // The engine is a state.Persistent, so Inspect can list its stores.
 func New(opts ...Option) state.Engine {
-	e := &engine{minFree: defaultMinFree}
+	e := &engine{minFree: defaultMinFree, flushEvery: DefaultFlushInterval}
 	for _, o := range opts {
 		o.apply(e)
 	}
@@ -103,7 +122,7 @@ func (e *engine) Open(dir, name string, task state.Task) (state.Backend, error) 
 	if fs == nil {
 		fs = vfs.Default
 	}
-	p := &backend{fs: fs, dir: state.StoreDir(dir, name, task), minFree: e.minFree}
+	p := &backend{fs: fs, dir: state.StoreDir(dir, name, task), minFree: e.minFree, flushEvery: e.flushEvery, flushed: time.Now()}
 	// Opening writes a MANIFEST, whose failure pebble treats as fatal.
 	if err := p.room(0); err != nil {
 		return nil, err
@@ -163,6 +182,10 @@ type backend struct {
 	// failed is the last background write that failed with ENOSPC, until
 	// a flush succeeds: pebble retries it, and writes would pile up.
 	failed atomic.Pointer[error]
+	// flushEvery is FlushInterval; flushed is when the last flush Apply
+	// or Flush started began (the store's lock serializes them).
+	flushEvery time.Duration
+	flushed    time.Time
 }
 
 func dataKey(buf, key []byte) []byte { return append(append(buf[:0], dataPrefix), key...) }
@@ -279,7 +302,33 @@ func (p *backend) Apply(writes []state.Write, at state.Position) error {
 	if err := b.Set(timeKey, binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixMilli())), nil); err != nil {
 		return err
 	}
-	return p.full(b.Commit(pebbledb.NoSync)) // no WAL to sync: see New
+	if err := p.full(b.Commit(pebbledb.NoSync)); err != nil { // no WAL to sync: see New
+		return err
+	}
+	p.flushIfDue()
+	return nil
+}
+
+// flushIfDue starts a flush once flushEvery has passed since the last
+// one began.
+func (p *backend) flushIfDue() {
+	if p.flushEvery <= 0 || time.Since(p.flushed) < p.flushEvery {
+		return
+	}
+	// An error means the database is closed or read-only: nothing to keep.
+	_ = p.Flush()
+}
+
+// Flush implements state.Flusher: it starts a flush of the memtables and
+// returns. It leaves a flush that failed for want of space to pebble,
+// which retries it; the next write is refused meanwhile (room).
+func (p *backend) Flush() error {
+	if p.failed.Load() != nil {
+		return nil
+	}
+	p.flushed = time.Now()
+	_, err := p.db.AsyncFlush()
+	return err
 }
 
 // AppliedAt implements state.Dated.

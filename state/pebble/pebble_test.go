@@ -177,3 +177,56 @@ func TestPebblePositionWithoutCheck(t *testing.T) {
 	}
 	must(t, b.Close())
 }
+
+// TestPebbleFlushInterval crashes a store that never filled a memtable:
+// with a flush interval, or after a Flush (what the runtime calls when a
+// restore ends), the crash image keeps what was written before the
+// flush, so a restore reads only what came after it; without either, the
+// crash loses every write and the restore starts over.
+func TestPebbleFlushInterval(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		every time.Duration
+		flush bool
+		want  int64
+	}{
+		{"no flush", 0, false, state.NoOffset},
+		{"every 1ms", time.Millisecond, false, 1},
+		{"Flush", 0, true, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			s, err := store.Open(&engine{fs: fs, flushEvery: c.every}, "/state", "counts", task)
+			must(t, err)
+			defer s.Close()
+			put(t, s, "a", "1")
+			must(t, s.Commit(0))
+			time.Sleep(5 * time.Millisecond)
+			put(t, s, "b", "2")
+			must(t, s.Commit(1)) // past the interval: starts a flush of both
+			if c.flush {
+				must(t, s.Flush())
+			}
+			var off int64
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				off = crashedOffset(t, fs)
+				if off == c.want || time.Now().After(deadline) {
+					break
+				}
+			}
+			if off != c.want {
+				t.Fatalf("the crash image holds offset %d, want %d", off, c.want)
+			}
+		})
+	}
+}
+
+// crashedOffset opens a crash image of fs (unsynced writes dropped) and
+// returns the offset its store holds.
+func crashedOffset(t *testing.T, fs *vfs.MemFS) int64 {
+	t.Helper()
+	r, err := store.Open(&engine{fs: fs.CrashClone(vfs.CrashCloneCfg{})}, "/state", "counts", task)
+	must(t, err)
+	defer r.Close()
+	return r.Offset()
+}

@@ -144,12 +144,16 @@ const (
 	// Options.RestoreKeys changelog records from the broker.
 	RestoreMemory = "restore/memory"
 	RestorePebble = "restore/pebble"
+	// RestoreCrash is RestorePebble, then a SIGKILL and a restart on the
+	// same state directory: it measures what the restarted instance
+	// restores and how soon it commits again (worker processes only).
+	RestoreCrash = "restore/pebble-crash"
 )
 
 // CountCases lists every case of the count pipeline in report order; the
 // restore cases run only with Options.RestoreKeys set.
 func CountCases() []string {
-	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble}
+	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble, RestoreCrash}
 }
 
 // Case names of the windowed pipeline besides those it shares with the
@@ -393,7 +397,7 @@ func (o *Options) defaults() {
 	}
 }
 
-func isRestore(c string) bool { return c == RestoreMemory || c == RestorePebble }
+func isRestore(c string) bool { return c == RestoreMemory || c == RestorePebble || c == RestoreCrash }
 
 // validate checks the case names and numbers after defaults.
 func (o *Options) validate() error {
@@ -574,13 +578,29 @@ type Result struct {
 	RestoreKeys        int     `json:"restore_keys,omitempty"`
 	RestoreSeconds     float64 `json:"restore_seconds,omitempty"`
 	RestoreWallSeconds float64 `json:"restore_wall_seconds,omitempty"`
-	Skipped            string  `json:"skipped,omitempty"`
-	Error              string  `json:"error,omitempty"`
+	// Crash is RestoreCrash's restart.
+	Crash   *Crash `json:"crash,omitempty"`
+	Skipped string `json:"skipped,omitempty"`
+	Error   string `json:"error,omitempty"`
 	// Baseline compares a case that adds one thing to another case of the
 	// same run: a dedup case to exactly-once (what the operator and its
 	// store cost per record), the postgres sink to the at-least-once loop.
 	Baseline *Baseline `json:"baseline,omitempty"`
 	Workload
+}
+
+// Crash is what RestoreCrash measured of the restart after a SIGKILL, on
+// the same state directory: medians, with the worst run's.
+type Crash struct {
+	// Restored is the changelog records the restarted instance restored
+	// (Stats.Restored); RestoredShare, that over RestoreKeys.
+	Restored      float64 `json:"restored"`
+	RestoredMax   float64 `json:"restored_max"`
+	RestoredShare float64 `json:"restored_share"`
+	// CommitSeconds runs from the restarted process's start until every
+	// record fed after the crash was counted and read committed.
+	CommitSeconds    float64 `json:"commit_seconds"`
+	CommitSecondsMax float64 `json:"commit_seconds_max"`
 }
 
 // Target is one of the project's throughput goals for exactly-once,
@@ -642,6 +662,7 @@ type caseSpec struct {
 	final     bool   // a windowed case emitting final results only
 	cache     int64  // Kafka Streams' statestore.cache.max.bytes; -1: its default
 	restore   bool   // a restore case
+	crash     bool   // a restore case killed and restarted (RestoreCrash)
 	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
 	adaptive  bool   // adaptive_commit (ExactlyOnceAdaptive)
@@ -682,11 +703,12 @@ func (o *Options) plan() []caseSpec {
 			}
 		case CountMemory, RestoreMemory, FinalMemory:
 			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StateMemory
-		case CountPebble, RestorePebble, FinalPebble:
+		case CountPebble, RestorePebble, RestoreCrash, FinalPebble:
 			c.kind, c.guarantee, c.state = ExactlyOnce, ExactlyOnce, StatePebble
 		}
 		c.final = k == FinalMemory || k == FinalPebble || k == KafkaStreamsFinal
 		c.restore = isRestore(k)
+		c.crash = k == RestoreCrash
 		cs = append(cs, c)
 	}
 	for _, d := range o.Sweep {
@@ -761,6 +783,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cases := o.plan()
 	for i := range cases {
+		if cases[i].crash && len(o.Worker) == 0 {
+			cases[i].skipped = "a crash needs the pipeline in a worker process to SIGKILL; run without --in-process"
+			progressf(o.Progress, "%s skipped: %s", cases[i].name, cases[i].skipped)
+			continue
+		}
 		if cases[i].kind != KafkaStreams {
 			continue
 		}
@@ -969,6 +996,10 @@ type runResult struct {
 	// A restore case's: time the runtime spent restoring, and from the
 	// instance's start to its stores caught up.
 	restoreTook, restoreWall time.Duration
+	// RestoreCrash's: changelog records the restarted instance restored,
+	// and the time from its start until it committed again.
+	crashRestored uint64
+	crashCommit   time.Duration
 }
 
 func (h *harness) latencyRecords() int {

@@ -256,21 +256,22 @@ func TestCountOptionsAndPlan(t *testing.T) {
 	o = Options{Pipeline: PipelineCount, RestoreKeys: 100}
 	o.defaults()
 	cs := o.plan()
-	if len(cs) != 6 {
+	if len(cs) != 7 {
 		t.Fatalf("plan: %+v", cs)
 	}
 	want := []struct {
-		kind, state string
-		cache       int64
-		restore     bool
+		kind, state    string
+		cache          int64
+		restore, crash bool
 	}{
-		{ExactlyOnce, StateMemory, -1, false}, {ExactlyOnce, StatePebble, -1, false},
-		{KafkaStreams, "", 0, false}, {KafkaStreams, "", -1, false},
-		{ExactlyOnce, StateMemory, -1, true}, {ExactlyOnce, StatePebble, -1, true},
+		{ExactlyOnce, StateMemory, -1, false, false}, {ExactlyOnce, StatePebble, -1, false, false},
+		{KafkaStreams, "", 0, false, false}, {KafkaStreams, "", -1, false, false},
+		{ExactlyOnce, StateMemory, -1, true, false}, {ExactlyOnce, StatePebble, -1, true, false},
+		{ExactlyOnce, StatePebble, -1, true, true},
 	}
 	for i, w := range want {
 		c := cs[i]
-		if c.kind != w.kind || c.state != w.state || c.cache != w.cache || c.restore != w.restore || c.pipeline != PipelineCount {
+		if c.kind != w.kind || c.state != w.state || c.cache != w.cache || c.restore != w.restore || c.crash != w.crash || c.pipeline != PipelineCount {
 			t.Errorf("plan[%d] %s: %+v, want %+v", i, c.name, c, w)
 		}
 	}

@@ -66,9 +66,11 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error, rec
 			res.BatchRecords = 0 // Kafka Streams batches by its own max.poll.records
 			res.StreamThreads = c.streamThreads()
 		}
-		var rate, p50, p99, p999, cpu, cpuRec, rss, took, wall, window []float64
+		var rate, p50, p99, p999, cpu, cpuRec, rss, took, wall, window, crashed, crashCommit []float64
 		for _, r := range runs[i] {
 			window = append(window, r.window.Seconds())
+			crashed = append(crashed, float64(r.crashRestored))
+			crashCommit = append(crashCommit, r.crashCommit.Seconds())
 			took = append(took, r.restoreTook.Seconds())
 			wall = append(wall, r.restoreWall.Seconds())
 			rate = append(rate, r.rate)
@@ -92,6 +94,12 @@ func (h *harness) report(cases []caseSpec, runs [][]runResult, errs []error, rec
 			res.RestoreKeys = o.RestoreKeys
 			res.RestoreSeconds, _, _ = spread(took)
 			res.RestoreWallSeconds, _, _ = spread(wall)
+		}
+		if c.crash && len(runs[i]) > 0 {
+			res.Crash = &Crash{}
+			res.Crash.Restored, _, res.Crash.RestoredMax = spread(crashed)
+			res.Crash.CommitSeconds, _, res.Crash.CommitSecondsMax = spread(crashCommit)
+			res.Crash.RestoredShare = res.Crash.Restored / float64(o.RestoreKeys)
 		}
 		res.P50MS, _, _ = spread(p50)
 		res.P99MS, res.P99MSMin, res.P99MSMax = spread(p99)

@@ -15,8 +15,14 @@ import (
 // restoreTriggers is how many input records a restore case feeds the
 // fresh instance: enough that every partition gets one (a task restores
 // when its first record arrives), at most one per changelog key.
-func (h *harness) restoreTriggers() int {
-	return min(h.o.RestoreKeys, max(64, 20*int(h.o.Partitions)))
+// A crash case feeds as many again after the restart, of keys not fed
+// yet, so it takes at most half the keys each time.
+func (h *harness) restoreTriggers(c caseSpec) int {
+	n := h.o.RestoreKeys
+	if c.crash {
+		n /= 2
+	}
+	return min(n, max(64, 20*int(h.o.Partitions)))
 }
 
 // runRestore measures restore case c on the real restore path: the
@@ -39,19 +45,9 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 	if err := h.createChangelog(ctx, id); err != nil {
 		return runResult{}, err
 	}
-	one := binary.BigEndian.AppendUint64(nil, 1)
-	fillStart := time.Now()
-	if err := kafkautil.ProduceAll(ctx, h.cl, n, func(i int) *kgo.Record {
-		return &kgo.Record{Topic: changelog, Key: key(i, n), Value: one}
-	}); err != nil {
-		return runResult{}, fmt.Errorf("filling changelog %s: %w", changelog, err)
-	}
-	progressf(o.Progress, "%s: changelog %s filled with %d keys in %s", c.name, changelog, n, time.Since(fillStart).Round(time.Millisecond))
-	triggers := h.restoreTriggers()
-	if err := kafkautil.ProduceAll(ctx, h.cl, triggers, func(i int) *kgo.Record {
-		return &kgo.Record{Topic: in, Key: key(i, n), Value: value(i, time.Time{}, o.RecordSize)}
-	}); err != nil {
-		return runResult{}, fmt.Errorf("seeding %s: %w", in, err)
+	triggers, err := h.fillRestore(ctx, c, changelog, in)
+	if err != nil {
+		return runResult{}, err
 	}
 	stateDir, err := h.stateDir(c)
 	if err != nil {
@@ -99,16 +95,56 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 	}
 	_, rss, _ := procStats(p.pid())
 	stopped = true
-	if err := p.stop(); err != nil {
+	end := p.stop
+	if c.crash {
+		end = func() error { return kill(p, c.name) }
+	}
+	if err := end(); err != nil {
 		return runResult{}, err
 	}
+	r := restoreResult(obs, got, n, rss, max(cpu1-cpu0, 0), measured)
+	if c.crash {
+		if err := h.restartAfterCrash(ctx, c, id, in, out, stateDir, triggers, &r); err != nil {
+			return runResult{}, err
+		}
+	}
+	return r, nil
+}
 
+// fillRestore fills changelog with RestoreKeys keys, each with a count of
+// 1, feeds in a record of each of the first restoreTriggers keys, and
+// returns how many it fed.
+func (h *harness) fillRestore(ctx context.Context, c caseSpec, changelog, in string) (int, error) {
+	n := h.o.RestoreKeys
+	one := binary.BigEndian.AppendUint64(nil, 1)
+	fillStart := time.Now()
+	if err := kafkautil.ProduceAll(ctx, h.cl, n, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: changelog, Key: key(i, n), Value: one}
+	}); err != nil {
+		return 0, fmt.Errorf("filling changelog %s: %w", changelog, err)
+	}
+	progressf(h.o.Progress, "%s: changelog %s filled with %d keys in %s", c.name, changelog, n, time.Since(fillStart).Round(time.Millisecond))
+	triggers := h.restoreTriggers(c)
+	if triggers < 1 {
+		return 0, fmt.Errorf("%s: %d changelog keys leave none to feed after the restart; give --restore-keys of at least 2", c.name, n)
+	}
+	if err := kafkautil.ProduceAll(ctx, h.cl, triggers, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: in, Key: key(i, n), Value: value(i, time.Time{}, h.o.RecordSize)}
+	}); err != nil {
+		return 0, fmt.Errorf("seeding %s: %w", in, err)
+	}
+	return triggers, nil
+}
+
+// restoreResult is what a restore case measured of its restore of n
+// changelog records, with obs's account of the triggers' counts.
+func restoreResult(obs *observer, got Restored, n int, rss int64, cpu time.Duration, measured string) runResult {
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	r := runResult{
 		peakRSS: rss, dups: obs.dups, missing: obs.total - obs.distinct,
 		restoreTook: got.Took, restoreWall: got.Wall,
-		cpu: max(cpu1-cpu0, 0), measured: measured + "; CPU from start to the stores caught up",
+		cpu: cpu, measured: measured + "; CPU from start to the stores caught up",
 	}
 	took := got.Took
 	if took <= 0 {
@@ -119,7 +155,62 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 	}
 	r.rate = float64(n) / took.Seconds()
 	r.cpuPerRecord = r.cpu / time.Duration(n)
-	return r, nil
+	return r
+}
+
+// kill ends p with SIGKILL, as a crash would: nothing is closed or
+// flushed.
+func kill(p pipeline, name string) error {
+	ch, ok := p.(*child)
+	if !ok {
+		return fmt.Errorf("%s: a crash needs the pipeline in a worker process; run without --in-process", name)
+	}
+	return ch.kill()
+}
+
+// restartAfterCrash feeds triggers records of keys the first instance
+// did not count, starts the case again on the crashed instance's state
+// directory, and records in r what it restored and how long after its
+// start every trigger's count (2: restored, then counted) was read
+// committed; the first instance's counts must not come out again.
+func (h *harness) restartAfterCrash(ctx context.Context, c caseSpec, id, in, out, stateDir string, triggers int, r *runResult) error {
+	n := h.o.RestoreKeys
+	if err := kafkautil.ProduceAll(ctx, h.cl, triggers, func(i int) *kgo.Record {
+		return &kgo.Record{Topic: in, Key: key(triggers+i, n), Value: value(triggers+i, time.Time{}, h.o.RecordSize)}
+	}); err != nil {
+		return fmt.Errorf("seeding %s after the crash: %w", in, err)
+	}
+	obs, err := newObserver(h.base, out, 2*triggers, 0, 0, newCountAccount(n, 2*triggers, 0, 1), nil, nil)
+	if err != nil {
+		return err
+	}
+	octx, stopObs := context.WithCancel(ctx)
+	go obs.run(octx)
+	defer func() { stopObs(); obs.close() }()
+	start := time.Now()
+	p, _, err := h.start(ctx, c, id, in, out, stateDir, n)
+	if err != nil {
+		return err
+	}
+	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name+" after the crash", 2*triggers); err != nil {
+		_ = p.stop()
+		return err
+	}
+	r.crashCommit = time.Since(start)
+	if err := p.stop(); err != nil {
+		return err
+	}
+	select {
+	case got := <-p.restored():
+		r.crashRestored = got.Records
+	default:
+		return fmt.Errorf("%s: the restarted instance stopped without reporting what it restored", c.name)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	r.dups += obs.dups
+	r.missing += obs.total - obs.distinct
+	return nil
 }
 
 // createChangelog creates the count store's changelog for appID as the

@@ -324,10 +324,12 @@ func (l *restoreLog) Write(_ zapcore.Entry, fields []zapcore.Field) error {
 }
 
 // watchRestore prints a RestoredLine to w once r restored want records
-// and logged how long that took. The runtime counts a restore in Stats
-// just before it logs it, so the count alone may come with a duration
-// that misses the last restore's; a log line that never comes (filtered,
-// or renamed) leaves Took 0 after a second, which the caller reports.
+// and logged how long that took, or, if it never did, when ctx ends (a
+// restart after a crash restores only what its stores lost). The runtime
+// counts a restore in Stats just before it logs it, so the count alone
+// may come with a duration that misses the last restore's; a log line
+// that never comes (filtered, or renamed) leaves Took 0 after a second,
+// which the caller reports.
 func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, start time.Time, w io.Writer) {
 	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
@@ -335,6 +337,10 @@ func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, 
 	for {
 		select {
 		case <-ctx.Done():
+			rl.mu.Lock()
+			took := rl.took
+			rl.mu.Unlock()
+			printRestored(w, Restored{Records: r.Stats().Restored, Wall: time.Since(start), Took: took})
 			return
 		case <-tick.C:
 		}
@@ -354,11 +360,14 @@ func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, 
 		if logged < got {
 			took = 0
 		}
-		rep := Restored{Records: got, Wall: time.Since(start), Took: took}
-		b, _ := json.Marshal(rep)
-		fmt.Fprintf(w, "%s %s\n", RestoredLine, b)
+		printRestored(w, Restored{Records: got, Wall: time.Since(start), Took: took})
 		return
 	}
+}
+
+func printRestored(w io.Writer, rep Restored) {
+	b, _ := json.Marshal(rep)
+	fmt.Fprintf(w, "%s %s\n", RestoredLine, b)
 }
 
 // pipeline is a running process under test: a goroutine of this process
@@ -504,6 +513,20 @@ func (c *child) stop() error {
 		<-c.done
 		return fmt.Errorf("%s did not stop within 45s of SIGTERM and was killed", c.name)
 	}
+}
+
+// kill ends the child with SIGKILL, as a crash would, and waits for it.
+func (c *child) kill() error {
+	select {
+	case <-c.done:
+		return c.failure()
+	default:
+	}
+	if err := c.cmd.Process.Kill(); err != nil {
+		return fmt.Errorf("killing %s: %w", c.name, err)
+	}
+	<-c.done
+	return nil
 }
 
 // failure explains an exit nobody asked for.
