@@ -11,8 +11,6 @@ import (
 	"github.com/eosflow/eosflow/state"
 	"github.com/eosflow/eosflow/state/pebble"
 	"github.com/eosflow/eosflow/tools/conformance"
-	"github.com/eosflow/eosflow/tools/kafkatest"
-	"github.com/eosflow/eosflow/topology"
 )
 
 // A pebble store that restored its changelog and then crashed (the crash
@@ -21,13 +19,8 @@ import (
 // only the restore's flush can keep the restored records.
 func TestCrashAfterARestoreReadsOnlyTheTail(t *testing.T) {
 	t.Parallel()
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 1, "in", "out")
-	changelog := topology.ChangelogTopic("app", "counts")
 	const n = 600
-	conformance.SeedRange(t, env, "in", 0, n/2)
-	runCounts(t, env, "a", t.TempDir(), n/2)
-	restored := uint64(len(conformance.Drain(t, env, changelog, 1)))
+	env, changelog, restored := countedHalf(t, n)
 
 	fs := vfs.NewCrashableMem()
 	dir := t.TempDir()

@@ -540,6 +540,19 @@ func TestStoreBehindChangelogStartIsWiped(t *testing.T) {
 	}
 }
 
+// countedHalf counts n/2 input records with instance "a" of app "app"
+// (one partition, pebble) and returns the broker, the store's changelog
+// and how many records it holds.
+func countedHalf(t *testing.T, n int) (*kafkatest.Env, string, uint64) {
+	t.Helper()
+	env := kafkatest.Fake(t)
+	env.CreateTopics(t, 1, "in", "out")
+	changelog := topology.ChangelogTopic("app", "counts")
+	conformance.SeedRange(t, env, "in", 0, n/2)
+	runCounts(t, env, "a", t.TempDir(), uint64(n/2))
+	return env, changelog, uint64(len(conformance.Drain(t, env, changelog, 1)))
+}
+
 // A broker that answers a restore's fetch with OFFSET_OUT_OF_RANGE, as a
 // leader that was paused or cut off does for offsets its successor wrote,
 // proves nothing about the changelog: the restore starts over on a new
@@ -571,13 +584,8 @@ func TestRestoreOutlivesAnOffsetOutOfRange(t *testing.T) {
 // records) or skipped (the counts are exact).
 func TestRestoreResumesAfterAnOffsetOutOfRangeMidRead(t *testing.T) {
 	t.Parallel()
-	env := kafkatest.Fake(t)
-	env.CreateTopics(t, 1, "in", "out")
-	changelog := topology.ChangelogTopic("app", "counts")
 	const n = 400
-	conformance.SeedRange(t, env, "in", 0, n/2)
-	runCounts(t, env, "a", t.TempDir(), n/2)
-	records := uint64(len(conformance.Drain(t, env, changelog, 1)))
+	env, changelog, records := countedHalf(t, n)
 	conformance.SeedRange(t, env, "in", n/2, n)
 	midRead := func(req kmsg.Request) bool {
 		for _, tp := range req.(*kmsg.FetchRequest).Topics {
