@@ -41,14 +41,15 @@ func MemTableSize(n uint64) Option {
 }
 
 // FlushInterval bounds in time what a crash loses, as MemTableSize bounds
-// it in bytes: a write at least d after the store's last timed flush
-// starts a flush in the background, so a store restarted on the same disk
-// after a SIGKILL restores from its changelog only about its last d of
-// writes (at most a memtable's worth), however slowly they came. The
-// default is DefaultFlushInterval; d <= 0 flushes only full memtables,
-// and a store that is never filled then restores from its changelog's
-// start after every crash. Each timed flush writes one small file, which
-// compactions merge.
+// it in bytes: a write at least d after the store's last flush starts a
+// flush in the background, so a store restarted on the same disk after a
+// SIGKILL restores from its changelog only the writes since the last
+// flush before its last write (those of about d, or of the memtables
+// waiting for a flush), however slowly they came. The default is
+// DefaultFlushInterval; d <= 0 flushes only full memtables, and a store
+// that is never filled then restores from its last restore's end after
+// every crash. Each timed flush writes one small file, which compactions
+// merge.
 func FlushInterval(d time.Duration) Option {
 	return optionFunc(func(e *engine) { e.flushEvery = d })
 }
@@ -315,15 +316,18 @@ func (p *backend) flushIfDue() {
 	if p.flushEvery <= 0 || time.Since(p.flushed) < p.flushEvery {
 		return
 	}
-	// An error means the database is closed or read-only: nothing to keep.
+	// An error means the database is read-only: nothing to keep.
 	_ = p.Flush()
 }
 
 // Flush implements state.Flusher: it starts a flush of the memtables and
 // returns. It leaves a flush that failed for want of space to pebble,
-// which retries it; the next write is refused meanwhile (room).
+// which retries it; the next write is refused meanwhile (room). While
+// waitAt memtables' worth wait for a flush already, it starts none:
+// pebble's AsyncFlush would stall, without a bound, until they shrink,
+// which on a filling disk they never do.
 func (p *backend) Flush() error {
-	if p.failed.Load() != nil {
+	if _, unflushed := p.memtables(); p.failed.Load() != nil || unflushed >= waitAt*p.memTableSize {
 		return nil
 	}
 	p.flushed = time.Now()

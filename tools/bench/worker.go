@@ -365,6 +365,7 @@ func watchRestore(ctx context.Context, r *eos.Runner, rl *restoreLog, want int, 
 	}
 }
 
+// printRestored writes rep to w as a RestoredLine.
 func printRestored(w io.Writer, rep Restored) {
 	b, _ := json.Marshal(rep)
 	fmt.Fprintf(w, "%s %s\n", RestoredLine, b)

@@ -89,6 +89,15 @@ func (b *applyBackend) AppliedAt() (time.Time, error) {
 	return time.Time{}, nil
 }
 
+// Flush is the inner backend's, when it has one (pebble does), so that a
+// crash after a restore keeps what the runtime flushed.
+func (b *applyBackend) Flush() error {
+	if f, ok := b.inner.(state.Flusher); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
 // errApplyRefused is a store write refused, as a full disk or an I/O
 // error refuses it: nothing of it applied.
 var errApplyRefused = errors.New("sim: store write refused (injected)")
