@@ -283,7 +283,8 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 				if !slices.Contains(valid, c) {
 					return usageErrorf("--cases: case %q is not one of --pipeline %s; use %s", c, o.Pipeline, strings.Join(valid, ", "))
 				}
-				if (c == bench.RestoreMemory || c == bench.RestorePebble || c == bench.RestoreCrash) && o.RestoreKeys == 0 {
+				if (c == bench.RestoreMemory || c == bench.RestorePebble || c == bench.RestoreCrash ||
+					c == bench.KafkaStreamsCrash || c == bench.KafkaStreamsCrashTxn) && o.RestoreKeys == 0 {
 					return usageErrorf("--cases %s: give the changelog keys to restore with --restore-keys N", c)
 				}
 				if (c == bench.DedupRedisCase || c == bench.DedupBloomCase) && o.RedisURL == "" {
@@ -364,7 +365,7 @@ speed-up; goal for 2 against 1: ≥ 1.6×). --workers also applies to
 	f.StringVar(&o.PostgresURL, "postgres-url", "", "database of --pipeline postgres (default $EOS_POSTGRES_URL); each run writes a fresh table and drops it")
 	f.DurationVar(&o.Window, "window", bench.DefaultWindow, "with --pipeline windowed, the tumbling windows' size (records are 1 ms of event time apart)"+durationFlagHelp)
 	f.DurationVar(&o.Grace, "grace", bench.DefaultGrace, "with --pipeline windowed, how long a window stays open after its end for records out of order"+durationFlagHelp)
-	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble, and restore/pebble-crash: then a SIGKILL and a restart on the same state directory)")
+	f.IntVar(&o.RestoreKeys, "restore-keys", 0, "with --pipeline count, also time restoring a changelog of this many keys (restore/memory, restore/pebble, and restore/pebble-crash: then a SIGKILL and a restart on the same state directory; name kafka-streams/crash and kafka-streams/crash-txn in --cases for Kafka Streams' figure without and with KIP-892's transactional stores)")
 	f.IntVar(&o.RecordSize, "record-size", 100, "value bytes per record (at least 40)")
 	f.StringVar(&maxMemory, "max-memory", "", "max_memory of the Go cases, e.g. 64MiB (default 128MiB per worker)")
 	f.DurationVar(&o.CommitInterval, "commit-interval", 100*time.Millisecond, "how often a batch commits (Kafka Streams: commit.interval.ms)"+durationFlagHelp)

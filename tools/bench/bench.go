@@ -148,12 +148,19 @@ const (
 	// same state directory: it measures what the restarted instance
 	// restores and how soon it commits again (worker processes only).
 	RestoreCrash = "restore/pebble-crash"
+	// KafkaStreamsCrash and KafkaStreamsCrashTxn are RestoreCrash for
+	// Kafka Streams (exactly_once_v2, RocksDB, static membership as
+	// eosflow's instance_id), the latter with KIP-892's transactional
+	// state stores (enable.transactional.statestores=true).
+	KafkaStreamsCrash    = "kafka-streams/crash"
+	KafkaStreamsCrashTxn = "kafka-streams/crash-txn"
 )
 
 // CountCases lists every case of the count pipeline in report order; the
 // restore cases run only with Options.RestoreKeys set.
 func CountCases() []string {
-	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble, RestoreCrash}
+	return []string{CountMemory, CountPebble, KafkaStreams, KafkaStreamsCached, RestoreMemory, RestorePebble, RestoreCrash,
+		KafkaStreamsCrash, KafkaStreamsCrashTxn}
 }
 
 // Case names of the windowed pipeline besides those it shares with the
@@ -306,8 +313,9 @@ type Options struct {
 	// output reader, so that what workers buy shows on few cores.
 	CPURounds int
 	// Cases to run, by name; default every case of the pipeline
-	// (CasesFor), the restore cases only with RestoreKeys set, the Redis
-	// dedup cases only with RedisURL set.
+	// (CasesFor), the restore cases only with RestoreKeys set (Kafka
+	// Streams' crash cases only when named), the Redis dedup cases only
+	// with RedisURL set.
 	Cases []string
 	// RedisURL is the Redis the dedup-redis and dedup-bloom cases keep
 	// their ids in (redis://host:port/db); each run uses keys of its own
@@ -390,14 +398,23 @@ func (o *Options) defaults() {
 	}
 	if len(o.Cases) == 0 {
 		for _, c := range CasesFor(o.Pipeline) {
-			if (!isRestore(c) || o.RestoreKeys > 0) && (!needsRedis(c) || o.RedisURL != "") {
+			// Kafka Streams' crash cases start two JVMs each: only on request.
+			streamsCrash := c == KafkaStreamsCrash || c == KafkaStreamsCrashTxn
+			if (!isRestore(c) || o.RestoreKeys > 0) && (!needsRedis(c) || o.RedisURL != "") && !streamsCrash {
 				o.Cases = append(o.Cases, c)
 			}
 		}
 	}
 }
 
-func isRestore(c string) bool { return c == RestoreMemory || c == RestorePebble || c == RestoreCrash }
+func isRestore(c string) bool {
+	return c == RestoreMemory || c == RestorePebble || isCrash(c)
+}
+
+// isCrash says whether case c is killed and restarted after its restore.
+func isCrash(c string) bool {
+	return c == RestoreCrash || c == KafkaStreamsCrash || c == KafkaStreamsCrashTxn
+}
 
 // validate checks the case names and numbers after defaults.
 func (o *Options) validate() error {
@@ -662,7 +679,8 @@ type caseSpec struct {
 	final     bool   // a windowed case emitting final results only
 	cache     int64  // Kafka Streams' statestore.cache.max.bytes; -1: its default
 	restore   bool   // a restore case
-	crash     bool   // a restore case killed and restarted (RestoreCrash)
+	crash     bool   // a restore case killed and restarted (isCrash)
+	txnStores bool   // Kafka Streams with KIP-892's transactional state stores
 	metrics   bool   // serve and scrape metrics (ExactlyOnceMetrics)
 	traced    bool   // eos.Tracing (ExactlyOnceTraced)
 	adaptive  bool   // adaptive_commit (ExactlyOnceAdaptive)
@@ -695,9 +713,10 @@ func (o *Options) plan() []caseSpec {
 			c.engine, c.guarantee, c.commit = EnginePgsink, ExactlyOnce, 0
 		case PostgresAtLeastOnce:
 			c.engine, c.guarantee, c.commit = EngineFranzGo, AtLeastOnce, 0
-		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal, KafkaStreamsTuned:
+		case KafkaStreams, KafkaStreamsCached, KafkaStreamsFinal, KafkaStreamsTuned, KafkaStreamsCrash, KafkaStreamsCrashTxn:
 			c.kind, c.engine, c.guarantee = KafkaStreams, EngineStreams, "exactly_once_v2"
 			c.tuned = k == KafkaStreamsTuned
+			c.txnStores = k == KafkaStreamsCrashTxn
 			if stateful(o.Pipeline) && k != KafkaStreamsCached {
 				c.cache = 0
 			}
@@ -708,7 +727,7 @@ func (o *Options) plan() []caseSpec {
 		}
 		c.final = k == FinalMemory || k == FinalPebble || k == KafkaStreamsFinal
 		c.restore = isRestore(k)
-		c.crash = k == RestoreCrash
+		c.crash = isCrash(k)
 		cs = append(cs, c)
 	}
 	for _, d := range o.Sweep {
@@ -783,7 +802,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 
 	cases := o.plan()
 	for i := range cases {
-		if cases[i].crash && len(o.Worker) == 0 {
+		if cases[i].crash && cases[i].engine == EngineFramework && len(o.Worker) == 0 {
 			cases[i].skipped = "a crash needs the pipeline in a worker process to SIGKILL; run without --in-process"
 			progressf(o.Progress, "%s skipped: %s", cases[i].name, cases[i].skipped)
 			continue
@@ -1161,6 +1180,12 @@ func (h *harness) streamsArgv(c caseSpec, appID, in, out, stateDir string) []str
 	if c.pipeline == PipelineCPU {
 		argv = append(argv, "--topology", PipelineCPU, "--rounds", strconv.Itoa(h.o.CPURounds))
 	}
+	if c.crash {
+		argv = append(argv, "--instance-id", appID)
+	}
+	if c.txnStores {
+		argv = append(argv, "--transactional-stores")
+	}
 	if stateful(c.pipeline) {
 		argv = append(argv, "--topology", c.pipeline, "--state-dir", stateDir)
 		if c.cache >= 0 {
@@ -1255,6 +1280,9 @@ func stoppedEarly(p pipeline, name string) error {
 func (h *harness) start(ctx context.Context, c caseSpec, appID, in, out, stateDir string, restore int) (pipeline, string, error) {
 	if c.engine == EngineStreams {
 		argv := h.streamsArgv(c, appID, in, out, stateDir)
+		if restore > 0 {
+			argv = append(argv, "--restore-records", strconv.Itoa(restore))
+		}
 		ch, err := startChild(c.name, argv, nil)
 		return ch, "child process (JVM)", err
 	}

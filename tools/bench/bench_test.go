@@ -275,6 +275,14 @@ func TestCountOptionsAndPlan(t *testing.T) {
 			t.Errorf("plan[%d] %s: %+v, want %+v", i, c.name, c, w)
 		}
 	}
+	// Kafka Streams' crash cases run only when named.
+	o = Options{Pipeline: PipelineCount, RestoreKeys: 100, Cases: []string{KafkaStreamsCrash, KafkaStreamsCrashTxn}}
+	o.defaults()
+	for i, c := range o.plan() {
+		if c.kind != KafkaStreams || !c.restore || !c.crash || c.cache != 0 || c.txnStores != (i == 1) {
+			t.Errorf("plan[%d] %s: %+v", i, c.name, c)
+		}
+	}
 }
 
 // The count worker refuses what it cannot run.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"os"
 	"time"
 
@@ -73,21 +74,18 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 			_ = p.stop()
 		}
 	}()
+	cpuStart, _, _ := procStats(p.pid())
 	if err := h.awaitReady(ctx, p, c.name); err != nil {
 		return runResult{}, err
 	}
 	cpu0, _, _ := procStats(p.pid())
-	var got Restored
-	t := time.NewTimer(o.RunTimeout)
-	defer t.Stop()
-	select {
-	case got = <-p.restored():
-	case <-p.exited():
-		return runResult{}, stoppedEarly(p, c.name)
-	case <-ctx.Done():
-		return runResult{}, ctx.Err()
-	case <-t.C:
-		return runResult{}, fmt.Errorf("%s: the stores did not restore %d changelog records within %s", c.name, n, o.RunTimeout)
+	if c.engine == EngineStreams {
+		// Kafka Streams reports READY once RUNNING: after its restore.
+		cpu0, measured = cpuStart, measured+"; Kafka Streams' CPU from its process's start (JVM start included): it reports READY only after restoring"
+	}
+	got, err := h.awaitRestored(ctx, p, c.name)
+	if err != nil {
+		return runResult{}, err
 	}
 	cpu1, _, _ := procStats(p.pid())
 	if err := h.await(ctx, p, obs.phase1Ch, obs, c.name, triggers); err != nil {
@@ -109,6 +107,22 @@ func (h *harness) runRestore(ctx context.Context, c caseSpec, rep int) (runResul
 		}
 	}
 	return r, nil
+}
+
+// awaitRestored waits for p to report it restored RestoreKeys records.
+func (h *harness) awaitRestored(ctx context.Context, p pipeline, name string) (Restored, error) {
+	t := time.NewTimer(h.o.RunTimeout)
+	defer t.Stop()
+	select {
+	case got := <-p.restored():
+		return got, nil
+	case <-p.exited():
+		return Restored{}, stoppedEarly(p, name)
+	case <-ctx.Done():
+		return Restored{}, ctx.Err()
+	case <-t.C:
+		return Restored{}, fmt.Errorf("%s: the stores did not restore %d changelog records within %s", name, h.o.RestoreKeys, h.o.RunTimeout)
+	}
 }
 
 // fillRestore fills changelog with RestoreKeys keys, each with a count of
@@ -188,7 +202,9 @@ func (h *harness) restartAfterCrash(ctx context.Context, c caseSpec, id, in, out
 	go obs.run(octx)
 	defer func() { stopObs(); obs.close() }()
 	start := time.Now()
-	p, _, err := h.start(ctx, c, id, in, out, stateDir, n)
+	// No target: the restarted instance reports what it restored when
+	// it stops, however much that was.
+	p, _, err := h.start(ctx, c, id, in, out, stateDir, math.MaxInt)
 	if err != nil {
 		return err
 	}

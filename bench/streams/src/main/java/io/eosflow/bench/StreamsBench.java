@@ -107,6 +107,9 @@ public final class StreamsBench {
         boolean suppress;
         boolean tuned;
         int rounds = 550;
+        long restoreRecords; // 0: no RESTORED line
+        String instanceId; // null: no static membership
+        boolean transactionalStores;
 
         static Options parse(String[] args) {
             Options o = new Options();
@@ -121,6 +124,10 @@ public final class StreamsBench {
                 }
                 if (flag.equals("--tuned")) {
                     o.tuned = true;
+                    continue;
+                }
+                if (flag.equals("--transactional-stores")) {
+                    o.transactionalStores = true;
                     continue;
                 }
                 String value;
@@ -149,6 +156,8 @@ public final class StreamsBench {
                     case "--window-ms" -> o.windowMs = parseLong(flag, value, 1);
                     case "--grace-ms" -> o.graceMs = parseLong(flag, value, 0);
                     case "--rounds" -> o.rounds = (int) parseLong(flag, value, 1);
+                    case "--restore-records" -> o.restoreRecords = parseLong(flag, value, 1);
+                    case "--instance-id" -> o.instanceId = value;
                     default -> throw new UsageException("unknown flag " + flag);
                 }
             }
@@ -212,7 +221,11 @@ public final class StreamsBench {
             "  --suppress                   windowed: final results only (suppress untilWindowCloses)",
             "  --cache-max-bytes B          statestore.cache.max.bytes (default: Kafka Streams' 10 MB)",
             "  --state-dir DIR              state.dir (default: Kafka Streams' <tmp>/kafka-streams)",
-            "stdout: READY once RUNNING; PROCESSED N when --expect is reached.");
+            "  --restore-records N          print RESTORED {json} once N changelog records were restored,",
+            "                               or at shutdown with what was",
+            "  --instance-id ID             the main consumer's group.instance.id (static membership)",
+            "  --transactional-stores       enable.transactional.statestores=true (KIP-892)",
+            "stdout: READY once RUNNING; PROCESSED N when --expect is reached; RESTORED as above.");
 
     /** ASCII-uppercases value into a new array: 'a'..'z' minus 32, other bytes unchanged. */
     static byte[] upper(byte[] value) {
@@ -361,6 +374,14 @@ public final class StreamsBench {
         }
         if (o.stateDir != null) {
             p.put(StreamsConfig.STATE_DIR_CONFIG, o.stateDir);
+        }
+        if (o.instanceId != null) {
+            // Static membership, as eosflow's instance_id: a restart rejoins at once instead
+            // of waiting out the dead member's session.
+            p.put(StreamsConfig.mainConsumerPrefix(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG), o.instanceId);
+        }
+        if (o.transactionalStores) {
+            p.put(StreamsConfig.TRANSACTIONAL_STATE_STORES_CONFIG, true);
         }
         // No global state here; opting in to the 5.0 behaviour only silences a startup warning.
         // The partition assignor re-reads the config from the main consumer's settings, so the
@@ -512,9 +533,16 @@ public final class StreamsBench {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
 
+        RestoreReport restores = o.restoreRecords > 0 ? new RestoreReport(o.restoreRecords) : null;
+        if (restores != null) {
+            streams.setGlobalStateRestoreListener(restores);
+        }
         Thread hook = new Thread(() -> {
             // SIGTERM / SIGINT / System.exit: commit what is open and leave the group.
             streams.close(CLOSE_TIMEOUT);
+            if (restores != null) {
+                restores.finish();
+            }
         }, "streams-bench-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
 
