@@ -23,7 +23,8 @@ the step ran --scale-dwell more, it starts or SIGTERMs processes (the
 newest first; they leave the group as they stop) to reach the next count.
 Each step reports how long the group took to assign every partition
 (assigned_ms), to commit on every partition again (rebalance_ms), the
-longest time one partition's output stood still (longest_pause_ms) and
+longest time one partition's output stood still (longest_pause_ms), the
+same for the partitions the step did not move (stayed_pause_ms), and
 the longest time no partition committed (group_pause_ms); a step not
 settled within --settle-timeout exits 1 (scale_unsettled). --process-workers
 N runs N sessions in each process (workers: N), and --group-protocol

@@ -61,6 +61,13 @@ type ScaleStep struct {
 	// longest gap in that partition's output. PausedPartition names it.
 	LongestPause    time.Duration
 	PausedPartition string
+	// Stayed counts the input partitions whose owner did not change
+	// (none in a first step), and StayedPause is the longest pause, as
+	// LongestPause counts them, of one of those: what a rebalance cost
+	// the partitions it did not move. StayedPartition names it.
+	Stayed          int
+	StayedPause     time.Duration
+	StayedPartition string
 	// GroupPause is the longest time no input partition committed at all.
 	GroupPause time.Duration
 	// Partitions counts the input partitions, and Committing those that
@@ -77,9 +84,11 @@ func (s ScaleStep) String() string {
 	if !s.Settled {
 		return fmt.Sprintf("%d processes (%d members): not settled: %s", s.Processes, s.Members, s.Problem)
 	}
-	return fmt.Sprintf("%d processes (%d members): assigned %s, committing %s, %d partitions moved; longest pause %s (%s), group pause %s",
+	return fmt.Sprintf("%d processes (%d members): assigned %s, committing %s, %d partitions moved; longest pause %s (%s), "+
+		"of the %d that stayed put %s (%s), group pause %s",
 		s.Processes, s.Members, s.Assigned.Round(time.Millisecond), s.Rebalance.Round(time.Millisecond), s.Moved,
-		s.LongestPause.Round(time.Millisecond), s.PausedPartition, s.GroupPause.Round(time.Millisecond))
+		s.LongestPause.Round(time.Millisecond), s.PausedPartition, s.Stayed, s.StayedPause.Round(time.Millisecond), s.StayedPartition,
+		s.GroupPause.Round(time.Millisecond))
 }
 
 // scaleStepJSON is ScaleStep with durations in milliseconds.
@@ -91,6 +100,9 @@ type scaleStepJSON struct {
 	Moved           int    `json:"moved"`
 	LongestPauseMs  int64  `json:"longest_pause_ms"`
 	PausedPartition string `json:"paused_partition,omitempty"`
+	Stayed          int    `json:"stayed"`
+	StayedPauseMs   int64  `json:"stayed_pause_ms"`
+	StayedPartition string `json:"stayed_partition,omitempty"`
 	GroupPauseMs    int64  `json:"group_pause_ms"`
 	Partitions      int    `json:"partitions"`
 	Committing      int    `json:"committing"`
@@ -102,7 +114,8 @@ type scaleStepJSON struct {
 // rebalance_ms, longest_pause_ms, group_pause_ms) for scripts.
 func (s ScaleStep) MarshalJSON() ([]byte, error) {
 	return json.Marshal(scaleStepJSON{s.Processes, s.Members, s.Assigned.Milliseconds(), s.Rebalance.Milliseconds(), s.Moved,
-		s.LongestPause.Milliseconds(), s.PausedPartition, s.GroupPause.Milliseconds(), s.Partitions, s.Committing, s.Settled, s.Problem})
+		s.LongestPause.Milliseconds(), s.PausedPartition, s.Stayed, s.StayedPause.Milliseconds(), s.StayedPartition,
+		s.GroupPause.Milliseconds(), s.Partitions, s.Committing, s.Settled, s.Problem})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -113,7 +126,7 @@ func (s *ScaleStep) UnmarshalJSON(b []byte) error {
 	}
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	*s = ScaleStep{j.Processes, j.Members, ms(j.AssignedMs), ms(j.RebalanceMs), j.Moved, ms(j.LongestPauseMs), j.PausedPartition,
-		ms(j.GroupPauseMs), j.Partitions, j.Committing, j.Settled, j.Problem}
+		j.Stayed, ms(j.StayedPauseMs), j.StayedPartition, ms(j.GroupPauseMs), j.Partitions, j.Committing, j.Settled, j.Problem}
 	return nil
 }
 
@@ -346,7 +359,11 @@ type stepState struct {
 	expected                     map[string]bool
 	baseline                     map[tp]int64
 	committing                   map[tp]bool
-	timedOut                     bool
+	// stayed are the partitions whose owner the step's assignment kept;
+	// gaps, each partition's longest pause in the step.
+	stayed   map[tp]bool
+	gaps     map[tp]time.Duration
+	timedOut bool
 	waiting                      string // what the step waits for, as of the last sample
 }
 
@@ -372,7 +389,7 @@ func (s *scaler) begin(now time.Time, ids []string) {
 		}
 	}
 	s.steps = append(s.steps, ScaleStep{Processes: len(ids), Members: len(expected), Partitions: len(s.parts)})
-	s.cur = &stepState{began: now, expected: expected, waiting: "the first reading of the group"}
+	s.cur = &stepState{began: now, expected: expected, gaps: map[tp]time.Duration{}, waiting: "the first reading of the group"}
 	if s.lastAny.IsZero() {
 		s.lastAny = now
 		for _, p := range s.parts {
@@ -404,16 +421,21 @@ func (s *scaler) observe(smp groupSample) {
 			c.waiting = why
 			return
 		}
-		c.assignedAt, c.baseline, c.committing = smp.at, map[tp]int64{}, map[tp]bool{}
+		c.assignedAt, c.baseline, c.committing, c.stayed = smp.at, map[tp]int64{}, map[tp]bool{}, map[tp]bool{}
 		for _, p := range s.parts {
 			c.baseline[p] = smp.committed[p]
 		}
 		st.Assigned = smp.at.Sub(c.began)
 		for p, o := range owners {
-			if s.owners == nil || s.owners[p] != o {
-				st.Moved++
+			switch {
+			case s.owners == nil:
+			case s.owners[p] == o:
+				c.stayed[p] = true
+				continue
 			}
+			st.Moved++
 		}
+		st.Stayed = len(c.stayed)
 		s.owners = owners
 	}
 	var ranOut, idle []string
@@ -455,8 +477,13 @@ func (s *scaler) pauses(st *ScaleStep, smp groupSample) {
 		if !ok || off <= s.lastOff[p] {
 			continue
 		}
-		if gap := smp.at.Sub(s.lastAt[p]); gap > st.LongestPause {
+		gap := smp.at.Sub(s.lastAt[p])
+		if gap > st.LongestPause {
 			st.LongestPause, st.PausedPartition = gap, p.String()
+		}
+		s.cur.gaps[p] = max(s.cur.gaps[p], gap)
+		if s.cur.stayed[p] && gap > st.StayedPause {
+			st.StayedPause, st.StayedPartition = gap, p.String()
 		}
 		s.lastOff[p], s.lastAt[p] = off, smp.at
 		moved = true
@@ -571,9 +598,16 @@ func (s *scaler) closeStep(now time.Time) {
 	for _, p := range s.parts {
 		if s.left(p) {
 			open = true
-			if gap := now.Sub(s.lastAt[p]); gap > st.LongestPause {
+			gap := now.Sub(s.lastAt[p])
+			if gap > st.LongestPause {
 				st.LongestPause, st.PausedPartition = gap, p.String()
 			}
+			s.cur.gaps[p] = max(s.cur.gaps[p], gap)
+		}
+	}
+	for _, p := range s.parts {
+		if g := s.cur.gaps[p]; s.cur.stayed[p] && g > st.StayedPause {
+			st.StayedPause, st.StayedPartition = g, p.String()
 		}
 	}
 	if gap := now.Sub(s.lastAny); gap > st.GroupPause && open {

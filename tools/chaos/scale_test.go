@@ -135,8 +135,16 @@ func TestScalerStep(t *testing.T) {
 	if sc.next() != 0 {
 		t.Fatalf("a step after the last: %d", sc.next())
 	}
+	// Partitions 0 and 2 stayed with worker-0: each stood still 1.5 s at
+	// most (2s to 3.5s); the pause of in/3, which moved, does not count.
+	sc.closeStep(s.t0.Add(4000 * time.Millisecond))
+	st = *sc.step()
+	if st.Stayed != 2 || st.StayedPause != 1500*time.Millisecond || st.StayedPartition != "in/0" {
+		t.Fatalf("step 2 %+v: want 2 partitions stayed put, in/0 still for 1.5s", st)
+	}
 	b, err := json.Marshal(st)
-	if err != nil || !strings.Contains(string(b), `"rebalance_ms":2000`) || !strings.Contains(string(b), `"longest_pause_ms":3100`) {
+	if err != nil || !strings.Contains(string(b), `"rebalance_ms":2000`) || !strings.Contains(string(b), `"longest_pause_ms":3100`) ||
+		!strings.Contains(string(b), `"stayed_pause_ms":1500`) {
 		t.Fatalf("JSON %s, %v", b, err)
 	}
 	var back ScaleStep
