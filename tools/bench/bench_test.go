@@ -607,3 +607,19 @@ func TestRunOrderAlternates(t *testing.T) {
 		}
 	}
 }
+
+// Kafka Streams' crash cases run with static membership, as the Go
+// workers do, and the second with KIP-892's transactional stores.
+func TestStreamsCrashArgs(t *testing.T) {
+	o := Options{Pipeline: PipelineCount, RestoreKeys: 10, Cases: []string{KafkaStreamsCrash, KafkaStreamsCrashTxn, KafkaStreams}}
+	o.defaults()
+	h := &harness{o: &o}
+	for _, c := range o.plan() {
+		c.streams = &streamsApp{java: "java", jar: "streams-bench.jar"}
+		args := strings.Join(h.streamsArgv(c, "app", "in", "out", "/state"), " ")
+		crash, txn := c.name != KafkaStreams, c.name == KafkaStreamsCrashTxn
+		if strings.Contains(args, "--instance-id app") != crash || strings.Contains(args, "--transactional-stores") != txn {
+			t.Errorf("%s: %s", c.name, args)
+		}
+	}
+}

@@ -287,6 +287,9 @@ type Restored struct {
 	Took time.Duration `json:"took"`
 	// Wall is from Run's start to Stats.Restored reaching the target.
 	Wall time.Duration `json:"wall"`
+	// CPUAtStart is the process's CPU time when its first restore began:
+	// the Kafka Streams app reports it, since it says READY only after.
+	CPUAtStart time.Duration `json:"cpu_at_start,omitempty"`
 }
 
 // restoredMessage and its fields are what eos logs when a restore ends.

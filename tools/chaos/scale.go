@@ -84,11 +84,13 @@ func (s ScaleStep) String() string {
 	if !s.Settled {
 		return fmt.Sprintf("%d processes (%d members): not settled: %s", s.Processes, s.Members, s.Problem)
 	}
-	return fmt.Sprintf("%d processes (%d members): assigned %s, committing %s, %d partitions moved; longest pause %s (%s), "+
-		"of the %d that stayed put %s (%s), group pause %s",
+	stayed := "none stayed put"
+	if s.Stayed > 0 {
+		stayed = fmt.Sprintf("of the %d that stayed put %s (%s)", s.Stayed, s.StayedPause.Round(time.Millisecond), s.StayedPartition)
+	}
+	return fmt.Sprintf("%d processes (%d members): assigned %s, committing %s, %d partitions moved; longest pause %s (%s), %s, group pause %s",
 		s.Processes, s.Members, s.Assigned.Round(time.Millisecond), s.Rebalance.Round(time.Millisecond), s.Moved,
-		s.LongestPause.Round(time.Millisecond), s.PausedPartition, s.Stayed, s.StayedPause.Round(time.Millisecond), s.StayedPartition,
-		s.GroupPause.Round(time.Millisecond))
+		s.LongestPause.Round(time.Millisecond), s.PausedPartition, stayed, s.GroupPause.Round(time.Millisecond))
 }
 
 // scaleStepJSON is ScaleStep with durations in milliseconds.
@@ -111,7 +113,8 @@ type scaleStepJSON struct {
 }
 
 // MarshalJSON writes the durations as whole milliseconds (assigned_ms,
-// rebalance_ms, longest_pause_ms, group_pause_ms) for scripts.
+// rebalance_ms, longest_pause_ms, stayed_pause_ms, group_pause_ms) for
+// scripts.
 func (s ScaleStep) MarshalJSON() ([]byte, error) {
 	return json.Marshal(scaleStepJSON{s.Processes, s.Members, s.Assigned.Milliseconds(), s.Rebalance.Milliseconds(), s.Moved,
 		s.LongestPause.Milliseconds(), s.PausedPartition, s.Stayed, s.StayedPause.Milliseconds(), s.StayedPartition,
@@ -342,7 +345,8 @@ type scaler struct {
 
 	steps []ScaleStep
 	cur   *stepState
-	// owners is who held each partition when the last step settled.
+	// owners is who held each partition when the last step's assignment
+	// was seen.
 	owners map[tp]string
 	// The pause tracking: each partition's last committed offset and
 	// when it last moved, and when any partition last moved.
@@ -364,7 +368,7 @@ type stepState struct {
 	stayed   map[tp]bool
 	gaps     map[tp]time.Duration
 	timedOut bool
-	waiting                      string // what the step waits for, as of the last sample
+	waiting  string // what the step waits for, as of the last sample
 }
 
 func newScaler(o Options, parts []tp) *scaler {

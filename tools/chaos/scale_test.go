@@ -137,14 +137,19 @@ func TestScalerStep(t *testing.T) {
 	}
 	// Partitions 0 and 2 stayed with worker-0: each stood still 1.5 s at
 	// most (2s to 3.5s); the pause of in/3, which moved, does not count.
-	sc.closeStep(s.t0.Add(4000 * time.Millisecond))
-	st = *sc.step()
 	if st.Stayed != 2 || st.StayedPause != 1500*time.Millisecond || st.StayedPartition != "in/0" {
 		t.Fatalf("step 2 %+v: want 2 partitions stayed put, in/0 still for 1.5s", st)
 	}
+	// A pause still open when the step ends counts too: in/0 and in/2
+	// stand still from 3.5s to 6s.
+	sc.closeStep(s.t0.Add(6000 * time.Millisecond))
+	st = *sc.step()
+	if st.StayedPause != 2500*time.Millisecond || st.StayedPartition != "in/0" {
+		t.Fatalf("step 2 %+v: want in/0 still for 2.5s at the step's end", st)
+	}
 	b, err := json.Marshal(st)
 	if err != nil || !strings.Contains(string(b), `"rebalance_ms":2000`) || !strings.Contains(string(b), `"longest_pause_ms":3100`) ||
-		!strings.Contains(string(b), `"stayed_pause_ms":1500`) {
+		!strings.Contains(string(b), `"stayed_pause_ms":2500`) {
 		t.Fatalf("JSON %s, %v", b, err)
 	}
 	var back ScaleStep

@@ -476,6 +476,23 @@ public final class StreamsBench {
         return c.getClass().getSimpleName() + (m == null ? "" : ": " + m);
     }
 
+    /**
+     * Closes streams on SIGTERM, SIGINT or System.exit (committing what is open and leaving the
+     * group), then, with --restore-records, prints what was restored if it was not yet.
+     */
+    static void onShutdown(KafkaStreams streams, Options o) {
+        RestoreReport restores = o.restoreRecords > 0 ? new RestoreReport(o.restoreRecords) : null;
+        if (restores != null) {
+            streams.setGlobalStateRestoreListener(restores);
+        }
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            streams.close(CLOSE_TIMEOUT);
+            if (restores != null) {
+                restores.finish();
+            }
+        }, "streams-bench-shutdown"));
+    }
+
     public static void main(String[] args) throws InterruptedException {
         Options o;
         try {
@@ -533,18 +550,7 @@ public final class StreamsBench {
             return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse.SHUTDOWN_CLIENT;
         });
 
-        RestoreReport restores = o.restoreRecords > 0 ? new RestoreReport(o.restoreRecords) : null;
-        if (restores != null) {
-            streams.setGlobalStateRestoreListener(restores);
-        }
-        Thread hook = new Thread(() -> {
-            // SIGTERM / SIGINT / System.exit: commit what is open and leave the group.
-            streams.close(CLOSE_TIMEOUT);
-            if (restores != null) {
-                restores.finish();
-            }
-        }, "streams-bench-shutdown");
-        Runtime.getRuntime().addShutdownHook(hook);
+        onShutdown(streams, o);
 
         streams.start();
 
